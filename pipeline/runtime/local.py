@@ -1,0 +1,112 @@
+"""Local runtime: a temporary, sanitised clone of a repository, commands run with subprocess."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path, PurePosixPath
+
+from pipeline.errors import RuntimeUnavailable
+from pipeline.runtime.base import CommandResult, diff_command, resolve_in
+from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput
+from pipeline.runtime.sanitise import SANITISE_SCRIPT
+
+# Only these reach a command: never the caller's environment, which may hold API keys.
+_PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ")
+COMMAND_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PIP_PROGRESS_BAR": "off"}
+
+
+class LocalRuntime:
+    """A throwaway clone of ``source`` at ``base_commit``; ``stop()`` deletes it."""
+
+    def __init__(self, source: str | Path, base_commit: str, *, env: dict[str, str] | None = None,
+                 sanitise: bool = True):
+        if shutil.which("git") is None or shutil.which("bash") is None:
+            raise RuntimeUnavailable("the local runtime needs git and bash on PATH")
+        self.base_commit = base_commit
+        self._root = Path(tempfile.mkdtemp(prefix="swepipe-local-"))
+        self.workdir = PurePosixPath(self._root / "repo")
+        self._env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
+        self._env.update(COMMAND_ENV, HOME=str(self._root), **(env or {}))
+        try:
+            self._clone(Path(source), sanitise)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _clone(self, source: Path, sanitise: bool) -> None:
+        cloned = subprocess.run(["git", "clone", "-q", "--no-checkout", str(source), str(self.workdir)],
+                                capture_output=True, text=True, env=self._env)
+        if cloned.returncode != 0:
+            raise RuntimeUnavailable(f"cannot clone {source}: {cloned.stderr.strip()}")
+        if sanitise:
+            script = self._root / "sanitise.sh"
+            script.write_text(SANITISE_SCRIPT)
+            result = self.run(f"bash {script} {self.base_commit}", timeout=600, output_limit=None)
+        else:
+            result = self.run(f"git checkout -q --detach {self.base_commit}", timeout=600)
+        if not result.ok:
+            raise RuntimeUnavailable(f"cannot prepare {source} at {self.base_commit}: {result.output.strip()}")
+
+    def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT) -> CommandResult:
+        output = BoundedOutput(output_limit)
+        started = time.monotonic()
+        proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, env=self._env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        timed_out = False
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            fd = proc.stdout.fileno()
+            while True:
+                remaining = started + timeout - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                if not selector.select(min(remaining, 1.0)):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                output.feed(chunk)
+        if timed_out:
+            _kill_group(proc.pid)
+        proc.stdout.close()
+        exit_code = proc.wait()
+        return CommandResult(exit_code=exit_code, output=output.text(), timed_out=timed_out,
+                             duration=time.monotonic() - started, total_bytes=output.total, cut_bytes=output.cut)
+
+    def read_file(self, path: str) -> bytes:
+        return Path(resolve_in(self.workdir, path)).read_bytes()
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        target = Path(resolve_in(self.workdir, path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data.encode() if isinstance(data, str) else data)
+
+    def diff(self) -> str:
+        result = self.run(diff_command(self.base_commit), timeout=300, output_limit=None)
+        if not result.ok:
+            raise RuntimeUnavailable(f"git diff failed in {self.workdir}: {result.output.strip()}")
+        return result.output
+
+    def stop(self) -> None:
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> LocalRuntime:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,55 @@
+"""Bounded capture of command output: keep the head and the tail, count what was cut."""
+
+from __future__ import annotations
+
+DEFAULT_LIMIT = 20_000
+
+
+class BoundedOutput:
+    """Collects bytes as they arrive, holding at most ``limit`` of them in memory.
+
+    The first half of the budget keeps the start of the output, the second half a rolling
+    window on its end; everything between is counted and dropped. ``limit=None`` keeps all.
+    """
+
+    def __init__(self, limit: int | None = DEFAULT_LIMIT):
+        self.limit = limit
+        self.total = 0
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._head_cap = None if limit is None else limit - limit // 2
+        self._tail_cap = None if limit is None else limit // 2
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self.total += len(chunk)
+        if self._head_cap is None:
+            self._head += chunk
+            return
+        room = self._head_cap - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self._tail_cap:
+            self._tail += chunk[-self._tail_cap:]
+            # Trim lazily so a stream of small chunks does not copy the window on every write.
+            if len(self._tail) > 2 * self._tail_cap:
+                del self._tail[: len(self._tail) - self._tail_cap]
+
+    @property
+    def cut(self) -> int:
+        """How many bytes were dropped from the middle."""
+        kept = len(self._head) + min(len(self._tail), self._tail_cap or 0)
+        return self.total - kept
+
+    def text(self) -> str:
+        """The kept output, decoded without ever raising; a marker says how much was cut."""
+        head = bytes(self._head).decode("utf-8", errors="replace")
+        if self._tail_cap is None:
+            return head
+        tail_bytes = bytes(self._tail[-self._tail_cap:]) if self._tail_cap else b""
+        tail = tail_bytes.decode("utf-8", errors="replace")
+        if self.cut:
+            return f"{head}\n[... {self.cut} bytes of output cut ...]\n{tail}"
+        return head + tail

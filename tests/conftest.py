@@ -1,0 +1,75 @@
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _docker_ready() -> str | None:
+    """None when Docker and the base image are usable, else why not."""
+    try:
+        from pipeline.runtime import containers
+        from pipeline.runtime.base_image import BASE_IMAGE, base_image_exists
+
+        containers.client()
+        if not base_image_exists():
+            return f"the base image {BASE_IMAGE} is missing (scripts/test.sh builds it)"
+    except Exception as exc:  # noqa: BLE001 - any failure means "not ready", reported below
+        return str(exc)
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any(item.get_closest_marker("docker") for item in items):
+        return
+    problem = _docker_ready()
+    if problem is None:
+        return
+    if IN_CI:
+        raise pytest.UsageError(f"CI must run the Docker tests, but Docker is not ready: {problem}")
+    skip = pytest.mark.skip(reason=f"Docker not ready: {problem}")
+    for item in items:
+        if item.get_closest_marker("docker"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def run_id():
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def leaky_repo(tmp_path_factory):
+    """A repository whose history hides a later 'gold' commit every way official images do."""
+    repo = tmp_path_factory.mktemp("leaky") / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / ".gitignore").write_text("node_modules/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    (repo / "README").write_text("calc\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "readme")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    git(repo, "commit", "-qam", "THE GOLD FIX")
+    gold = git(repo, "rev-parse", "HEAD")
+    git(repo, "update-ref", "refs/remotes/origin/fix", gold)
+    git(repo, "tag", "v-gold", gold)
+    git(repo, "reset", "-q", "--hard", base)  # gold stays in the reflog
+    (repo / "calc.py").write_text("# stashed hint: return a + b\n")
+    git(repo, "stash", "-q")
+    (repo / "node_modules").mkdir()
+    (repo / "node_modules" / "dep.js").write_text("module.exports = 1\n")
+    return {"path": repo, "base": base, "gold": gold}
