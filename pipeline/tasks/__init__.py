@@ -1,0 +1,19 @@
+"""SWE-Bench Pro tasks: the record, decoding of raw rows, sources and filters."""
+
+from .decode import CellError
+from .filters import TaskFilter, parse_instance_ids
+from .record import COLUMNS, LIST_COLUMNS, REQUIRED_COLUMNS, Task
+from .sources import load_task_file, load_tasks, register_named_dataset
+
+__all__ = [
+    "COLUMNS",
+    "LIST_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "CellError",
+    "Task",
+    "TaskFilter",
+    "load_task_file",
+    "load_tasks",
+    "parse_instance_ids",
+    "register_named_dataset",
+]

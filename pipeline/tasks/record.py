@@ -1,0 +1,91 @@
+"""One SWE-Bench Pro task: the columns of ScaleAI/SWE-bench_Pro, already decoded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+
+from .decode import CellError, decode_list, decode_text, is_missing, json_encoded_string, unwrap_json_text
+
+Language = Literal["python", "go", "js", "ts"]
+
+
+class Task(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    # Identity columns must be non-empty: without them the task cannot be run or reported.
+    instance_id: str = Field(min_length=1)
+    repo: str = Field(min_length=1)
+    base_commit: str = Field(min_length=1)
+    problem_statement: str = Field(min_length=1)
+    requirements: str = ""
+    interface: str = ""
+    repo_language: Language
+    patch: str = ""
+    test_patch: str = ""
+    fail_to_pass: list[str] = Field(validation_alias=AliasChoices("fail_to_pass", "FAIL_TO_PASS"))
+    pass_to_pass: list[str] = Field(validation_alias=AliasChoices("pass_to_pass", "PASS_TO_PASS"))
+    selected_test_files_to_run: list[str]
+    before_repo_set_cmd: str
+    dockerhub_tag: str = Field(min_length=1)
+    issue_specificity: list[str] = Field(default_factory=list)
+    issue_categories: list[str] = Field(default_factory=list)
+
+    @property
+    def hidden_test_names(self) -> list[str]:
+        """Every test the grader runs: those that must start passing and those that must keep passing."""
+        return [*self.fail_to_pass, *self.pass_to_pass]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Task:
+        """Decode one raw dataset row (string cells as on the Hub, or real lists); raises CellError."""
+        values: dict[str, Any] = {}
+        for key, value in row.items():
+            column = COLUMN_ALIASES.get(key, key)
+            if column not in COLUMNS or is_missing(value):
+                continue
+            if key != column and not is_missing(row.get(column)):
+                continue  # the lower-case column wins over its upper-case alias
+            try:
+                values[column] = _DECODERS.get(column, decode_text)(value)
+            except ValueError as error:
+                raise CellError(column, str(error)) from None
+        for column in REQUIRED_COLUMNS:
+            if column not in values:
+                keys = [column, *(alias for alias, name in COLUMN_ALIASES.items() if name == column)]
+                present = any(key in row for key in keys)
+                raise CellError(column, "the cell is empty (null)" if present else "required column is missing")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            first = error.errors()[0]
+            column = str(first["loc"][0]) if first["loc"] else "?"
+            more = error.error_count() - 1
+            reason = first["msg"] + (f" (and {more} more problem(s) in this row)" if more else "")
+            raise CellError(column, reason) from None
+
+    def to_row(self) -> dict[str, Any]:
+        """A JSON-serialisable row (lists stay lists) that `from_row` and `load_tasks` read back unchanged."""
+        row = self.model_dump(mode="json")
+        for column in TEXT_COLUMNS:
+            # The loader unwraps JSON-encoded text, so text that merely looks encoded is wrapped once more.
+            if json_encoded_string(row[column]) is not None:
+                row[column] = json.dumps(row[column])
+        return row
+
+
+COLUMNS: tuple[str, ...] = tuple(Task.model_fields)
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(n for n, f in Task.model_fields.items() if f.is_required())
+LIST_COLUMNS: tuple[str, ...] = tuple(n for n, f in Task.model_fields.items() if f.annotation == list[str])
+# Columns the dataset sometimes stores JSON-encoded (a leading quote and literal \n escapes).
+TEXT_COLUMNS: tuple[str, ...] = ("problem_statement", "requirements", "interface")
+# Upper-case names used by swebench-style datasets.
+COLUMN_ALIASES: dict[str, str] = {"FAIL_TO_PASS": "fail_to_pass", "PASS_TO_PASS": "pass_to_pass"}
+
+_DECODERS = {
+    **{column: decode_list for column in LIST_COLUMNS},
+    **{column: unwrap_json_text for column in TEXT_COLUMNS},
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Make a fresh Debian machine ready for swepipe: Docker engine running, Python environment, base image.
+# Idempotent: every step is skipped when already done. Run as root (CI does).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v git >/dev/null || missing+=(git)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  echo "setup: starting dockerd (log: /tmp/swepipe-dockerd.log)"
+  nohup dockerd >/tmp/swepipe-dockerd.log 2>&1 &
+  for _ in $(seq 90); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  if ! docker info >/dev/null 2>&1; then
+    echo "setup: dockerd did not come up:" >&2
+    tail -n 40 /tmp/swepipe-dockerd.log >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+echo "setup: installing swepipe into .venv"
+.venv/bin/pip install -q -e '.[test]'
+
+.venv/bin/swepipe images build

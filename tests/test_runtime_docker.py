@@ -1,0 +1,140 @@
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import runtime_contract as contract
+from pipeline.errors import RuntimeUnavailable
+from pipeline.runtime import containers
+from pipeline.runtime.base_image import BASE_IMAGE
+from pipeline.runtime.docker import DockerRuntime
+
+pytestmark = pytest.mark.docker
+LEAKY_IMAGE = "swepipe-test-leaky:latest"
+
+
+@pytest.fixture(scope="session")
+def leaky_image(leaky_repo, tmp_path_factory):
+    context = tmp_path_factory.mktemp("leaky-context")
+    shutil.copytree(leaky_repo["path"], context / "repo", symlinks=True)
+    (context / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nCOPY repo /app\nWORKDIR /app\n")
+    containers.client().images.build(path=str(context), tag=LEAKY_IMAGE, rm=True)
+    return LEAKY_IMAGE
+
+
+@pytest.fixture
+def rt(leaky_image, leaky_repo, run_id):
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+        yield runtime
+
+
+def labelled(run_id):
+    return containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"})
+
+
+def test_exit_code_and_merged_output(rt):
+    contract.check_exit_code_and_merged_output(rt)
+
+
+def test_timeout_kills_command_not_container(rt):
+    contract.check_timeout_kills_command_not_workspace(rt)
+    rt.container.reload()
+    assert rt.container.status == "running"
+
+
+@pytest.mark.slow
+def test_huge_output_is_bounded(rt):
+    contract.check_huge_output_is_bounded(rt)
+
+
+def test_non_utf8_output(rt):
+    contract.check_non_utf8_output(rt)
+
+
+def test_files_and_diff(rt):
+    contract.check_files_and_diff(rt)
+
+
+def test_no_solution_leak(rt, leaky_repo):
+    contract.check_no_solution_leak(rt, leaky_repo)
+
+
+def test_unsanitised_image_still_holds_the_gold_commit(leaky_image, leaky_repo, run_id):
+    # The guard above is only meaningful if the image really carries the answer.
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id, sanitise=False) as runtime:
+        assert runtime.run(f"git cat-file -e {leaky_repo['gold']}").ok
+
+
+def test_sanitised_image_is_made_once_and_reused(leaky_image, leaky_repo, run_id):
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as first:
+        image_one = first.container.image.id
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as second:
+        assert second.container.image.id == image_one
+    assert labelled(run_id) == []
+
+
+def test_network_is_off_and_no_api_key_enters(leaky_image, leaky_repo, run_id, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-should-not-leak")
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+        assert "sk-ant" not in runtime.run("env").output
+        assert runtime.run("cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net").output.split() \
+            in (["unknown", "lo"], ["lo"])
+
+
+def test_container_removed_after_an_exception(leaky_image, leaky_repo, run_id):
+    with pytest.raises(ZeroDivisionError):
+        with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+            assert labelled(run_id)
+            runtime.run("true")
+            1 / 0
+    assert labelled(run_id) == []
+
+
+def test_container_removed_after_sigint(leaky_image, leaky_repo, run_id, tmp_path):
+    script = tmp_path / "hold.py"
+    script.write_text(textwrap.dedent(f"""
+        import time
+        from pipeline.runtime.docker import DockerRuntime
+        rt = DockerRuntime({leaky_image!r}, {leaky_repo['base']!r}, run_id={run_id!r})
+        print("started", flush=True)
+        time.sleep(120)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        assert len(labelled(run_id)) == 1
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert labelled(run_id) == []
+
+
+def test_cleanup_command_removes_leftovers(leaky_image, run_id):
+    # A process killed with SIGKILL cannot clean up; its labelled container is found later.
+    containers.client().containers.run(leaky_image, entrypoint=["tail", "-f", "/dev/null"], detach=True,
+                                       labels=containers.labels(run_id))
+    assert len(labelled(run_id)) == 1
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", run_id],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 container" in done.stdout
+    assert labelled(run_id) == []
+
+
+def test_missing_image_is_a_clear_error(run_id):
+    with pytest.raises(RuntimeUnavailable, match="swepipe-no-such/image:1 is not available locally"):
+        DockerRuntime("swepipe-no-such/image:1", "HEAD", run_id=run_id)
+    assert labelled(run_id) == []
+
+
+def test_unknown_base_commit_is_a_clear_error(leaky_image, run_id):
+    with pytest.raises(RuntimeUnavailable, match="base commit 0123456789abcdef is not in the repository"):
+        DockerRuntime(leaky_image, "0123456789abcdef", run_id=run_id)
