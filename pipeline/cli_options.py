@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from pipeline import datasets  # noqa: F401 - registers the bundled dataset
 from pipeline.tasks import Task, TaskFilter, load_tasks, parse_instance_ids
 
-DEFAULT_DATASET = "bundled"
+DEFAULT_DATASET = datasets.BUNDLED
 
 Dataset = Annotated[str, typer.Option(
     "--dataset", "-d",
@@ -33,3 +35,16 @@ def select_tasks(dataset: str, split: str, instance_ids: str | None, repo: str |
         repo=repo, language=language, limit=limit, slice=slice_, shuffle=shuffle, seed=seed,
     )
     return task_filter.apply(load_tasks(dataset, split))
+
+
+ImageTemplate = Annotated[Optional[str], typer.Option(
+    help="Image name from task fields, e.g. 'jefzda/sweap-images:{dockerhub_tag}' (the default for Hub "
+         "datasets); bundled tasks default to their local images.")]
+RunScripts = Annotated[Optional[Path], typer.Option(
+    help="Directory laid out as DIR/<instance_id>/{run_script.sh,parser.py} (the official run_scripts/); "
+         "bundled tasks carry their own.")]
+Dockerfiles = Annotated[Optional[Path], typer.Option(
+    help="Directory with base_dockerfile/<id>/Dockerfile and instance_dockerfile/<id>/Dockerfile whose ENV "
+         "lines are exported before the tests, as the official harness does.")]
+Timeout = Annotated[float, typer.Option(help="Seconds one instance's tests may take before it counts as a timeout.")]
+Platform = Annotated[Optional[str], typer.Option(help="Docker platform, e.g. linux/amd64 (the official images are amd64 only).")]

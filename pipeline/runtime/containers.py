@@ -22,6 +22,8 @@ RUN_LABEL = "swepipe.run_id"
 SANITISED_REPOSITORY = "swepipe-sanitised"
 
 _live: dict[str, docker.models.containers.Container] = {}
+# Set when the process is being interrupted: work cut short then must not be recorded as a result.
+shutting_down = threading.Event()
 _lock = threading.Lock()
 _client: docker.DockerClient | None = None
 
@@ -109,6 +111,7 @@ def install_cleanup_handlers() -> None:
         previous = signal.getsignal(signum)
 
         def handler(sig, frame, previous=previous):
+            shutting_down.set()
             remove_all_tracked()
             if callable(previous):
                 previous(sig, frame)

@@ -1,0 +1,1 @@
+"""Scoring patches with hidden tests, by the official SWE-Bench Pro protocol."""

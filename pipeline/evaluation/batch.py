@@ -1,0 +1,132 @@
+"""Scoring many predictions: workers, progress, skipping finished ones, attempts, the summary."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pipeline.evaluation.files import write_json_atomic
+from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.runner import CATEGORIES, EvalSettings, Interrupted, evaluate
+from pipeline.tasks import Task
+
+
+@dataclass
+class EvalSummary:
+    results: dict[str, dict] = field(default_factory=dict)  # instance id -> first attempt's result
+    unknown: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # finished in an earlier run
+    dataset_size: int = 0
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(result["category"] for result in self.results.values())
+
+    @property
+    def resolved(self) -> int:
+        return sum(1 for result in self.results.values() if result["resolved"])
+
+    @property
+    def scored(self) -> int:
+        return sum(1 for result in self.results.values() if result["category"] != "infra_error")
+
+    def as_dict(self) -> dict:
+        return {
+            "predictions_evaluated": len(self.results), "scored": self.scored, "resolved": self.resolved,
+            "resolve_rate_scored": self.resolved / self.scored if self.scored else None,
+            "resolve_rate_dataset": self.resolved / self.dataset_size if self.dataset_size else None,
+            "dataset_size": self.dataset_size, "categories": {c: self.counts.get(c, 0) for c in CATEGORIES},
+            "unknown_instances": self.unknown, "skipped_finished": self.skipped,
+        }
+
+
+def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+                         settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
+                         show_progress: bool = True) -> EvalSummary:
+    by_id = {task.instance_id: task for task in tasks}
+    summary = EvalSummary(dataset_size=len(tasks), unknown=[p.instance_id for p in predictions if p.instance_id not in by_id])
+    todo = []
+    for prediction in predictions:
+        if prediction.instance_id not in by_id:
+            continue
+        previous = output_dir / prediction.instance_id / "result.json"
+        if previous.exists() and not redo:
+            summary.results[prediction.instance_id] = json.loads(previous.read_text())
+            summary.skipped.append(prediction.instance_id)
+        else:
+            todo.append(prediction)
+    lock = threading.Lock()
+
+    def one(prediction: Prediction) -> None:
+        task = by_id[prediction.instance_id]
+        instance_dir = output_dir / task.instance_id
+        try:
+            result = evaluate(task, prediction.patch, instance_dir, settings)
+        except Interrupted:
+            raise
+        except Exception as error:  # noqa: BLE001 - one broken instance must not end the run
+            result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
+                      "error": f"{type(error).__name__}: {error}"}
+        if not result["resolved"] and attempts > 1 and result["category"] != "infra_error":
+            result["attempts"] = _reattempt(task, prediction.patch, instance_dir, settings, result, attempts)
+            result["flaky_tests"] = _flaky(result)
+        write_json_atomic(instance_dir / "result.json", result)
+        with lock:
+            summary.results[task.instance_id] = result
+            _write_official(output_dir, summary)
+
+    with Progress(TextColumn("[bold]eval[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), disable=not show_progress) as progress:
+        bar = progress.add_task(_rate(summary), total=len(todo))
+        executor = ThreadPoolExecutor(max_workers=max(1, workers))
+        try:
+            pending = {executor.submit(one, prediction) for prediction in todo}
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    future.result()
+                    progress.update(bar, advance=1, description=_rate(summary))
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+    _write_official(output_dir, summary)
+    write_json_atomic(output_dir / "summary.json", summary.as_dict())
+    return summary
+
+
+def _reattempt(task, patch, instance_dir, settings, first, attempts) -> list[dict]:
+    """Run again (official verdict unchanged) to tell flaky tests from real failures."""
+    history = [{"attempt": 1, "resolved": first["resolved"], "category": first["category"],
+                "statuses": first.get("statuses", {})}]
+    for number in range(2, attempts + 1):
+        again = evaluate(task, patch, instance_dir / f"attempt-{number}", settings)
+        history.append({"attempt": number, "resolved": again["resolved"], "category": again["category"],
+                        "statuses": again.get("statuses", {})})
+        if again["resolved"]:
+            break
+    return history
+
+
+def _flaky(result: dict) -> list[str]:
+    runs = [attempt["statuses"] for attempt in result["attempts"]]
+    names = set().union(*runs)
+    return sorted(name for name in names if len({run.get(name, "MISSING") for run in runs}) > 1)
+
+
+def _write_official(output_dir: Path, summary: EvalSummary) -> None:
+    """eval_results.json ({instance_id: bool}) and infra_errors.json, as the official harness writes them."""
+    scored = {i: r["resolved"] for i, r in sorted(summary.results.items()) if r["category"] != "infra_error"}
+    infra = {i: r.get("error", "") for i, r in sorted(summary.results.items()) if r["category"] == "infra_error"}
+    write_json_atomic(output_dir / "eval_results.json", scored)
+    write_json_atomic(output_dir / "infra_errors.json", infra)
+
+
+def _rate(summary: EvalSummary) -> str:
+    if not summary.scored:
+        return "resolved: n/a"
+    return f"resolved {summary.resolved}/{summary.scored} ({summary.resolved / summary.scored:.0%})"

@@ -1,0 +1,34 @@
+"""The summary `swepipe eval` prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.evaluation.batch import EvalSummary
+from pipeline.evaluation.runner import CATEGORIES
+
+
+def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> None:
+    if summary.unknown:
+        shown = ", ".join(summary.unknown[:5]) + (" ..." if len(summary.unknown) > 5 else "")
+        console.print(f"[yellow]skipped {len(summary.unknown)} prediction(s) for instances not in the dataset: "
+                      f"{shown}[/yellow]")
+    if summary.skipped:
+        console.print(f"{len(summary.skipped)} instance(s) already had a result (use --redo to score them again)")
+    table = Table(title=f"evaluation: {output_dir}")
+    table.add_column("category")
+    table.add_column("instances", justify="right")
+    for category in CATEGORIES:
+        table.add_row(category, str(summary.counts.get(category, 0)))
+    console.print(table)
+    data = summary.as_dict()
+    if data["resolve_rate_scored"] is not None:
+        console.print(f"resolved {summary.resolved} of {summary.scored} scored predictions "
+                      f"({data['resolve_rate_scored']:.1%}); {summary.resolved} of the dataset's "
+                      f"{summary.dataset_size} tasks ({data['resolve_rate_dataset']:.1%})")
+    flaky = {i: r["flaky_tests"] for i, r in summary.results.items() if r.get("flaky_tests")}
+    for instance_id, names in flaky.items():
+        console.print(f"[yellow]flaky in {instance_id}: {', '.join(names[:5])}[/yellow]")

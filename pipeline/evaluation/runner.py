@@ -1,0 +1,168 @@
+"""Scoring one prediction in a fresh container of the task's image."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import requests
+from docker.errors import DockerException
+
+from pipeline.errors import SwepipeError
+from pipeline.evaluation.files import extract_archive, tar_of, write_json_atomic
+from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, entry_script, judge,
+                                          parse_statuses, strip_binary_sections)
+from pipeline.runtime import containers
+from pipeline.runtime.images import ensure_image, image_name
+from pipeline.tasks import Task
+
+CATEGORIES = ("resolved", "tests_failed", "patch_failed", "timeout", "infra_error")
+COLLECTED = {"stdout.log", "stderr.log", "output.json", "apply_status"}
+ENTRY_LOG_LIMIT = 2_000_000
+
+
+@dataclass
+class EvalSettings:
+    image_template: str
+    run_scripts: Path | None = None  # <dir>/<instance_id>/{run_script.sh,parser.py}
+    dockerfiles: Path | None = None  # <dir>/{base,instance}_dockerfile/<instance_id>/Dockerfile
+    timeout: float = 1800
+    platform: str | None = None
+    block_network: bool = False
+    run_id: str = "eval"
+
+
+class InfraError(Exception):
+    """The environment failed, so the patch was never scored."""
+
+
+class Interrupted(Exception):
+    """The run is being stopped; whatever this instance got so far is not a result."""
+
+
+def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
+    """Run the official protocol for one patch; writes the artefacts and returns the result record."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    applied_patch = strip_binary_sections(patch)
+    (out_dir / "patch.diff").write_bytes(applied_patch.encode("utf-8"))
+    record = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
+              "patch_empty": not patch.strip(), "patch_applied": None, "binary_sections_stripped": applied_patch != patch}
+    try:
+        workspace = _workspace_files(task, applied_patch, settings)
+        (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
+        image = image_name(settings.image_template, task.to_row())
+        record["image"] = image
+        exit_code, timed_out = _run_container(task, image, workspace, out_dir, settings)
+        record["entry_exit_code"] = exit_code
+        record.update(_judge_outputs(task, out_dir, timed_out))
+        record["category"] = _category(record)
+    except (InfraError, SwepipeError) as error:
+        record["error"] = str(error)
+    record["duration"] = round(time.monotonic() - started, 2)
+    return record
+
+
+def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str, bytes]:
+    scripts = {}
+    for name in ("run_script.sh", "parser.py"):
+        path = settings.run_scripts / task.instance_id / name if settings.run_scripts else None
+        if path is None or not path.is_file():
+            raise InfraError(f"no {name} for {task.instance_id}" + (f" under {settings.run_scripts}" if path else
+                             "; pass --run-scripts DIR laid out as DIR/<instance_id>/" + name))
+        scripts[name] = path.read_bytes()
+    exports = []
+    if settings.dockerfiles:
+        contents = []
+        for kind in ("base_dockerfile", "instance_dockerfile"):
+            path = settings.dockerfiles / kind / task.instance_id / "Dockerfile"
+            if not path.is_file():
+                raise InfraError(f"no Dockerfile at {path}")
+            contents.append(path.read_text(encoding="utf-8", errors="replace"))
+        exports = dockerfile_env_exports(*contents)
+    return {**scripts, "patch.diff": patch.encode("utf-8"),
+            "entryscript.sh": entry_script(task, exports).encode("utf-8")}
+
+
+def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
+                   settings: EvalSettings) -> tuple[int | None, bool]:
+    ensure_image(image, platform=settings.platform, show_progress=False)
+    client = containers.client()
+    containers.install_cleanup_handlers()
+    try:
+        container = client.containers.create(
+            image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/entryscript.sh"],
+            labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
+            network_mode="none" if settings.block_network else None, platform=settings.platform)
+    except DockerException as error:
+        raise InfraError(f"could not create a container of {image}: {error}") from error
+    containers.track(container)
+    try:
+        container.put_archive("/", tar_of(workspace, WORKSPACE))
+        container.start()
+        timed_out, exit_code = False, None
+        try:
+            exit_code = container.wait(timeout=settings.timeout).get("StatusCode")
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            timed_out = True
+            container.kill()
+        if containers.shutting_down.is_set():
+            raise Interrupted(task.instance_id)
+        _save_entry_log(container, out_dir / "entry.log")
+        chunks, _ = container.get_archive(WORKSPACE)
+        extract_archive(chunks, COLLECTED, out_dir)
+        return exit_code, timed_out
+    except DockerException as error:
+        if containers.shutting_down.is_set():
+            raise Interrupted(task.instance_id) from error
+        raise InfraError(f"the container of {image} failed: {error}") from error
+    finally:
+        containers.remove(container)
+
+
+def _save_entry_log(container, path: Path) -> None:
+    written = 0
+    with open(path, "wb") as out:
+        for chunk in container.logs(stream=True, follow=False):
+            if written < ENTRY_LOG_LIMIT:
+                out.write(chunk[: ENTRY_LOG_LIMIT - written])
+            written += len(chunk)
+        if written > ENTRY_LOG_LIMIT:
+            out.write(f"\n[... {written - ENTRY_LOG_LIMIT} bytes cut ...]\n".encode())
+
+
+def _judge_outputs(task: Task, out_dir: Path, timed_out: bool) -> dict:
+    status_file = out_dir / "apply_status"
+    applied = status_file.read_text().strip() == "0" if status_file.exists() else None
+    result = {"patch_applied": applied}
+    output_file = out_dir / "output.json"
+    statuses: dict[str, str] = {}
+    if output_file.exists():
+        try:
+            statuses = parse_statuses(json.loads(output_file.read_text(encoding="utf-8", errors="replace")))
+        except (ValueError, json.JSONDecodeError) as error:
+            result["error"] = f"output.json cannot be read: {error}"
+    elif not timed_out:
+        result["error"] = "the parser wrote no output.json (see stdout.log, stderr.log, entry.log)"
+    verdict = judge(task, statuses)
+    # No output means no test passed: the official verdict is then "not resolved".
+    result.update(resolved=verdict.resolved and output_file.exists() and not timed_out, timed_out=timed_out,
+                  FAIL_TO_PASS=asdict(verdict.fail_to_pass), PASS_TO_PASS=asdict(verdict.pass_to_pass),
+                  near_misses=verdict.near_misses, statuses=statuses)
+    return result
+
+
+def _category(record: dict) -> str:
+    if record["resolved"]:
+        return "resolved"
+    if record.get("timed_out"):
+        return "timeout"
+    if record["patch_applied"] is False and not record["patch_empty"]:
+        return "patch_failed"
+    return "tests_failed"
+
+
+def save_result(out_dir: Path, record: dict) -> None:
+    write_json_atomic(out_dir / "result.json", record)
