@@ -98,6 +98,71 @@ def _run_id_for(predictions: Path) -> str:
 
 
 @app.command()
+def rollouts(
+    task: Annotated[str, typer.Option(help="Instance id of the task.")],
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 4).")] = None,
+    config: opt.ConfigFile = None,
+    junior_model: opt.JuniorModel = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="Step limit per rollout.")] = None,
+    image_template: opt.ImageTemplate = None,
+    output_dir: Annotated[Optional[Path], typer.Option(help="Where rollouts go (default runs/<run-id>/tasks/<id>/junior).")] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="Run id (default: rollouts-<time>).")] = None,
+) -> None:
+    """Run the junior stage alone on one task and print the candidate pool."""
+    import time as _time
+
+    from pipeline.config import load_config
+    from pipeline.datasets import defaults_for
+    from pipeline.evaluation.files import write_json_atomic
+    from pipeline.juniors.pool import build_pool
+    from pipeline.juniors.stage import junior_settings, run_juniors
+    from pipeline.models.budget import Budget
+    from pipeline.models.client import ModelClient
+    from pipeline.models.ledger import Ledger
+    from pipeline.runtime.images import image_name
+
+    selected = opt.select_tasks(dataset, split, task, None, None, None, None, False, 0)[0]
+    cfg = load_config(config).with_model("junior", junior_model)
+    if k is not None:
+        cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
+    if max_steps is not None:
+        cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"max_steps": max_steps})})
+    run_id = run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S")
+    task_dir = Path("runs") / run_id / "tasks" / selected.instance_id
+    directory = output_dir or task_dir / "junior"
+    ledger = Ledger((output_dir or task_dir) / "ledger.jsonl")
+    client = ModelClient(cfg.model_for("junior"), "junior", ledger, task=selected.instance_id,
+                         scope=f"{run_id}/{selected.instance_id}")
+    template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template
+    settings = junior_settings(cfg, image_name(template, selected.to_row()), run_id)
+    run_budget = Budget("run", cfg.budgets.per_run)
+    task_budget = run_budget.child(f"task {selected.instance_id}", cfg.budgets.per_task)
+    records = run_juniors(selected, cfg.juniors.k, client, task_budget, settings, directory,
+                          on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
+                                                          f"{r['steps']} steps, ${r['cost']:.4f}"))
+    pool = build_pool(selected.instance_id, records)
+    write_json_atomic(directory / "pool.json", pool.to_dict())
+    _print_pool(pool, records)
+
+
+def _print_pool(pool, records) -> None:
+    table = Table(title=f"candidate pool of {pool.instance_id}: {len(pool.candidates)} distinct patch(es) "
+                        f"from {pool.rollouts} rollouts")
+    for column in ("votes", "rollouts", "files", "functions", "test edits"):
+        table.add_column(column, overflow="fold")
+    for candidate in pool.candidates:
+        table.add_row(str(candidate.votes), ", ".join(map(str, candidate.rollouts)), "\n".join(candidate.files),
+                      "\n".join(candidate.functions[:6]), "yes" if candidate.test_patch else "no")
+    console.print(table)
+    if pool.empty:
+        console.print(f"no source edit from rollout(s) {', '.join(map(str, pool.empty))}")
+    console.print(f"total ${sum(r['cost'] for r in records):.4f}; exit reasons: "
+                  + ", ".join(sorted({r['exit_reason'] for r in records})))
+
+
+@app.command()
 def cleanup(
     run_id: Annotated[Optional[str], typer.Option(help="Only containers of this run.")] = None,
     images: Annotated[bool, typer.Option("--images", help="Also remove the cached sanitised images.")] = False,

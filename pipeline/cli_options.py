@@ -48,3 +48,7 @@ Dockerfiles = Annotated[Optional[Path], typer.Option(
          "lines are exported before the tests, as the official harness does.")]
 Timeout = Annotated[float, typer.Option(help="Seconds one instance's tests may take before it counts as a timeout.")]
 Platform = Annotated[Optional[str], typer.Option(help="Docker platform, e.g. linux/amd64 (the official images are amd64 only).")]
+ConfigFile = Annotated[Optional[Path], typer.Option("--config", help="YAML run configuration (models, budgets, limits).")]
+JuniorModel = Annotated[Optional[str], typer.Option(help="litellm model string for the junior role.")]
+SeniorModel = Annotated[Optional[str], typer.Option(help="litellm model string for the senior role.")]
+PrincipalModel = Annotated[Optional[str], typer.Option(help="litellm model string for the principal role.")]

@@ -10,6 +10,7 @@ import tarfile
 import time
 from pathlib import PurePosixPath
 
+import requests
 from docker.errors import DockerException, NotFound
 
 from pipeline.errors import RuntimeUnavailable
@@ -65,11 +66,14 @@ class DockerRuntime:
         except DockerException as exc:
             raise RuntimeUnavailable(f"cannot run a command in container {self.container.name}: {exc}") from exc
         output = BoundedOutput(output_limit)
-        finished = _read_frames(stream, output, deadline=started + timeout + CLIENT_GRACE)
-        timed_out = not finished
-        if timed_out:
-            self._kill_exec(pid_file)
-        exit_code = self._exit_code(exec_id)
+        try:
+            finished = _read_frames(stream, output, deadline=started + timeout + CLIENT_GRACE)
+            timed_out = not finished
+            if timed_out:
+                self._kill_exec(pid_file)
+            exit_code = self._exit_code(exec_id)
+        except (DockerException, OSError, requests.exceptions.RequestException) as exc:
+            raise RuntimeUnavailable(f"container {self.container.name} stopped answering: {exc}") from exc
         duration = time.monotonic() - started
         if exit_code in (124, 137) and duration >= timeout:
             timed_out = True

@@ -1,0 +1,1 @@
+"""Stage 1: K cheap, independent ReAct rollouts per task, and the pool of patches they leave."""

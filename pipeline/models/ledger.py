@@ -1,0 +1,61 @@
+"""The cost ledger: one JSON line per model call, appended as it happens."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class LedgerRow:
+    stage: str  # junior, senior, principal, solo, team
+    role: str
+    model: str
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    latency: float = 0.0
+    retries: int = 0
+    error: str | None = None
+    task: str = ""
+    agent: str = ""  # e.g. rollout-03
+    time: float = field(default_factory=time.time)
+
+
+class Ledger:
+    """Thread-safe, append-only; rows also kept in memory for totals."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self.rows: list[LedgerRow] = []
+        self._lock = threading.Lock()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, row: LedgerRow) -> None:
+        with self._lock:
+            self.rows.append(row)
+            if self.path is not None:
+                with open(self.path, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(asdict(row)) + "\n")
+
+    def total_cost(self, **match: str) -> float:
+        with self._lock:
+            return sum(r.cost for r in self.rows if all(getattr(r, k) == v for k, v in match.items()))
+
+    @staticmethod
+    def read(path: Path) -> list[LedgerRow]:
+        if not path.exists():
+            return []
+        rows = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                try:
+                    rows.append(LedgerRow(**json.loads(line)))
+                except (ValueError, TypeError):
+                    continue  # a line cut short by a crash
+        return rows

@@ -1,0 +1,29 @@
+"""Which price a model is charged at, decided before anything is spent."""
+
+from __future__ import annotations
+
+from pipeline.errors import SwepipeError
+from pipeline.models.spec import ModelSpec, Prices
+
+
+def resolve_prices(spec: ModelSpec, role: str) -> Prices:
+    """Config prices first, then litellm's price map; a model with neither is an error unless free."""
+    if spec.prices is not None:
+        return spec.prices
+    if spec.free or spec.is_scripted:
+        return Prices(input=0, output=0, cached_input=0)
+    from pipeline.models.litellm_setup import litellm
+
+    try:
+        info = litellm.get_model_info(spec.model)
+    except Exception:  # noqa: BLE001 - litellm raises several types for "not in the map"
+        info = None
+    if info and info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
+        cached = info.get("cache_read_input_token_cost")
+        return Prices(input=info["input_cost_per_token"] * 1e6, output=info["output_cost_per_token"] * 1e6,
+                      cached_input=None if cached is None else cached * 1e6)
+    raise SwepipeError(
+        f"the {role} model {spec.model!r} has no known price: litellm's price map does not list it. "
+        f"Give prices in the config (models.{role}.prices: {{input: ..., output: ..., cached_input: ...}}, "
+        f"dollars per million tokens), or declare it free (models.{role}.free: true) for a self-hosted model."
+    )

@@ -1,0 +1,131 @@
+"""A deterministic model for tests and offline runs, served through litellm's custom-provider path.
+
+Model string: ``scripted/<path to a YAML or JSON file>``. The file maps a role to replies:
+
+    junior:            # roles that run several agents (junior, solo, worker): a list of scripts;
+      - [reply, ...]   # agent i plays script i mod n
+    principal:         # every other role: one list of replies, in call order
+      - reply
+    delay: 0.0         # optional seconds to wait before every reply
+
+A reply is a string (the assistant's content) or an object with ``content``, optional ``usage``
+(``prompt_tokens``, ``completion_tokens``, ``cached_tokens``) and ``delay``, or ``error``: one of
+rate_limit, timeout, server_error, connection, auth, context_window, to raise that fault at that call.
+Calls are counted per (file, scope, role, agent), where the scope comes from the call's metadata, so
+two tasks or two runs in one process each start their script from the top.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import litellm
+import yaml
+from litellm import CustomLLM, ModelResponse
+
+MULTI_AGENT_ROLES = ("junior", "solo", "worker")
+METADATA_KEY = "swepipe_scripted"  # {"scope": str, "role": str, "agent": int}
+
+
+class ScriptError(litellm.BadRequestError):
+    """A script file that is missing, malformed or used up; never retried."""
+
+    def __init__(self, message: str, model: str = "scripted"):
+        super().__init__(message=message, model=model, llm_provider="scripted")
+
+
+_FAULTS = {
+    "rate_limit": lambda m: litellm.RateLimitError(message="scripted rate limit", llm_provider="scripted", model=m),
+    "timeout": lambda m: litellm.Timeout(message="scripted timeout", model=m, llm_provider="scripted"),
+    "server_error": lambda m: litellm.InternalServerError(message="scripted 500", llm_provider="scripted", model=m),
+    "connection": lambda m: litellm.APIConnectionError(message="scripted connection reset", llm_provider="scripted",
+                                                        model=m),
+    "auth": lambda m: litellm.AuthenticationError(message="scripted bad key", llm_provider="scripted", model=m),
+    "context_window": lambda m: litellm.ContextWindowExceededError(message="scripted context too long", model=m,
+                                                                    llm_provider="scripted"),
+}
+
+
+class ScriptedModel(CustomLLM):
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._scripts: dict[str, dict] = {}
+        self._calls: dict[tuple, int] = {}
+
+    def completion(self, model: str, messages: list, *args, **kwargs) -> ModelResponse:
+        metadata = ((kwargs.get("litellm_params") or {}).get("metadata") or {}).get(METADATA_KEY) or {}
+        role, agent, scope = metadata.get("role", "junior"), int(metadata.get("agent", 0)), metadata.get("scope", "")
+        script = self._load(model)
+        replies = self._replies(model, script, role, agent)
+        with self._lock:
+            key = (model, scope, role, agent if role in MULTI_AGENT_ROLES else 0)
+            index = self._calls.get(key, 0)
+            self._calls[key] = index + 1
+        if index >= len(replies):
+            raise ScriptError(f"scripted model {model}: the {role} script"
+                              + (f" for agent {agent}" if role in MULTI_AGENT_ROLES else "")
+                              + f" has {len(replies)} replies and call {index + 1} asked for another", model)
+        reply = replies[index]
+        if isinstance(reply, str):
+            reply = {"content": reply}
+        delay = reply.get("delay", script.get("delay", 0)) or 0
+        if delay:
+            time.sleep(float(delay))
+        if "error" in reply:
+            fault = _FAULTS.get(reply["error"])
+            if fault is None:
+                raise ScriptError(f"scripted model {model}: unknown error kind {reply['error']!r}; use one of "
+                                  f"{', '.join(_FAULTS)}", model)
+            raise fault(model)
+        content = str(reply.get("content", ""))
+        usage = reply.get("usage") or {}
+        prompt = int(usage.get("prompt_tokens", _estimate_tokens(messages)))
+        completion = int(usage.get("completion_tokens", max(1, len(content) // 4)))
+        cached = int(usage.get("cached_tokens", 0))
+        return ModelResponse(
+            model=model,
+            choices=[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            usage={"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                   "prompt_tokens_details": {"cached_tokens": cached}},
+        )
+
+    def _load(self, model: str) -> dict:
+        with self._lock:
+            if model in self._scripts:
+                return self._scripts[model]
+        path = Path(model)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ScriptError(f"scripted model: cannot read the script file {path} ({error})", model) from None
+        try:
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as error:
+            raise ScriptError(f"scripted model: {path} is not valid YAML/JSON ({error})", model) from None
+        if not isinstance(data, dict):
+            raise ScriptError(f"scripted model: {path} must map roles to replies", model)
+        with self._lock:
+            self._scripts[model] = data
+        return data
+
+    def _replies(self, model: str, script: dict, role: str, agent: int) -> list[Any]:
+        entry = script.get(role)
+        if entry is None:
+            raise ScriptError(f"scripted model {model}: the file has no replies for role '{role}'", model)
+        if role in MULTI_AGENT_ROLES:
+            if not isinstance(entry, list) or not entry or not all(isinstance(s, list) for s in entry):
+                raise ScriptError(f"scripted model {model}: '{role}' must be a list of scripts (lists of replies)",
+                                  model)
+            return entry[agent % len(entry)]
+        if not isinstance(entry, list):
+            raise ScriptError(f"scripted model {model}: '{role}' must be a list of replies", model)
+        return entry
+
+
+def _estimate_tokens(messages: list) -> int:
+    return max(1, sum(len(str(m.get("content", ""))) for m in messages) // 4)

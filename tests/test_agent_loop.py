@@ -1,0 +1,90 @@
+"""The ReAct loop against a real workspace (a local clone) and the real litellm path."""
+
+import json
+
+import yaml
+
+from pipeline.agent.actions import FormatError, parse_action
+from pipeline.agent.loop import AgentLimits, run_agent
+from pipeline.models.budget import Budget
+from pipeline.models.client import ModelClient
+from pipeline.models.ledger import Ledger
+from pipeline.models.spec import ModelSpec, Prices
+from pipeline.runtime.local import LocalRuntime
+
+import pytest
+
+FIX = "I will fix the sign.\n```bash\nsed -i 's/a - b/a + b/' calc.py && cat calc.py\n```"
+SUBMIT = "Done.\n```bash\nsubmit\n```"
+
+
+def junior(tmp_path, replies, prices=Prices(input=1, output=1)):
+    path = tmp_path / "script.yaml"
+    path.write_text(yaml.safe_dump({"junior": [replies]}))
+    return ModelClient(ModelSpec(model=f"scripted/{path}", prices=prices), "junior", Ledger(), task="t",
+                       scope=str(tmp_path), backoff_base=0.001)
+
+
+@pytest.fixture
+def workspace(leaky_repo):
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as runtime:
+        yield runtime
+
+
+def test_parse_action_wants_exactly_one_bash_block():
+    assert parse_action(FIX).command == "sed -i 's/a - b/a + b/' calc.py && cat calc.py"
+    assert parse_action(SUBMIT).is_submit
+    with pytest.raises(FormatError, match="no ```bash"):
+        parse_action("I think the bug is in calc.py")
+    with pytest.raises(FormatError, match="2 ```bash"):
+        parse_action(FIX + "\n" + FIX)
+
+
+def test_submitting_rollout_leaves_its_fix(tmp_path, workspace):
+    trajectory = tmp_path / "t.json"
+    run = run_agent(junior(tmp_path, [FIX, SUBMIT]), workspace, "fix add", Budget("r"), AgentLimits(),
+                    trajectory_path=trajectory)
+    assert run.exit_reason == "submitted" and len(run.steps) == 2
+    assert run.steps[0].exit_code == 0 and "a + b" in run.steps[0].output
+    assert run.steps[1].command == "submit" and run.steps[1].exit_code is None  # intercepted, never run
+    assert "+    return a + b" in workspace.diff()
+    saved = json.loads(trajectory.read_text())
+    assert saved["exit_reason"] == "submitted" and saved["messages"][-1]["content"] == SUBMIT
+
+
+def test_step_limit_still_leaves_a_candidate(tmp_path, workspace):
+    run = run_agent(junior(tmp_path, [FIX, "```bash\nls\n```", SUBMIT]), workspace, "fix", Budget("r"),
+                    AgentLimits(max_steps=2))
+    assert run.exit_reason == "step_limit" and len(run.steps) == 2
+    assert "a + b" in workspace.diff()
+
+
+def test_replies_without_a_bash_block_are_corrected_then_end_the_rollout(tmp_path, workspace):
+    run = run_agent(junior(tmp_path, ["no block", "still none", "```bash\nls\n```\n```bash\npwd\n```"]), workspace,
+                    "fix", Budget("r"), AgentLimits(max_format_errors=3))
+    assert run.exit_reason == "format_errors"
+    assert [s.format_error is not None for s in run.steps] == [True, True, True]
+    assert run.messages[2]["content"] == "no block" and "Format error" in run.messages[3]["content"]
+
+
+def test_cost_limit_ends_the_rollout(tmp_path, workspace):
+    costly = {"content": FIX, "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 0}}
+    run = run_agent(junior(tmp_path, [costly, costly, SUBMIT]), workspace, "fix", Budget("r", limit=1.5),
+                    AgentLimits())
+    assert run.exit_reason == "cost_limit" and len(run.steps) == 2 and run.cost == pytest.approx(2.0)
+
+
+def test_observation_shows_exit_code_and_cut_output(tmp_path, workspace):
+    noisy = "```bash\nseq 1 200000; exit 4\n```"
+    run = run_agent(junior(tmp_path, [noisy, SUBMIT]), workspace, "fix", Budget("r"),
+                    AgentLimits(observation_limit=2000))
+    observation = run.messages[3]["content"]
+    assert "exit code: 4" in observation and "bytes of output were cut" in observation
+    assert len(observation) < 3000
+
+
+def test_command_timeout_is_reported_and_the_loop_goes_on(tmp_path, workspace):
+    run = run_agent(junior(tmp_path, ["```bash\nsleep 20\n```", SUBMIT]), workspace, "fix", Budget("r"),
+                    AgentLimits(command_timeout=1))
+    assert run.exit_reason == "submitted" and run.steps[0].timed_out
+    assert "timed out after 1 s" in run.messages[3]["content"]

@@ -1,0 +1,125 @@
+"""The model layer through the real litellm path, driven by the scripted provider."""
+
+import json
+
+import pytest
+import yaml
+
+from pipeline.config import load_config
+from pipeline.errors import SwepipeError
+from pipeline.models.budget import Budget, CostLimitExceeded
+from pipeline.models.client import ModelCallFailed, ModelClient
+from pipeline.models.ledger import Ledger
+from pipeline.models.spec import ModelSpec, Prices
+
+PRICES = Prices(input=2.0, output=8.0, cached_input=0.5)
+
+
+def script(tmp_path, data, name="script.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data) if name.endswith(".yaml") else json.dumps(data))
+    return f"scripted/{path}"
+
+
+def client(model, role="principal", ledger=None, **spec):
+    return ModelClient(ModelSpec(model=model, prices=spec.pop("prices", PRICES), **spec), role, ledger or Ledger(),
+                       task="t", backoff_base=0.001)
+
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def test_costs_are_exact_from_scripted_usage(tmp_path):
+    model = script(tmp_path, {"principal": [
+        {"content": "one", "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "cached_tokens": 400}},
+        {"content": "two", "usage": {"prompt_tokens": 2000, "completion_tokens": 50}}]})
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    c = client(model, ledger=ledger)
+    budget = Budget("run")
+    assert c.complete(USER, budget).content == "one"
+    assert c.complete(USER, budget).content == "two"
+    expected = (600 * 2 + 400 * 0.5 + 100 * 8) / 1e6 + (2000 * 2 + 50 * 8) / 1e6
+    rows = Ledger.read(tmp_path / "ledger.jsonl")
+    assert [r.input_tokens for r in rows] == [1000, 2000] and rows[0].cached_tokens == 400
+    assert sum(r.cost for r in rows) == pytest.approx(expected)
+    assert budget.spent == pytest.approx(expected)
+
+
+def test_rate_limit_timeout_and_5xx_are_retried(tmp_path):
+    model = script(tmp_path, {"principal": [{"error": "rate_limit"}, {"error": "timeout"}, {"error": "server_error"},
+                                            "finally"]})
+    ledger = Ledger()
+    assert client(model, ledger=ledger).complete(USER, Budget("run")).content == "finally"
+    assert ledger.rows[-1].retries == 3 and ledger.rows[-1].error is None
+
+
+@pytest.mark.parametrize("fault", ["auth", "context_window"])
+def test_auth_and_context_errors_are_not_retried(tmp_path, fault):
+    model = script(tmp_path, {"principal": [{"error": fault}, "never reached"]})
+    ledger = Ledger()
+    with pytest.raises(ModelCallFailed):
+        client(model, ledger=ledger).complete(USER, Budget("run"))
+    assert ledger.rows[-1].retries == 0 and ledger.rows[-1].error
+
+
+def test_retries_give_up_after_the_limit(tmp_path):
+    model = script(tmp_path, {"principal": [{"error": "rate_limit"}] * 5})
+    ledger = Ledger()
+    with pytest.raises(ModelCallFailed, match="after 2 retries"):
+        client(model, ledger=ledger, max_retries=2).complete(USER, Budget("run"))
+
+
+def test_script_out_of_replies_is_a_clear_error(tmp_path):
+    model = script(tmp_path, {"principal": ["only one"]}, name="s.json")
+    c = client(model)
+    c.complete(USER, Budget("run"))
+    with pytest.raises(ModelCallFailed, match="has 1 replies and call 2 asked for another"):
+        c.complete(USER, Budget("run"))
+
+
+def test_multi_agent_roles_play_script_i_mod_n(tmp_path):
+    model = script(tmp_path, {"junior": [["a0", "a1"], ["b0"]]})
+    c = client(model, role="junior")
+    replies = [c.complete(USER, Budget("r"), agent_index=i).content for i in (0, 1, 2, 0)]
+    assert replies == ["a0", "b0", "a0", "a1"]  # agent 2 plays script 0 from its own start
+
+
+def test_budget_stops_before_a_call_it_cannot_pay(tmp_path):
+    model = script(tmp_path, {"principal": [{"content": "x", "usage": {"prompt_tokens": 1_000_000,
+                                                                      "completion_tokens": 0}}] * 3})
+    run = Budget("run", limit=10)
+    task = run.child("task", limit=3)
+    c = client(model)
+    c.complete(USER, task)  # $2
+    c.complete(USER, task)  # $4: over the task's $3 from now on
+    with pytest.raises(CostLimitExceeded, match="task budget"):
+        c.complete(USER, task)
+    assert run.spent == pytest.approx(4.0)
+
+
+def test_unknown_price_is_an_error_before_any_spend(tmp_path):
+    with pytest.raises(SwepipeError, match="no known price.*free: true"):
+        ModelClient(ModelSpec(model="openai/some-local-model"), "senior", Ledger())
+    assert ModelClient(ModelSpec(model="openai/some-local-model", free=True), "senior", Ledger()).prices.input == 0
+    assert ModelClient(ModelSpec(model="gpt-4o-mini"), "senior", Ledger()).prices.input > 0
+
+
+def test_api_keys_are_refused_in_config(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"models": {"junior": {"model": "gpt-4o-mini", "extra": {"api_key": "sk-x"}}}}))
+    with pytest.raises(SwepipeError, match="API keys come only from the environment"):
+        load_config(config)
+
+
+def test_config_file_and_flag_overrides(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"models": {"junior": {"model": "gpt-4o-mini", "temperature": 0.2}},
+                                      "budgets": {"per_task": 1.5}, "juniors": {"k": 3}}))
+    cfg = load_config(config).with_model("junior", "gpt-4o")
+    assert cfg.models["junior"].model == "gpt-4o" and cfg.models["junior"].temperature == 0.2
+    assert cfg.budgets.per_task == 1.5 and cfg.juniors.k == 3
+    assert "api_key" not in cfg.to_yaml()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models:\n  jnuior: {model: x}\n")
+    with pytest.raises(SwepipeError, match="unknown role"):
+        load_config(bad)
