@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -179,13 +180,38 @@ def cleanup(
 
 @images_app.command("build")
 def images_build(
-    force: Annotated[bool, typer.Option(help="Rebuild even when the image exists.")] = False,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    instance_ids: opt.InstanceIds = None,
+    force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
 ) -> None:
-    """Build the Debian base image (debootstrap + docker import); cached unless --force."""
-    from pipeline.runtime.base_image import BASE_IMAGE, build_base_image
+    """Build the Debian base image (debootstrap + docker import) and the bundled tasks' images.
 
-    seconds = build_base_image(force=force, log=lambda line: console.print(f"[dim]{line}[/dim]"))
-    print(f"{BASE_IMAGE}: " + (f"built in {seconds:.0f} s" if seconds else "present (cached)"))
+    Cached: an image is rebuilt only when what it is built from changed.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pipeline.bundled.images import build_images
+    from pipeline.datasets import BUNDLED
+
+    if dataset != BUNDLED:
+        raise SwepipeError(f"only the bundled tasks' images are built locally; {dataset!r} names images on a "
+                           "registry (see --image-template), which `docker pull` or swepipe fetch on first use")
+    ids = opt.select_tasks(dataset, "test", instance_ids, None, None, None, None, False, 0)
+    started = time.monotonic()
+    with Progress(TextColumn("[bold]images[/bold]"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task("", total=None)
+
+        def on_step(kind, item, number, total):
+            label = item if isinstance(item, str) else item.name
+            progress.update(bar, total=total, completed=number, description=f"{kind}: {label}")
+
+        built = build_images([t.instance_id for t in ids] if instance_ids else None, force=force, on_step=on_step)
+    for image in built:
+        print(f"{image.image}: " + ("up to date" if image.cached else f"built in {image.seconds:.1f} s"))
+    fresh = [b for b in built if not b.cached]
+    print(f"{len(built)} image(s), {len(fresh)} built, in {time.monotonic() - started:.1f} s")
 
 
 def main() -> None:

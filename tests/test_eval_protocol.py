@@ -85,3 +85,30 @@ def test_bad_predictions_name_the_entry(tmp_path):
     dup.write_text('{"instance_id": "a", "model_patch": "x"}\n{"instance_id": "a", "model_patch": "y"}\n')
     with pytest.raises(DatasetError, match="second prediction"):
         load_predictions(dup)
+
+
+def test_attempts_report_flaky_tests_and_keep_the_first_verdict(tmp_path, monkeypatch):
+    from pipeline.evaluation import batch
+    from pipeline.evaluation.predictions import Prediction
+    from pipeline.evaluation.runner import EvalSettings
+
+    task = make_task()
+    outcomes = iter([
+        {"t.py::test_new": "PASSED", "t.py::test_old": "FAILED"},  # attempt 1: a P2P test flakes
+        {"t.py::test_new": "PASSED", "t.py::test_old": "PASSED"},  # attempt 2: all pass
+    ])
+
+    def fake_evaluate(task_, patch, out_dir, settings):  # stands in for the container run only
+        statuses = next(outcomes)
+        resolved = all(s == "PASSED" for s in statuses.values())
+        return {"instance_id": task_.instance_id, "resolved": resolved,
+                "category": "resolved" if resolved else "tests_failed", "statuses": statuses}
+
+    monkeypatch.setattr(batch, "evaluate", fake_evaluate)
+    summary = batch.evaluate_predictions([Prediction(task.instance_id, "p")], [task], tmp_path,
+                                         EvalSettings(image_template="x"), attempts=3, show_progress=False)
+    result = summary.results[task.instance_id]
+    assert result["resolved"] is False  # the official verdict is the first attempt's
+    assert [a["resolved"] for a in result["attempts"]] == [False, True]  # stops once an attempt resolves
+    assert result["flaky_tests"] == ["t.py::test_old"]
+    assert json.loads((tmp_path / "eval_results.json").read_text()) == {task.instance_id: False}
