@@ -99,6 +99,47 @@ def _run_id_for(predictions: Path) -> str:
 
 
 @app.command()
+def validate(
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None,
+    language: opt.Language = None,
+    limit: opt.Limit = None,
+    run_scripts: opt.RunScripts = None,
+    image_template: opt.ImageTemplate = None,
+    workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
+    timeout: opt.Timeout = 1800,
+    output_dir: Annotated[Optional[Path], typer.Option(help="Where the check's evaluations go.")] = None,
+) -> None:
+    """Check every task: gold resolves, empty patch does not, F2P fail and P2P pass at base, no test name leaks."""
+    from pipeline.datasets import defaults_for
+    from pipeline.evaluation.runner import EvalSettings
+    from pipeline.evaluation.validate import validate_tasks
+
+    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, None, False, 0)
+    defaults = defaults_for(dataset)
+    settings = EvalSettings(image_template=image_template or defaults.image_template,
+                            run_scripts=run_scripts or defaults.run_scripts, timeout=timeout,
+                            run_id=time.strftime("validate-%Y%m%d-%H%M%S"))
+    out = output_dir or Path("runs") / settings.run_id
+    checks = validate_tasks(selected, settings, out, workers=workers, show_progress=sys.stderr.isatty())
+    table = Table(title=f"validation of {len(checks)} task(s) from {dataset}")
+    for column in ("instance id", "gold resolves", "empty fails", "F2P fail at base", "P2P pass at base",
+                   "prompt clean", "problems"):
+        table.add_column(column, overflow="fold")
+    mark = {True: "yes", False: "[bold red]NO[/bold red]"}
+    for c in checks:
+        table.add_row(c.instance_id, mark[c.gold_resolves], mark[c.empty_unresolved], mark[c.f2p_fail_at_base],
+                      mark[c.p2p_pass_at_base], mark[c.prompt_clean], "; ".join(c.problems))
+    console.print(table)
+    broken = [c for c in checks if not c.ok]
+    console.print(f"{len(checks) - len(broken)} of {len(checks)} task(s) sound; evaluations in {out}")
+    if broken:
+        raise typer.Exit(1)
+
+
+@app.command()
 def rollouts(
     task: Annotated[str, typer.Option(help="Instance id of the task.")],
     dataset: opt.Dataset = opt.DEFAULT_DATASET,
