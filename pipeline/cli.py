@@ -190,8 +190,9 @@ def rollouts(
 
 
 def _print_pool(pool, records) -> None:
-    table = Table(title=f"candidate pool of {pool.instance_id}: {len(pool.candidates)} distinct patch(es) "
-                        f"from {pool.rollouts} rollouts")
+    console.print(f"candidate pool of {pool.instance_id}: {len(pool.candidates)} distinct patch(es) "
+                  f"from {pool.rollouts} rollouts", soft_wrap=True)
+    table = Table()
     for column in ("votes", "rollouts", "files", "functions", "test edits"):
         table.add_column(column, overflow="fold")
     for candidate in pool.candidates:

@@ -72,6 +72,8 @@ class DockerRuntime:
             if timed_out:
                 self._kill_exec(pid_file)
             exit_code = self._exit_code(exec_id)
+            if exit_code < 0 or exit_code >= 128:  # killed by a signal: perhaps with its container
+                self._require_running()
         except (DockerException, OSError, requests.exceptions.RequestException) as exc:
             raise RuntimeUnavailable(f"container {self.container.name} stopped answering: {exc}") from exc
         duration = time.monotonic() - started
@@ -79,6 +81,18 @@ class DockerRuntime:
             timed_out = True
         return CommandResult(exit_code=exit_code, output=output.text(), timed_out=timed_out,
                              duration=duration, total_bytes=output.total, cut_bytes=output.cut)
+
+    def _require_running(self, grace: float = 1.0) -> None:
+        """Raise if the container died; a kill takes a moment to show in its status, hence the grace."""
+        deadline = time.monotonic() + grace
+        while True:
+            self.container.reload()
+            if self.container.status != "running":
+                raise RuntimeUnavailable(f"container {self.container.name} is no longer running "
+                                         f"(status {self.container.status})")
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
 
     def _exit_code(self, exec_id: str) -> int:
         for _ in range(50):
