@@ -27,9 +27,12 @@ def leaky_image(leaky_repo, tmp_path_factory):
     return LEAKY_IMAGE
 
 
-@pytest.fixture
-def rt(leaky_image, leaky_repo, run_id):
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+@pytest.fixture(params=["command-server", "exec-per-command"])
+def rt(request, leaky_image, leaky_repo, run_id):
+    server = request.param == "command-server"
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id, command_server=server) as runtime:
+        runtime.run("true")
+        assert (runtime._session is not None) is server
         yield runtime
 
 
@@ -138,3 +141,20 @@ def test_missing_image_is_a_clear_error(run_id):
 def test_unknown_base_commit_is_a_clear_error(leaky_image, run_id):
     with pytest.raises(RuntimeUnavailable, match="base commit 0123456789abcdef is not in the repository"):
         DockerRuntime(leaky_image, "0123456789abcdef", run_id=run_id)
+
+
+def test_image_without_python_falls_back_to_exec(tmp_path, leaky_image, leaky_repo, run_id):
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+        runtime.run("rm -f /usr/bin/python3*")
+        runtime._drop_session(kill=True)
+        result = runtime.run("echo still works")
+        assert result.ok and result.output == "still works\n"
+        assert runtime._session is None and not runtime._use_session
+
+
+def test_command_server_killed_mid_command_is_restarted(leaky_image, leaky_repo, run_id):
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+        pid = runtime.run("true") and runtime._session.server_pid
+        result = runtime.run(f"kill -9 {pid}; sleep 5")
+        assert result.exit_code == -1 and "command server stopped" in result.output
+        assert runtime.run("echo back").output == "back\n"

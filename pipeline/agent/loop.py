@@ -38,6 +38,7 @@ class Step:
     format_error: str | None = None
     model_seconds: float = 0.0
     command_seconds: float = 0.0
+    seconds: float = 0.0  # the whole step: model, command, bookkeeping
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -89,6 +90,7 @@ def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Bud
                 raise _Stop("step_limit")
             if time.monotonic() - started > limits.wall_time:
                 raise _Stop("time_limit")
+            step_started = time.monotonic()
             step = _ask(client, run, budget, agent_index, temperature, seed, name)
             try:
                 action = parse_action(step.reply)
@@ -96,15 +98,18 @@ def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Bud
                 format_errors += 1
                 step.format_error = str(error)
                 run.messages.append({"role": "user", "content": render("format_error.md.j2", error=str(error))})
+                step.seconds = round(time.monotonic() - step_started, 4)
                 save()
                 if format_errors >= limits.max_format_errors:
                     raise _Stop("format_errors", f"{format_errors} replies without exactly one bash block")
                 continue
             step.command = action.command
             if action.is_submit:
+                step.seconds = round(time.monotonic() - step_started, 4)
                 save()
                 raise _Stop("submitted")
             _execute(runtime, step, run, limits)
+            step.seconds = round(time.monotonic() - step_started, 4)
             save()
     except _Stop as stop:
         run.exit_reason, run.error = stop.reason, stop.error

@@ -36,6 +36,7 @@ def rollout_path(directory: Path, index: int) -> Path:
 def run_rollout(task: Task, index: int, client: ModelClient, task_budget: Budget, settings: RolloutSettings,
                 directory: Path) -> dict:
     """Run rollout ``index`` and write ``rollout-NN.json``; failures are recorded, never raised."""
+    from pipeline.runtime.background import BackgroundRuntime
     from pipeline.runtime.docker import DockerRuntime
 
     name = f"rollout-{index:02d}"
@@ -46,10 +47,11 @@ def run_rollout(task: Task, index: int, client: ModelClient, task_budget: Budget
               "temperature": temperature, "seed": settings.seed + index, "patch": "", "patch_source": None}
     runtime = None
     try:
-        runtime = DockerRuntime(settings.image, task.base_commit, run_id=settings.run_id, platform=settings.platform,
-                                cpus=settings.cpus, memory=settings.memory, network=settings.network,
-                                show_pull_progress=False,
-                                extra_labels={"swepipe.instance_id": task.instance_id[:200], "swepipe.agent": name})
+        runtime = BackgroundRuntime(lambda: DockerRuntime(
+            settings.image, task.base_commit, run_id=settings.run_id, platform=settings.platform, cpus=settings.cpus,
+            memory=settings.memory, network=settings.network, show_pull_progress=False,
+            extra_labels={"swepipe.instance_id": task.instance_id[:200], "swepipe.agent": name}),
+            workdir="/app", base_commit=task.base_commit)
         agent = run_agent(client, runtime, render_task_prompt(task), budget, settings.limits, name=name,
                           agent_index=index, temperature=temperature, seed=settings.seed + index,
                           trajectory_path=directory / f"{name}.trajectory.json")

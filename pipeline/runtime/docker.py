@@ -1,12 +1,15 @@
-"""Docker runtime: one container per workspace, commands run through `docker exec`."""
+"""Docker runtime: one container per workspace.
+
+Commands go to a small command server started in the container (one `docker exec` for the whole
+session instead of one per command); images without python3 fall back to `docker exec` per command.
+"""
 
 from __future__ import annotations
 
 import io
 import itertools
-import socket
-import struct
 import tarfile
+import threading
 import time
 from pathlib import PurePosixPath
 
@@ -17,7 +20,9 @@ from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base import CommandResult, diff_command, resolve_in
 from pipeline.runtime.images import ensure_image, sanitised_image
-from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput
+from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandSession, SessionUnavailable
+from pipeline.runtime.docker_stream import FrameReader, StreamClosed
+from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
 
 COMMAND_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PIP_PROGRESS_BAR": "off"}
 # Past the command's own timeout (enforced inside the container by coreutils `timeout`), the
@@ -32,7 +37,8 @@ class DockerRuntime:
     def __init__(self, image: str, base_commit: str, *, run_id: str, workdir: str = "/app",
                  network: bool = False, cpus: float | None = None, memory: str | None = None,
                  env: dict[str, str] | None = None, sanitise: bool = True, platform: str | None = None,
-                 show_pull_progress: bool = True, extra_labels: dict[str, str] | None = None):
+                 show_pull_progress: bool = True, extra_labels: dict[str, str] | None = None,
+                 command_server: bool = True):
         self.base_commit = base_commit
         self.workdir = PurePosixPath(workdir)
         self._env = {**COMMAND_ENV, **(env or {})}
@@ -40,19 +46,67 @@ class DockerRuntime:
         containers.install_cleanup_handlers()
         source = ensure_image(image, platform=platform, show_progress=show_pull_progress)
         start_from = sanitised_image(source, base_commit, workdir) if sanitise else source.id
+        self._server_in_image = sanitise  # sanitised images carry the command server
         try:
             self.container = self._client.containers.run(
                 start_from, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True,
                 working_dir=workdir, network_disabled=not network, environment=self._env,
                 labels=containers.labels(run_id, **(extra_labels or {})),
                 nano_cpus=int(cpus * 1e9) if cpus else None, mem_limit=memory, platform=platform,
+                init=True,  # reaps the orphans that agents' background commands leave
             )
         except DockerException as exc:
             raise RuntimeUnavailable(f"cannot start a container of {image}: {exc}") from exc
         containers.track(self.container)
         self._api = self._client.api
+        self._lock = threading.Lock()
+        self._session: CommandSession | None = None
+        self._use_session = command_server
 
     def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT) -> CommandResult:
+        """Run ``command`` in the workdir; through the command server when the image has python3."""
+        with self._lock:
+            if self._session is None and self._use_session:
+                self._start_session()
+            if self._session is not None:
+                return self._run_in_session(command, timeout, output_limit)
+            return self._run_with_exec(command, timeout, output_limit)
+
+    def _start_session(self) -> None:
+        try:
+            if not self._server_in_image:
+                self.write_file(SERVER_PATH, SERVER_SOURCE)
+            self._session = CommandSession(self._api, self.container.id, str(self.workdir), self._env)
+        except (SessionUnavailable, RuntimeUnavailable, DockerException):
+            self._use_session = False  # e.g. no python3 in the image: one `docker exec` per command
+
+    def _run_in_session(self, command: str, timeout: float, output_limit: int | None) -> CommandResult:
+        started = time.monotonic()
+        try:
+            header, head, tail = self._session.request(command, timeout, output_limit, str(self.workdir),
+                                                       deadline=started + timeout + CLIENT_GRACE)
+        except TimeoutError:
+            self._drop_session(kill=True)
+            return CommandResult(-1, "", True, time.monotonic() - started, 0, 0)
+        except (StreamClosed, OSError, ValueError, KeyError):
+            self._drop_session(kill=False)
+            self._require_running()
+            return CommandResult(-1, "[swepipe: the command server stopped during this command and was restarted]",
+                                 False, time.monotonic() - started, 0, 0)
+        exit_code = header["exit_code"]
+        if (exit_code < 0 or exit_code >= 128) and not header["timed_out"]:  # perhaps its container died
+            self._require_running()
+        cut = header["total"] - len(head) - len(tail)
+        return CommandResult(exit_code=exit_code, output=join_head_tail(head, tail, cut), timed_out=header["timed_out"],
+                             duration=time.monotonic() - started, total_bytes=header["total"], cut_bytes=cut)
+
+    def _drop_session(self, kill: bool) -> None:
+        session, self._session = self._session, None
+        session.close()
+        if kill:
+            self._quiet(f"kill -KILL {session.server_pid}")
+
+    def _run_with_exec(self, command: str, timeout: float, output_limit: int | None) -> CommandResult:
         pid_file = f"/tmp/.swepipe-exec-{next(_exec_ids)}.pid"
         # `timeout` makes itself a process-group leader and kills the whole group, so pipelines
         # and children die with the command; its pid on file lets the client kill the group too.
@@ -62,17 +116,22 @@ class DockerRuntime:
         try:
             exec_id = self._api.exec_create(self.container.id, ["bash", "-c", wrapper, "swepipe", command],
                                             workdir=str(self.workdir), environment=self._env)["Id"]
-            stream = self._api.exec_start(exec_id, socket=True)
+            reader = FrameReader(self._api.exec_start(exec_id, socket=True))
         except DockerException as exc:
             raise RuntimeUnavailable(f"cannot run a command in container {self.container.name}: {exc}") from exc
         output = BoundedOutput(output_limit)
+        timed_out = False
         try:
-            finished = _read_frames(stream, output, deadline=started + timeout + CLIENT_GRACE)
-            timed_out = not finished
-            if timed_out:
+            try:
+                for chunk in reader.iter_payload(started + timeout + CLIENT_GRACE):
+                    output.feed(chunk)
+            except TimeoutError:
+                timed_out = True
                 self._kill_exec(pid_file)
+            finally:
+                reader.close()
             exit_code = self._exit_code(exec_id)
-            if exit_code < 0 or exit_code >= 128:  # killed by a signal: perhaps with its container
+            if exit_code < 0 or exit_code >= 128:
                 self._require_running()
         except (DockerException, OSError, requests.exceptions.RequestException) as exc:
             raise RuntimeUnavailable(f"container {self.container.name} stopped answering: {exc}") from exc
@@ -86,7 +145,10 @@ class DockerRuntime:
         """Raise if the container died; a kill takes a moment to show in its status, hence the grace."""
         deadline = time.monotonic() + grace
         while True:
-            self.container.reload()
+            try:
+                self.container.reload()
+            except DockerException as exc:
+                raise RuntimeUnavailable(f"container {self.container.name} is gone: {exc}") from exc
             if self.container.status != "running":
                 raise RuntimeUnavailable(f"container {self.container.name} is no longer running "
                                          f"(status {self.container.status})")
@@ -127,12 +189,16 @@ class DockerRuntime:
         target = resolve_in(self.workdir, path)
         payload = data.encode() if isinstance(data, str) else data
         buffer = io.BytesIO()
+        # Extracted at /, the tar's path creates missing parent folders without another exec.
         with tarfile.open(fileobj=buffer, mode="w") as archive:
-            info = tarfile.TarInfo(target.name)
+            info = tarfile.TarInfo(str(target).lstrip("/"))
             info.size, info.mode, info.mtime = len(payload), 0o644, int(time.time())
             archive.addfile(info, io.BytesIO(payload))
-        self._quiet(f"mkdir -p '{target.parent}'")
-        if not self.container.put_archive(str(target.parent), buffer.getvalue()):
+        try:
+            written = self.container.put_archive("/", buffer.getvalue())
+        except DockerException as exc:
+            raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}: {exc}") from exc
+        if not written:
             raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}")
 
     def diff(self) -> str:
@@ -142,6 +208,8 @@ class DockerRuntime:
         return result.output
 
     def stop(self) -> None:
+        if self._session is not None:
+            self._session.close()
         containers.remove(self.container)
 
     def __enter__(self) -> DockerRuntime:
@@ -149,53 +217,3 @@ class DockerRuntime:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _read_frames(stream, output: BoundedOutput, deadline: float) -> bool:
-    """Copy the exec's multiplexed stdout/stderr frames into ``output`` until the stream ends.
-
-    Returns False when the deadline passed first. Frames are read straight off the socket so a
-    command printing hundreds of megabytes never sits in memory.
-    """
-    sock = getattr(stream, "_sock", stream)
-    try:
-        while True:
-            header = _recv_exactly(sock, 8, deadline)
-            if header is None:
-                return True
-            _, length = struct.unpack(">BxxxL", header)
-            while length:
-                chunk = _recv_some(sock, min(length, 1 << 16), deadline)
-                if chunk is None:
-                    return True
-                output.feed(chunk)
-                length -= len(chunk)
-    except TimeoutError:
-        return False
-    finally:
-        try:
-            stream.close()
-        except OSError:
-            pass
-
-
-def _recv_some(sock, size: int, deadline: float) -> bytes | None:
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise TimeoutError
-    sock.settimeout(remaining)
-    try:
-        data = sock.recv(size)
-    except socket.timeout as exc:
-        raise TimeoutError from exc
-    return data or None
-
-
-def _recv_exactly(sock, size: int, deadline: float) -> bytes | None:
-    data = b""
-    while len(data) < size:
-        chunk = _recv_some(sock, size - len(data), deadline)
-        if chunk is None:
-            return None
-        data += chunk
-    return data

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.runtime import containers
+from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
 
 DEFAULT_IMAGE_TEMPLATE = "jefzda/sweap-images:{dockerhub_tag}"
@@ -74,7 +75,7 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
     large repository, so it is done once per (image, base commit) and committed as an image that
     every rollout of the task starts from.
     """
-    key = hashlib.sha256(f"{image.id}\0{base_commit}\0{SANITISE_SCRIPT}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{image.id}\0{base_commit}\0{SANITISE_SCRIPT}\0{SERVER_SOURCE}".encode()).hexdigest()[:24]
     name = f"{containers.SANITISED_REPOSITORY}:{key}"
     with _sanitise_locks_guard:
         lock = _sanitise_locks.setdefault(name, threading.Lock())
@@ -90,6 +91,7 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
         scratch = DockerRuntime(image.id, base_commit, run_id="sanitise", workdir=workdir, sanitise=False)
         try:
             scratch.write_file("/tmp/swepipe-sanitise.sh", SANITISE_SCRIPT)
+            scratch.write_file(SERVER_PATH, SERVER_SOURCE)
             result = scratch.run(f"bash /tmp/swepipe-sanitise.sh {base_commit}; status=$?; "
                                  "rm -f /tmp/swepipe-sanitise.sh; exit $status",
                                  timeout=timeout, output_limit=None)

@@ -45,11 +45,13 @@ class BoundedOutput:
 
     def text(self) -> str:
         """The kept output, decoded without ever raising; a marker says how much was cut."""
-        head = bytes(self._head).decode("utf-8", errors="replace")
-        if self._tail_cap is None:
-            return head
-        tail_bytes = bytes(self._tail[-self._tail_cap:]) if self._tail_cap else b""
-        tail = tail_bytes.decode("utf-8", errors="replace")
-        if self.cut:
-            return f"{head}\n[... {self.cut} bytes of output cut ...]\n{tail}"
-        return head + tail
+        tail = bytes(self._tail[-self._tail_cap:]) if self._tail_cap else b""
+        return join_head_tail(bytes(self._head), tail, self.cut)
+
+
+def join_head_tail(head: bytes, tail: bytes, cut: int) -> str:
+    """Decode kept output (never raising on bad bytes), with a marker where ``cut`` bytes were dropped."""
+    head_text, tail_text = head.decode("utf-8", errors="replace"), tail.decode("utf-8", errors="replace")
+    if cut:
+        return f"{head_text}\n[... {cut} bytes of output cut ...]\n{tail_text}"
+    return head_text + tail_text

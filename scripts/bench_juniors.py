@@ -1,0 +1,91 @@
+"""Junior-stage speed on a bundled task, with a scripted model that waits 1 s per reply, in one run.
+
+1. Parallel efficiency: wall time of K = 1, 4, 10 rollouts side by side; efficiency is a single
+   rollout's wall time over K rollouts' wall time (1.0 means K rollouts cost no more time than one).
+2. Harness time per step with the model's time taken out (median, Docker), beside a naive baseline:
+   one `docker exec` subprocess per command, as a simple harness would run it.
+
+    python scripts/bench_juniors.py [--steps 5] [--delay 1.0] [--ks 1,4,10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from pipeline.agent.loop import AgentLimits
+from pipeline.datasets import BUNDLED, defaults_for
+from pipeline.juniors.rollout import RolloutSettings
+from pipeline.juniors.stage import run_juniors
+from pipeline.models.budget import Budget
+from pipeline.models.client import ModelClient
+from pipeline.models.ledger import Ledger
+from pipeline.models.spec import ModelSpec
+from pipeline.runtime.docker import DockerRuntime
+from pipeline.runtime.images import image_name
+from pipeline.tasks import load_tasks
+
+
+def run_stage(task, k: int, steps: int, delay: float, scratch: Path) -> tuple[float, list[dict]]:
+    scratch.mkdir(parents=True, exist_ok=True)
+    script = scratch / f"k{k}.yaml"
+    commands = [f"```bash\ngit status --short && ls > /dev/null && echo step {i}\n```" for i in range(steps)]
+    script.write_text(yaml.safe_dump({"delay": delay, "junior": [commands + ["```bash\nsubmit\n```"]]}))
+    client = ModelClient(ModelSpec(model=f"scripted/{script}", free=True), "junior", Ledger(), scope=f"bench-{k}")
+    settings = RolloutSettings(image=image_name(defaults_for(BUNDLED).image_template, task.to_row()),
+                               run_id="bench-juniors", limits=AgentLimits(max_steps=steps + 1), temperatures=[0.0])
+    started = time.monotonic()
+    records = run_juniors(task, k, client, Budget("run"), settings, scratch / f"k{k}")
+    return time.monotonic() - started, records
+
+
+def naive_exec_seconds(task, count: int) -> list[float]:
+    runtime = DockerRuntime(image_name(defaults_for(BUNDLED).image_template, task.to_row()), task.base_commit,
+                            run_id="bench-juniors")
+    try:
+        times = []
+        for i in range(count):
+            started = time.monotonic()
+            subprocess.run(["docker", "exec", "-w", "/app", runtime.container.id, "bash", "-c",
+                            f"git status --short && ls > /dev/null && echo step {i}"], capture_output=True, check=True)
+            times.append(time.monotonic() - started)
+        return times
+    finally:
+        runtime.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--delay", type=float, default=1.0)
+    parser.add_argument("--ks", default="1,4,10")
+    args = parser.parse_args()
+    task = next(t for t in load_tasks(BUNDLED) if t.repo_language == "python")
+    ks = [int(k) for k in args.ks.split(",")]
+    with tempfile.TemporaryDirectory() as scratch:
+        run_stage(task, 1, 1, 0.0, Path(scratch) / "warm")  # sanitised image and litellm import, once
+        walls, harness = {}, []
+        for k in ks:
+            walls[k], records = run_stage(task, k, args.steps, args.delay, Path(scratch))
+            for record in records:
+                for step in record["trajectory"]["steps"]:
+                    harness.append(step["seconds"] - step["model_seconds"])
+    naive = naive_exec_seconds(task, 30)
+    single = walls[ks[0]]
+    print(f"task {task.instance_id}: {args.steps} commands + submit per rollout, model waits {args.delay:.1f} s/reply")
+    print(f"{'K':>3} {'wall s':>8} {'efficiency':>11}")
+    for k in ks:
+        print(f"{k:>3} {walls[k]:8.2f} {single / walls[k]:11.2f}")
+    ours, base = statistics.median(harness) * 1000, statistics.median(naive) * 1000
+    print(f"harness time per step (model excluded), median: {ours:6.1f} ms")
+    print(f"naive baseline (docker exec subprocess), median: {base:6.1f} ms   ratio {ours / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
