@@ -157,7 +157,7 @@ def rollouts(
 
     from pipeline.config import load_config
     from pipeline.datasets import defaults_for
-    from pipeline.evaluation.files import write_json_atomic
+    from pipeline.storage import write_json_atomic
     from pipeline.juniors.pool import build_pool
     from pipeline.juniors.stage import junior_settings, run_juniors
     from pipeline.models.budget import Budget

@@ -123,3 +123,21 @@ def test_config_file_and_flag_overrides(tmp_path):
     bad.write_text("models:\n  jnuior: {model: x}\n")
     with pytest.raises(SwepipeError, match="unknown role"):
         load_config(bad)
+
+
+def test_keys_never_reach_the_ledger_or_result_files(tmp_path, monkeypatch):
+    from pipeline.secrets import redact
+    from pipeline.storage import write_json_atomic
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdefXYZ")
+    model = script(tmp_path, {"principal": [{"error": "auth"}]})
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    leaky = ValueError("Incorrect API key provided: sk-live-0123456789abcdefXYZ")
+    from pipeline.models import client as client_module
+
+    assert "sk-live" not in client_module._describe(leaky)
+    with pytest.raises(ModelCallFailed):
+        client(model, ledger=ledger).complete(USER, Budget("run"))
+    write_json_atomic(tmp_path / "t.json", {"messages": [{"content": "key=sk-live-0123456789abcdefXYZ"}]})
+    assert "sk-live" not in (tmp_path / "t.json").read_text()
+    assert "sk-proj-" not in redact("token sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA end")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.agent.actions import FormatError, parse_action
 from pipeline.errors import RuntimeUnavailable
-from pipeline.evaluation.files import write_json_atomic
+from pipeline.storage import write_json_atomic
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.prompts import render

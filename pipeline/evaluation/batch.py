@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pipeline.evaluation.files import write_json_atomic
+from pipeline.storage import write_json_atomic
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import CATEGORIES, EvalSettings, Interrupted, evaluate
 from pipeline.tasks import Task

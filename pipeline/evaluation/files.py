@@ -1,23 +1,11 @@
-"""Small file helpers for evaluation outputs: atomic JSON, tar in and out of containers."""
+"""Tar archives in and out of containers."""
 
 from __future__ import annotations
 
 import io
-import json
-import os
 import tarfile
 import tempfile
 from pathlib import Path
-
-
-def write_json_atomic(path: Path, data) -> None:
-    """Write JSON so a reader (or a rerun after a crash) never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=False)
-        handle.write("\n")
-    os.replace(tmp, path)
 
 
 def tar_of(files: dict[str, bytes], directory: str) -> bytes:

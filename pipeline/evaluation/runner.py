@@ -11,7 +11,8 @@ import requests
 from docker.errors import DockerException
 
 from pipeline.errors import SwepipeError
-from pipeline.evaluation.files import extract_archive, tar_of, write_json_atomic
+from pipeline.evaluation.files import extract_archive, tar_of
+from pipeline.storage import write_json_atomic
 from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, entry_script, judge,
                                           parse_statuses, strip_binary_sections)
 from pipeline.runtime import containers

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.agent.loop import AgentLimits, run_agent
 from pipeline.errors import SwepipeError
-from pipeline.evaluation.files import write_json_atomic
+from pipeline.storage import write_json_atomic
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt

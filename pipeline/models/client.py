@@ -11,6 +11,7 @@ from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.scripted import METADATA_KEY
 from pipeline.models.spec import ModelSpec
+from pipeline.secrets import redact
 
 
 class ModelCallFailed(Exception):
@@ -110,4 +111,4 @@ class ModelClient:
 
 def _describe(error: Exception) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {text}"[:500]
+    return redact(f"{type(error).__name__}: {text}")[:500]

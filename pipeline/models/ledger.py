@@ -8,6 +8,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline.storage import append_jsonl
+
 
 @dataclass
 class LedgerRow:
@@ -40,8 +42,7 @@ class Ledger:
         with self._lock:
             self.rows.append(row)
             if self.path is not None:
-                with open(self.path, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(asdict(row)) + "\n")
+                append_jsonl(self.path, asdict(row))
 
     def total_cost(self, **match: str) -> float:
         with self._lock:
