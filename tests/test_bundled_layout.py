@@ -98,7 +98,7 @@ def test_base_project_is_realistic(task_id):
     task_dir = build.TASKS_ROOT / task_id
     files = build.base_files(task_dir)
     language = build.load_task(task_dir)["repo_language"]
-    suffix = {"python": ".py", "go": ".go", "js": ".js"}[language]
+    suffix = {"python": ".py", "go": ".go", "js": ".js", "ts": ".ts"}[language]
     sources = [f for f in files if f.endswith(suffix) and not build.is_test_path(f, language)]
     assert len(sources) >= 5
     lines = sum(len((task_dir / "base" / f).read_text(encoding="utf-8").splitlines()) for f in files)
