@@ -88,3 +88,30 @@ def test_command_timeout_is_reported_and_the_loop_goes_on(tmp_path, workspace):
                     AgentLimits(command_timeout=1))
     assert run.exit_reason == "submitted" and run.steps[0].timed_out
     assert "timed out after 1 s" in run.messages[3]["content"]
+
+
+def test_an_interrupted_rollout_resumes_without_paying_twice(tmp_path, leaky_repo):
+    trajectory = tmp_path / "t.json"
+    replies = [FIX, "```bash\ngrep -c return calc.py\n```", SUBMIT]
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as first:
+        run_agent(junior(tmp_path, replies), first, "fix", Budget("r"), AgentLimits(), trajectory_path=trajectory)
+    saved = json.loads(trajectory.read_text())
+    # As if the process died right after the model's second reply was paid for and saved.
+    saved["exit_reason"], saved["steps"] = "", saved["steps"][:2]
+    saved["steps"][1].update(exit_code=None, output=None, command=None)
+    saved["messages"] = saved["messages"][:5]
+    saved["cost"] = sum(step["cost"] for step in saved["steps"])
+    trajectory.write_text(json.dumps(saved))
+    assert saved["messages"][-1]["role"] == "assistant"
+
+    again = junior(tmp_path, replies)
+    budget = Budget("r")
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as second:
+        run = run_agent(again, second, "fix", budget, AgentLimits(), trajectory_path=trajectory)
+        assert run.resumed and run.exit_reason == "submitted"
+        assert "+    return a + b" in second.diff()  # the first command was replayed
+    assert [s.command for s in run.steps] == ["sed -i 's/a - b/a + b/' calc.py && cat calc.py",
+                                              "grep -c return calc.py", "submit"]
+    assert run.steps[1].exit_code == 0  # the saved reply's command ran after the resume
+    assert len(again.ledger.rows) == 1  # only the submit reply was asked for again
+    assert budget.spent == pytest.approx(run.cost)

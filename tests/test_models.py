@@ -37,7 +37,7 @@ def test_costs_are_exact_from_scripted_usage(tmp_path):
     c = client(model, ledger=ledger)
     budget = Budget("run")
     assert c.complete(USER, budget).content == "one"
-    assert c.complete(USER, budget).content == "two"
+    assert c.complete(USER + [{"role": "assistant", "content": "one"}, *USER], budget).content == "two"
     expected = (600 * 2 + 400 * 0.5 + 100 * 8) / 1e6 + (2000 * 2 + 50 * 8) / 1e6
     rows = Ledger.read(tmp_path / "ledger.jsonl")
     assert [r.input_tokens for r in rows] == [1000, 2000] and rows[0].cached_tokens == 400
@@ -73,15 +73,24 @@ def test_script_out_of_replies_is_a_clear_error(tmp_path):
     model = script(tmp_path, {"principal": ["only one"]}, name="s.json")
     c = client(model)
     c.complete(USER, Budget("run"))
-    with pytest.raises(ModelCallFailed, match="has 1 replies and call 2 asked for another"):
-        c.complete(USER, Budget("run"))
+    with pytest.raises(ModelCallFailed, match="has 1 replies and the conversation asks for reply 2"):
+        c.complete(USER + [{"role": "assistant", "content": "only one"}, *USER], Budget("run"))
 
 
 def test_multi_agent_roles_play_script_i_mod_n(tmp_path):
     model = script(tmp_path, {"junior": [["a0", "a1"], ["b0"]]})
     c = client(model, role="junior")
-    replies = [c.complete(USER, Budget("r"), agent_index=i).content for i in (0, 1, 2, 0)]
-    assert replies == ["a0", "b0", "a0", "a1"]  # agent 2 plays script 0 from its own start
+    replies = [c.complete(USER, Budget("r"), agent_index=i).content for i in (0, 1, 2)]
+    assert replies == ["a0", "b0", "a0"]  # agent 2 plays script 0 from its own start
+    later = USER + [{"role": "assistant", "content": "a0"}, *USER]
+    assert c.complete(later, Budget("r"), agent_index=0).content == "a1"  # the position in the conversation
+
+
+def test_a_resumed_conversation_continues_its_script(tmp_path):
+    model = script(tmp_path, {"principal": [{"error": "rate_limit"}, "first", {"error": "timeout"}, "second"]})
+    resumed = USER + [{"role": "assistant", "content": "first"}, *USER]
+    fresh = client(model)  # as a new process would: nothing served yet in this scope
+    assert fresh.complete(resumed, Budget("r")).content == "second"
 
 
 def test_budget_stops_before_a_call_it_cannot_pay(tmp_path):
@@ -90,10 +99,11 @@ def test_budget_stops_before_a_call_it_cannot_pay(tmp_path):
     run = Budget("run", limit=10)
     task = run.child("task", limit=3)
     c = client(model)
+    turn = [*USER, {"role": "assistant", "content": "x"}]
     c.complete(USER, task)  # $2
-    c.complete(USER, task)  # $4: over the task's $3 from now on
+    c.complete(turn + USER, task)  # $4: over the task's $3 from now on
     with pytest.raises(CostLimitExceeded, match="task budget"):
-        c.complete(USER, task)
+        c.complete(turn + turn + USER, task)
     assert run.spent == pytest.approx(4.0)
 
 

@@ -158,3 +158,14 @@ def test_command_server_killed_mid_command_is_restarted(leaky_image, leaky_repo,
         result = runtime.run(f"kill -9 {pid}; sleep 5")
         assert result.exit_code == -1 and "command server stopped" in result.output
         assert runtime.run("echo back").output == "back\n"
+
+
+def test_read_only_container_refuses_writes_but_reads(leaky_image, leaky_repo, run_id):
+    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id, read_only=True) as runtime:
+        assert runtime.run("git log --oneline | wc -l").output.strip() == "2"
+        assert runtime.run("grep -n 'return' calc.py").ok
+        refused = runtime.run("echo hacked > calc.py; sed -i 's/-/+/' calc.py; git checkout -b x")
+        assert "Read-only file system" in refused.output
+        assert runtime.read_file("calc.py") == b"def add(a, b):\n    return a - b\n"
+        assert runtime._session is not None  # the command server still runs
+        assert runtime.run("echo scratch > /tmp/notes && cat /tmp/notes").output == "scratch\n"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -56,6 +58,7 @@ class AgentRun:
     output_tokens: int = 0
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
+    resumed: bool = False  # continued from a trajectory an interrupted run left
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -67,24 +70,78 @@ class _Stop(Exception):
         self.reason, self.error = reason, error
 
 
+@dataclass
+class Prompts:
+    """Which templates frame the agent; both get ``workdir``, ``command_timeout``, ``max_steps``,
+    ``task_text`` and any ``extra`` variables."""
+
+    system: str = "agent_system.md.j2"
+    instance: str = "agent_instance.md.j2"
+    extra: dict = field(default_factory=dict)
+
+
 def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Budget, limits: AgentLimits, *,
               name: str = "agent", agent_index: int = 0, temperature: float | None = None, seed: int | None = None,
-              trajectory_path: Path | None = None) -> AgentRun:
-    """Run until the model submits or a limit ends it; the trajectory is saved after every step."""
-    run = AgentRun(name=name)
-    variables = dict(workdir=str(runtime.workdir), command_timeout=int(limits.command_timeout),
-                     max_steps=limits.max_steps, task_text=task_text)
-    run.messages = [{"role": "system", "content": render("agent_system.md.j2", **variables)},
-                    {"role": "user", "content": render("agent_instance.md.j2", **variables)}]
-    started = time.monotonic()
-    format_errors = 0
+              trajectory_path: Path | None = None, prompts: Prompts | None = None,
+              check_submission: Callable[[str], str | None] | None = None) -> AgentRun:
+    """Run until the model submits or a limit ends it; the trajectory is saved after every step.
+
+    ``check_submission`` sees the submitting reply and returns what is wrong with it (the agent is
+    told and goes on, as for a format error), or None to accept it. A trajectory left at
+    ``trajectory_path`` by an interrupted run is resumed: its commands are replayed in the fresh
+    workspace and the conversation goes on from there, so no model call is paid for twice.
+    """
+    prompts = prompts or Prompts()
+    run = _resume(trajectory_path, runtime, limits, budget) if trajectory_path else None
+    if run is None:
+        run = AgentRun(name=name)
+        variables = dict(workdir=str(runtime.workdir), command_timeout=int(limits.command_timeout),
+                         max_steps=limits.max_steps, task_text=task_text, **prompts.extra)
+        run.messages = [{"role": "system", "content": render(prompts.system, **variables)},
+                        {"role": "user", "content": render(prompts.instance, **variables)}]
+    if run.exit_reason:  # it had finished; only its workspace needed rebuilding
+        return run
+    started = time.monotonic() - run.seconds
+    format_errors = sum(1 for step in run.steps if step.format_error)
 
     def save() -> None:
         run.seconds = round(time.monotonic() - started, 3)
         if trajectory_path is not None:
             write_json_atomic(trajectory_path, run.to_dict())
 
+    def reject(step: Step, problem: str) -> None:
+        nonlocal format_errors
+        format_errors += 1
+        step.format_error = problem
+        run.messages.append({"role": "user", "content": render("format_error.md.j2", error=problem)})
+        save()
+        if format_errors >= limits.max_format_errors:
+            raise _Stop("format_errors", f"{format_errors} unusable replies, the last: {problem}")
+
+    def handle(step: Step, step_started: float) -> None:
+        """Act on a reply: correct its format, accept its submission, or run its command."""
+        try:
+            action = parse_action(step.reply)
+        except FormatError as error:
+            step.seconds = round(time.monotonic() - step_started, 4)
+            reject(step, str(error))
+            return
+        step.command = action.command
+        if action.is_submit:
+            problem = check_submission(step.reply) if check_submission else None
+            step.seconds = round(time.monotonic() - step_started, 4)
+            if problem:
+                reject(step, problem)
+                return
+            save()
+            raise _Stop("submitted")
+        _execute(runtime, step, run, limits)
+        step.seconds = round(time.monotonic() - step_started, 4)
+        save()
+
     try:
+        if run.messages[-1]["role"] == "assistant":  # resumed right after a paid reply: act on it
+            handle(run.steps[-1], time.monotonic())
         while True:
             if len(run.steps) >= limits.max_steps:
                 raise _Stop("step_limit")
@@ -92,28 +149,31 @@ def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Bud
                 raise _Stop("time_limit")
             step_started = time.monotonic()
             step = _ask(client, run, budget, agent_index, temperature, seed, name)
-            try:
-                action = parse_action(step.reply)
-            except FormatError as error:
-                format_errors += 1
-                step.format_error = str(error)
-                run.messages.append({"role": "user", "content": render("format_error.md.j2", error=str(error))})
-                step.seconds = round(time.monotonic() - step_started, 4)
-                save()
-                if format_errors >= limits.max_format_errors:
-                    raise _Stop("format_errors", f"{format_errors} replies without exactly one bash block")
-                continue
-            step.command = action.command
-            if action.is_submit:
-                step.seconds = round(time.monotonic() - step_started, 4)
-                save()
-                raise _Stop("submitted")
-            _execute(runtime, step, run, limits)
-            step.seconds = round(time.monotonic() - step_started, 4)
-            save()
+            save()  # the reply is paid for: a crash from here on must not lose it
+            handle(step, step_started)
     except _Stop as stop:
         run.exit_reason, run.error = stop.reason, stop.error
     save()
+    return run
+
+
+def _resume(path: Path, runtime: Runtime, limits: AgentLimits, budget: Budget) -> AgentRun | None:
+    """The saved run at ``path`` with its commands replayed, or None when there is nothing to resume."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not saved.get("messages"):
+        return None
+    steps = [Step(**step) for step in saved.get("steps", [])]
+    run = AgentRun(name=saved["name"], messages=saved["messages"], steps=steps, cost=saved.get("cost", 0.0),
+                   input_tokens=saved.get("input_tokens", 0), output_tokens=saved.get("output_tokens", 0),
+                   seconds=saved.get("seconds", 0.0), resumed=True, exit_reason=saved.get("exit_reason") or "",
+                   error=saved.get("error"))
+    budget.charge(run.cost)  # already spent, so it still counts against the limits
+    for step in run.steps:  # rebuild the workspace: the commands that ran, in order
+        if step.command and step.exit_code is not None:
+            runtime.run(step.command, timeout=limits.command_timeout, output_limit=1000)
     return run
 
 

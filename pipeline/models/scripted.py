@@ -11,8 +11,12 @@ Model string: ``scripted/<path to a YAML or JSON file>``. The file maps a role t
 A reply is a string (the assistant's content) or an object with ``content``, optional ``usage``
 (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``) and ``delay``, or ``error``: one of
 rate_limit, timeout, server_error, connection, auth, context_window, to raise that fault at that call.
-Calls are counted per (file, scope, role, agent), where the scope comes from the call's metadata, so
-two tasks or two runs in one process each start their script from the top.
+
+Which reply a call gets follows from the conversation it sends: the number of assistant messages
+in it. So a conversation resumed from a saved trajectory, in a new process, continues its script
+where it stopped, and every task's agents start their scripts from the top. Error entries belong to
+the content reply after them: that position first raises each of its errors once (counted per
+process and per scope, the scope coming from the call's metadata), then answers.
 """
 
 from __future__ import annotations
@@ -55,22 +59,27 @@ class ScriptedModel(CustomLLM):
         super().__init__()
         self._lock = threading.Lock()
         self._scripts: dict[str, dict] = {}
-        self._calls: dict[tuple, int] = {}
+        self._errors_served: dict[tuple, int] = {}
 
     def completion(self, model: str, messages: list, *args, **kwargs) -> ModelResponse:
         metadata = ((kwargs.get("litellm_params") or {}).get("metadata") or {}).get(METADATA_KEY) or {}
         role, agent, scope = metadata.get("role", "junior"), int(metadata.get("agent", 0)), metadata.get("scope", "")
         script = self._load(model)
-        replies = self._replies(model, script, role, agent)
+        slots = _slots(self._replies(model, script, role, agent))
+        position = sum(1 for message in messages if message.get("role") == "assistant")
+        who = f"the {role} script" + (f" for agent {agent}" if role in MULTI_AGENT_ROLES else "")
+        if position >= len(slots):
+            raise ScriptError(f"scripted model {model}: {who} has {len(slots)} replies and the conversation "
+                              f"asks for reply {position + 1}", model)
+        errors, reply = slots[position]
         with self._lock:
-            key = (model, scope, role, agent if role in MULTI_AGENT_ROLES else 0)
-            index = self._calls.get(key, 0)
-            self._calls[key] = index + 1
-        if index >= len(replies):
-            raise ScriptError(f"scripted model {model}: the {role} script"
-                              + (f" for agent {agent}" if role in MULTI_AGENT_ROLES else "")
-                              + f" has {len(replies)} replies and call {index + 1} asked for another", model)
-        reply = replies[index]
+            key = (model, scope, role, agent, position)
+            served = self._errors_served.get(key, 0)
+            self._errors_served[key] = served + 1
+        if served < len(errors):
+            reply = errors[served]
+        elif reply is None:
+            raise ScriptError(f"scripted model {model}: {who} ends with errors and has no reply {position + 1}", model)
         if isinstance(reply, str):
             reply = {"content": reply}
         delay = reply.get("delay", script.get("delay", 0)) or 0
@@ -125,6 +134,20 @@ class ScriptedModel(CustomLLM):
         if not isinstance(entry, list):
             raise ScriptError(f"scripted model {model}: '{role}' must be a list of replies", model)
         return entry
+
+
+def _slots(replies: list[Any]) -> list[tuple[list[Any], Any]]:
+    """(errors raised first, then the reply) per conversation position."""
+    slots, pending = [], []
+    for reply in replies:
+        if isinstance(reply, dict) and "error" in reply:
+            pending.append(reply)
+        else:
+            slots.append((pending, reply))
+            pending = []
+    if pending:
+        slots.append((pending, None))
+    return slots
 
 
 def _estimate_tokens(messages: list) -> int:

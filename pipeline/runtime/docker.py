@@ -38,7 +38,7 @@ class DockerRuntime:
                  network: bool = False, cpus: float | None = None, memory: str | None = None,
                  env: dict[str, str] | None = None, sanitise: bool = True, platform: str | None = None,
                  show_pull_progress: bool = True, extra_labels: dict[str, str] | None = None,
-                 command_server: bool = True):
+                 command_server: bool = True, read_only: bool = False):
         self.base_commit = base_commit
         self.workdir = PurePosixPath(workdir)
         self._env = {**COMMAND_ENV, **(env or {})}
@@ -54,6 +54,8 @@ class DockerRuntime:
                 labels=containers.labels(run_id, **(extra_labels or {})),
                 nano_cpus=int(cpus * 1e9) if cpus else None, mem_limit=memory, platform=platform,
                 init=True,  # reaps the orphans that agents' background commands leave
+                # Read-only: the repository and everything else refuse writes, even by root.
+                read_only=read_only, tmpfs={"/tmp": "rw,exec,size=512m"} if read_only else None,
             )
         except DockerException as exc:
             raise RuntimeUnavailable(f"cannot start a container of {image}: {exc}") from exc

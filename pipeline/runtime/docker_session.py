@@ -10,7 +10,8 @@ from docker.errors import DockerException
 
 from pipeline.runtime.docker_stream import FrameReader, StreamClosed
 
-SERVER_PATH = "/tmp/.swepipe-command-server.py"
+# Outside /tmp, which read-only containers mount as tmpfs (hiding what the image has there).
+SERVER_PATH = "/usr/local/share/swepipe/command_server.py"
 SERVER_SOURCE = files("pipeline.runtime").joinpath("command_server.py").read_text()
 START_TIMEOUT = 20.0
 
