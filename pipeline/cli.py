@@ -140,6 +140,61 @@ def validate(
 
 
 @app.command()
+def run(
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None,
+    language: opt.Language = None,
+    limit: opt.Limit = None,
+    slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False,
+    seed: opt.Seed = 0,
+    config: opt.ConfigFile = None,
+    junior_model: opt.JuniorModel = None,
+    senior_model: opt.SeniorModel = None,
+    principal_model: opt.PrincipalModel = None,
+    k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task (default from config: 4).")] = None,
+    workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
+    run_id: Annotated[Optional[str], typer.Option(help="Run id; the same id resumes a run (default: run-<time>).")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("runs"),
+    evaluate: Annotated[bool, typer.Option("--evaluate", help="Score each prediction with the hidden tests as soon as it exists.")] = False,
+    reuse_juniors_from: Annotated[Optional[str], typer.Option(help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
+    run_scripts: opt.RunScripts = None,
+    dockerfiles: opt.Dockerfiles = None,
+    image_template: opt.ImageTemplate = None,
+    timeout: opt.Timeout = 1800,
+) -> None:
+    """Run the pipeline (juniors, senior, principal) over the tasks, resumably, and optionally score it."""
+    from pipeline.run.setup import prepare_run
+    from pipeline.run.runner import run_tasks
+
+    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, slice_, shuffle, seed)
+    ctx = prepare_run(dataset=dataset, config_path=config, overrides={"junior": junior_model, "senior": senior_model,
+                      "principal": principal_model}, k=k, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
+                      reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts, dockerfiles=dockerfiles,
+                      image_template=image_template, timeout=timeout)
+    console.print(f"run {ctx.layout.run_id}: {len(selected)} task(s) -> {ctx.layout.root}")
+    summary = run_tasks(selected, ctx, workers=workers, show_progress=sys.stderr.isatty())
+    _print_run(summary, ctx)
+
+
+def _print_run(summary, ctx) -> None:
+    table = Table(title=f"run {ctx.layout.run_id}")
+    for column in ("instance id", "source", "junior $", "senior $", "principal $", "resolved", "error"):
+        table.add_column(column, overflow="fold")
+    for instance_id, p in sorted(summary.predictions.items()):
+        cost = p.get("cost", {})
+        resolved = {True: "yes", False: "no", None: "-"}[p.get("resolved")]
+        table.add_row(instance_id, p.get("source", ""), f"{cost.get('junior', 0):.4f}", f"{cost.get('senior', 0):.4f}",
+                      f"{cost.get('principal', 0):.4f}", resolved, (p.get("error") or "")[:120])
+    console.print(table)
+    if summary.skipped:
+        console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
+    console.print(f"spent: {summary.line()}; predictions in {ctx.layout.predictions}")
+
+
+@app.command()
 def rollouts(
     task: Annotated[str, typer.Option(help="Instance id of the task.")],
     dataset: opt.Dataset = opt.DEFAULT_DATASET,

@@ -7,6 +7,7 @@ keys come from the environment only, so the resolved config can be written next 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -54,6 +55,19 @@ class Juniors(BaseModel):
     seed: int = 0
 
 
+class SeniorConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_steps: int = Field(default=15, gt=0, description="read-only commands the senior may run")
+    context_tokens: int = Field(default=12_000, gt=100, description="budget of the context the principal gets")
+    expansion_tokens: int = Field(default=6_000, gt=100, description="related code shown to the senior")
+
+
+class PrincipalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    show_candidates: int = Field(default=0, ge=0, description="top junior candidates shown to the principal")
+    fallback: Literal["junior_top", "none"] = "junior_top"
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     models: dict[str, ModelSpec] = Field(default_factory=dict)
@@ -61,6 +75,8 @@ class RunConfig(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     juniors: Juniors = Field(default_factory=Juniors)
     containers: Containers = Field(default_factory=Containers)
+    senior: SeniorConfig = Field(default_factory=SeniorConfig)
+    principal: PrincipalConfig = Field(default_factory=PrincipalConfig)
 
     def model_for(self, role: str) -> ModelSpec:
         if role not in self.models:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.runtime.images import DEFAULT_IMAGE_TEMPLATE
 from pipeline.tasks import register_named_dataset
 
 BUNDLED = "bundled"
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 BUNDLED_IMAGE_TEMPLATE = "swepipe-bundled:{dockerhub_tag}"
+DEFAULT_IMAGE_TEMPLATE = "jefzda/sweap-images:{dockerhub_tag}"  # the official SWE-Bench Pro images
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,6 @@ from pipeline.runtime import containers
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
 
-DEFAULT_IMAGE_TEMPLATE = "jefzda/sweap-images:{dockerhub_tag}"
-
-
 def image_name(template: str, fields: dict[str, str]) -> str:
     """Fill ``template`` from a task's fields, e.g. ``jefzda/sweap-images:{dockerhub_tag}``."""
     names = {name for _, name, _, _ in string.Formatter().parse(template) if name}

@@ -1,0 +1,389 @@
+"""Search/replace edit blocks: parse the principal's reply and apply it to the files of a checkout.
+
+A reply holds edits like this (any other text is ignored)::
+
+    path/to/file.py
+    ```python
+    <<<<<<< SEARCH
+    exact lines currently in the file
+    =======
+    the lines that replace them
+    >>>>>>> REPLACE
+    ```
+
+Blocks are recognised by their markers, not by the fences, so a REPLACE section may itself hold ``` lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import accumulate
+from pathlib import PurePosixPath
+
+__all__ = ["Edit", "EditApplyError", "EditFormatError", "apply_edits", "parse_edits"]
+
+SEARCH_MARKER = re.compile(r"<{5,9}\s*SEARCH")
+DIVIDER = re.compile(r"={7}")
+REPLACE_MARKER = re.compile(r">{5,9}\s*REPLACE")
+FENCE = re.compile(r"(`{3,}|~{3,})\s*[\w.+#-]*")
+LIST_OR_HEADING = r"^(?:#+\s*|[-*]\s+|\d+\.\s+)?"
+PATH_LABEL = re.compile(LIST_OR_HEADING + r"(?:file|path|filename)\s*:\s*", re.IGNORECASE)
+EXTENSIONLESS = {"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "Jenkinsfile", "LICENSE", "BUILD"}
+MAX_SHOWN_LINES = 30
+MAX_COMPARED_WINDOWS = 40
+WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str  # as written in the reply; apply_edits normalises and checks it
+    search: str  # "" creates a file; otherwise whole lines, each ending in "\n"
+    replace: str  # "" deletes the searched lines
+
+
+class EditFormatError(ValueError):
+    """The reply cannot be parsed into edits; the message says what is wrong and where."""
+
+
+class EditApplyError(ValueError):
+    """Some edits cannot be applied; the message lists every failing block. `failures` has one entry per block."""
+
+    def __init__(self, failures: list[str], total: int):
+        self.failures = failures
+        header = f"{len(failures)} of {total} edit blocks could not be applied (blocks are numbered in reply order):"
+        super().__init__("\n\n".join([header, *failures]))
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _is(pattern: re.Pattern[str], line: str) -> bool:
+    return pattern.fullmatch(line.strip()) is not None
+
+
+def _as_path(line: str) -> str | None:
+    """The path a line names (`a/b.py`, File: a/b.py, **a/b.py**, ### a/b.py, a/b.py:), or None for prose."""
+    line = line.replace("**", "").strip()  # bold
+    label = PATH_LABEL.match(line)
+    unprefixed = (line[label.end():] if label else re.sub(LIST_OR_HEADING, "", line)).strip().rstrip(":")
+    text = unprefixed.strip("*`'\"").rstrip(":").strip()
+    if not text or any(ch.isspace() for ch in text) or _is(FENCE, text):
+        return None
+    explicit = label or "`" in line  # a bare word needs a / or . to count as a path
+    return text if explicit or "/" in text or "." in text or text in EXTENSIONLESS else None
+
+
+def _path_before(lines: list[str], index: int, floor: int) -> str | None:
+    """The path on the line before the SEARCH marker at `index`, skipping blank lines and one opening fence."""
+    j = index - 1
+    while j > floor and not lines[j].strip():
+        j -= 1
+    if j > floor and _is(FENCE, lines[j]):
+        j -= 1
+        while j > floor and not lines[j].strip():
+            j -= 1
+    return _as_path(lines[j]) if j > floor else None
+
+
+def _section_text(lines: list[str]) -> str:
+    if not any(line.strip() for line in lines):
+        return ""
+    return "".join(line + "\n" for line in lines)
+
+
+def parse_edits(reply: str) -> list[Edit]:
+    """Every SEARCH/REPLACE block in the reply, in order. Raises EditFormatError when there is none or one is broken."""
+    lines = reply.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    edits: list[Edit] = []
+    path: str | None = None
+    previous_end = -1  # index of the last REPLACE marker; the path search never looks above it
+    i = 0
+    while i < len(lines):
+        if _is(REPLACE_MARKER, lines[i]):
+            raise EditFormatError(
+                f"Line {i + 1}: '>>>>>>> REPLACE' without an open '<<<<<<< SEARCH' "
+                f"(after block {len(edits)}). Each block needs SEARCH, then =======, then REPLACE."
+            )
+        if not _is(SEARCH_MARKER, lines[i]):
+            i += 1
+            continue
+        block, start = len(edits) + 1, i + 1
+        where = f"Block {block} (SEARCH marker on line {start})"
+        path = _path_before(lines, i, previous_end) or path
+        if path is None:
+            raise EditFormatError(
+                f"{where} has no file path. Put the path, relative to the repository root, "
+                "alone on the line just before the opening ``` fence."
+            )
+        sections: list[list[str]] = [[], []]
+        for part, (end_marker, end_name) in enumerate(
+            [(DIVIDER, "======="), (REPLACE_MARKER, ">>>>>>> REPLACE")]
+        ):
+            i += 1
+            while i < len(lines) and not _is(end_marker, lines[i]):
+                stray = [name for pattern, name in [(SEARCH_MARKER, "<<<<<<< SEARCH"), (DIVIDER, "======="),
+                                                     (REPLACE_MARKER, ">>>>>>> REPLACE")] if _is(pattern, lines[i])]
+                if stray:
+                    raise EditFormatError(
+                        f"{where} for {path}: found '{stray[0]}' on line {i + 1} before the "
+                        f"'{end_name}' marker this block still needs."
+                    )
+                sections[part].append(lines[i])
+                i += 1
+            if i == len(lines):
+                raise EditFormatError(f"{where} for {path}: the reply ends without the '{end_name}' marker.")
+        edits.append(Edit(path, _section_text(sections[0]), _section_text(sections[1])))
+        previous_end = i
+        i += 1
+    if not edits:
+        hint = ""
+        if re.search(r"^(?:---|\+\+\+) \S|^@@ ", reply, re.MULTILINE):
+            hint = " The reply looks like a unified diff; write SEARCH/REPLACE blocks instead."
+        raise EditFormatError(
+            "The reply contains no edit block: expected a file path line, then a fenced block with "
+            f"'<<<<<<< SEARCH', '=======' and '>>>>>>> REPLACE' lines.{hint}"
+        )
+    return edits
+
+
+# ---------------------------------------------------------------- applying
+
+
+class _Failure(Exception):
+    """One edit that cannot be applied; collected, then reported together."""
+
+
+@dataclass
+class _File:
+    lines: list[str]  # content without line terminators
+    ends: list[str]  # each line's terminator: "\n", "\r\n", or "" for a last line without newline
+    newline: str  # the file's usual terminator, given to new lines
+
+    @classmethod
+    def load(cls, text: str) -> _File:
+        parts = text.split("\n")
+        lines, ends = [], []
+        for part in parts[:-1]:
+            crlf = part.endswith("\r")
+            lines.append(part[:-1] if crlf else part)
+            ends.append("\r\n" if crlf else "\n")
+        if parts[-1]:
+            lines.append(parts[-1])
+            ends.append("")
+        crlf_count = ends.count("\r\n")
+        return cls(lines, ends, "\r\n" if crlf_count > ends.count("\n") else "\n")
+
+    def text(self) -> str:
+        return "".join(line + end for line, end in zip(self.lines, self.ends))
+
+    def splice(self, start: int, length: int, new: list[str]) -> None:
+        ends = [self.newline] * len(new)
+        stop = start + length
+        if length and stop == len(self.lines) and self.ends[-1] == "":  # keep "no newline at end of file"
+            if new:
+                ends[-1] = ""
+            elif start > 0:
+                self.ends[start - 1] = ""
+        self.lines[start:stop] = new
+        self.ends[start:stop] = ends
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.replace("\r\n", "\n").split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _repo_path(raw: str) -> str:
+    path = raw.strip().replace("\\", "/")
+    if path.startswith(("/", "~")) or re.match(r"[A-Za-z]:", path) or ".." in path.split("/"):
+        raise _Failure(
+            "path escapes the repository. Use a path relative to the repository root, "
+            "without '..' and without a leading '/' (e.g. src/pkg/module.py)."
+        )
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not parts:
+        raise _Failure("the path is empty.")
+    if ".git" in parts:
+        raise _Failure("edits inside .git are not allowed.")
+    return "/".join(parts)
+
+
+def _blank_ends(lines: list[str]) -> tuple[int, int]:
+    lead = next((n for n, line in enumerate(lines) if line.strip()), len(lines))
+    trail = next((n for n, line in enumerate(reversed(lines)) if line.strip()), len(lines))
+    return lead, min(trail, len(lines) - lead)
+
+
+def _indent(lines: list[str]) -> str:
+    """The leading whitespace shared by every non-blank line."""
+    leads = [line[: len(line) - len(line.lstrip())] for line in lines if line.strip()]
+    return os.path.commonprefix(leads) if leads else ""
+
+
+def _dedented(lines: list[str], indent: str) -> list[str]:
+    return [line[len(indent):].rstrip() if line.strip() else "" for line in lines]
+
+
+def _reindent(lines: list[str], old: str, new: str) -> list[str]:
+    """Shift non-blank lines from indentation `old` to `new`, keeping their relative indentation."""
+    out = []
+    for line in lines:
+        lead = line[: len(line) - len(line.lstrip())]
+        if not line.strip():
+            out.append(line)
+        elif new.startswith(old):
+            out.append(new[len(old):] + line)
+        elif old.startswith(new):
+            out.append(line[min(len(old) - len(new), len(lead)):])
+        else:
+            out.append(new + line[len(old):] if line.startswith(old) else line)
+    return out
+
+
+def _matches(lines: list[str], search: list[str], replace: list[str]) -> list[tuple[int, int, list[str]]]:
+    """(start, length, replacement) for each place the search matches, from the strictest rule that matches at all:
+    exact; then ignoring trailing whitespace and blank lines at the ends of the search; then also a uniform
+    indentation difference, re-indenting the replacement to match."""
+    k = len(search)
+    exact = [i for i in range(len(lines) - k + 1) if lines[i:i + k] == search]
+    if exact:
+        return [(i, k, replace) for i in exact]
+
+    lead, trail = _blank_ends(search)
+    search = search[lead:len(search) - trail]
+    r_lead, r_trail = _blank_ends(replace)
+    r_lead = min(lead, r_lead)
+    replace = replace[r_lead:len(replace) - min(trail, r_trail, len(replace) - r_lead)]
+    k = len(search)
+    key = [line.rstrip() for line in search]
+    stripped = [line.rstrip() for line in lines]
+    loose = [i for i in range(len(lines) - k + 1) if stripped[i:i + k] == key]
+    if loose:
+        return [(i, k, replace) for i in loose]
+
+    indent = _indent(search)
+    body = _dedented(search, indent)
+    bare, bare_key = [line.strip() for line in lines], [line.strip() for line in search]
+    found = []
+    for i in range(len(lines) - k + 1):
+        if bare[i] != bare_key[0] or bare[i:i + k] != bare_key:
+            continue
+        window = lines[i:i + k]
+        window_indent = _indent(window)
+        if window_indent != indent and _dedented(window, window_indent) == body:
+            found.append((i, k, _reindent(replace, indent, window_indent)))
+    return found
+
+
+def _window_candidates(lines: list[str], search: list[str], k: int) -> list[int]:
+    """Window starts worth a character-level comparison (which is slow): those sharing the most rare words
+    with the search, best first."""
+    wanted = set(WORD.findall("\n".join(search)))
+    line_words = [[w for w in WORD.findall(line) if w in wanted] for line in lines]
+    frequency = Counter(w for words in line_words for w in words)
+    totals = [0.0, *accumulate(sum(1 / frequency[w] for w in words) for words in line_words)]
+    starts = range(max(1, len(lines) - k + 1))
+    return sorted(starts, key=lambda i: totals[i] - totals[min(i + k, len(lines))])[:MAX_COMPARED_WINDOWS]
+
+
+def _closest(lines: list[str], search: list[str]) -> str:
+    """The lines of the file that look most like the search, numbered, for the retry prompt."""
+    if not lines:
+        return "The file is empty."
+    k = max(1, len(search))
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2("\n".join(line.strip() for line in search))
+    best_ratio, best = 0.0, 0
+    for i in _window_candidates(lines, search, k):
+        matcher.set_seq1("\n".join(line.strip() for line in lines[i:i + k]))
+        if matcher.real_quick_ratio() > best_ratio and matcher.quick_ratio() > best_ratio:
+            ratio = matcher.ratio()
+            if ratio > best_ratio:
+                best_ratio, best = ratio, i
+    if best_ratio < 0.3:
+        return "No lines of the file resemble the SEARCH text."
+    shown = lines[best:best + min(k, MAX_SHOWN_LINES)]
+    width = len(str(best + len(shown)))
+    numbered = "\n".join(f"  {best + n + 1:>{width}} | {line}" for n, line in enumerate(shown))
+    more = f"\n  ... ({k - len(shown)} more lines)" if k > len(shown) else ""
+    if [line.strip() for line in lines[best:best + k]] == [line.strip() for line in search]:
+        more += "\nThese lines differ from the SEARCH text only in indentation, and not by one uniform shift."
+    return f"The most similar lines ({best_ratio:.0%} alike), with their line numbers:\n{numbered}{more}"
+
+
+def _close_paths(path: str, repo_files: Iterable[str] | None) -> str:
+    if repo_files is None:
+        return ""
+    files = sorted(set(repo_files))
+    name = PurePosixPath(path).name
+    same_name = [f for f in files if PurePosixPath(f).name == name]
+    candidates = list(dict.fromkeys(same_name + difflib.get_close_matches(path, files, n=5, cutoff=0.6)))[:5]
+    return f" Did you mean: {', '.join(candidates)}?" if candidates else " No file with a similar path exists."
+
+
+def _apply_one(edit: Edit, files: dict[str, _File | None], originals: dict[str, str | None], read, repo_files):
+    path = _repo_path(edit.path)
+    if path not in files:
+        originals[path] = read(path)
+        files[path] = None if originals[path] is None else _File.load(originals[path])
+    current = files[path]
+    search, replace = _lines(edit.search), _lines(edit.replace)
+    if not any(line.strip() for line in search):  # empty SEARCH: create the file
+        if current is not None and current.lines:
+            raise _Failure(
+                "SEARCH is empty but the file already exists. An empty SEARCH only creates a new file; "
+                "to change this file, quote the lines to replace in SEARCH."
+            )
+        newline = current.newline if current else "\n"
+        files[path] = _File(replace, [newline] * len(replace), newline)
+        return
+    if current is None:
+        raise _Failure(
+            "file not found (to create a new file, leave SEARCH empty)." + _close_paths(path, repo_files)
+        )
+    hits = _matches(current.lines, search, replace)
+    if not hits:
+        already = any(line.strip() for line in replace) and _matches(current.lines, replace, replace)
+        note = "\nNote: the REPLACE text is already in the file; drop this block if it repeats an earlier one." \
+            if already else ""
+        raise _Failure(
+            "SEARCH text not found. " + _closest(current.lines, search)
+            + "\nCopy the SEARCH lines exactly from the file, including indentation." + note
+        )
+    if len(hits) > 1:
+        where = ", ".join(str(start + 1) for start, _, _ in hits[:10])
+        raise _Failure(
+            f"SEARCH text matches {len(hits)} places (starting at lines {where}). "
+            "Add unchanged lines before or after it so it matches exactly one place."
+        )
+    start, length, new = hits[0]
+    current.splice(start, length, new)
+
+
+def apply_edits(
+    edits: Iterable[Edit],
+    read: Callable[[str], str | None],
+    repo_files: Iterable[str] | None = None,
+) -> dict[str, str]:
+    """Apply edits in order (later ones see earlier results) and return {repo-relative path: new full text}
+    for every changed file. `read(path)` gives a file's current text, or None when it does not exist;
+    `repo_files` (all paths in the repository), when given, lets "file not found" suggest close paths.
+    Nothing is written. If any edit fails, raises one EditApplyError that lists every failing block."""
+    edits = list(edits)
+    files: dict[str, _File | None] = {}
+    failures = []
+    originals: dict[str, str | None] = {}
+    for number, edit in enumerate(edits, 1):
+        try:
+            _apply_one(edit, files, originals, read, repo_files)
+        except _Failure as failure:
+            failures.append(f"Block {number} ({edit.path}): {failure}")
+    if failures:
+        raise EditApplyError(failures, len(edits))
+    texts = {path: file.text() for path, file in files.items() if file is not None}
+    return {path: text for path, text in texts.items() if text != originals[path]}

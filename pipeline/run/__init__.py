@@ -1,0 +1,1 @@
+"""`swepipe run`: the four stages over many tasks, resumable, with a run directory on disk."""

@@ -1,0 +1,74 @@
+"""Scheduling tasks: several at a time, predictions appended as they finish, progress on screen.
+
+Kept apart from run_task so another scheduler (a cluster engine, one Docker host per node) can
+drive the same per-task function.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pipeline.run.task import STAGES, RunContext, run_task
+from pipeline.storage import append_jsonl, write_json_atomic
+from pipeline.tasks import Task
+
+
+@dataclass
+class RunSummary:
+    predictions: dict[str, dict] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def spend(self, stage: str) -> float:
+        return sum(p.get("cost", {}).get(stage, 0.0) for p in self.predictions.values())
+
+    @property
+    def scored(self) -> list[bool]:
+        return [p["resolved"] for p in self.predictions.values() if p.get("resolved") is not None]
+
+    def line(self) -> str:
+        dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in STAGES)
+        scored = self.scored
+        rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
+        return f"{dollars}{rate}"
+
+
+def run_tasks(tasks: list[Task], ctx: RunContext, workers: int = 1, show_progress: bool = True) -> RunSummary:
+    summary = RunSummary()
+    finished = ctx.layout.finished()
+    todo = []
+    for task in tasks:
+        if task.instance_id in finished:
+            summary.predictions[task.instance_id] = finished[task.instance_id]
+            summary.skipped.append(task.instance_id)
+        else:
+            todo.append(task)
+    lock = threading.Lock()
+
+    def one(task: Task) -> None:
+        prediction = run_task(task, ctx)
+        with lock:
+            append_jsonl(ctx.layout.predictions, prediction)
+            summary.predictions[task.instance_id] = prediction
+            if ctx.evaluation is not None:
+                write_json_atomic(ctx.layout.root / "eval_results.json",
+                                  {i: p["resolved"] for i, p in sorted(summary.predictions.items())
+                                   if p.get("resolved") is not None})
+
+    with Progress(TextColumn("[bold]run[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), disable=not show_progress) as progress:
+        bar = progress.add_task(summary.line(), total=len(tasks), completed=len(summary.skipped))
+        executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="task")
+        try:
+            pending = {executor.submit(one, task) for task in todo}
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    future.result()
+                    progress.update(bar, advance=1, description=summary.line())
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+    return summary

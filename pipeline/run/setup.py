@@ -1,0 +1,70 @@
+"""Turning command-line choices into a RunContext, checking everything before any money is spent."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pipeline.config import load_config
+from pipeline.datasets import defaults_for
+from pipeline.errors import SwepipeError
+from pipeline.evaluation.runner import EvalSettings
+from pipeline.models.budget import Budget
+from pipeline.models.pricing import resolve_prices
+from pipeline.principal.stage import PrincipalSettings
+from pipeline.run.layout import RunLayout
+from pipeline.run.task import RunContext
+from pipeline.senior.stage import SeniorSettings
+
+
+def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, str | None], k: int | None,
+                run_id: str | None, runs_dir: Path, evaluate: bool, reuse_juniors_from: str | None,
+                run_scripts: Path | None, dockerfiles: Path | None, image_template: str | None,
+                timeout: float) -> RunContext:
+    cfg = load_config(config_path)
+    for role, model in overrides.items():
+        cfg = cfg.with_model(role, model)
+    if k is not None:
+        cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
+    for role in ("junior", "principal"):
+        cfg.model_for(role)  # a clear error now rather than after the juniors ran
+    for role, spec in cfg.models.items():
+        resolve_prices(spec, role)
+    layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.config.write_text(cfg.to_yaml(), encoding="utf-8")
+    defaults = defaults_for(dataset)
+    template = image_template or cfg.containers.image_template or defaults.image_template
+    evaluation = None
+    if evaluate:
+        evaluation = EvalSettings(image_template=template, run_scripts=run_scripts or defaults.run_scripts,
+                                  dockerfiles=dockerfiles, timeout=timeout, platform=cfg.containers.platform,
+                                  run_id=layout.run_id)
+    reuse = None
+    if reuse_juniors_from:
+        candidate = Path(reuse_juniors_from)
+        reuse = RunLayout(candidate if candidate.exists() else runs_dir / reuse_juniors_from)
+        if not (reuse.root / "tasks").is_dir():
+            raise SwepipeError(f"--reuse-juniors-from {reuse_juniors_from}: no run directory with tasks at {reuse.root}")
+    principal_model = cfg.model_for("principal").model
+    senior = SeniorSettings(limits=cfg.limits.model_copy(update={"max_steps": cfg.senior.max_steps}).agent_limits(),
+                            context_tokens=cfg.senior.context_tokens, expansion_tokens=cfg.senior.expansion_tokens,
+                            count_tokens=_token_counter(principal_model))
+    principal = PrincipalSettings(show_candidates=cfg.principal.show_candidates, fallback=cfg.principal.fallback)
+    models = {role: spec.model for role, spec in cfg.models.items()}
+    return RunContext(config=cfg, layout=layout, run_budget=Budget("run", cfg.budgets.per_run),
+                      image_template=template, senior=senior, principal=principal, evaluation=evaluation,
+                      reuse_juniors_from=reuse, models=models)
+
+
+def _token_counter(model: str):
+    """Counts with the principal model's tokenizer where litellm knows it, else about 4 characters a token."""
+    from pipeline.models.litellm_setup import litellm
+
+    def count(text: str) -> int:
+        try:
+            return int(litellm.token_counter(model=model, text=text))
+        except Exception:  # noqa: BLE001 - unknown model or tokenizer: estimate
+            return max(1, len(text) // 4)
+
+    return count

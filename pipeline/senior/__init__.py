@@ -1,0 +1,1 @@
+"""Senior stage: extract the code context the real fix depends on."""

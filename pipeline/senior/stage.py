@@ -1,0 +1,116 @@
+"""Stage 2: the senior turns the candidate pool into a Brief and the context the principal will see."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pipeline.agent.loop import AgentLimits, Prompts, run_agent
+from pipeline.juniors.pool import CandidatePool
+from pipeline.models.budget import Budget
+from pipeline.models.client import ModelClient
+from pipeline.prompts import render_task_prompt
+from pipeline.runtime.base import Runtime
+from pipeline.senior.brief import Brief, BriefFormatError, BriefSpan, check_spans, materialise, parse_brief
+from pipeline.storage import write_json_atomic
+from pipeline.tasks import Task
+
+CANDIDATE_PATCH_LIMIT = 8_000  # characters of each candidate patch shown to the senior
+MAX_CANDIDATES_SHOWN = 6
+
+
+@dataclass
+class SeniorSettings:
+    limits: AgentLimits
+    context_tokens: int = 12_000  # budget of the context the principal gets
+    expansion_tokens: int = 6_000  # budget of the related code shown to the senior
+    count_tokens: Callable[[str], int] = lambda text: max(1, len(text) // 4)
+
+
+def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budget: Budget,
+               runtime: Runtime, settings: SeniorSettings, directory: Path) -> dict:
+    """Write senior/{expansion.json, brief.json, context.md, trajectory.json}; returns the brief record.
+
+    Without a usable reply from the senior, the deterministic expansion becomes the brief, so the
+    principal still gets the code around the candidates; the record says so.
+    """
+    from pipeline.senior.expand import expand_pool
+
+    directory.mkdir(parents=True, exist_ok=True)
+    files = _FileCache(runtime)
+    expansion = [BriefSpan(s.file, s.start, s.end, f"{s.kind}: {s.reason}") for s in expand_pool(pool, runtime)]
+    write_json_atomic(directory / "expansion.json", [span.__dict__ for span in expansion])
+    shown = materialise(expansion, files.lines, settings.expansion_tokens, settings.count_tokens)
+
+    brief, agent = None, None
+    if client is not None:
+        try:
+            agent = run_agent(
+                client, runtime, render_task_prompt(task), budget, settings.limits, name="senior",
+                trajectory_path=directory / "trajectory.json", check_submission=lambda reply: _problem(reply),
+                prompts=Prompts("senior_system.md.j2", "senior_instance.md.j2", extra=_pool_variables(pool, shown.text)))
+            if agent.exit_reason == "submitted":
+                brief = parse_brief(agent.steps[-1].reply)
+        except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
+            (directory / "error.txt").write_text(traceback.format_exc())
+            agent_error = f"{type(error).__name__}: {error}"
+        else:
+            agent_error = None if brief else f"senior ended with {agent.exit_reason}: {agent.error or ''}".strip()
+    else:
+        agent_error = "no senior model configured"
+    if brief is None:
+        brief = Brief(analysis=f"(No brief from the senior: {agent_error}. The spans are the code around the "
+                               "junior candidates.)", spans=expansion, source="expansion")
+
+    spans, problems = check_spans(brief.spans, files.lines)
+    # The candidates' own hunks stay in as a safety net behind the senior's choice, budget permitting.
+    safety = [s for s in expansion if s.reason.startswith("hunk")] if brief.source == "senior" else []
+    context = materialise(spans + safety, files.lines, settings.context_tokens, settings.count_tokens)
+    brief.problems = problems + context.dropped
+    record = {**brief.to_dict(), "context_spans": [s.__dict__ for s in context.spans],
+              "context_tokens": context.tokens, "senior_error": agent_error,
+              "senior_exit": agent.exit_reason if agent else None,
+              "senior_cost": agent.cost if agent else 0.0, "senior_steps": len(agent.steps) if agent else 0}
+    (directory / "context.md").write_text(context.text, encoding="utf-8")
+    write_json_atomic(directory / "brief.json", record)
+    return record
+
+
+def _problem(reply: str) -> str | None:
+    try:
+        parse_brief(reply)
+    except BriefFormatError as error:
+        return f"{error}. Put the brief in one ```json block next to the submit command"
+    return None
+
+
+def _pool_variables(pool: CandidatePool, expansion_text: str) -> dict:
+    candidates = [{"votes": c.votes, "files": c.files,
+                   "patch": c.patch if len(c.patch) <= CANDIDATE_PATCH_LIMIT
+                   else c.patch[:CANDIDATE_PATCH_LIMIT] + "\n[... patch cut ...]"}
+                  for c in pool.candidates[:MAX_CANDIDATES_SHOWN]]
+    return {"candidates": candidates, "rollouts": pool.rollouts, "empty": len(pool.empty),
+            "expansion": expansion_text or "(nothing found)"}
+
+
+class _FileCache:
+    """Base-commit file contents read once through the runtime."""
+
+    def __init__(self, runtime: Runtime):
+        self._runtime, self._lines = runtime, {}
+
+    def lines(self, path: str) -> list[str] | None:
+        if path not in self._lines:
+            try:
+                self._lines[path] = self._runtime.read_file(path).decode("utf-8", errors="replace").splitlines()
+            except (OSError, ValueError, Exception):  # noqa: BLE001 - missing, a directory, a dead container
+                self._lines[path] = None
+        return self._lines[path]
+
+
+def load_brief(directory: Path) -> dict | None:
+    path = directory / "brief.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

@@ -1,0 +1,60 @@
+"""Scripted replies for whole-pipeline tests, made from a bundled task's gold patch."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from unidiff import PatchSet
+
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}
+
+
+def reply(content: str, usage: dict = USAGE) -> dict:
+    return {"content": content, "usage": usage}
+
+
+def bash(command: str) -> dict:
+    return reply(f"Next.\n```bash\n{command}\n```")
+
+
+SUBMIT = bash("submit")
+
+
+def patch_per_file(patch: str) -> dict[str, str]:
+    return {f.path: str(f) for f in PatchSet(patch)}
+
+
+def apply_patch_command(patch: str) -> str:
+    return f"cat > /tmp/part.diff <<'SWEPIPE_PATCH'\n{patch}SWEPIPE_PATCH\ngit apply /tmp/part.diff && git status --short"
+
+
+def edits_from_patch(patch: str) -> str:
+    """The gold patch written as search/replace blocks (what a perfect principal would reply)."""
+    blocks = []
+    for patched in PatchSet(patch):
+        for hunk in patched:
+            search = "".join(line.value for line in hunk if not line.is_added)
+            replace = "".join(line.value for line in hunk if not line.is_removed)
+            blocks.append(f"{patched.path}\n```\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n```\n")
+    return "I checked both places; here is the whole fix.\n\n" + "\n".join(blocks)
+
+
+def brief_from_patch(patch: str, margin: int = 5) -> str:
+    """A senior's final reply whose spans cover every hunk of the patch."""
+    spans = []
+    for patched in PatchSet(patch):
+        for hunk in patched:
+            spans.append({"file": patched.path, "start": max(1, hunk.source_start - margin),
+                          "end": hunk.source_start + hunk.source_length + margin,
+                          "reason": f"{patched.path} must change here"})
+    brief = {"analysis": "Both candidates fix half of the bug each; the fix needs both files.", "spans": spans}
+    return f"```json\n{json.dumps(brief)}\n```\n```bash\nsubmit\n```"
+
+
+def write_config(path, script_path, **extra) -> None:
+    prices = {"input": 1.0, "output": 2.0}
+    config = {"models": {role: {"model": f"scripted/{script_path}", "prices": prices}
+                         for role in ("junior", "senior", "principal")},
+              "juniors": {"k": 2}, "limits": {"max_steps": 6}, **extra}
+    path.write_text(yaml.safe_dump(config))
