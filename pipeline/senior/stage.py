@@ -43,6 +43,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
     files = _FileCache(runtime)
     expansion = [BriefSpan(s.file, s.start, s.end, f"{s.kind}: {s.reason}") for s in expand_pool(pool, runtime)]
     write_json_atomic(directory / "expansion.json", [span.__dict__ for span in expansion])
+    write_json_atomic(directory / "expansion_by_candidate.json", _expansion_by_candidate(pool, runtime))
     shown = materialise(expansion, files.lines, settings.expansion_tokens, settings.count_tokens)
 
     brief, agent = None, None
@@ -77,6 +78,18 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
     (directory / "context.md").write_text(context.text, encoding="utf-8")
     write_json_atomic(directory / "brief.json", record)
     return record
+
+
+def _expansion_by_candidate(pool: CandidatePool, runtime: Runtime) -> dict[str, list[dict]]:
+    """Each candidate's own expansion, so reports can rebuild the context any subset of rollouts gives."""
+    from pipeline.senior.expand import expand_pool
+
+    by_key = {}
+    for candidate in pool.candidates:
+        alone = CandidatePool(pool.instance_id, [candidate], candidate.votes, [], [])
+        by_key[candidate.key] = [{"file": s.file, "start": s.start, "end": s.end, "kind": s.kind}
+                                 for s in expand_pool(alone, runtime)]
+    return by_key
 
 
 def _problem(reply: str) -> str | None:
