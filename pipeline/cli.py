@@ -173,10 +173,13 @@ def run(
     ctx = prepare_run(dataset=dataset, config_path=config, overrides={"junior": junior_model, "senior": senior_model,
                       "principal": principal_model}, k=k, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
                       reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts, dockerfiles=dockerfiles,
-                      image_template=image_template, timeout=timeout)
-    console.print(f"run {ctx.layout.run_id}: {len(selected)} task(s) -> {ctx.layout.root}")
-    summary = run_tasks(selected, ctx, workers=workers, show_progress=sys.stderr.isatty())
-    _print_run(summary, ctx)
+                      image_template=image_template, timeout=timeout, announce=console.print)
+    try:
+        console.print(f"run {ctx.layout.run_id}: {len(selected)} task(s) -> {ctx.layout.root}")
+        summary = run_tasks(selected, ctx, workers=workers, show_progress=sys.stderr.isatty())
+        _print_run(summary, ctx)
+    finally:
+        ctx.close()
 
 
 def _print_run(summary, ctx) -> None:

@@ -30,7 +30,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
 fi
-echo "setup: installing swepipe into .venv"
-.venv/bin/pip install -q -e '.[test]'
+echo "setup: installing swepipe into .venv (the first time builds llama-cpp-python: a few minutes)"
+# pip's notes about this machine's extra package indexes are noise; real errors still stop the script.
+.venv/bin/pip install -q -e '.[test,local]' 2> >(grep -v "^WARNING: Location" >&2)
 
 .venv/bin/swepipe images build

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ class ModelClient:
         params = dict(self.spec.extra)
         params.update(model=self.spec.model, messages=messages, timeout=self.spec.timeout,
                       metadata={METADATA_KEY: {"scope": self.scope, "role": self.role, "agent": agent_index}})
+        if self.spec.api_base and self.spec.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            params["api_key"] = "unused"  # self-hosted OpenAI-compatible servers want some key, not a secret
         for name, value in (("api_base", self.spec.api_base), ("max_tokens", self.spec.max_tokens),
                             ("temperature", self.spec.temperature if temperature is None else temperature),
                             ("seed", seed)):

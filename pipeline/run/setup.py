@@ -20,14 +20,22 @@ from pipeline.senior.stage import SeniorSettings
 def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, str | None], k: int | None,
                 run_id: str | None, runs_dir: Path, evaluate: bool, reuse_juniors_from: str | None,
                 run_scripts: Path | None, dockerfiles: Path | None, image_template: str | None,
-                timeout: float) -> RunContext:
+                timeout: float, announce=print) -> RunContext:
     cfg = load_config(config_path)
     for role, model in overrides.items():
         cfg = cfg.with_model(role, model)
     if k is not None:
         cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
-    for role in ("junior", "principal"):
-        cfg.model_for(role)  # a clear error now rather than after the juniors ran
+    local_server = None
+    unset = [role for role in ("junior", "senior", "principal") if role not in cfg.models]
+    if unset:
+        from pipeline.models.local_server import LocalModelServer
+
+        local_server = LocalModelServer()
+        announce(f"no model configured for {', '.join(unset)}: starting the local model (Gemma 3 270M, "
+                 "llama-cpp-python) on a loopback port; it costs nothing and will rarely resolve a task")
+        local_server.start()
+        cfg = cfg.model_copy(update={"models": {**cfg.models, **{role: local_server.spec() for role in unset}}})
     for role, spec in cfg.models.items():
         resolve_prices(spec, role)
     layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
@@ -54,7 +62,7 @@ def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, 
     models = {role: spec.model for role, spec in cfg.models.items()}
     return RunContext(config=cfg, layout=layout, run_budget=Budget("run", cfg.budgets.per_run),
                       image_template=template, senior=senior, principal=principal, evaluation=evaluation,
-                      reuse_juniors_from=reuse, models=models)
+                      reuse_juniors_from=reuse, models=models, local_server=local_server)
 
 
 def _token_counter(model: str):

@@ -37,6 +37,11 @@ class RunContext:
     evaluation: EvalSettings | None = None
     reuse_juniors_from: RunLayout | None = None
     models: dict[str, str] = field(default_factory=dict)
+    local_server: object | None = None  # a LocalModelServer this run started, stopped by close()
+
+    def close(self) -> None:
+        if self.local_server is not None:
+            self.local_server.stop()
 
 
 def run_task(task: Task, ctx: RunContext) -> dict:

