@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The main job on the bundled benchmark, from a fresh machine.
+# The main job, from a fresh machine: set up, run the pipeline on a few bundled tasks with the local
+# model (no API key needed), score every prediction with the hidden tests, then print the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/swepipe tasks
+run_id="main-$(date +%Y%m%d-%H%M%S)"
+.venv/bin/swepipe run --limit "${SWEPIPE_MAIN_TASKS:-3}" --config scripts/local-demo.yaml --run-id "$run_id" --evaluate
+.venv/bin/swepipe report "runs/$run_id"
