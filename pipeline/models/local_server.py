@@ -83,7 +83,7 @@ class LocalModelServer:
         raise SwepipeError(f"the local model server did not answer within {self.startup_timeout:.0f} s:\n"
                            f"{self._log_tail()}")
 
-    def spec(self, max_tokens: int = 512) -> ModelSpec:
+    def spec(self, max_tokens: int = 384) -> ModelSpec:
         """How every role reaches this server through litellm: OpenAI-compatible, free."""
         return ModelSpec(model=f"openai/{LOCAL_ALIAS}", api_base=self.api_base, free=True, max_tokens=max_tokens,
                          timeout=600, temperature=0.7)

@@ -1,0 +1,53 @@
+"""The whole pipeline with a real local model (Gemma 3 270M served by llama-cpp-python), scored.
+
+The model is tiny: the test checks that everything runs and records what happened, not that the
+task resolves.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from pipeline.models.ledger import Ledger
+from pipeline.run.layout import RunLayout
+from pipeline.tasks import load_tasks
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
+
+
+def test_local_model_runs_every_stage_and_records_it(tmp_path):
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'swepipe[local]')")
+    config = {"juniors": {"k": 2}, "limits": {"max_steps": 3, "command_timeout": 60, "observation_limit": 2000},
+              "senior": {"max_steps": 1, "context_tokens": 2000, "expansion_tokens": 1000}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", TASK.instance_id,
+                           "--config", "config.yaml", "--run-id", "local", "--evaluate"],
+                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
+                          timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "starting the local model" in done.stdout
+
+    layout = RunLayout(tmp_path / "runs" / "local")
+    prediction = layout.finished()[TASK.instance_id]
+    assert prediction["models"]["principal"] == "openai/gemma-3-270m"
+    paths = layout.task(TASK.instance_id)
+    rows = Ledger.read(paths.ledger)
+    answered = [r for r in rows if r.error is None]
+    assert answered and all(r.input_tokens > 0 and r.output_tokens > 0 for r in answered)  # real token counts
+    assert all(r.cost == 0 for r in rows)  # declared free
+    assert {r.stage for r in rows} >= {"junior", "principal"}
+
+    rollouts = [json.loads((paths.junior / f"rollout-{i:02d}.json").read_text()) for i in range(2)]
+    assert all(r["exit_reason"] for r in rollouts)  # each ended for a recorded reason
+    brief = json.loads((paths.senior / "brief.json").read_text())
+    assert brief["source"] in ("senior", "expansion")
+    result = json.loads((paths.principal / "result.json").read_text())
+    assert result["source"] in ("principal", "fallback:junior_top", "none")
+    evaluation = json.loads((paths.eval / "result.json").read_text())
+    assert evaluation["category"] in ("resolved", "tests_failed", "patch_failed")
+    assert prediction["resolved"] == evaluation["resolved"]
