@@ -154,6 +154,8 @@ def run(
     junior_model: opt.JuniorModel = None,
     senior_model: opt.SeniorModel = None,
     principal_model: opt.PrincipalModel = None,
+    strategy: Annotated[str, typer.Option(help="pipeline (juniors, senior, principal) or solo (one agent, the baseline).")] = "pipeline",
+    solo_model: Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")] = None,
     k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task (default from config: 4).")] = None,
     workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
     run_id: Annotated[Optional[str], typer.Option(help="Run id; the same id resumes a run (default: run-<time>).")] = None,
@@ -171,7 +173,7 @@ def run(
 
     selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, slice_, shuffle, seed)
     ctx = prepare_run(dataset=dataset, config_path=config, overrides={"junior": junior_model, "senior": senior_model,
-                      "principal": principal_model}, k=k, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
+                      "principal": principal_model, "solo": solo_model}, k=k, strategy=strategy, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
                       reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts, dockerfiles=dockerfiles,
                       image_template=image_template, timeout=timeout, announce=console.print)
     try:
@@ -184,13 +186,14 @@ def run(
 
 def _print_run(summary, ctx) -> None:
     table = Table(title=f"run {ctx.layout.run_id}")
-    for column in ("instance id", "source", "junior $", "senior $", "principal $", "resolved", "error"):
+    stages = ["solo"] if ctx.strategy == "solo" else ["junior", "senior", "principal"]
+    for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
         table.add_column(column, overflow="fold")
     for instance_id, p in sorted(summary.predictions.items()):
         cost = p.get("cost", {})
         resolved = {True: "yes", False: "no", None: "-"}[p.get("resolved")]
-        table.add_row(instance_id, p.get("source", ""), f"{cost.get('junior', 0):.4f}", f"{cost.get('senior', 0):.4f}",
-                      f"{cost.get('principal', 0):.4f}", resolved, (p.get("error") or "")[:120])
+        table.add_row(instance_id, p.get("source", ""), *(f"{cost.get(s, 0):.4f}" for s in stages), resolved,
+                      (p.get("error") or "")[:120])
     console.print(table)
     if summary.skipped:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
@@ -312,6 +315,55 @@ def images_build(
         print(f"{image.image}: " + ("up to date" if image.cached else f"built in {image.seconds:.1f} s"))
     fresh = [b for b in built if not b.cached]
     print(f"{len(built)} image(s), {len(fresh)} built, in {time.monotonic() - started:.1f} s")
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (runs/<run-id>), shown side by side.")],
+    baseline: Annotated[Optional[Path], typer.Option(help="Run to compare against (normally the solo agent): "
+                                                     "efficiency = added resolve rate per added dollar per task.")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (offline, figures "
+                                                 "embedded) to this file.")] = None,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+) -> None:
+    """Resolve rate, dollars, tokens and time by stage, exit reasons and coverage of run directories (no model,
+    no Docker); writes report.md, report.html and figures/ into the first run's directory."""
+    from pipeline.report.build import build_report, write_report
+    from pipeline.report.render import rich_table
+    from pipeline.tasks import load_tasks
+
+    try:
+        patches = {t.instance_id: t.patch for t in load_tasks(dataset, split)}
+    except SwepipeError as error:
+        console.print(f"[yellow]no coverage: {error}[/yellow]")
+        patches = None
+    built = build_report(runs, patches, baseline=baseline)
+    for table in built.tables(per_task=False):
+        console.print(rich_table(table))
+    written = write_report(built, runs[0], html)
+    console.print("wrote " + ", ".join(str(path) for path in written.values()), soft_wrap=True)
+
+
+@app.command()
+def coverage(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory (runs/<run-id>).")],
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    by_task: Annotated[bool, typer.Option("--by-task/--no-by-task", help="Also show each task at k=K.")] = True,
+) -> None:
+    """How much of each task's gold patch the context held, against pool size, with and without the senior."""
+    from pipeline.report.coverage import run_coverage
+    from pipeline.report.load import load_run
+    from pipeline.report.render import rich_table
+    from pipeline.report.tables import coverage_by_task, coverage_table
+    from pipeline.tasks import load_tasks
+
+    patches = {t.instance_id: t.patch for t in load_tasks(dataset, split)}
+    result = run_coverage(load_run(run_dir), patches)
+    console.print(rich_table(coverage_table(result)))
+    if by_task and result.tasks:
+        console.print(rich_table(coverage_by_task(result)))
 
 
 def main() -> None:

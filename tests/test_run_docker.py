@@ -150,3 +150,18 @@ def test_killed_run_resumes_without_losing_or_repaying(tmp_path):
     assert len(rows) == 3 + 3 + 2 + 1 and all(r.error is None for r in rows)
     assert set(layout.finished()) == {first.instance_id, second.instance_id}
     assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=killed"}) == []
+
+
+def test_solo_baseline_writes_the_same_run_directory(tmp_path):
+    task = TWO_FILES
+    script = {"solo": [[bash(apply_patch_command(task.patch)), bash("git diff --stat"), SUBMIT]]}
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"models": {"solo": {
+        "model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}}}))
+    swepipe("run", "--strategy", "solo", "--instance-ids", task.instance_id, "--config", "config.yaml",
+            "--run-id", "solo", "--evaluate", cwd=tmp_path)
+    layout = RunLayout(tmp_path / "runs" / "solo")
+    prediction = layout.finished()[task.instance_id]
+    assert prediction["strategy"] == "solo" and prediction["resolved"] is True
+    assert prediction["cost"]["solo"] == pytest.approx(3 * 1200 / 1e6) == prediction["cost"]["total"]
+    assert (layout.task(task.instance_id).root / "solo" / "trajectory.json").exists()

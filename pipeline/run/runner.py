@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from pipeline.run.solo import run_solo_task
 from pipeline.run.task import STAGES, RunContext, run_task
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
@@ -30,7 +31,8 @@ class RunSummary:
         return [p["resolved"] for p in self.predictions.values() if p.get("resolved") is not None]
 
     def line(self) -> str:
-        dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in STAGES)
+        stages = [s for s in (*STAGES, "solo") if self.spend(s)] or list(STAGES)
+        dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in stages)
         scored = self.scored
         rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
         return f"{dollars}{rate}"
@@ -49,7 +51,7 @@ def run_tasks(tasks: list[Task], ctx: RunContext, workers: int = 1, show_progres
     lock = threading.Lock()
 
     def one(task: Task) -> None:
-        prediction = run_task(task, ctx)
+        prediction = run_solo_task(task, ctx) if ctx.strategy == "solo" else run_task(task, ctx)
         with lock:
             append_jsonl(ctx.layout.predictions, prediction)
             summary.predictions[task.instance_id] = prediction

@@ -20,14 +20,17 @@ from pipeline.senior.stage import SeniorSettings
 def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, str | None], k: int | None,
                 run_id: str | None, runs_dir: Path, evaluate: bool, reuse_juniors_from: str | None,
                 run_scripts: Path | None, dockerfiles: Path | None, image_template: str | None,
-                timeout: float, announce=print) -> RunContext:
+                timeout: float, strategy: str = "pipeline", announce=print) -> RunContext:
     cfg = load_config(config_path)
     for role, model in overrides.items():
         cfg = cfg.with_model(role, model)
     if k is not None:
         cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
+    if strategy not in ("pipeline", "solo"):
+        raise SwepipeError(f"unknown strategy {strategy!r}: use pipeline or solo")
     local_server = None
-    unset = [role for role in ("junior", "senior", "principal") if role not in cfg.models]
+    roles = ("solo",) if strategy == "solo" else ("junior", "senior", "principal")
+    unset = [role for role in roles if role not in cfg.models]
     if unset:
         from pipeline.models.local_server import LocalModelServer
 
@@ -54,15 +57,15 @@ def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, 
         reuse = RunLayout(candidate if candidate.exists() else runs_dir / reuse_juniors_from)
         if not (reuse.root / "tasks").is_dir():
             raise SwepipeError(f"--reuse-juniors-from {reuse_juniors_from}: no run directory with tasks at {reuse.root}")
-    principal_model = cfg.model_for("principal").model
+    principal_model = cfg.models[roles[-1]].model
     senior = SeniorSettings(limits=cfg.limits.model_copy(update={"max_steps": cfg.senior.max_steps}).agent_limits(),
                             context_tokens=cfg.senior.context_tokens, expansion_tokens=cfg.senior.expansion_tokens,
                             count_tokens=_token_counter(principal_model))
     principal = PrincipalSettings(show_candidates=cfg.principal.show_candidates, fallback=cfg.principal.fallback)
-    models = {role: spec.model for role, spec in cfg.models.items()}
+    models = {role: cfg.models[role].model for role in roles}
     return RunContext(config=cfg, layout=layout, run_budget=Budget("run", cfg.budgets.per_run),
                       image_template=template, senior=senior, principal=principal, evaluation=evaluation,
-                      reuse_juniors_from=reuse, models=models, local_server=local_server)
+                      reuse_juniors_from=reuse, models=models, strategy=strategy, local_server=local_server)
 
 
 def _token_counter(model: str):

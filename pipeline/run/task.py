@@ -37,6 +37,7 @@ class RunContext:
     evaluation: EvalSettings | None = None
     reuse_juniors_from: RunLayout | None = None
     models: dict[str, str] = field(default_factory=dict)
+    strategy: str = "pipeline"  # or "solo"
     local_server: object | None = None  # a LocalModelServer this run started, stopped by close()
 
     def close(self) -> None:
