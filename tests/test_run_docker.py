@@ -165,3 +165,15 @@ def test_solo_baseline_writes_the_same_run_directory(tmp_path):
     assert prediction["strategy"] == "solo" and prediction["resolved"] is True
     assert prediction["cost"]["solo"] == pytest.approx(3 * 1200 / 1e6) == prediction["cost"]["total"]
     assert (layout.task(task.instance_id).root / "solo" / "trajectory.json").exists()
+
+
+def test_missing_image_spends_nothing_and_leaves_the_task_unfinished(tmp_path):
+    task = TWO_FILES
+    setup(tmp_path, pipeline_script(task, ["unused"]))
+    done = swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "noimage",
+                   "--image-template", "swepipe-no-such-image:{dockerhub_tag}", cwd=tmp_path, check=False)
+    assert done.returncode == 1 and "could not run" in done.stdout
+    layout = RunLayout(tmp_path / "runs" / "noimage")
+    assert layout.finished() == {}  # a rerun will try it again
+    assert Ledger.read(layout.task(task.instance_id).ledger) == []  # no model was paid
+    assert "not available locally" in (layout.root / "infra_errors.jsonl").read_text()

@@ -22,6 +22,7 @@ from pipeline.tasks import Task
 class RunSummary:
     predictions: dict[str, dict] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    infra_errors: dict[str, str] = field(default_factory=dict)  # left unfinished, retried by a rerun
 
     def spend(self, stage: str) -> float:
         return sum(p.get("cost", {}).get(stage, 0.0) for p in self.predictions.values())
@@ -53,6 +54,10 @@ def run_tasks(tasks: list[Task], ctx: RunContext, workers: int = 1, show_progres
     def one(task: Task) -> None:
         prediction = run_solo_task(task, ctx) if ctx.strategy == "solo" else run_task(task, ctx)
         with lock:
+            if prediction.get("infra_error"):
+                append_jsonl(ctx.layout.root / "infra_errors.jsonl", prediction)
+                summary.infra_errors[task.instance_id] = prediction["error"]
+                return
             append_jsonl(ctx.layout.predictions, prediction)
             summary.predictions[task.instance_id] = prediction
             if ctx.evaluation is not None:

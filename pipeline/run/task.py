@@ -18,7 +18,8 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.principal.stage import PrincipalSettings, run_principal
 from pipeline.run.layout import RunLayout, TaskPaths
-from pipeline.runtime.images import image_name
+from pipeline.errors import RuntimeUnavailable
+from pipeline.runtime.images import ensure_image, image_name
 from pipeline.senior.stage import SeniorSettings, load_brief, run_senior
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -57,6 +58,9 @@ def run_task(task: Task, ctx: RunContext) -> dict:
     records: list[dict] = []
     stage = "junior"
     try:
+        # An image that cannot be had fails the task before any model is paid.
+        ensure_image(image_name(ctx.image_template, task.to_row()), platform=ctx.config.containers.platform,
+                     show_progress=False)
         records = _juniors(task, ctx, paths, ledger, budget, seconds, prediction)
         pool = build_pool(task.instance_id, records)
         write_json_atomic(paths.junior / "pool.json", pool.to_dict())
@@ -67,6 +71,8 @@ def run_task(task: Task, ctx: RunContext) -> dict:
         prediction.update(model_patch=result["patch"], source=result["source"], error=result["error"])
     except Exception as error:  # noqa: BLE001 - one task's failure is recorded; the run goes on
         prediction["error"] = f"{stage} stage: {type(error).__name__}: {error}"
+        # Docker trouble is not an answer: the task stays unfinished, so a rerun tries it again.
+        prediction["infra_error"] = isinstance(error, RuntimeUnavailable)
         (paths.root / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
     prediction.update(_spend(Ledger.read(paths.ledger), records), seconds=seconds)
     if ctx.evaluation is not None:
