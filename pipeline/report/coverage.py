@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from unidiff import PatchSet
@@ -125,30 +126,39 @@ def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCov
     shown = int(((run.config.get("principal") or {}).get("show_candidates")) or 0)
     for task in run.tasks:
         patch = patches.get(task.instance_id)
-        why = ("not in the dataset" if patch is None else "empty gold patch" if not patch.strip()
-               else "no junior pool" if not task.pool else None)
-        if why is None:
+        if patch is None:
+            result.skipped[task.instance_id] = "not in the dataset"
+        elif not patch.strip():
+            result.skipped[task.instance_id] = "empty gold patch"
+        elif not task.pool:
+            result.skipped[task.instance_id] = "no junior pool"
+        else:
             try:
                 coverage = task_coverage(task, gold_edits(patch), shown_candidates=shown, seed=seed)
             except UnidiffParseError as error:
-                coverage, why = None, f"gold patch does not parse: {error}"
-            if coverage is None and why is None:
-                why = "no rollout in the pool"
-            if coverage is not None:
+                result.skipped[task.instance_id] = f"gold patch does not parse: {error}"
+                continue
+            if coverage is None:
+                result.skipped[task.instance_id] = "no rollout in the pool"
+            else:
                 result.tasks.append(coverage)
-        if why is not None:
-            result.skipped[task.instance_id] = why
     return result
 
 
 def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int = 0, seed: int = 0) -> TaskCoverage | None:
+    """The curves and the final point of one task; None when its pool names no rollout.
+
+    ``shown_candidates``: how many top candidates the principal saw (config principal.show_candidates);
+    only their added lines count for the final context.
+    """
     pool = task.pool or {}
-    candidates = [_candidate(c) for c in pool.get("candidates") or []]
-    by_rollout = {index: c for c, raw in zip(candidates, pool.get("candidates") or []) for index in raw.get("rollouts") or []}
+    raw_candidates = pool.get("candidates") or []
+    candidates = [_candidate(c) for c in raw_candidates]
+    by_rollout = {index: c for c, raw in zip(candidates, raw_candidates) for index in raw.get("rollouts") or []}
     indices = sorted(set(by_rollout) | set(pool.get("empty") or []) | set(pool.get("unparsable") or []))
     if not indices:
         return None
-    texts = _line_texts(task.context_text or "", pool.get("candidates") or [])
+    texts = _line_texts(task.context_text or "", raw_candidates)
     known = [t for lines in texts.values() for t in lines.values()]
     line_tokens = sum(map(_tokens_of, known)) / len(known) if known else DEFAULT_LINE_TOKENS
     expansion = task.expansion_by_candidate or {}
@@ -159,72 +169,77 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int = 0, 
         if keys not in cache:
             chosen = [c for c in candidates if c.key in keys]
             own = [r for c in chosen for r in c.ranges]
-            extra = [(s["file"], int(s["start"]), int(s["end"])) for c in chosen for s in expansion.get(c.key) or []]
+            extra = [span for c in chosen for span in _spans(expansion.get(c.key))]
             cache[keys] = (measure(own, chosen), measure(own + extra, chosen))
         return cache[keys]
 
     orderings = _orderings(indices, seed)
-    sums = [[_Sum(), _Sum()] for _ in indices]
+    tallies = [Counter() for _ in indices]  # k - 1 -> how often each set of candidates is the first k's
     for ordering in orderings:
-        for k in range(1, len(indices) + 1):
-            keys = frozenset(by_rollout[i].key for i in ordering[:k] if i in by_rollout)
-            for total, point in zip(sums[k - 1], points(keys)):
-                total.add(point)
+        keys: set[str] = set()
+        for k, index in enumerate(ordering, start=1):
+            if index in by_rollout:
+                keys.add(by_rollout[index].key)
+            tallies[k - 1][frozenset(keys)] += 1
+    weighted = [[(points(keys), n) for keys, n in tally.items()] for tally in tallies]
     final = None
     if task.brief is not None and task.brief.get("context_spans") is not None:
-        spans = [(s["file"], int(s["start"]), int(s["end"])) for s in task.brief["context_spans"]]
-        final = measure(spans, candidates[:shown_candidates])
+        spans = _spans(task.brief["context_spans"])
+        shown = candidates[:shown_candidates]
+        final = measure(spans, shown)
         if task.brief.get("context_tokens") is not None:  # the run's own count of what was sent
-            final.tokens = float(task.brief["context_tokens"]) + sum(c.added_tokens for c in candidates[:shown_candidates])
+            final.tokens = float(task.brief["context_tokens"]) + sum(c.added_tokens for c in shown)
             final.estimated = 0.0
-    return TaskCoverage(task.instance_id, len(indices), len(orderings), [s[0].mean() for s in sums],
-                        [s[1].mean() for s in sums], final, len(gold.removed), len(gold.added), len(gold.files))
+    without = [_mean([(pair[0], n) for pair, n in at_k]) for at_k in weighted]
+    with_senior = [_mean([(pair[1], n) for pair, n in at_k]) for at_k in weighted]
+    return TaskCoverage(task.instance_id, len(indices), len(orderings), without, with_senior, final,
+                        len(gold.removed), len(gold.added), len(gold.files))
 
 
 class _Measure:
     """Coverage of one context (spans plus chosen candidates) against the gold edits."""
 
     def __init__(self, gold: GoldEdits, texts: dict[str, dict[int, str]], line_tokens: float):
-        self.gold, self.texts, self.line_tokens = gold, texts, line_tokens
+        self.gold, self.line_tokens = gold, line_tokens
+        # Where each gold added text already stands in the base commit (as far as the run shows it).
+        self.where: dict[tuple[str, str], set[int]] = {pair: set() for pair in gold.added}
+        for file, lines in texts.items():
+            for number, text in lines.items():
+                if (file, squash(text)) in self.where:
+                    self.where[(file, squash(text))].add(number)
+        self.cost = {file: {n: _tokens_of(text) for n, text in lines.items()} for file, lines in texts.items()}
 
     def __call__(self, spans: list[tuple[str, int, int]], chosen: list[_Candidate]) -> Point:
         lines: dict[str, set[int]] = {}
         for file, start, end in spans:
             lines.setdefault(file, set()).update(range(start, end + 1))
         gold = self.gold
-        removed = self._removed(lines)
-        seen = {file: {squash(self.texts.get(file, {}).get(n, "")) for n in numbers} for file, numbers in lines.items()}
+        removed = (sum(n in lines.get(f, ()) for f, n in gold.removed) / len(gold.removed)) if gold.removed else None
         proposed = set().union(*(c.added for c in chosen)) if chosen else set()
-        added = (sum(text in seen.get(file, ()) or (file, text) in proposed for file, text in gold.added)
+        added = (sum(pair in proposed or not self.where[pair].isdisjoint(lines.get(pair[0], ())) for pair in gold.added)
                  / len(gold.added)) if gold.added else None
         files_seen = set(lines) | {f for c in chosen for f in c.files}
         files = float(gold.files <= files_seen) if gold.files else None
-        exact = sum(_tokens_of(self.texts[f][n]) for f, ns in lines.items() for n in ns if n in self.texts.get(f, {}))
-        unknown = sum(1 for f, ns in lines.items() for n in ns if n not in self.texts.get(f, {})) * self.line_tokens
-        tokens = exact + unknown + sum(c.added_tokens for c in chosen)
-        return Point(removed, added, files, tokens, unknown / tokens if tokens else 0.0)
+        exact, unknown = 0.0, 0
+        for file, numbers in lines.items():
+            known = self.cost.get(file, {})
+            inside = numbers & known.keys()
+            exact += sum(known[n] for n in inside)
+            unknown += len(numbers) - len(inside)
+        guessed = unknown * self.line_tokens
+        tokens = exact + guessed + sum(c.added_tokens for c in chosen)
+        return Point(removed, added, files, tokens, guessed / tokens if tokens else 0.0)
 
-    def _removed(self, lines: dict[str, set[int]]) -> float | None:
-        if not self.gold.removed:
-            return None
-        return sum(n in lines.get(f, ()) for f, n in self.gold.removed) / len(self.gold.removed)
 
+def _mean(weighted: list[tuple[Point, int]]) -> Point:
+    """The mean of points, each counted ``n`` times; a metric no point has stays None."""
+    total = sum(n for _, n in weighted)
 
-class _Sum:
-    def __init__(self):
-        self.n, self.values = 0, {}
+    def mean(name: str) -> float | None:
+        values = [(getattr(point, name), n) for point, n in weighted if getattr(point, name) is not None]
+        return sum(v * n for v, n in values) / total if values else None
 
-    def add(self, point: Point) -> None:
-        self.n += 1
-        for name in ("removed", "added", "files", "tokens", "estimated"):
-            value = getattr(point, name)
-            if value is not None:
-                self.values[name] = self.values.get(name, 0.0) + value
-
-    def mean(self) -> Point:
-        def get(name):
-            return self.values[name] / self.n if name in self.values else None
-        return Point(get("removed"), get("added"), get("files"), get("tokens") or 0.0, get("estimated") or 0.0)
+    return Point(mean("removed"), mean("added"), mean("files"), mean("tokens") or 0.0, mean("estimated") or 0.0)
 
 
 def _orderings(indices: list[int], seed: int) -> list[tuple[int, ...]]:
@@ -237,6 +252,17 @@ def _orderings(indices: list[int], seed: int) -> list[tuple[int, ...]]:
         rng.shuffle(shuffled)
         orderings.append(tuple(shuffled))
     return orderings
+
+
+def _spans(raw) -> list[tuple[str, int, int]]:
+    """(file, start, end) of span records; malformed ones are left out."""
+    spans = []
+    for span in raw or []:
+        try:
+            spans.append((str(span["file"]), int(span["start"]), int(span["end"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return spans
 
 
 def _candidate(raw: dict) -> _Candidate:

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.errors import SwepipeError
+from pipeline.models.ledger import Ledger
 from pipeline.run.layout import RunLayout, TaskPaths
 
 _ROLLOUT = re.compile(r"^rollout-(\d+)\.json$")
@@ -43,9 +44,10 @@ class TaskRecord:
     @property
     def category(self) -> str:
         """Eval category; 'not scored' without a verdict, 'unresolved (no eval result)' with only a False."""
-        if self.eval_result is not None and self.eval_result.get("category"):
-            return self.eval_result["category"]
         verdict = self.resolved
+        result = self.eval_result or {}
+        if result.get("category") and (verdict is None or bool(result.get("resolved")) == verdict):
+            return result["category"]  # (a result that contradicts the prediction's verdict is not its category)
         if verdict is None:
             return "not scored"
         return "resolved" if verdict else "unresolved (no eval result)"
@@ -80,10 +82,6 @@ class RunData:
     def strategies(self) -> list[str]:
         return sorted({t.prediction.get("strategy") or "?" for t in self.tasks})
 
-    @property
-    def label(self) -> str:
-        return f"{self.run_id} ({', '.join(self.strategies)})" if self.tasks else self.run_id
-
 
 def load_run(path: str | Path) -> RunData:
     """Every finished task of the run at ``path``; a missing or unreadable artefact is just left as None."""
@@ -104,11 +102,27 @@ def _task(layout: RunLayout, root: Path, instance_id: str, prediction: dict) -> 
     if eval_result is None:
         eval_result = _read_json(root / "eval" / instance_id / "result.json")  # `swepipe eval`'s default place
     context = paths.senior / "context.md"
+    if not isinstance(prediction.get("cost"), dict):
+        prediction = {**prediction, **_ledger_spend(paths.ledger)}
     return TaskRecord(
         instance_id=instance_id, prediction=prediction, eval_result=eval_result, rollouts=_rollouts(paths),
         pool=_read_json(paths.junior / "pool.json"), brief=_read_json(paths.senior / "brief.json"),
         expansion_by_candidate=_read_json(paths.senior / "expansion_by_candidate.json"),
         context_text=context.read_text(encoding="utf-8", errors="replace") if context.is_file() else None)
+
+
+def _ledger_spend(path: Path) -> dict:
+    """Cost and tokens by stage from the task's ledger, for predictions that do not carry them."""
+    cost: dict[str, float] = {}
+    tokens: dict[str, dict[str, int]] = {}
+    for row in Ledger.read(path):
+        cost[row.stage] = cost.get(row.stage, 0.0) + row.cost
+        used = tokens.setdefault(row.stage, {"input": 0, "cached": 0, "output": 0})
+        used["input"] += row.input_tokens
+        used["cached"] += row.cached_tokens
+        used["output"] += row.output_tokens
+    cost = {stage: round(value, 8) for stage, value in cost.items()}
+    return {"cost": {**cost, "total": round(sum(cost.values()), 8)}, "tokens": tokens, "cost_from": "ledger"}
 
 
 def _rollouts(paths: TaskPaths) -> list[dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,12 +16,13 @@ from pipeline.report.load import RunData, TaskRecord
 STAGES = ("junior", "senior", "principal")
 TOKEN_KINDS = ("input", "cached", "output")
 BOOTSTRAP_RESAMPLES = 2000
+_EXCEPTION_NAME = re.compile(r"^[A-Z][A-Za-z0-9_.]*$")  # "solo: RuntimeError: ..." keeps "RuntimeError"
+COST_EPSILON = 1e-8  # dollars; predictions round costs to 8 decimals
 
 
 @dataclass
 class RunStats:
     run_id: str
-    label: str
     strategies: list[str]
     tasks: int
     scored: int  # tasks with a verdict
@@ -38,6 +40,7 @@ class RunStats:
     seconds_median: float | None
     seconds_total: float  # sum over tasks (machine time, not the elapsed time of a parallel run)
     junior_exits: Counter = field(default_factory=Counter)
+    agent_exits: Counter = field(default_factory=Counter)  # a prediction's own exit_reason (the solo agent's)
     sources: Counter = field(default_factory=Counter)
     senior_sources: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
@@ -69,7 +72,7 @@ def efficiency(run: RunStats, baseline: RunStats) -> float | None:
     if None in (run.rate, baseline.rate, run.dollars_per_task, baseline.dollars_per_task):
         return None
     added = run.dollars_per_task - baseline.dollars_per_task
-    if added <= 0:
+    if added <= COST_EPSILON:  # float noise in equal means is no added cost
         return None
     return (run.rate - baseline.rate) / added
 
@@ -77,26 +80,28 @@ def efficiency(run: RunStats, baseline: RunStats) -> float | None:
 def run_stats(run: RunData, seed: int = 0) -> RunStats:
     tasks = run.tasks
     verdicts = [t.resolved for t in tasks if t.resolved is not None]
-    stages = list(STAGES) + sorted({s for t in tasks for s in (t.prediction.get("cost") or {})
-                                    if s not in STAGES and s != "total"})
+    named = {s for t in tasks for s in (t.prediction.get("cost") or {}) if s != "total"}
+    stages = [s for s in STAGES if s in named] + sorted(named - set(STAGES))  # a solo run has no junior column
     per_stage = {stage: [t.cost(stage) for t in tasks] for stage in stages}
     per_stage["total"] = [t.total_cost for t in tasks]
     cost_sum = {stage: float(sum(values)) for stage, values in per_stage.items()}
     seconds = [t.seconds for t in tasks]
     return RunStats(
-        run_id=run.run_id, label=run.label, strategies=run.strategies, tasks=len(tasks), scored=len(verdicts),
+        run_id=run.run_id, strategies=run.strategies, tasks=len(tasks), scored=len(verdicts),
         resolved=sum(verdicts), rate=sum(verdicts) / len(verdicts) if verdicts else None,
         interval=bootstrap_interval(verdicts, seed=seed), stages=stages,
         cost_mean={stage: _mean(values) for stage, values in per_stage.items()},
         cost_median={stage: _median(values) for stage, values in per_stage.items()},
         cost_sum=cost_sum,
-        principal_share=cost_sum["principal"] / cost_sum["total"] if cost_sum["total"] > 0 else None,
+        principal_share=(cost_sum.get("principal", 0.0) / cost_sum["total"]
+                         if cost_sum["total"] > 0 and "principal" in stages else None),
         tokens_sum={stage: {kind: sum(_tokens(t, stage, kind) for t in tasks) for kind in TOKEN_KINDS}
                     for stage in stages},
         tokens_mean={stage: {kind: _mean([_tokens(t, stage, kind) for t in tasks]) for kind in TOKEN_KINDS}
                      for stage in stages},
         seconds_mean=_mean(seconds), seconds_median=_median(seconds), seconds_total=float(sum(seconds)),
         junior_exits=Counter(r.get("exit_reason") or "unknown" for t in tasks for r in t.rollouts),
+        agent_exits=Counter(t.prediction["exit_reason"] for t in tasks if t.prediction.get("exit_reason")),
         sources=Counter(t.prediction.get("source") or "unknown" for t in tasks),
         senior_sources=Counter(t.brief.get("source") or "unknown" for t in tasks if t.brief is not None),
         errors=Counter(error_kind(t.prediction["error"]) for t in tasks if t.prediction.get("error")),
@@ -110,7 +115,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
 def error_kind(error: str) -> str:
     """The stable head of an error message: 'junior stage: RuntimeError: boom' -> 'junior stage: RuntimeError'."""
     parts = [p.strip() for p in str(error).splitlines()[0].split(": ")] if str(error).strip() else ["error"]
-    head = ": ".join(parts[:2]) if len(parts) > 2 and parts[0].endswith("stage") else parts[0]
+    head = ": ".join(parts[:2]) if len(parts) > 2 and _EXCEPTION_NAME.match(parts[1]) else parts[0]
     return head[:80]
 
 

@@ -1,0 +1,109 @@
+"""Putting a report together from run directories, and writing it: report.md, report.html, figures/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.report import figures as fig
+from pipeline.report import tables as tab
+from pipeline.report.coverage import RunCoverage, run_coverage
+from pipeline.report.load import RunData, load_run
+from pipeline.report.render import html_page, markdown
+from pipeline.report.stats import RunStats, run_stats
+
+PER_TASK_ROWS_IN_MARKDOWN = 30
+
+
+@dataclass
+class Report:
+    runs: list[RunData]  # the baseline first when it is not one of the runs asked for
+    stats: list[RunStats]
+    baseline: RunStats | None
+    coverage: list[RunCoverage]  # runs with a pool, or the first run's (all n/a) when none has one
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return "swepipe report: " + ", ".join(r.run_id for r in self.runs)
+
+    def tables(self, per_task_limit: int | None = None, per_task: bool = True) -> list[tab.Table]:
+        """Every table; the per-task ones only when ``per_task`` and a run has at most ``per_task_limit`` tasks."""
+        shown = [tab.overview(self.stats, self.baseline), tab.failures(self.stats), tab.exits(self.stats)]
+        for coverage in self.coverage:
+            shown += [tab.coverage_table(coverage)]
+            if per_task and coverage.tasks and (per_task_limit is None or len(coverage.tasks) <= per_task_limit):
+                shown.append(tab.coverage_by_task(coverage))
+        for run, stats in zip(self.runs, self.stats):
+            if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit):
+                shown.append(tab.per_task(run, stats.stages))
+        return shown
+
+    def figures(self) -> dict[str, tuple[str, bytes]]:
+        """file name -> (caption, PNG); figures with nothing to show are left out."""
+        made = {}
+        baseline_run = self.baseline.run_id if self.baseline else None
+        for run, stats in zip(self.runs, self.stats):
+            png = fig.cost_by_stage(run, stats)
+            if png:
+                made[f"cost-{_safe(run.run_id)}.png"] = (f"Dollars per task by stage: {run.run_id}", png)
+        for coverage in self.coverage:
+            png = fig.coverage_curves(coverage)
+            if png:
+                made[f"coverage-{_safe(coverage.run_id)}.png"] = (f"Coverage against pool size: {coverage.run_id}", png)
+        png = fig.pareto(self.stats, self.baseline)
+        if png:
+            made["pareto.png"] = ("Resolve rate against dollars per task"
+                                  + (f" (baseline {baseline_run})" if baseline_run else ""), png)
+        return made
+
+
+def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, baseline: str | Path | None = None,
+                 seed: int = 0) -> Report:
+    """``patches``: instance id -> gold patch (None: no coverage, e.g. when the dataset cannot be read)."""
+    runs = [load_run(path) for path in run_dirs]
+    base_run, first = None, 0  # first: where the runs asked for start
+    if baseline is not None:
+        base_path = Path(baseline).resolve()
+        base_run = next((r for r in runs if r.root.resolve() == base_path), None)
+        if base_run is None:
+            base_run, first = load_run(baseline), 1
+            runs.insert(0, base_run)
+    stats = [run_stats(run, seed=seed) for run in runs]
+    base_stats = stats[runs.index(base_run)] if base_run is not None else None
+    notes = []
+    coverage: list[RunCoverage] = []
+    if patches is None:
+        notes.append("Coverage n/a: the dataset's gold patches could not be read.")
+    else:
+        every = [run_coverage(run, patches, seed=seed) for run in runs]
+        coverage = [c for c in every if c.tasks] or [every[first]]
+    return Report(runs, stats, base_stats, coverage, notes)
+
+
+def write_report(report: Report, out_dir: Path, html_path: Path | None = None) -> dict[str, Path]:
+    """report.md, report.html and figures/*.png into ``out_dir`` (the first run's directory); the HTML also
+    at ``html_path`` when given. Returns what was written."""
+    figures_dir = out_dir / "figures"
+    made = report.figures()
+    if made:
+        figures_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, (_, png) in made.items():
+        (figures_dir / name).write_bytes(png)
+        written[name] = figures_dir / name
+    lead = list(report.notes)
+    text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN),
+                    {caption: f"figures/{name}" for name, (caption, _) in made.items()}, lead)
+    (out_dir / "report.md").write_text(text, encoding="utf-8")
+    written["report.md"] = out_dir / "report.md"
+    page = html_page(report.title, report.tables(), {caption: png for caption, png in made.values()}, lead)
+    for path in dict.fromkeys([out_dir / "report.html", *([html_path] if html_path else [])]):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+        written[str(path)] = path
+    return written
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

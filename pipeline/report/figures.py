@@ -1,0 +1,156 @@
+"""The report's figures as PNG bytes (matplotlib's Agg canvas: no display, no global pyplot state)."""
+
+from __future__ import annotations
+
+import io
+
+from pipeline.report.coverage import RunCoverage
+from pipeline.report.load import RunData
+from pipeline.report.stats import RunStats
+from pipeline.report.tables import short_id
+
+STAGE_COLOURS = {"junior": "#8fb3d9", "senior": "#f2b36f", "principal": "#c9545d", "solo": "#7aa874", "team": "#9b7bb8"}
+OTHER_COLOURS = ["#b0b0b0", "#6f6f6f", "#d4c36a"]
+MAX_LABELLED_TASKS = 40
+MAX_MARKED_TASKS = 150  # past this, verdict marks are clutter
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
+    """Stacked dollars per task by stage, tasks sorted by their total; a mark shows each task's verdict."""
+    if not run.tasks:
+        return None
+    tasks = sorted(run.tasks, key=lambda t: (t.total_cost, t.instance_id))
+    stages = [s for s in stats.stages if any(t.cost(s) for t in tasks)] or list(stats.stages[:1])
+    labelled = len(tasks) <= MAX_LABELLED_TASKS
+    figure = _figure(max(6.0, min(14.0, 2.5 + 0.38 * len(tasks))), 5.2 if labelled else 4.2)
+    axes = figure.add_subplot()
+    positions = list(range(len(tasks)))
+    bottom = [0.0] * len(tasks)
+    dense = len(tasks) > MAX_MARKED_TASKS  # bars touch, drawn without antialiasing so no moiré shows
+    for number, stage in enumerate(stages):
+        values = [t.cost(stage) for t in tasks]
+        axes.bar(positions, values, bottom=bottom, width=1.0 if dense else 0.75, label=stage, linewidth=0,
+                 antialiased=not dense, color=STAGE_COLOURS.get(stage, OTHER_COLOURS[number % len(OTHER_COLOURS)]))
+        bottom = [b + v for b, v in zip(bottom, values)]
+    top = max(bottom) or 1.0
+    marks = {True: ("o", "#2e8b57", "resolved"), False: ("x", "#444444", "not resolved"),
+             None: ("$?$", "#999999", "not scored")}
+    for verdict, (marker, colour, name) in marks.items() if not dense else ():
+        xs = [i for i, t in enumerate(tasks) if t.resolved is verdict]
+        if xs:
+            axes.scatter(xs, [bottom[i] + top * 0.04 for i in xs], marker=marker, color=colour,
+                         s=28 if verdict is not None else 40, label=name, zorder=3)
+    pad = max(0.0, (8 - len(tasks)) / 2)  # a few tasks still look like bars, not walls
+    axes.set_xlim(-0.6 - pad, len(tasks) - 0.4 + pad)
+    axes.set_ylim(0, top * 1.15)
+    axes.set_ylabel("dollars")
+    axes.yaxis.set_major_formatter("${x:,.4g}")
+    plural = "s" if len(tasks) != 1 else ""
+    axes.set_title(f"{run.run_id}: dollars per task by stage ({len(tasks)} task{plural}, sorted by total)")
+    if labelled:
+        axes.set_xticks(positions, [short_id(t.instance_id) for t in tasks], rotation=55, ha="right", fontsize=7)
+    else:
+        axes.set_xticks([])
+        axes.set_xlabel("tasks")
+    axes.legend(fontsize=8, loc="upper left")
+    axes.grid(axis="y", alpha=0.3)
+    return _png(figure)
+
+
+def coverage_curves(coverage: RunCoverage) -> bytes | None:
+    """Removed- and added-line coverage and the context's size against pool size k, with and without the senior."""
+    if not coverage.tasks:
+        return None
+    figure = _figure(13.0, 4.3)
+    panels = [("removed", "removed-line coverage"), ("added", "added-line coverage"), ("tokens", "context tokens (approx.)")]
+    styles = [("without", "candidates' hunks only", "#7da7d9", "--", "s", 10, 3.0),  # drawn wider, under
+              ("with_senior", "with the senior's expansion", "#c9545d", "-", "o", 6, 1.6)]
+    final_k = coverage.max_k
+    for number, (metric, title) in enumerate(panels, start=1):
+        axes = figure.add_subplot(1, 3, number)
+        for which, label, colour, line, marker, size, width in styles:
+            points = [(k, v) for k, v, _ in coverage.curve(which, metric) if v is not None]
+            if points:
+                axes.plot(*zip(*points), line, marker=marker, markersize=size, linewidth=width, color=colour,
+                          label=label)
+        final, sent = coverage.final(metric)
+        if final is not None:
+            axes.scatter([final_k], [final], marker="*", s=160, color="#2e8b57", zorder=3,
+                         label=f"context sent ({sent} task{'s' if sent != 1 else ''})")
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel("pool size k (rollouts)")
+        axes.set_xticks(range(1, final_k + 1))
+        axes.set_xlim(0.7, final_k + 0.3)
+        if metric != "tokens":
+            axes.set_ylim(-0.03, 1.03)
+        elif _spread(axes) > 20:  # the context sent can dwarf the candidates' hunks
+            axes.set_yscale("log")
+            axes.set_title(title + ", log scale", fontsize=10)
+        else:
+            axes.set_ylim(bottom=0)
+        axes.grid(alpha=0.3)
+        if number == 1:
+            axes.legend(fontsize=8, loc="lower right")
+    figure.suptitle(f"{coverage.run_id}: coverage of the gold patch ({len(coverage.tasks)} task(s), mean over "
+                    "orderings of the rollouts)", fontsize=11)
+    return _png(figure)
+
+
+def _spread(axes) -> float:
+    """Largest over smallest positive y plotted on ``axes`` (1 when there is nothing to compare)."""
+    ys = [y for line in axes.get_lines() for y in line.get_ydata() if y > 0]
+    ys += [y for points in axes.collections for _, y in points.get_offsets() if y > 0]
+    return max(ys) / min(ys) if ys else 1.0
+
+
+def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | None:
+    """Resolve rate (with its 95% interval) against dollars per task, one point per run; the frontier joined."""
+    shown = [s for s in stats if s.rate is not None and s.dollars_per_task is not None]
+    if not shown:
+        return None
+    figure = _figure(7.5, 5.0)
+    axes = figure.add_subplot()
+    for s in shown:
+        low, high = s.interval or (s.rate, s.rate)
+        is_base = baseline is not None and s.run_id == baseline.run_id
+        axes.errorbar([s.dollars_per_task], [s.rate], yerr=[[s.rate - low], [high - s.rate]], fmt="D" if is_base else "o",
+                      color="#444444" if is_base else "#c9545d", capsize=4, markersize=7)
+        axes.annotate(s.run_id + (" (baseline)" if is_base else ""), (s.dollars_per_task, s.rate),
+                      textcoords="offset points", xytext=(8, 7 if s.rate < 0.08 else -14), fontsize=8)  # below the frontier
+    frontier, best = [], -1.0
+    for s in sorted(shown, key=lambda s: (s.dollars_per_task, -s.rate)):
+        if s.rate > best:
+            frontier.append(s)
+            best = s.rate
+    if len(frontier) > 1:
+        axes.plot([s.dollars_per_task for s in frontier], [s.rate for s in frontier], ":", color="#2e8b57",
+                  label="Pareto frontier")
+        axes.legend(fontsize=8, loc="lower right")
+    costs = [s.dollars_per_task for s in shown]
+    span = max(costs) - min(costs)
+    if span > 0:
+        axes.set_xlim(max(0.0, min(costs) - 0.15 * span), max(costs) + 0.35 * span)
+    else:
+        axes.set_xlim(0.0, max(2 * max(costs), 1e-4))
+    axes.xaxis.set_major_formatter("${x:,.4g}")
+    axes.set_ylim(-0.03, 1.05)
+    axes.set_xlabel("dollars per task (mean)")
+    axes.set_ylabel("resolve rate (95% bootstrap interval)")
+    axes.set_title("resolve rate against dollars per task")
+    axes.grid(alpha=0.3)
+    return _png(figure)

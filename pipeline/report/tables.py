@@ -1,0 +1,209 @@
+"""The report's tables as plain strings, so Markdown, HTML and the terminal show the same thing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pipeline.report.coverage import RunCoverage
+from pipeline.report.load import RunData
+from pipeline.report.stats import STAGES, TOKEN_KINDS, RunStats, efficiency
+
+NA = "n/a"
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+
+def short_id(instance_id: str, width: int = 34) -> str:
+    name = instance_id.removeprefix("instance_")
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"${value:.4f}" if abs(value) < 10 else f"${value:,.2f}"
+
+
+def percent(value: float | None) -> str:
+    return NA if value is None else f"{value:.1%}"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min" if value < 7200 else f"{value / 3600:.1f} h"
+
+
+def count(value: float | None) -> str:
+    return NA if value is None else f"{value:,.0f}"
+
+
+def resolved_cell(s: RunStats) -> str:
+    if s.rate is None:
+        return f"{NA} (none of {s.tasks} scored)" if s.tasks else NA
+    low, high = s.interval
+    unscored = f", {s.tasks - s.scored} unscored" if s.tasks > s.scored else ""
+    return f"{s.resolved}/{s.scored} = {s.rate:.1%} [{low:.1%}, {high:.1%}]{unscored}"
+
+
+def efficiency_cell(s: RunStats, baseline: RunStats) -> str:
+    if s.run_id == baseline.run_id:
+        return "baseline"
+    value = efficiency(s, baseline)
+    if value is None:
+        if None in (s.rate, baseline.rate):
+            return f"{NA} (no resolve rate)"
+        if None in (s.dollars_per_task, baseline.dollars_per_task):
+            return f"{NA} (no cost)"
+        return "undefined (cost does not rise)"
+    gain = s.rate - baseline.rate
+    added = s.dollars_per_task - baseline.dollars_per_task
+    return f"{value:+.3f} per $ ({gain * 100:+.1f} pp for {money(added)}/task more)"
+
+
+def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
+    headers = ["", *(s.run_id for s in stats)]
+    rows = [["strategy", *(", ".join(s.strategies) or NA for s in stats)],
+            ["tasks", *(f"{s.tasks}" + (f" (+{s.unfinished} unfinished)" if s.unfinished else "") for s in stats)],
+            ["resolved (95% CI)", *(resolved_cell(s) for s in stats)]]
+    if baseline is not None:
+        rows.append([f"efficiency vs {baseline.run_id}", *(efficiency_cell(s, baseline) for s in stats)])
+    rows.append(["$/task mean (median)", *(_mean_median(s.cost_mean["total"], s.cost_median["total"], money)
+                                           for s in stats)])
+    for stage in _stages(stats):
+        rows.append([f"  {stage} $/task mean (median)",
+                     *(_mean_median(s.cost_mean.get(stage), s.cost_median.get(stage), money) for s in stats)])
+    rows.append(["principal share of spend", *(percent(s.principal_share) for s in stats)])
+    rows.append(["$ in all", *(money(s.cost_sum["total"]) for s in stats)])
+    for stage in _stages(stats):
+        rows.append([f"{stage} tokens/task in / cached / out",
+                     *(" / ".join(count(s.tokens_mean[stage][k]) for k in TOKEN_KINDS) if stage in s.stages else NA
+                       for s in stats)])
+    rows.append(["time/task mean (median)", *(_mean_median(s.seconds_mean, s.seconds_median, seconds)
+                                              for s in stats)])
+    rows.append(["time in all (sum over tasks)", *(seconds(s.seconds_total) if s.tasks else NA for s in stats)])
+    if any(s.reused_juniors for s in stats):
+        rows.append(["juniors reused from", *(_counts(s.reused_juniors, "tasks") for s in stats)])
+    notes = ["Resolve rate over scored tasks (a verdict in the prediction or eval/result.json; infrastructure errors "
+             "are not scored); interval: percentile bootstrap, 2000 resamples, seed 0.",
+             "Time is the sum of a task's stage seconds; 'in all' adds tasks, so a parallel run took less wall time."]
+    if baseline is not None:
+        notes.append("Efficiency: (resolve rate - baseline's) / (dollars per task - baseline's), the resolve rate "
+                     "each added dollar buys; undefined when the cost does not rise.")
+    if any(s.reused_juniors for s in stats):
+        notes.append("Reused junior rollouts keep their cost in the junior column, though the run they came from "
+                     "paid it.")
+    return Table("Runs", headers, rows, notes)
+
+
+def exits(stats: list[RunStats]) -> Table:
+    headers = ["", *(s.run_id for s in stats)]
+    rows = [["junior rollout exits", *(_counts(s.junior_exits) for s in stats)],
+            *([["agent exits (solo)", *(_counts(s.agent_exits) for s in stats)]] if any(s.agent_exits for s in stats)
+              else []),
+            ["senior brief from", *(_counts(s.senior_sources) for s in stats)],
+            ["prediction source", *(_counts(s.sources) for s in stats)],
+            ["errors", *(_counts(s.errors, empty="none") for s in stats)]]
+    return Table("Exit reasons", headers, rows)
+
+
+def failures(stats: list[RunStats]) -> Table:
+    names = list(dict.fromkeys(c for s in stats for c in s.categories))
+    rows = [[name, *(f"{s.categories[name]} ({s.categories[name] / s.tasks:.0%})" if s.categories[name] else "0"
+                     for s in stats)] for name in names]
+    table = Table("Outcomes by evaluation category", ["category", *(s.run_id for s in stats)], rows)
+    if not rows:
+        table.notes.append("No finished task.")
+    return table
+
+
+def per_task(run: RunData, stages: list[str]) -> Table:
+    rows = []
+    for t in run.tasks:
+        rows.append([t.instance_id, t.category, money(t.total_cost), *(money(t.cost(s)) for s in stages),
+                     seconds(t.seconds), t.prediction.get("source") or NA, (t.prediction.get("error") or "")[:100]])
+    table = Table(f"Tasks of {run.run_id}", ["instance", "outcome", "$", *(f"{s} $" for s in stages), "time",
+                                             "source", "error"], rows)
+    if not rows:
+        table.notes.append("No finished task (predictions.jsonl is missing or empty).")
+    return table
+
+
+def coverage_table(coverage: RunCoverage) -> Table:
+    headers = ["k", "removed: hunks", "removed: +senior", "added: hunks", "added: +senior", "all files: hunks",
+               "all files: +senior", "tokens: hunks", "tokens: +senior"]
+    curves = {(w, m): coverage.curve(w, m) for w in ("without", "with_senior")
+              for m in ("removed", "added", "files", "tokens")}
+    rows = []
+    for index in range(coverage.max_k):
+        row = [str(index + 1)]
+        for metric in ("removed", "added", "files", "tokens"):
+            for which in ("without", "with_senior"):
+                _, value, _ = curves[(which, metric)][index]
+                row.append(count(value) if metric == "tokens" else percent(value))
+        rows.append(row)
+    if coverage.tasks:
+        final = {m: coverage.final(m)[0] for m in ("removed", "added", "files", "tokens")}
+        sent = coverage.final("files")[1]
+        label = f"sent (k={coverage.max_k}, {sent} task{'s' if sent != 1 else ''})"
+        rows.append([label, "", percent(final["removed"]), "", percent(final["added"]), "", percent(final["files"]), "",
+                     count(final["tokens"])])
+    table = Table(f"Coverage of the gold patch: {coverage.run_id}", headers, rows)
+    with_removed = sum(t.gold_removed > 0 for t in coverage.tasks)
+    estimated = [p.estimated for t in coverage.tasks for p in t.with_senior]
+    table.notes += [
+        f"{len(coverage.tasks)} task(s); removed-line coverage over the {with_removed} whose gold patch removes or "
+        "changes lines. 'hunks': the context is the candidates' own hunks and added lines; '+senior': plus the "
+        "senior's expansion of those candidates; 'sent': brief.json context_spans as materialised in context.md.",
+        "Means over orderings of the rollouts (all permutations when K <= 6, else 200 seeded random ones), then "
+        "over tasks. 'all files': the share of tasks whose context reaches every file the gold patch touches.",
+        "Tokens: characters/4 of line text found in the run (context.md, the candidates' patches); lines whose text "
+        "is not there count as the task's mean tokens per known line"
+        + (f" ({sum(estimated) / len(estimated):.0%} of '+senior' tokens on average)" if estimated else "")
+        + "; 'sent' is the run's own count (brief.json context_tokens).",
+        "'sent' counts candidates' added lines only for the candidates the principal was shown "
+        "(config principal.show_candidates), so its added-line coverage can be below the curves'."]
+    if coverage.skipped:
+        reasons = Counter(coverage.skipped.values())
+        table.notes.append("No coverage for " + ", ".join(f"{n} task(s): {why}" for why, n in reasons.items()) + ".")
+    if not coverage.tasks:
+        table.notes.append(f"Coverage {NA}: no task with a junior pool and a gold patch.")
+    return table
+
+
+def coverage_by_task(coverage: RunCoverage) -> Table:
+    rows = []
+    for t in coverage.tasks:
+        last_without, last_with = t.without[-1], t.with_senior[-1]
+        rows.append([short_id(t.instance_id, 48), str(t.rollouts), f"{t.gold_removed}/{t.gold_added}/{t.gold_files}",
+                     percent(last_without.removed), percent(last_with.removed),
+                     percent(t.final.removed) if t.final else NA, percent(last_without.added),
+                     percent(last_with.added), percent(t.final.added) if t.final else NA,
+                     "yes" if t.final and t.final.files == 1.0 else "no" if t.final else NA])
+    return Table(f"Coverage by task at k=K: {coverage.run_id}",
+                 ["instance", "K", "gold rm/add/files", "rm: hunks", "rm: +senior", "rm: sent", "add: hunks",
+                  "add: +senior", "add: sent", "all files sent"], rows,
+                 ["rm: removed-line coverage; add: added-line coverage; gold rm/add/files: how many the gold patch has."])
+
+
+def _mean_median(mean: float | None, median: float | None, show) -> str:
+    return NA if mean is None else f"{show(mean)} ({show(median)})"
+
+
+def _stages(stats: list[RunStats]) -> list[str]:
+    found = list(dict.fromkeys(stage for s in stats for stage in s.stages))
+    return [s for s in STAGES if s in found] + [s for s in found if s not in STAGES]
+
+
+def _counts(counter: Counter, unit: str = "", empty: str = NA) -> str:
+    if not counter:
+        return empty
+    suffix = f" {unit}" if unit else ""
+    return ", ".join(f"{name}: {n}{suffix}" for name, n in counter.most_common())
