@@ -198,6 +198,12 @@ def _print_run(summary, ctx) -> None:
     if summary.skipped:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
     console.print(f"spent: {summary.line()}; predictions in {ctx.layout.predictions}")
+    for instance_id, error in sorted(summary.infra_errors.items()):
+        console.print(f"[red]not run[/red] {instance_id}: {error}", soft_wrap=True)
+    if summary.infra_errors:
+        console.print(f"[red]{len(summary.infra_errors)} task(s) could not run (Docker or image trouble); they stay "
+                      "unfinished and the same --run-id retries them[/red]")
+        raise typer.Exit(1)
 
 
 @app.command()
