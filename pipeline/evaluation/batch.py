@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from pipeline.storage import write_json_atomic
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import CATEGORIES, EvalSettings, Interrupted, evaluate
+from pipeline.parallel import run_with_progress
+from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
 
@@ -81,19 +79,8 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
             summary.results[task.instance_id] = result
             _write_official(output_dir, summary)
 
-    with Progress(TextColumn("[bold]eval[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), disable=not show_progress) as progress:
-        bar = progress.add_task(_rate(summary), total=len(todo))
-        executor = ThreadPoolExecutor(max_workers=max(1, workers))
-        try:
-            pending = {executor.submit(one, prediction) for prediction in todo}
-            while pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    future.result()
-                    progress.update(bar, advance=1, description=_rate(summary))
-        finally:
-            executor.shutdown(wait=True, cancel_futures=True)
+    run_with_progress("eval", todo, one, workers=workers, total=len(todo), describe=lambda: _rate(summary),
+                      show=show_progress)
     _write_official(output_dir, summary)
     write_json_atomic(output_dir / "summary.json", summary.as_dict())
     return summary

@@ -7,11 +7,9 @@ drive the same per-task function.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+from pipeline.parallel import run_with_progress
 from pipeline.run.solo import run_solo_task
 from pipeline.run.task import STAGES, RunContext, run_task
 from pipeline.storage import append_jsonl, write_json_atomic
@@ -65,17 +63,6 @@ def run_tasks(tasks: list[Task], ctx: RunContext, workers: int = 1, show_progres
                                   {i: p["resolved"] for i, p in sorted(summary.predictions.items())
                                    if p.get("resolved") is not None})
 
-    with Progress(TextColumn("[bold]run[/bold]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), disable=not show_progress) as progress:
-        bar = progress.add_task(summary.line(), total=len(tasks), completed=len(summary.skipped))
-        executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="task")
-        try:
-            pending = {executor.submit(one, task) for task in todo}
-            while pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    future.result()
-                    progress.update(bar, advance=1, description=summary.line())
-        finally:
-            executor.shutdown(wait=True, cancel_futures=True)
+    run_with_progress("run", todo, one, workers=workers, total=len(tasks), done_already=len(summary.skipped),
+                      describe=summary.line, show=show_progress)
     return summary

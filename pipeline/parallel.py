@@ -1,0 +1,32 @@
+"""Running work items on a thread pool behind a progress bar, stopping cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: int, total: int,
+                      done_already: int = 0, describe: Callable[[], str] = lambda: "",
+                      show: bool = True) -> None:
+    """Call ``work(item)`` for every item, ``workers`` at a time; a worker's exception stops the run.
+
+    The wait polls, so Ctrl-C reaches the main thread at once; queued items are then cancelled and
+    running ones allowed to finish (their containers are being removed by the signal handler).
+    """
+    columns = (TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, disable=not show) as progress:
+        bar = progress.add_task(describe(), total=total, completed=done_already)
+        executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=label)
+        try:
+            pending = {executor.submit(work, item) for item in items}
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    future.result()
+                    progress.update(bar, advance=1, description=describe())
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
