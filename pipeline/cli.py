@@ -154,8 +154,15 @@ def run(
     junior_model: opt.JuniorModel = None,
     senior_model: opt.SeniorModel = None,
     principal_model: opt.PrincipalModel = None,
-    strategy: Annotated[str, typer.Option(help="pipeline (juniors, senior, principal) or solo (one agent, the baseline).")] = "pipeline",
+    strategy: Annotated[str, typer.Option(help="pipeline (juniors, senior, principal), solo (one agent, the baseline) or team (a lead delegating to workers).")] = "pipeline",
     solo_model: Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")] = None,
+    lead_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's lead.")] = None,
+    worker_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's workers.")] = None,
+    team_stages: Annotated[Optional[str], typer.Option(help="Team: the stage workers serve: planning, implementation, verification or all (default from config: all).")] = None,
+    team_mode: Annotated[Optional[str], typer.Option(help="Team: blocking (the lead waits for its workers) or async (workers run while it works; default from config: blocking).")] = None,
+    team_size: Annotated[Optional[int], typer.Option(help="Team: workers at a time, 1 to 16 (default from config: 3).")] = None,
+    team_sizing: Annotated[Optional[str], typer.Option(help="Team: fixed (every delegation uses the whole team) or lead (the lead picks up to --team-size; default).")] = None,
+    team_messages: Annotated[Optional[bool], typer.Option("--team-messages/--no-team-messages", help="Team: let agents message each other (default from config: yes).")] = None,
     k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task (default from config: 4).")] = None,
     workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
     run_id: Annotated[Optional[str], typer.Option(help="Run id; the same id resumes a run (default: run-<time>).")] = None,
@@ -173,9 +180,12 @@ def run(
 
     selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, slice_, shuffle, seed)
     ctx = prepare_run(dataset=dataset, config_path=config, overrides={"junior": junior_model, "senior": senior_model,
-                      "principal": principal_model, "solo": solo_model}, k=k, strategy=strategy, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
+                      "principal": principal_model, "solo": solo_model, "lead": lead_model, "worker": worker_model},
+                      k=k, strategy=strategy, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
                       reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts, dockerfiles=dockerfiles,
-                      image_template=image_template, timeout=timeout, announce=console.print)
+                      image_template=image_template, timeout=timeout, announce=console.print,
+                      team={"stages": team_stages, "mode": team_mode, "size": team_size, "sizing": team_sizing,
+                            "messages": team_messages})
     try:
         console.print(f"run {ctx.layout.run_id}: {len(selected)} task(s) -> {ctx.layout.root}")
         summary = run_tasks(selected, ctx, workers=workers, show_progress=sys.stderr.isatty())
@@ -186,7 +196,7 @@ def run(
 
 def _print_run(summary, ctx) -> None:
     table = Table(title=f"run {ctx.layout.run_id}")
-    stages = ["solo"] if ctx.strategy == "solo" else ["junior", "senior", "principal"]
+    stages = {"solo": ["solo"], "team": ["lead", "worker"]}.get(ctx.strategy, ["junior", "senior", "principal"])
     for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
         table.add_column(column, overflow="fold")
     for instance_id, p in sorted(summary.predictions.items()):

@@ -68,6 +68,23 @@ class PrincipalConfig(BaseModel):
     fallback: Literal["junior_top", "none"] = "junior_top"
 
 
+class TeamConfig(BaseModel):
+    """The team strategy: a lead agent delegating subtasks to worker agents in its workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+    stages: Literal["planning", "implementation", "verification", "all"] = Field(
+        default="all", description="which stage workers serve")
+    mode: Literal["blocking", "async"] = Field(
+        default="blocking", description="blocking: the lead waits for the workers it delegated to; async: they run "
+                                        "on threads while the lead works")
+    size: int = Field(default=3, ge=1, le=16, description="workers at a time (the cap when sizing is lead)")
+    sizing: Literal["fixed", "lead"] = Field(
+        default="lead", description="fixed: every delegation uses the whole team; lead: the lead picks 1..size")
+    messages: bool = Field(default=True, description="agents may message each other")
+    worker_max_steps: int | None = Field(default=None, gt=0, description="commands per worker (default max_steps)")
+    report_chars: int = Field(default=4000, gt=100, description="longest worker report the lead reads")
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     models: dict[str, ModelSpec] = Field(default_factory=dict)
@@ -77,6 +94,7 @@ class RunConfig(BaseModel):
     containers: Containers = Field(default_factory=Containers)
     senior: SeniorConfig = Field(default_factory=SeniorConfig)
     principal: PrincipalConfig = Field(default_factory=PrincipalConfig)
+    team: TeamConfig = Field(default_factory=TeamConfig)
 
     def model_for(self, role: str) -> ModelSpec:
         if role not in self.models:

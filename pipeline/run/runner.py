@@ -14,6 +14,7 @@ from pipeline.run.solo import run_solo_task
 from pipeline.run.task import STAGES, RunContext, run_task
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
+from pipeline.team.task import run_team_task
 
 
 @dataclass
@@ -30,7 +31,7 @@ class RunSummary:
         return [p["resolved"] for p in self.predictions.values() if p.get("resolved") is not None]
 
     def line(self) -> str:
-        stages = [s for s in (*STAGES, "solo") if self.spend(s)] or list(STAGES)
+        stages = [s for s in (*STAGES, "solo", "lead", "worker") if self.spend(s)] or list(STAGES)
         dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in stages)
         scored = self.scored
         rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
@@ -45,12 +46,15 @@ def run_tasks(tasks: list[Task], ctx: RunContext, workers: int = 1, show_progres
         if task.instance_id in finished:
             summary.predictions[task.instance_id] = finished[task.instance_id]
             summary.skipped.append(task.instance_id)
+            # What earlier sessions of this run spent still counts against its budget.
+            ctx.run_budget.charge(finished[task.instance_id].get("cost", {}).get("total", 0.0))
         else:
             todo.append(task)
     lock = threading.Lock()
 
     def one(task: Task) -> None:
-        prediction = run_solo_task(task, ctx) if ctx.strategy == "solo" else run_task(task, ctx)
+        run = {"solo": run_solo_task, "team": run_team_task}.get(ctx.strategy, run_task)
+        prediction = run(task, ctx)
         with lock:
             if prediction.get("infra_error"):
                 append_jsonl(ctx.layout.root / "infra_errors.jsonl", prediction)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipeline.config import load_config
+from pydantic import ValidationError
+
+from pipeline.config import TeamConfig, load_config
 from pipeline.datasets import defaults_for
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.runner import EvalSettings
@@ -16,20 +18,23 @@ from pipeline.run.layout import RunLayout
 from pipeline.run.task import RunContext
 from pipeline.senior.stage import SeniorSettings
 
+STRATEGY_ROLES = {"pipeline": ("junior", "senior", "principal"), "solo": ("solo",), "team": ("lead", "worker")}
+
 
 def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, str | None], k: int | None,
                 run_id: str | None, runs_dir: Path, evaluate: bool, reuse_juniors_from: str | None,
                 run_scripts: Path | None, dockerfiles: Path | None, image_template: str | None,
-                timeout: float, strategy: str = "pipeline", announce=print) -> RunContext:
+                timeout: float, strategy: str = "pipeline", team: dict | None = None, announce=print) -> RunContext:
     cfg = load_config(config_path)
     for role, model in overrides.items():
         cfg = cfg.with_model(role, model)
     if k is not None:
         cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
-    if strategy not in ("pipeline", "solo"):
-        raise SwepipeError(f"unknown strategy {strategy!r}: use pipeline or solo")
+    if strategy not in STRATEGY_ROLES:
+        raise SwepipeError(f"unknown strategy {strategy!r}: use pipeline, solo or team")
+    cfg = _with_team_options(cfg, team or {})
     local_server = None
-    roles = ("solo",) if strategy == "solo" else ("junior", "senior", "principal")
+    roles = STRATEGY_ROLES[strategy]
     unset = [role for role in roles if role not in cfg.models]
     if unset:
         from pipeline.models.local_server import LocalModelServer
@@ -66,6 +71,19 @@ def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, 
     return RunContext(config=cfg, layout=layout, run_budget=Budget("run", cfg.budgets.per_run),
                       image_template=template, senior=senior, principal=principal, evaluation=evaluation,
                       reuse_juniors_from=reuse, models=models, strategy=strategy, local_server=local_server)
+
+
+def _with_team_options(cfg, options: dict):
+    """The config with the team options given on the command line (None: keep the config's)."""
+    given = {key: value for key, value in options.items() if value is not None}
+    if not given:
+        return cfg
+    try:
+        team = TeamConfig.model_validate({**cfg.team.model_dump(), **given})
+    except ValidationError as error:
+        problems = "; ".join(f"team.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise SwepipeError(problems) from None
+    return cfg.model_copy(update={"team": team})
 
 
 def _token_counter(model: str):

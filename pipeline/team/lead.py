@@ -1,0 +1,171 @@
+"""The lead: its team actions, the guard on its submission, and one task's whole team run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pipeline.models.budget import Budget
+from pipeline.models.client import ModelClient
+from pipeline.prompts import render
+from pipeline.runtime.base import Runtime
+from pipeline.team.actions import ActionError, parse_delegations, parse_message, parse_names, parse_resume
+from pipeline.team.agent import Hooks, TeamAgent
+from pipeline.team.roster import Team, TeamSettings
+from pipeline.team.workers import Worker, require_free, stop_all
+from pipeline.team.workspace import SharedWorkspace
+
+STOP_GRACE = 60.0  # seconds past a command's timeout a worker gets to notice it was stopped
+
+
+class Lead:
+    def __init__(self, team: Team):
+        self.team, self.settings = team, team.settings
+        self.agent: TeamAgent | None = None
+
+    @property
+    def step(self) -> int:
+        return len(self.agent.run.steps) - 1 if self.agent else -1
+
+    def hooks(self) -> Hooks:
+        actions = {"delegate": self.delegate, "wait": self.wait, "check": self.check, "stop": self.stop,
+                   "resume": self.resume, "directory": lambda body: self.team.directory_text()}
+        if self.settings.messages:
+            actions["message"] = self.message
+        return Hooks(actions, guard_submission=self.guard)
+
+    def delegate(self, body: str) -> str:
+        s, team = self.settings, self.team
+        default = s.stages if s.stages != "all" else None
+        delegations = parse_delegations(body, default, str(team.workspace.workdir))
+        refused = sorted({d.stage for d in delegations} - set(s.allowed_stages))
+        if refused:
+            raise ActionError(f"this team's workers serve only {', '.join(s.allowed_stages)}, "
+                              f"not {', '.join(refused)}")
+        if s.sizing == "fixed":
+            if len(delegations) == 1:
+                delegations = delegations * s.size
+            elif len(delegations) != s.size:
+                raise ActionError(f"your team has exactly {s.size} workers and each delegation uses all of them: "
+                                  f"give one task (every worker gets it) or a list of {s.size}")
+        require_free(team, len(delegations))
+        with team.lock:
+            started = []
+            for delegation in delegations:
+                worker = Worker(len(team.workers), delegation, team, self.step)
+                team.workers[worker.name] = worker
+                started.append(worker)
+            team.lead_status = f"delegated to {', '.join(w.name for w in started)}"
+            team.save()
+        for worker in started:
+            worker.start(self.step)
+        if s.mode == "blocking":
+            return self._collect(started)
+        names = ", ".join(f"{w.name} ({w.delegation.stage})" for w in started)
+        return (f"started {names}. They work while you go on; each report comes to you before your next turn "
+                "once it is ready (```wait blocks until they report).")
+
+    def wait(self, body: str) -> str:
+        names = parse_names(body)
+        workers = [self.team.get(n) for n in names] if names else self.team.running()
+        return self._collect(workers)
+
+    def _collect(self, workers: list[Worker]) -> str:
+        """Wait for ``workers`` to end, then hand over everything that arrived for the lead."""
+        self.team.lead_status = f"waiting for {', '.join(w.name for w in workers)}" if workers else "working"
+        deadline = time.monotonic() + self.settings.lead_limits.wall_time
+        for worker in workers:
+            worker.done.wait(max(0.0, deadline - time.monotonic()))
+        self.team.lead_status = "working"
+        arrived = self._arrived()
+        if arrived:
+            return arrived
+        still = [w.name for w in workers if w.state == "running"]
+        return f"still running: {', '.join(still)}" if still else "no worker is running and nothing has arrived"
+
+    def _arrived(self) -> str:
+        items = self.team.lead_inbox.take()
+        reports = sorted((i for i in items if i.kind == "report"), key=lambda i: self.team.get(i.sender).number)
+        return "\n\n".join(i.text for i in [*reports, *(i for i in items if i.kind != "report")])
+
+    def check(self, body: str) -> str:
+        names = parse_names(body)
+        workers = [self.team.get(n) for n in names] if names else list(self.team.workers.values())
+        if not workers:
+            return "no workers yet"
+        return "\n".join(worker.check_text() for worker in workers)
+
+    def stop(self, body: str) -> str:
+        names = parse_names(body)
+        workers = [self.team.get(n) for n in names] if names else self.team.running()
+        running = [w for w in workers if w.state == "running"]
+        if not running:
+            return "\n\n".join(filter(None, ["none of those workers is running", self._arrived()]))
+        stop_all(running, "lead", self._stop_timeout())
+        return f"stopped {', '.join(w.name for w in running)}\n\n" + self._arrived()
+
+    def resume(self, body: str) -> str:
+        name, text = parse_resume(body)
+        worker = self.team.get(name)
+        if worker.state == "running":
+            raise ActionError(f"{name} is still running; send it a message instead")
+        require_free(self.team, 1)
+        earlier = self._arrived_from(name)
+        worker.start(self.step, text)
+        self.team.save()
+        if self.settings.mode == "blocking":
+            return "\n\n".join(filter(None, [earlier, self._collect([worker])]))
+        return "\n\n".join(filter(None, [earlier, f"resumed {name}; its report comes when it submits again"]))
+
+    def _arrived_from(self, name: str) -> str:
+        return "\n\n".join(item.text for item in self.team.lead_inbox.take(lambda item: item.sender == name))
+
+    def message(self, body: str) -> str:
+        to, text = parse_message(body)
+        return self.team.send("lead", to, text)
+
+    def guard(self) -> str | None:
+        """Refuse a submission while work is still out: running workers or reports not yet read."""
+        running = self.team.running()
+        if running:
+            return render("team_submit_refused.md.j2", running=[w.status_line() for w in running], arrived="")
+        if self.team.lead_inbox.peek():
+            return render("team_submit_refused.md.j2", running=[], arrived=self._arrived())
+        return None
+
+    def _stop_timeout(self) -> float:
+        return self.settings.worker_limits.command_timeout + STOP_GRACE
+
+
+def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_client: ModelClient,
+             budget: Budget, settings: TeamSettings, directory: Path) -> dict:
+    """The lead and its workers on one workspace; the result holds the workspace's final diff."""
+    workspace = SharedWorkspace(runtime)
+    team = Team(settings, workspace, worker_client, budget, directory)
+    lead = Lead(team)
+    limits = settings.lead_limits
+    variables = dict(workdir=str(workspace.workdir), command_timeout=int(limits.command_timeout),
+                     max_steps=limits.max_steps, task_text=task_text, mode=settings.mode,
+                     stages=list(settings.allowed_stages), size=settings.size, sizing=settings.sizing,
+                     messages=settings.messages, worker_max_steps=settings.worker_limits.max_steps,
+                     directory=team.directory_text())
+    messages = [{"role": "system", "content": render("team_lead_system.md.j2", **variables)},
+                {"role": "user", "content": render("team_lead_instance.md.j2", **variables)}]
+    lead.agent = TeamAgent("lead", lead_client, workspace, budget, limits, messages, lead.hooks(),
+                           trajectory_path=directory / "lead.trajectory.json", inbox=team.lead_inbox)
+    team.lead_status = "working"
+    team.save()
+    try:
+        run = lead.agent.go()
+    finally:
+        stopped = [w.name for w in team.running()]
+        stop_all(team.running(), "end of task", lead._stop_timeout())
+        team.save()
+    unread = sorted({item.sender for item in team.lead_inbox.peek() if item.kind == "report"})
+    records = [w.record for w in team.workers.values()]
+    return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "workers": len(records),
+            "delegations": {stage: sum(1 for r in records if r["stage"] == stage)
+                            for stage in ("planning", "implementation", "verification")},
+            "stopped_at_end": stopped, "unread_reports": unread,
+            "writes_outside": {r["worker"]: r["writes_outside"] for r in records if r["writes_outside"]},
+            "patch": workspace.diff()}

@@ -1,0 +1,156 @@
+"""A worker's life: started on its own thread with a fresh context, stopped, resumed, and its report."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+
+from pipeline.prompts import render
+from pipeline.team.actions import ActionError, Delegation, inside, parse_message, report_block
+from pipeline.team.agent import Hooks, InboxItem, TeamAgent
+
+
+class Worker:
+    def __init__(self, number: int, delegation: Delegation, team, lead_step: int):
+        self.number, self.name, self.delegation, self.team = number, f"worker-{number}", delegation, team
+        self.state = "running"  # running, then reported (report waiting for the lead), collected or stopped
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        s = team.settings
+        self.record = {"worker": self.name, "by": "lead", "stage": delegation.stage, "task": delegation.task,
+                       "writable": delegation.writable, "lead_step": lead_step, "delegated_at": time.time(),
+                       "offset": team.elapsed(), "sessions": [], "state": self.state, "exit_reason": None,
+                       "error": None, "steps": 0, "seconds": 0.0, "cost": 0.0, "input_tokens": 0, "output_tokens": 0,
+                       "changed_files": [], "writes_outside": [], "report": None, "collected": None, "stopped_by": None}
+        actions = {"directory": lambda body: team.directory_text()}
+        if s.messages:
+            def message(body: str) -> str:
+                to, text = parse_message(body)
+                return team.send(self.name, to, text)
+
+            actions["message"] = message
+        hooks = Hooks(actions, check_submission=_needs_report, track_writes=True)
+        self.agent = TeamAgent(self.name, team.worker_client, team.workspace,
+                               team.budget.child(self.name, s.worker_budget), s.worker_limits, [], hooks,
+                               agent_index=number, trajectory_path=team.directory / f"{self.name}.trajectory.json")
+
+    def start(self, lead_step: int, instructions: str | None = None) -> None:
+        """Begin (or, with ``instructions``, resume) a session on a thread of its own."""
+        if not self.agent.run.messages:
+            self.agent.run.messages.extend(self._prompt())
+        if instructions is not None:
+            self.agent.add_user_message(render("team_resume.md.j2", text=instructions))
+        with self.team.lock:
+            self.state, self.record["state"], self.record["stopped_by"] = "running", "running", None
+            self.done.clear()
+            self.agent.stop_event.clear()
+            self.record["sessions"].append({"lead_step": lead_step, "started": self.team.elapsed(),
+                                            "instructions": instructions})
+        self.thread = threading.Thread(target=self._session, name=self.name, daemon=True)
+        self.thread.start()
+
+    def _prompt(self) -> list[dict]:
+        """Its task alone, its folders and the team directory as it stands when it starts."""
+        s, limits = self.team.settings, self.team.settings.worker_limits
+        variables = dict(name=self.name, stage=self.delegation.stage, task=self.delegation.task,
+                         writable=describe(self.delegation.writable), workdir=str(self.team.workspace.workdir),
+                         command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
+                         messages=s.messages, directory=self.team.directory_text())
+        return [{"role": "system", "content": render("team_worker_system.md.j2", **variables)},
+                {"role": "user", "content": render("team_worker_instance.md.j2", **variables)}]
+
+    def _session(self) -> None:
+        try:
+            self.agent.go()
+        except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
+            self.agent.run.exit_reason, self.agent.run.error = "error", f"{type(error).__name__}: {error}"
+            (self.team.directory / f"{self.name}.error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+        finally:
+            try:
+                self._finish()
+            finally:
+                self.done.set()  # whatever happened, nobody waits for it in vain
+
+    def _finish(self) -> None:
+        run, s = self.agent.run, self.team.settings
+        report = report_block(run.steps[-1].reply) if run.exit_reason == "submitted" and run.steps else None
+        if report and len(report) > s.report_chars:
+            report = report[:s.report_chars] + f"\n[... report cut at {s.report_chars} characters]"
+        changed = sorted(self.agent.changed_files)
+        outside = [path for path in changed if not inside(path, self.delegation.writable)]
+        with self.team.lock:
+            stopped = run.exit_reason == "stopped"
+            self.state = "stopped" if stopped else "reported"
+            self.record["sessions"][-1].update(ended=self.team.elapsed(), exit_reason=run.exit_reason)
+            self.record.update(state=self.state, exit_reason=run.exit_reason, error=run.error, steps=len(run.steps),
+                               seconds=run.seconds, cost=round(run.cost, 8), input_tokens=run.input_tokens,
+                               output_tokens=run.output_tokens, changed_files=changed, writes_outside=outside,
+                               report=report)
+            last = [step.command.splitlines()[0][:120] for step in run.steps[-3:] if step.command]
+            text = render("team_report.md.j2", name=self.name, stage=self.delegation.stage, report=report,
+                          exit_reason=run.exit_reason, error=run.error, steps=len(run.steps), last_commands=last,
+                          changed=changed, outside=outside, writable=describe(self.delegation.writable))
+            self.team.lead_inbox.put(InboxItem(self.name, "report", text, on_delivery=self._collected))
+            self.team.save()
+
+    def _collected(self) -> None:
+        with self.team.lock:
+            if self.state == "reported":
+                self.state = "collected"
+            self.record.update(state=self.state, collected=self.team.elapsed())
+            self.team.save()
+
+    def request_stop(self, by: str) -> None:
+        """Ask the worker to end after its current model call or command."""
+        with self.team.lock:
+            if self.state == "running":
+                self.record["stopped_by"] = by
+                self.agent.stop_event.set()
+
+    def status_line(self) -> str:
+        run = self.agent.run
+        task = self.delegation.task.strip().splitlines()[0][:100]
+        writes = describe(self.delegation.writable)
+        last = next((s for s in reversed(run.steps) if s.command), None)
+        doing = f"; last: {last.command.splitlines()[0][:80]}" if last and self.state == "running" else ""
+        return (f"{self.name} [{self.delegation.stage}, {self.state}, {len(run.steps)} steps{doing}]: {task} "
+                f"(may write: {writes})")
+
+    def check_text(self) -> str:
+        run = self.agent.run
+        lines = [self.status_line(), f"  ${run.cost:.4f} so far, {run.seconds:.0f} s"]
+        for step in run.steps[-3:]:
+            what = ((step.command or step.format_error or "").splitlines() or [""])[0][:120]
+            lines.append(f"  step {step.index} ({step.action or 'format error'}): {what}"
+                         + (f" -> exit {step.exit_code}" if step.exit_code is not None else ""))
+        return "\n".join(lines)
+
+
+def describe(writable: list[str]) -> str:
+    if "." in writable:
+        return "any file"
+    return ", ".join(writable) or "no file"
+
+
+def _needs_report(reply: str) -> str | None:
+    if report_block(reply) is None:
+        return ("your submission needs a ```report block for the lead (what you found or did, and what is "
+                "left), in the same reply as the ```bash submit block")
+    return None
+
+
+def stop_all(workers: list[Worker], by: str, timeout: float) -> None:
+    """Stop them all at once, then wait (at most ``timeout`` in all) until they have ended."""
+    for worker in workers:
+        worker.request_stop(by)
+    deadline = time.monotonic() + timeout
+    for worker in workers:
+        worker.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+def require_free(team, wanted: int) -> None:
+    free = team.settings.size - len(team.running())
+    if wanted > free:
+        raise ActionError(f"that needs {wanted} worker(s) but only {free} of {team.settings.size} are free; "
+                          "wait for or stop running workers first")

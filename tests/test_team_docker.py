@@ -1,0 +1,76 @@
+"""`swepipe run --strategy team` end to end on a bundled task in a real container, scored with the hidden tests."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from pipeline.models.ledger import Ledger
+from pipeline.run.layout import RunLayout
+from pipeline.runtime import containers
+from pipeline.tasks import load_tasks
+from scripted_pipeline import SUBMIT, apply_patch_command, bash, reply
+
+pytestmark = pytest.mark.docker  # about 10 s with the images built
+TINYQ = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
+REPLY_COST = (1000 * 1 + 100 * 2) / 1e6  # scripted usage at $1 / $2 per million tokens
+
+
+def block(kind: str, body) -> dict:
+    return reply(f"Team action.\n```{kind}\n{yaml.safe_dump(body, sort_keys=False).rstrip() if body else ''}\n```")
+
+
+def report(text: str) -> dict:
+    return reply(f"Done.\n```report\n{text}\n```\n```bash\nsubmit\n```")
+
+
+def test_async_team_resolves_tinyq_in_one_container(tmp_path):
+    task = TINYQ
+    script = {
+        "lead": [block("delegate", [
+                     {"stage": "planning", "task": "Find where jobs are retried and how attempts are counted."},
+                     {"stage": "implementation", "task": "Add JobQueue.defer and handle RetryLater in the worker.",
+                      "writable": ["tinyq/"]}]),
+                 SUBMIT,  # refused: the workers are still running
+                 block("wait", None),
+                 bash("git diff --stat"),
+                 SUBMIT],
+        "worker": [[bash("git grep -n 'def retry' -- '*.py'"), report("tinyq/queue.py: retry() counts the attempt")],
+                   [bash(f"sleep 2 && {apply_patch_command(task.patch)}"),
+                    report("defer() added; worker handles RetryLater")]],
+    }
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"models": {"lead": spec, "worker": spec},
+                                                          "limits": {"max_steps": 8}}))
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--strategy", "team", "--team-mode", "async",
+                           "--team-size", "2", "--instance-ids", task.instance_id, "--config", "config.yaml",
+                           "--run-id", "team", "--evaluate"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "250"}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "resolved 1/1" in done.stdout and "lead $" in done.stdout
+
+    layout = RunLayout(tmp_path / "runs" / "team")
+    prediction = layout.finished()[task.instance_id]
+    assert prediction["strategy"] == "team" and prediction["source"] == "team" and prediction["resolved"] is True
+    assert prediction["cost"] == pytest.approx({"lead": 5 * REPLY_COST, "worker": 4 * REPLY_COST,
+                                                "total": 9 * REPLY_COST})
+    paths = layout.task(task.instance_id)
+    team_dir = paths.root / "team"
+    lead = json.loads((team_dir / "lead.trajectory.json").read_text())
+    assert lead["steps"][1]["output"].startswith("Not submitted: workers are still running")
+    assert "tinyq/queue.py: retry() counts the attempt" in lead["steps"][2]["output"]
+    assert "defer() added" in lead["steps"][2]["output"]
+    record = json.loads((team_dir / "delegations.json").read_text())
+    assert record["mode"] == "async" and record["size"] == 2
+    assert record["counts"] == {"planning": 1, "implementation": 1, "verification": 0, "total": 2}
+    implementer = record["delegations"][1]
+    assert implementer["changed_files"] == ["tinyq/queue.py", "tinyq/worker.py"]
+    assert implementer["writes_outside"] == []
+    assert (team_dir / "patch.diff").read_text() == prediction["model_patch"]
+    rows = Ledger.read(paths.ledger)
+    assert {(r.stage, r.role) for r in rows} == {("team", "lead"), ("team", "worker")}
+    assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=team"}) == []
