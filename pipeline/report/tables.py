@@ -106,7 +106,7 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
 def exits(stats: list[RunStats]) -> Table:
     headers = ["", *(s.run_id for s in stats)]
     rows = [["junior rollout exits", *(_counts(s.junior_exits) for s in stats)],
-            *([["agent exits (solo)", *(_counts(s.agent_exits) for s in stats)]] if any(s.agent_exits for s in stats)
+            *([["agent exits (solo, team lead)", *(_counts(s.agent_exits) for s in stats)]] if any(s.agent_exits for s in stats)
               else []),
             ["senior brief from", *(_counts(s.senior_sources) for s in stats)],
             ["prediction source", *(_counts(s.sources) for s in stats)],
