@@ -252,15 +252,27 @@ def rollouts(
     task_dir = Path("runs") / run_id / "tasks" / selected.instance_id
     directory = output_dir or task_dir / "junior"
     ledger = Ledger((output_dir or task_dir) / "ledger.jsonl")
-    client = ModelClient(cfg.model_for("junior"), "junior", ledger, task=selected.instance_id,
-                         scope=f"{run_id}/{selected.instance_id}")
-    template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template
-    settings = junior_settings(cfg, image_name(template, selected.to_row()), run_id)
-    run_budget = Budget("run", cfg.budgets.per_run)
-    task_budget = run_budget.child(f"task {selected.instance_id}", cfg.budgets.per_task)
-    records = run_juniors(selected, cfg.juniors.k, client, task_budget, settings, directory,
-                          on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
-                                                          f"{r['steps']} steps, ${r['cost']:.4f}"))
+    server = None
+    if "junior" not in cfg.models:  # as in `swepipe run`: the local model when none is configured
+        from pipeline.models.local_server import LocalModelServer
+
+        console.print("no junior model configured: starting the local model (Gemma 3 270M)")
+        server = LocalModelServer()
+        server.start()
+        cfg = cfg.model_copy(update={"models": {**cfg.models, "junior": server.spec()}})
+    try:
+        client = ModelClient(cfg.model_for("junior"), "junior", ledger, task=selected.instance_id,
+                             scope=f"{run_id}/{selected.instance_id}")
+        template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template
+        settings = junior_settings(cfg, image_name(template, selected.to_row()), run_id)
+        run_budget = Budget("run", cfg.budgets.per_run)
+        task_budget = run_budget.child(f"task {selected.instance_id}", cfg.budgets.per_task)
+        records = run_juniors(selected, cfg.juniors.k, client, task_budget, settings, directory,
+                              on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
+                                                              f"{r['steps']} steps, ${r['cost']:.4f}"))
+    finally:
+        if server is not None:
+            server.stop()
     pool = build_pool(selected.instance_id, records)
     write_json_atomic(directory / "pool.json", pool.to_dict())
     _print_pool(pool, records)
