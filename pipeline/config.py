@@ -33,6 +33,8 @@ class Limits(BaseModel):
     wall_time: float = Field(default=1800, gt=0, description="seconds per agent")
     command_timeout: float = Field(default=120, gt=0)
     observation_limit: int = Field(default=10_000, gt=100, description="bytes of command output shown")
+    action_format: Literal["text", "tools"] = Field(
+        default="text", description="text: one ```bash block per reply; tools: bash/submit function calls")
 
     def agent_limits(self) -> AgentLimits:
         return AgentLimits(**self.model_dump())

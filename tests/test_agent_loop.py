@@ -115,3 +115,35 @@ def test_an_interrupted_rollout_resumes_without_paying_twice(tmp_path, leaky_rep
     assert run.steps[1].exit_code == 0  # the saved reply's command ran after the resume
     assert len(again.ledger.rows) == 1  # only the submit reply was asked for again
     assert budget.spent == pytest.approx(run.cost)
+
+
+def tool(name, **arguments):
+    return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def test_the_tool_call_format_runs_bash_and_submits(tmp_path, workspace):
+    replies = [tool("bash", command="sed -i 's/a - b/a + b/' calc.py && cat calc.py"), tool("submit")]
+    run = run_agent(junior(tmp_path, replies), workspace, "fix add", Budget("r"),
+                    AgentLimits(action_format="tools"))
+    assert run.exit_reason == "submitted" and run.steps[0].exit_code == 0
+    assert "+    return a + b" in workspace.diff()
+    assert "through the `bash` tool" in run.messages[0]["content"]  # the tool-format system prompt
+    call = run.messages[2]["tool_calls"][0]
+    assert call["function"]["name"] == "bash"
+    observation = run.messages[3]
+    assert observation["role"] == "tool" and observation["tool_call_id"] == call["id"]
+    assert "exit code: 0" in observation["content"]
+
+
+def test_the_tool_call_format_wants_exactly_one_call(tmp_path, workspace):
+    two = {"content": "", "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}},
+                                         {"name": "bash", "arguments": {"command": "pwd"}}]}
+    replies = [two, {"content": "I think it is fixed."}, tool("bash", command=""), tool("submit")]
+    run = run_agent(junior(tmp_path, replies), workspace, "fix", Budget("r"),
+                    AgentLimits(action_format="tools", max_format_errors=5))
+    assert run.exit_reason == "submitted"
+    assert [s.format_error is not None for s in run.steps] == [True, True, True, False]
+    answers = [m for m in run.messages[3:5]]
+    assert [m["role"] for m in answers] == ["tool", "tool"]  # every call of the bad reply is answered
+    assert "exactly one" in answers[0]["content"]
+    assert run.messages[6]["role"] == "user" and "Format error" in run.messages[6]["content"]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline.agent.actions import FormatError, parse_action
+from pipeline.agent.actions import TOOLS, FormatError, parse_action, parse_tool_action
 from pipeline.errors import RuntimeUnavailable
 from pipeline.storage import write_json_atomic
 from pipeline.models.budget import Budget, CostLimitExceeded
@@ -27,6 +27,7 @@ class AgentLimits:
     wall_time: float = 1800.0
     command_timeout: float = 120.0
     observation_limit: int = 10_000
+    action_format: str = "text"  # or "tools": the model calls bash/submit functions instead
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Step:
     model_seconds: float = 0.0
     command_seconds: float = 0.0
     seconds: float = 0.0  # the whole step: model, command, bookkeeping
+    tool_calls: list = field(default_factory=list)  # in the tool-call format
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -92,6 +94,9 @@ def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Bud
     workspace and the conversation goes on from there, so no model call is paid for twice.
     """
     prompts = prompts or Prompts()
+    tools = limits.action_format == "tools"
+    if tools and prompts.system == Prompts.system:
+        prompts = Prompts("agent_system_tools.md.j2", prompts.instance, prompts.extra)
     run = _resume(trajectory_path, runtime, limits, budget) if trajectory_path else None
     if run is None:
         run = AgentRun(name=name)
@@ -113,7 +118,7 @@ def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Bud
         nonlocal format_errors
         format_errors += 1
         step.format_error = problem
-        run.messages.append({"role": "user", "content": render("format_error.md.j2", error=problem)})
+        _answer(run, step, render("format_error_tools.md.j2" if tools else "format_error.md.j2", error=problem))
         save()
         if format_errors >= limits.max_format_errors:
             raise _Stop("format_errors", f"{format_errors} unusable replies, the last: {problem}")
@@ -121,7 +126,7 @@ def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Bud
     def handle(step: Step, step_started: float) -> None:
         """Act on a reply: correct its format, accept its submission, or run its command."""
         try:
-            action = parse_action(step.reply)
+            action = parse_tool_action(step.tool_calls) if tools else parse_action(step.reply)
         except FormatError as error:
             step.seconds = round(time.monotonic() - step_started, 4)
             reject(step, str(error))
@@ -148,7 +153,7 @@ def run_agent(client: ModelClient, runtime: Runtime, task_text: str, budget: Bud
             if time.monotonic() - started > limits.wall_time:
                 raise _Stop("time_limit")
             step_started = time.monotonic()
-            step = _ask(client, run, budget, agent_index, temperature, seed, name)
+            step = _ask(client, run, budget, agent_index, temperature, seed, name, tools)
             save()  # the reply is paid for: a crash from here on must not lose it
             handle(step, step_started)
     except _Stop as stop:
@@ -177,22 +182,36 @@ def _resume(path: Path, runtime: Runtime, limits: AgentLimits, budget: Budget) -
     return run
 
 
-def _ask(client, run: AgentRun, budget, agent_index, temperature, seed, name) -> Step:
+def _ask(client, run: AgentRun, budget, agent_index, temperature, seed, name, tools: bool = False) -> Step:
     try:
         completion = client.complete(run.messages, budget, agent=name, agent_index=agent_index,
-                                     temperature=temperature, seed=seed)
+                                     temperature=temperature, seed=seed, tools=TOOLS if tools else None)
     except CostLimitExceeded as error:
         raise _Stop("cost_limit", str(error)) from None
     except ModelCallFailed as error:
         raise _Stop("model_error", str(error)) from None
     step = Step(index=len(run.steps), reply=completion.content, model_seconds=round(completion.latency, 4),
-                cost=completion.cost, input_tokens=completion.input_tokens, output_tokens=completion.output_tokens)
+                cost=completion.cost, input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
+                tool_calls=completion.tool_calls)
     run.steps.append(step)
     run.cost += completion.cost
     run.input_tokens += completion.input_tokens
     run.output_tokens += completion.output_tokens
-    run.messages.append({"role": "assistant", "content": completion.content})
+    message = {"role": "assistant", "content": completion.content}
+    if completion.tool_calls:
+        message["tool_calls"] = [{"id": c["id"], "type": "function",
+                                  "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                 for c in completion.tool_calls]
+    run.messages.append(message)
     return step
+
+
+def _answer(run: AgentRun, step: Step, text: str) -> None:
+    """What the agent is told after a step: a tool result for each of its calls, else a user message."""
+    if step.tool_calls:
+        run.messages.extend({"role": "tool", "tool_call_id": call["id"], "content": text} for call in step.tool_calls)
+    else:
+        run.messages.append({"role": "user", "content": text})
 
 
 def _execute(runtime: Runtime, step: Step, run: AgentRun, limits: AgentLimits) -> None:
@@ -204,4 +223,4 @@ def _execute(runtime: Runtime, step: Step, run: AgentRun, limits: AgentLimits) -
     step.command_seconds = round(result.duration, 4)
     observation = render("observation.md.j2", exit_code=result.exit_code, output=result.output,
                          timed_out=result.timed_out, timeout=int(limits.command_timeout), cut_bytes=result.cut_bytes)
-    run.messages.append({"role": "user", "content": observation})
+    _answer(run, step, observation)

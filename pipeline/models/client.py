@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
@@ -28,6 +28,7 @@ class Completion:
     cost: float
     latency: float
     retries: int
+    tool_calls: list[dict] = field(default_factory=list)  # [{id, name, arguments (JSON text)}]
 
 
 def _retryable_errors():
@@ -53,7 +54,8 @@ class ModelClient:
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
 
     def complete(self, messages: list[dict], budget: Budget, *, agent: str = "", agent_index: int = 0,
-                 temperature: float | None = None, seed: int | None = None) -> Completion:
+                 temperature: float | None = None, seed: int | None = None,
+                 tools: list[dict] | None = None) -> Completion:
         """One reply; raises CostLimitExceeded before a call the budget cannot pay, ModelCallFailed after."""
         from pipeline.models.litellm_setup import litellm
 
@@ -63,6 +65,8 @@ class ModelClient:
                       metadata={METADATA_KEY: {"scope": self.scope, "role": self.role, "agent": agent_index}})
         if self.spec.api_base and self.spec.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
             params["api_key"] = "unused"  # self-hosted OpenAI-compatible servers want some key, not a secret
+        if tools:
+            params["tools"] = tools
         for name, value in (("api_base", self.spec.api_base), ("max_tokens", self.spec.max_tokens),
                             ("temperature", self.spec.temperature if temperature is None else temperature),
                             ("seed", seed)):
@@ -103,8 +107,11 @@ class ModelClient:
         self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model, input_tokens=input_tokens,
                                      cached_tokens=cached_tokens, output_tokens=output_tokens, cost=cost,
                                      latency=round(latency, 4), retries=retries, task=self.task, agent=agent))
-        content = response.choices[0].message.content or ""
-        return Completion(content, input_tokens, cached_tokens, output_tokens, cost, latency, retries)
+        message = response.choices[0].message
+        calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
+                 for call in (getattr(message, "tool_calls", None) or [])]
+        return Completion(message.content or "", input_tokens, cached_tokens, output_tokens, cost, latency, retries,
+                          calls)
 
     def _record_failure(self, agent: str, started: float, retries: int, error: Exception) -> None:
         self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,

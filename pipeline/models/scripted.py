@@ -8,7 +8,8 @@ Model string: ``scripted/<path to a YAML or JSON file>``. The file maps a role t
       - reply
     delay: 0.0         # optional seconds to wait before every reply
 
-A reply is a string (the assistant's content) or an object with ``content``, optional ``usage``
+A reply is a string (the assistant's content) or an object with ``content``, optional ``tool_calls``
+(``[{name, arguments}]``, for the tool-call action format), optional ``usage``
 (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``) and ``delay``, or ``error``: one of
 rate_limit, timeout, server_error, connection, auth, context_window, to raise that fault at that call.
 
@@ -92,13 +93,20 @@ class ScriptedModel(CustomLLM):
                                   f"{', '.join(_FAULTS)}", model)
             raise fault(model)
         content = str(reply.get("content", ""))
+        message = {"role": "assistant", "content": content}
+        if reply.get("tool_calls"):
+            message["tool_calls"] = [
+                {"id": f"call_{position}_{n}", "type": "function",
+                 "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}
+                for n, call in enumerate(reply["tool_calls"])]
         usage = reply.get("usage") or {}
         prompt = int(usage.get("prompt_tokens", _estimate_tokens(messages)))
         completion = int(usage.get("completion_tokens", max(1, len(content) // 4)))
         cached = int(usage.get("cached_tokens", 0))
         return ModelResponse(
             model=model,
-            choices=[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            choices=[{"index": 0, "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                      "message": message}],
             usage={"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                    "prompt_tokens_details": {"cached_tokens": cached}},
         )

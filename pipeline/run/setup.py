@@ -63,7 +63,7 @@ def prepare_run(*, dataset: str, config_path: Path | None, overrides: dict[str, 
         if not (reuse.root / "tasks").is_dir():
             raise SwepipeError(f"--reuse-juniors-from {reuse_juniors_from}: no run directory with tasks at {reuse.root}")
     principal_model = cfg.models[roles[-1]].model
-    senior = SeniorSettings(limits=cfg.limits.model_copy(update={"max_steps": cfg.senior.max_steps}).agent_limits(),
+    senior = SeniorSettings(limits=cfg.limits.model_copy(update={"max_steps": cfg.senior.max_steps, "action_format": "text"}).agent_limits(),
                             context_tokens=cfg.senior.context_tokens, expansion_tokens=cfg.senior.expansion_tokens,
                             count_tokens=_token_counter(principal_model))
     principal = PrincipalSettings(show_candidates=cfg.principal.show_candidates, fallback=cfg.principal.fallback)
