@@ -61,7 +61,9 @@ def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
     axes.set_ylabel("dollars")
     axes.yaxis.set_major_formatter("${x:,.4g}")
     plural = "s" if len(tasks) != 1 else ""
-    axes.set_title(f"{run.run_id}: dollars per task by stage ({len(tasks)} task{plural}, sorted by total)")
+    # Two lines: a long run id must not push the title off a narrow figure.
+    axes.set_title(f"{run.run_id}\ndollars per task by stage ({len(tasks)} task{plural}, sorted by total)",
+                   fontsize=10)
     if labelled:
         axes.set_xticks(positions, [short_id(t.instance_id) for t in tasks], rotation=55, ha="right", fontsize=7)
     else:
