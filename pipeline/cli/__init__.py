@@ -1,0 +1,28 @@
+"""The `swepipe` command line: the app here, its commands in the modules imported at the bottom."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from pipeline.errors import SwepipeError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
+images_app = typer.Typer(no_args_is_help=True, help="Build the Docker images the bundled tasks run in.")
+app.add_typer(images_app, name="images")
+console = Console()
+
+
+def main() -> None:
+    try:
+        app()
+    except SwepipeError as error:
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {error}", highlight=False)
+        sys.exit(2)
+
+
+# Registering the commands; in this order they appear in --help.
+from pipeline.cli import dataset_commands, eval_command, report_commands, run_commands  # noqa: E402,F401

@@ -1,0 +1,144 @@
+"""Commands about tasks and their images: tasks, validate, images build, cleanup."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from pipeline.cli import app, console, images_app
+from pipeline.cli import options as opt
+from pipeline.errors import SwepipeError
+
+
+@app.command()
+def tasks(
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None,
+    language: opt.Language = None,
+    limit: opt.Limit = None,
+    slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False,
+    seed: opt.Seed = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decoded records as a JSON list.")] = False,
+) -> None:
+    """List the tasks of a dataset (after the filters)."""
+    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, slice_, shuffle, seed)
+    if as_json:
+        json.dump([task.to_row() for task in selected], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    table = Table(title=f"{len(selected)} task(s) from {dataset}")
+    for column in ("instance id", "repo", "language", "FAIL_TO_PASS", "PASS_TO_PASS"):
+        table.add_column(column, justify="right" if column.isupper() else "left", overflow="fold")
+    for task in selected:
+        table.add_row(task.instance_id, task.repo, task.repo_language,
+                      str(len(task.fail_to_pass)), str(len(task.pass_to_pass)))
+    console.print(table)
+
+
+
+@app.command()
+def validate(
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None,
+    language: opt.Language = None,
+    limit: opt.Limit = None,
+    run_scripts: opt.RunScripts = None,
+    image_template: opt.ImageTemplate = None,
+    workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
+    timeout: opt.Timeout = 1800,
+    output_dir: Annotated[Optional[Path], typer.Option(help="Where the check's evaluations go.")] = None,
+) -> None:
+    """Check every task: gold resolves, empty patch does not, F2P fail and P2P pass at base, no test name leaks."""
+    from pipeline.datasets import defaults_for
+    from pipeline.evaluation.runner import EvalSettings
+    from pipeline.evaluation.validate import validate_tasks
+
+    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, None, False, 0)
+    defaults = defaults_for(dataset)
+    settings = EvalSettings(image_template=image_template or defaults.image_template,
+                            run_scripts=run_scripts or defaults.run_scripts, timeout=timeout,
+                            run_id=time.strftime("validate-%Y%m%d-%H%M%S"))
+    out = output_dir or Path("runs") / settings.run_id
+    checks = validate_tasks(selected, settings, out, workers=workers, show_progress=sys.stderr.isatty())
+    table = Table(title=f"validation of {len(checks)} task(s) from {dataset}")
+    for column in ("instance id", "gold resolves", "empty fails", "F2P fail at base", "P2P pass at base",
+                   "prompt clean", "problems"):
+        table.add_column(column, overflow="fold")
+    mark = {True: "yes", False: "[bold red]NO[/bold red]"}
+    for c in checks:
+        table.add_row(c.instance_id, mark[c.gold_resolves], mark[c.empty_unresolved], mark[c.f2p_fail_at_base],
+                      mark[c.p2p_pass_at_base], mark[c.prompt_clean], "; ".join(c.problems))
+    console.print(table)
+    broken = [c for c in checks if not c.ok]
+    console.print(f"{len(checks) - len(broken)} of {len(checks)} task(s) sound; evaluations in {out}")
+    if broken:
+        raise typer.Exit(1)
+
+
+
+@app.command()
+def cleanup(
+    run_id: Annotated[Optional[str], typer.Option(help="Only containers of this run.")] = None,
+    images: Annotated[bool, typer.Option("--images", help="Also remove the cached sanitised images.")] = False,
+) -> None:
+    """Remove containers (and optionally cached images) that swepipe left behind."""
+    from pipeline.runtime import containers
+
+    removed = containers.remove_labelled(run_id)
+    print(f"removed {len(removed)} container(s)" + (f": {', '.join(removed)}" if removed else ""))
+    if images:
+        tags = containers.remove_sanitised_images()
+        print(f"removed {len(tags)} sanitised image(s)")
+
+
+@images_app.command("build")
+def images_build(
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    instance_ids: opt.InstanceIds = None,
+    force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
+) -> None:
+    """Build the Debian base image (debootstrap + docker import) and the bundled tasks' images.
+
+    Cached: an image is rebuilt only when what it is built from changed.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from pipeline.bundled.images import build_images
+    from pipeline.datasets import BUNDLED
+
+    if dataset != BUNDLED:
+        raise SwepipeError(f"only the bundled tasks' images are built locally; {dataset!r} names images on a "
+                           "registry (see --image-template), which `docker pull` or swepipe fetch on first use")
+    ids = opt.select_tasks(dataset, "test", instance_ids, None, None, None, None, False, 0)
+    started = time.monotonic()
+    with Progress(TextColumn("[bold]images[/bold]"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  disable=not sys.stderr.isatty()) as progress:
+        bar = progress.add_task("", total=None)
+
+        def on_step(kind, item, number, total):
+            label = item if isinstance(item, str) else item.name
+            progress.update(bar, total=total, completed=number, description=f"{kind}: {label}")
+
+        built = build_images([t.instance_id for t in ids] if instance_ids else None, force=force, on_step=on_step)
+    for image in built:
+        print(f"{image.image}: " + ("up to date" if image.cached else f"built in {image.seconds:.1f} s"))
+    fresh = [b for b in built if not b.cached]
+    print(f"{len(built)} image(s), {len(fresh)} built, in {time.monotonic() - started:.1f} s")

@@ -1,0 +1,61 @@
+"""swepipe eval: scoring predictions with the hidden tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pipeline.cli import app, console
+from pipeline.cli import options as opt
+from pipeline.errors import SwepipeError
+
+
+@app.command("eval")
+def eval_(
+    predictions: Annotated[Path, typer.Option(help="predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")],
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    run_scripts: opt.RunScripts = None,
+    dockerfiles: opt.Dockerfiles = None,
+    image_template: opt.ImageTemplate = None,
+    output_dir: Annotated[Optional[Path], typer.Option(
+        help="Where results go (default runs/<run-id>/eval; a predictions file inside runs/<run-id>/ names the run).")] = None,
+    workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
+    redo: Annotated[bool, typer.Option(help="Score again instances that already have a result.")] = False,
+    timeout: opt.Timeout = 1800,
+    attempts: Annotated[int, typer.Option(help="Rerun unresolved instances up to N attempts in all to spot flaky "
+                                          "tests; the first attempt's verdict stays the official one.")] = 1,
+    platform: opt.Platform = None,
+    block_network: Annotated[bool, typer.Option(help="Run the tests with no network.")] = False,
+) -> None:
+    """Score predictions with the hidden tests, by the official SWE-Bench Pro protocol."""
+    from pipeline.datasets import defaults_for
+    from pipeline.evaluation.batch import evaluate_predictions
+    from pipeline.evaluation.predictions import load_predictions
+    from pipeline.evaluation.report import print_summary
+    from pipeline.evaluation.runner import EvalSettings
+    from pipeline.tasks import load_tasks
+
+    if attempts < 1 or workers < 1 or timeout <= 0:
+        raise SwepipeError("--attempts and --workers must be at least 1, and --timeout above 0")
+    loaded = load_predictions(predictions)
+    tasks_ = load_tasks(dataset, split)
+    defaults = defaults_for(dataset)
+    run_id = _run_id_for(predictions)
+    out = output_dir or Path("runs") / run_id / "eval"
+    settings = EvalSettings(image_template=image_template or defaults.image_template,
+                            run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
+                            timeout=timeout, platform=platform, block_network=block_network, run_id=run_id)
+    summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo, attempts=attempts,
+                                   show_progress=sys.stderr.isatty())
+    print_summary(summary, out, console)
+
+
+def _run_id_for(predictions: Path) -> str:
+    resolved = predictions.resolve()
+    if resolved.parent.parent.name == "runs":
+        return resolved.parent.name
+    return f"eval-{predictions.stem}"

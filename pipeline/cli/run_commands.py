@@ -1,0 +1,168 @@
+"""swepipe run (the strategies over many tasks) and swepipe rollouts (the junior stage alone)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from pipeline.cli import app, console
+from pipeline.cli import options as opt
+
+
+@app.command()
+def run(
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None,
+    language: opt.Language = None,
+    limit: opt.Limit = None,
+    slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False,
+    seed: opt.Seed = 0,
+    config: opt.ConfigFile = None,
+    junior_model: opt.JuniorModel = None,
+    senior_model: opt.SeniorModel = None,
+    principal_model: opt.PrincipalModel = None,
+    strategy: Annotated[str, typer.Option(help="pipeline (juniors, senior, principal), solo (one agent, the baseline) or team (a lead delegating to workers).")] = "pipeline",
+    solo_model: Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")] = None,
+    lead_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's lead.")] = None,
+    worker_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's workers.")] = None,
+    team_stages: Annotated[Optional[str], typer.Option(help="Team: the stage workers serve: planning, implementation, verification or all (default from config: all).")] = None,
+    team_mode: Annotated[Optional[str], typer.Option(help="Team: blocking (the lead waits for its workers) or async (workers run while it works; default from config: blocking).")] = None,
+    team_size: Annotated[Optional[int], typer.Option(help="Team: workers at a time, 1 to 16 (default from config: 3).")] = None,
+    team_sizing: Annotated[Optional[str], typer.Option(help="Team: fixed (every delegation uses the whole team) or lead (the lead picks up to --team-size; default).")] = None,
+    team_messages: Annotated[Optional[bool], typer.Option("--team-messages/--no-team-messages", help="Team: let agents message each other (default from config: yes).")] = None,
+    k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task (default from config: 4).")] = None,
+    workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
+    run_id: Annotated[Optional[str], typer.Option(help="Run id; the same id resumes a run (default: run-<time>).")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("runs"),
+    evaluate: Annotated[bool, typer.Option("--evaluate", help="Score each prediction with the hidden tests as soon as it exists.")] = False,
+    reuse_juniors_from: Annotated[Optional[str], typer.Option(help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
+    run_scripts: opt.RunScripts = None,
+    dockerfiles: opt.Dockerfiles = None,
+    image_template: opt.ImageTemplate = None,
+    timeout: opt.Timeout = 1800,
+) -> None:
+    """Run the pipeline (juniors, senior, principal) over the tasks, resumably, and optionally score it."""
+    from pipeline.run.runner import run_tasks
+    from pipeline.run.setup import prepare_run
+
+    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, slice_, shuffle, seed)
+    ctx = prepare_run(dataset=dataset, config_path=config, overrides={"junior": junior_model, "senior": senior_model,
+                      "principal": principal_model, "solo": solo_model, "lead": lead_model, "worker": worker_model},
+                      k=k, strategy=strategy, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
+                      reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts, dockerfiles=dockerfiles,
+                      image_template=image_template, timeout=timeout, announce=console.print,
+                      team={"stages": team_stages, "mode": team_mode, "size": team_size, "sizing": team_sizing,
+                            "messages": team_messages})
+    try:
+        console.print(f"run {ctx.layout.run_id}: {len(selected)} task(s) -> {ctx.layout.root}")
+        summary = run_tasks(selected, ctx, workers=workers, show_progress=sys.stderr.isatty())
+        _print_run(summary, ctx)
+    finally:
+        ctx.close()
+
+
+def _print_run(summary, ctx) -> None:
+    table = Table(title=f"run {ctx.layout.run_id}")
+    stages = {"solo": ["solo"], "team": ["lead", "worker"]}.get(ctx.strategy, ["junior", "senior", "principal"])
+    for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
+        table.add_column(column, overflow="fold")
+    for instance_id, p in sorted(summary.predictions.items()):
+        cost = p.get("cost", {})
+        resolved = {True: "yes", False: "no", None: "-"}[p.get("resolved")]
+        table.add_row(instance_id, p.get("source", ""), *(f"{cost.get(s, 0):.4f}" for s in stages), resolved,
+                      (p.get("error") or "")[:120])
+    console.print(table)
+    if summary.skipped:
+        console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
+    console.print(f"spent: {summary.line()}; predictions in {ctx.layout.predictions}")
+    for instance_id, error in sorted(summary.infra_errors.items()):
+        console.print(f"[red]not run[/red] {instance_id}: {error}", soft_wrap=True)
+    if summary.infra_errors:
+        console.print(f"[red]{len(summary.infra_errors)} task(s) could not run (Docker or image trouble); they stay "
+                      "unfinished and the same --run-id retries them[/red]")
+        raise typer.Exit(1)
+
+
+@app.command()
+def rollouts(
+    task: Annotated[str, typer.Option(help="Instance id of the task.")],
+    dataset: opt.Dataset = opt.DEFAULT_DATASET,
+    split: opt.Split = "test",
+    k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 4).")] = None,
+    config: opt.ConfigFile = None,
+    junior_model: opt.JuniorModel = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="Step limit per rollout.")] = None,
+    image_template: opt.ImageTemplate = None,
+    output_dir: Annotated[Optional[Path], typer.Option(help="Where rollouts go (default runs/<run-id>/tasks/<id>/junior).")] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="Run id (default: rollouts-<time>).")] = None,
+) -> None:
+    """Run the junior stage alone on one task and print the candidate pool."""
+    import time as _time
+
+    from pipeline.config import load_config
+    from pipeline.datasets import defaults_for
+    from pipeline.juniors.pool import build_pool
+    from pipeline.juniors.stage import junior_settings, run_juniors
+    from pipeline.models.budget import Budget
+    from pipeline.models.client import ModelClient
+    from pipeline.models.ledger import Ledger
+    from pipeline.runtime.images import image_name
+    from pipeline.storage import write_json_atomic
+
+    selected = opt.select_tasks(dataset, split, task, None, None, None, None, False, 0)[0]
+    cfg = load_config(config).with_model("junior", junior_model)
+    if k is not None:
+        cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
+    if max_steps is not None:
+        cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"max_steps": max_steps})})
+    run_id = run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S")
+    task_dir = Path("runs") / run_id / "tasks" / selected.instance_id
+    directory = output_dir or task_dir / "junior"
+    ledger = Ledger((output_dir or task_dir) / "ledger.jsonl")
+    server = None
+    if "junior" not in cfg.models:  # as in `swepipe run`: the local model when none is configured
+        from pipeline.models.local_server import LocalModelServer
+
+        console.print("no junior model configured: starting the local model (Gemma 3 270M)")
+        server = LocalModelServer()
+        server.start()
+        cfg = cfg.model_copy(update={"models": {**cfg.models, "junior": server.spec()}})
+    try:
+        client = ModelClient(cfg.model_for("junior"), "junior", ledger, task=selected.instance_id,
+                             scope=f"{run_id}/{selected.instance_id}")
+        template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template
+        settings = junior_settings(cfg, image_name(template, selected.to_row()), run_id)
+        run_budget = Budget("run", cfg.budgets.per_run)
+        task_budget = run_budget.child(f"task {selected.instance_id}", cfg.budgets.per_task)
+        records = run_juniors(selected, cfg.juniors.k, client, task_budget, settings, directory,
+                              on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
+                                                              f"{r['steps']} steps, ${r['cost']:.4f}"))
+    finally:
+        if server is not None:
+            server.stop()
+    pool = build_pool(selected.instance_id, records)
+    write_json_atomic(directory / "pool.json", pool.to_dict())
+    _print_pool(pool, records)
+
+
+def _print_pool(pool, records) -> None:
+    console.print(f"candidate pool of {pool.instance_id}: {len(pool.candidates)} distinct patch(es) "
+                  f"from {pool.rollouts} rollouts", soft_wrap=True)
+    table = Table()
+    for column in ("votes", "rollouts", "files", "functions", "test edits"):
+        table.add_column(column, overflow="fold")
+    for candidate in pool.candidates:
+        table.add_row(str(candidate.votes), ", ".join(map(str, candidate.rollouts)), "\n".join(candidate.files),
+                      "\n".join(candidate.functions[:6]), "yes" if candidate.test_patch else "no")
+    console.print(table)
+    if pool.empty:
+        console.print(f"no source edit from rollout(s) {', '.join(map(str, pool.empty))}")
+    console.print(f"total ${sum(r['cost'] for r in records):.4f}; exit reasons: "
+                  + ", ".join(sorted({r['exit_reason'] for r in records})))
