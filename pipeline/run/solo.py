@@ -9,7 +9,7 @@ import traceback
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.prompts import render_task_prompt
-from pipeline.run.task import RunContext, _evaluate
+from pipeline.run.task import RunContext, _evaluate, task_books
 from pipeline.runtime.images import image_name
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -21,11 +21,8 @@ def run_solo_task(task: Task, ctx: RunContext) -> dict:
     from pipeline.runtime.background import BackgroundRuntime
     from pipeline.runtime.docker import DockerRuntime
 
-    paths = ctx.layout.task(task.instance_id)
+    paths, ledger, budget = task_books(task, ctx, "solo")
     directory = paths.root / "solo"
-    directory.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger(paths.ledger)
-    budget = ctx.run_budget.child(f"task {task.instance_id}", ctx.config.budgets.per_task)
     prediction = {"instance_id": task.instance_id, "model_patch": "", "strategy": "solo", "source": "none",
                   "models": {"solo": ctx.config.model_for("solo").model}, "error": None}
     started = time.monotonic()

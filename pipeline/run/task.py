@@ -46,12 +46,17 @@ class RunContext:
             self.local_server.stop()
 
 
+def task_books(task: Task, ctx: RunContext, folder: str | None = None) -> tuple[TaskPaths, Ledger, Budget]:
+    """A task's paths (its ``folder`` created), its ledger and its budget under the run's: every strategy's start."""
+    paths = ctx.layout.task(task.instance_id)
+    (paths.root / folder if folder else paths.root).mkdir(parents=True, exist_ok=True)
+    budget = ctx.run_budget.child(f"task {task.instance_id}", ctx.config.budgets.per_task)
+    return paths, Ledger(paths.ledger), budget
+
+
 def run_task(task: Task, ctx: RunContext) -> dict:
     """The prediction record for ``task``; a failing stage ends the task with its reason recorded."""
-    paths = ctx.layout.task(task.instance_id)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger(paths.ledger)
-    budget = ctx.run_budget.child(f"task {task.instance_id}", ctx.config.budgets.per_task)
+    paths, ledger, budget = task_books(task, ctx)
     seconds: dict[str, float] = {}
     prediction = {"instance_id": task.instance_id, "model_patch": "", "strategy": "pipeline", "source": "none",
                   "models": ctx.models, "error": None, "juniors_reused_from": None}

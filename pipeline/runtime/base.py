@@ -40,6 +40,9 @@ class Runtime(Protocol):
     def stop(self) -> None: ...
 
 
+# Every command runs with these: no pager, no colour codes, no progress bars in the observation.
+COMMAND_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PIP_PROGRESS_BAR": "off"}
+
 # The harness's own git commands must not be bent by the repository's or the user's settings.
 GIT_QUIET = "git -c core.pager=cat -c color.ui=false -c diff.noprefix=false -c diff.mnemonicPrefix=false"
 

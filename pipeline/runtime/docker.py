@@ -18,13 +18,12 @@ from docker.errors import DockerException, NotFound
 
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
-from pipeline.runtime.base import CommandResult, diff_command, resolve_in
+from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, resolve_in
 from pipeline.runtime.images import ensure_image, sanitised_image
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandSession, SessionUnavailable
 from pipeline.runtime.docker_stream import FrameReader, StreamClosed
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
 
-COMMAND_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PIP_PROGRESS_BAR": "off"}
 # Past the command's own timeout (enforced inside the container by coreutils `timeout`), the
 # client waits this long for the stream to close before it gives up on it.
 CLIENT_GRACE = 10.0

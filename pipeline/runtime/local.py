@@ -12,13 +12,12 @@ import time
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import RuntimeUnavailable
-from pipeline.runtime.base import CommandResult, diff_command, resolve_in
+from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, resolve_in
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
 
 # Only these reach a command: never the caller's environment, which may hold API keys.
 _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ")
-COMMAND_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PIP_PROGRESS_BAR": "off"}
 
 
 class LocalRuntime:

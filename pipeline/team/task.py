@@ -11,7 +11,7 @@ from pipeline.errors import RuntimeUnavailable
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.prompts import render_task_prompt
-from pipeline.run.task import RunContext, _evaluate
+from pipeline.run.task import RunContext, _evaluate, task_books
 from pipeline.runtime.base import Runtime
 from pipeline.runtime.images import image_name
 from pipeline.storage import write_json_atomic
@@ -25,11 +25,8 @@ ROLES = ("lead", "worker")
 def run_team_task(task: Task, ctx: RunContext, runtime_factory: Callable[[], Runtime] | None = None) -> dict:
     """Writes tasks/<id>/team/{lead,worker-N}.trajectory.json, delegations.json, messages.json, result.json
     and patch.diff; returns the prediction. ``runtime_factory`` replaces the task's container (tests)."""
-    paths = ctx.layout.task(task.instance_id)
+    paths, ledger, budget = task_books(task, ctx, "team")
     directory = paths.root / "team"
-    directory.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger(paths.ledger)
-    budget = ctx.run_budget.child(f"task {task.instance_id}", ctx.config.budgets.per_task)
     cfg = ctx.config
     prediction = {"instance_id": task.instance_id, "model_patch": "", "strategy": "team", "source": "none",
                   "models": {role: cfg.model_for(role).model for role in ROLES}, "error": None}
