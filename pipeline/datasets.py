@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.bundled import build as bundled
 from pipeline.tasks import register_named_dataset
 
 BUNDLED = "bundled"
-BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
-BUNDLED_IMAGE_TEMPLATE = "swepipe-bundled:{dockerhub_tag}"
+BUNDLED_DIR = bundled.BUNDLED_ROOT
+# The same names `swepipe images build` gives the bundled task images.
+BUNDLED_IMAGE_TEMPLATE = f"{bundled.IMAGE_REPOSITORY}:{{dockerhub_tag}}"
 DEFAULT_IMAGE_TEMPLATE = "jefzda/sweap-images:{dockerhub_tag}"  # the official SWE-Bench Pro images
 
 
@@ -21,8 +23,8 @@ class DatasetDefaults:
 
 def defaults_for(dataset: str) -> DatasetDefaults:
     if dataset == BUNDLED:
-        return DatasetDefaults(BUNDLED_IMAGE_TEMPLATE, BUNDLED_DIR / "tasks")
+        return DatasetDefaults(BUNDLED_IMAGE_TEMPLATE, bundled.scripts_dir())
     return DatasetDefaults(DEFAULT_IMAGE_TEMPLATE, None)
 
 
-register_named_dataset(BUNDLED, lambda: BUNDLED_DIR / "dataset.jsonl")
+register_named_dataset(BUNDLED, lambda: bundled.DATASET_PATH)

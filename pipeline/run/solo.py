@@ -9,7 +9,7 @@ import traceback
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.prompts import render_task_prompt
-from pipeline.run.task import RunContext, _evaluate, task_books
+from pipeline.run.task import RunContext, score_prediction, task_books
 from pipeline.runtime.images import image_name
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -62,5 +62,5 @@ def run_solo_task(task: Task, ctx: RunContext) -> dict:
                                        "output": sum(r.output_tokens for r in rows)}},
                       seconds={"solo": round(time.monotonic() - started, 2)})
     if ctx.evaluation is not None:
-        prediction["resolved"] = _evaluate(task, prediction["model_patch"], paths, ctx.evaluation)
+        prediction["resolved"] = score_prediction(task, prediction["model_patch"], paths, ctx.evaluation)
     return prediction

@@ -81,7 +81,7 @@ def run_task(task: Task, ctx: RunContext) -> dict:
         (paths.root / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
     prediction.update(_spend(Ledger.read(paths.ledger), records), seconds=seconds)
     if ctx.evaluation is not None:
-        prediction["resolved"] = _evaluate(task, prediction["model_patch"], paths, ctx.evaluation)
+        prediction["resolved"] = score_prediction(task, prediction["model_patch"], paths, ctx.evaluation)
     return prediction
 
 
@@ -170,7 +170,8 @@ def _spend(rows, records: list[dict]) -> dict:
     return {"cost": {**cost, "total": round(sum(cost.values()), 8)}, "tokens": tokens}
 
 
-def _evaluate(task: Task, patch: str, paths: TaskPaths, settings: EvalSettings) -> bool | None:
+def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSettings) -> bool | None:
+    """Score with the hidden tests into tasks/<id>/eval (reused when done); None for an infrastructure error."""
     done = paths.eval / "result.json"
     if done.exists():
         return json.loads(done.read_text()).get("resolved")

@@ -119,7 +119,7 @@ class _FileCache:
         if path not in self._lines:
             try:
                 self._lines[path] = self._runtime.read_file(path).decode("utf-8", errors="replace").splitlines()
-            except (OSError, ValueError, Exception):  # noqa: BLE001 - missing, a directory, a dead container
+            except Exception:  # noqa: BLE001 - missing, a directory, undecodable, a dead container
                 self._lines[path] = None
         return self._lines[path]
 

@@ -11,7 +11,7 @@ from pipeline.errors import RuntimeUnavailable
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.prompts import render_task_prompt
-from pipeline.run.task import RunContext, _evaluate, task_books
+from pipeline.run.task import RunContext, score_prediction, task_books
 from pipeline.runtime.base import Runtime
 from pipeline.runtime.images import image_name
 from pipeline.storage import write_json_atomic
@@ -56,7 +56,7 @@ def run_team_task(task: Task, ctx: RunContext, runtime_factory: Callable[[], Run
         (paths.root / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
     prediction.update(team_spend(Ledger.read(paths.ledger)), seconds={"team": round(time.monotonic() - started, 2)})
     if ctx.evaluation is not None:
-        prediction["resolved"] = _evaluate(task, prediction["model_patch"], paths, ctx.evaluation)
+        prediction["resolved"] = score_prediction(task, prediction["model_patch"], paths, ctx.evaluation)
     return prediction
 
 
