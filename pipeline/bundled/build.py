@@ -38,10 +38,12 @@ from typing import Any
 
 import yaml
 
-BUNDLED_ROOT = Path(__file__).resolve().parent
-TASKS_ROOT = BUNDLED_ROOT / "tasks"
-IMAGES_ROOT = BUNDLED_ROOT / "images"
-DATASET_PATH = BUNDLED_ROOT / "dataset.jsonl"
+# Where the bundled tasks, images and dataset live: defined with the dataset's name, for the readers too.
+from pipeline.datasets import BUNDLED_DATASET as DATASET_PATH
+from pipeline.datasets import BUNDLED_DIR as BUNDLED_ROOT  # noqa: F401 - build.BUNDLED_ROOT
+from pipeline.datasets import BUNDLED_IMAGE_REPOSITORY as IMAGE_REPOSITORY
+from pipeline.datasets import BUNDLED_IMAGES_DIR as IMAGES_ROOT  # noqa: F401 - build.IMAGES_ROOT (images.py)
+from pipeline.datasets import BUNDLED_TASKS_DIR as TASKS_ROOT
 
 # Identity and clock of every commit, so that shas do not depend on who builds or when.
 AUTHOR_NAME = "swepipe bundled tasks"
@@ -54,7 +56,6 @@ BASE_BRANCH = "main"
 
 # repo_language (as in the dataset) -> language image tag (swepipe-lang:<tag>).
 LANGUAGE_IMAGES = {"python": "python", "go": "go", "js": "node", "ts": "node"}
-IMAGE_REPOSITORY = "swepipe-bundled"
 
 # Column order of ScaleAI/SWE-bench_Pro.
 ROW_COLUMNS = (

@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline import datasets  # noqa: F401 - registers the bundled dataset
+from pipeline.datasets import BUNDLED
 from pipeline.tasks import Task, TaskFilter, load_tasks, parse_instance_ids
 
-DEFAULT_DATASET = datasets.BUNDLED
+DEFAULT_DATASET = BUNDLED
 
 Dataset = Annotated[str, typer.Option(
     "--dataset", "-d",

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
-from pipeline.models.scripted import METADATA_KEY
-from pipeline.models.spec import ModelSpec
+from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.secrets import redact
 
 
@@ -52,6 +51,10 @@ class ModelClient:
         self.stage, self.task, self.scope = stage or role, task, scope or task
         self.prices = resolve_prices(spec, role)  # fails before anything is spent
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        if spec.is_scripted:  # the test model is loaded only by the process that uses it
+            from pipeline.models.litellm_setup import register_scripted
+
+            register_scripted()
 
     def complete(self, messages: list[dict], budget: Budget, *, agent: str = "", agent_index: int = 0,
                  temperature: float | None = None, seed: int | None = None,

@@ -32,8 +32,9 @@ import litellm
 import yaml
 from litellm import CustomLLM, ModelResponse
 
+from pipeline.models.spec import METADATA_KEY  # {"scope": str, "role": str, "agent": int}
+
 MULTI_AGENT_ROLES = ("junior", "solo", "worker")
-METADATA_KEY = "swepipe_scripted"  # {"scope": str, "role": str, "agent": int}
 
 
 class ScriptError(litellm.BadRequestError):

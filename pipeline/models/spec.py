@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ROLES = ("junior", "senior", "principal", "solo", "lead", "worker")
 SECRET_KEYS = {"api_key", "api_keys", "key", "token", "secret", "password", "authorization"}
+# Every call's litellm `metadata` carries {"scope": str, "role": str, "agent": int} under this key; the
+# scripted model (pipeline.models.scripted) picks its script by it.
+METADATA_KEY = "swepipe_scripted"
 
 
 class Prices(BaseModel):

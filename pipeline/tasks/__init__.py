@@ -17,6 +17,3 @@ __all__ = [
     "parse_instance_ids",
     "register_named_dataset",
 ]
-
-# Named datasets (e.g. "bundled") register themselves; imported last, as that module uses the names above.
-from pipeline import datasets as _datasets  # noqa: E402,F401

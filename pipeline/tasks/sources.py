@@ -18,9 +18,20 @@ from .record import Task
 Rows = Iterable[tuple[str, Any]]  # (where in the source, e.g. "line 3" or "row 2"; the raw row)
 NamedLoader = Callable[[], Iterable[Mapping[str, Any]] | str | os.PathLike]
 
-_NAMED_DATASETS: dict[str, NamedLoader] = {}
 _HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _FIX_HINT = "Fix or remove that row and run again."
+
+
+def _bundled_dataset() -> Path:
+    """The bundled tasks' file; pipeline.datasets is imported on use, not with pipeline.tasks."""
+    from pipeline.datasets import BUNDLED_DATASET
+
+    return BUNDLED_DATASET
+
+
+# Built-in names, known here so that `load_tasks("bundled")` works whatever the caller imported first
+# ("bundled" is pipeline.datasets.BUNDLED; tests/test_imports.py checks they agree). Others register.
+_NAMED_DATASETS: dict[str, NamedLoader] = {"bundled": _bundled_dataset}
 
 
 def register_named_dataset(name: str, loader: NamedLoader) -> None:

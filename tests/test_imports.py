@@ -1,0 +1,300 @@
+"""The import graph of `pipeline`: no cycles between its packages, and no heavy imports where none are needed.
+
+The graph comes from the source (`ast`), not from importing anything: every `import` and `from ... import`,
+at module level or inside a function, counts; only those under `if TYPE_CHECKING:` do not, as they never
+run. Modules collapse to their package, the first component under `pipeline/` (`pipeline.team.lead` ->
+`team`; a top-level module such as `pipeline/config.py` is its own node, `config`).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = ROOT / "pipeline"
+# The bundled tasks' projects are data (their own Python sources), not part of the package's import graph.
+SKIPPED_DIRS = (PACKAGE_DIR / "bundled" / "tasks",)
+STAGE_PACKAGES = {"agent", "juniors", "senior", "principal", "team", "run", "runtime"}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # importing module, e.g. pipeline.team.lead
+    target: str  # imported module, e.g. pipeline.run.task
+    file: Path
+    line: int
+
+    @property
+    def where(self) -> str:
+        file = self.file.relative_to(ROOT) if self.file.is_relative_to(ROOT) else self.file
+        return f"{file}:{self.line}"
+
+
+def _module_files() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        if any(path.is_relative_to(skipped) for skipped in SKIPPED_DIRS):
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[Import] = []
+    for node in _executed_nodes(tree):
+        if isinstance(node, ast.Import):
+            found += [Import(module, alias.name, path, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            for alias in node.names:
+                # `from pipeline import datasets` imports the module pipeline.datasets, not pipeline.
+                submodule = f"{origin}.{alias.name}"
+                found.append(Import(module, submodule if submodule in modules else origin, path, node.lineno))
+    return [i for i in found if i.target == "pipeline" or i.target.startswith("pipeline.")]
+
+
+def _executed_nodes(tree: ast.AST):
+    """Every node, at any depth, except the bodies of `if TYPE_CHECKING:`, which never run."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _node(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None  # the bare `pipeline` package is nobody's dependency
+
+
+def all_imports() -> list[Import]:
+    modules = _module_files()
+    return [i for module, path in modules.items() for i in _imports_of(module, path, modules)]
+
+
+def package_graph(imports: list[Import]) -> dict[str, dict[str, list[Import]]]:
+    """package -> imported package -> the import statements behind that edge."""
+    graph: dict[str, dict[str, list[Import]]] = defaultdict(lambda: defaultdict(list))
+    for imp in imports:
+        source, target = _node(imp.source), _node(imp.target)
+        if source and target and source != target:
+            graph[source][target].append(imp)
+    return graph
+
+
+def _components(graph: dict[str, dict[str, list[Import]]]) -> list[list[str]]:
+    """Strongly connected components with more than one package (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, {})):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    nodes = set(graph) | {t for targets in graph.values() for t in targets}
+    for node in sorted(nodes):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _shortest_cycle(graph: dict[str, dict[str, list[Import]]], start: str, members: set[str]) -> list[str]:
+    """start -> ... -> start, the fewest edges, staying inside the component."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for successor in sorted(graph.get(node, {})):
+                if successor == start:
+                    return paths[node] + [start]
+                if successor in members and successor not in paths:
+                    paths[successor] = paths[node] + [successor]
+                    following.append(successor)
+        frontier = following
+    raise AssertionError(f"{start} is in a cycle but none was found")  # not reached for a real component
+
+
+def describe_cycles(graph: dict[str, dict[str, list[Import]]]) -> list[str]:
+    descriptions = []
+    for component in _components(graph):
+        members = set(component)
+        cycle = _shortest_cycle(graph, component[0], members)
+        lines = [f"cycle {' -> '.join(cycle)} (packages in this knot: {', '.join(component)})"]
+        on_cycle = set(itertools.pairwise(cycle))
+        lines += _edge_lines(graph, list(itertools.pairwise(cycle)))
+        others = [(s, t) for s in component for t in sorted(graph.get(s, {})) if t in members and (s, t) not in on_cycle]
+        if others:
+            lines.append("  other imports inside this knot:")
+            lines += _edge_lines(graph, others)
+        descriptions.append("\n".join(lines))
+    return descriptions
+
+
+def _edge_lines(graph: dict[str, dict[str, list[Import]]], edges: list[tuple[str, str]]) -> list[str]:
+    lines = []
+    for source, target in edges:
+        statements = {(imp.where, imp.target): None for imp in graph[source][target]}  # one per line, in order
+        lines += [f"    {source} -> {target}: {where} imports {module}" for where, module in statements]
+    return lines
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    """Guards the parser: relative, function-level and `from pipeline import module` imports count;
+    `if TYPE_CHECKING:` ones do not."""
+    source = tmp_path / "y.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from . import z\n"
+        "from ..w import helper\n"
+        "from pipeline import datasets\n"
+        "import json\n"
+        "if TYPE_CHECKING:\n"
+        "    from pipeline.tasks import Task\n"
+        "else:\n"
+        "    from pipeline.errors import SwepipeError\n"
+        "def later():\n"
+        "    import pipeline.team.lead\n",
+        encoding="utf-8",
+    )
+    modules = dict.fromkeys(["pipeline.x.y", "pipeline.x.z", "pipeline.w", "pipeline.datasets"], source)
+    found = {(i.target, i.line) for i in _imports_of("pipeline.x.y", source, modules)}
+    assert found == {("pipeline.x.z", 2), ("pipeline.w", 3), ("pipeline.datasets", 4), ("pipeline.errors", 9),
+                     ("pipeline.team.lead", 11)}
+
+    imports = all_imports()
+    assert ("pipeline.tasks", "pipeline.tasks.record") in {(i.source, i.target) for i in imports}
+    assert not any(".bundled.tasks." in i.source for i in imports)
+
+
+def test_cycles_are_described_with_their_import_lines():
+    graph = {
+        "a": {"b": [Import("pipeline.a", "pipeline.b.x", PACKAGE_DIR / "a.py", 3)]},
+        "b": {"c": [Import("pipeline.b.x", "pipeline.c", PACKAGE_DIR / "b" / "x.py", 7)]},
+        "c": {"a": [Import("pipeline.c", "pipeline.a", PACKAGE_DIR / "c.py", 1)], "d": []},
+    }
+    [described] = describe_cycles(graph)
+    assert "a -> b -> c -> a" in described
+    assert "pipeline/b/x.py:7 imports pipeline.c" in described
+    graph["b"]["a"] = [Import("pipeline.b", "pipeline.a", PACKAGE_DIR / "b" / "__init__.py", 2)]
+    [described] = describe_cycles(graph)
+    assert "a -> b -> a" in described
+    assert "other imports inside this knot" in described and "pipeline/c.py:1" in described
+    assert describe_cycles({"a": {"b": []}, "b": {"c": []}}) == []
+
+
+def test_no_import_cycle_between_packages():
+    cycles = describe_cycles(package_graph(all_imports()))
+    if cycles:
+        pytest.fail("import cycles between packages of pipeline/:\n" + "\n".join(cycles), pytrace=False)
+
+
+def test_config_does_not_import_the_stages():
+    config = PACKAGE_DIR / "config.py"
+    bad = [i for i in all_imports() if i.file == config and _node(i.target) in STAGE_PACKAGES]
+    if bad:
+        pytest.fail("pipeline/config.py must not import the stage packages:\n"
+                    + "\n".join(f"    {i.where} imports {i.target}" for i in bad), pytrace=False)
+
+
+def _python(code: str, *args: str) -> str:
+    """Run `code` in a fresh interpreter (nothing imported yet); its stdout."""
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize(
+    ("statement", "unwanted"),
+    [
+        ("import pipeline.models.client", ["pipeline.models.scripted"]),
+        ("import pipeline.models.litellm_setup", ["pipeline.models.scripted"]),
+        ("import pipeline.tasks.record", ["pipeline.bundled.build", "pipeline.datasets"]),
+        ("import pipeline.tasks", ["pipeline.bundled.build", "pipeline.datasets"]),
+    ],
+)
+def test_import_does_not_load(statement, unwanted):
+    output = _python(f"import sys\n{statement}\nprint(*[m for m in {unwanted!r} if m in sys.modules])")
+    assert not output.split(), f"`{statement}` loads {output.split()}"
+
+
+def test_bundled_dataset_name_resolves_in_a_fresh_process():
+    output = _python(
+        "import sys\n"
+        "from pipeline.tasks import load_tasks\n"
+        "tasks = load_tasks('bundled')\n"
+        "assert 'pipeline.bundled.build' not in sys.modules\n"
+        "from pipeline.datasets import BUNDLED, BUNDLED_DATASET\n"
+        "assert BUNDLED == 'bundled'\n"
+        "assert [t.instance_id for t in tasks] == [t.instance_id for t in load_tasks(str(BUNDLED_DATASET))]\n"
+        "print(len(tasks))"
+    )
+    assert int(output) > 0
+
+
+def test_scripted_model_works_in_a_fresh_process_through_the_client(tmp_path):
+    """The scripted provider registers itself with litellm when a client for a scripted model is made."""
+    script = tmp_path / "script.yaml"
+    script.write_text("principal:\n  - hello from the script\n", encoding="utf-8")
+    output = _python(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from pipeline.models.budget import Budget\n"
+        "from pipeline.models.client import ModelClient\n"
+        "from pipeline.models.ledger import Ledger\n"
+        "from pipeline.models.spec import ModelSpec\n"
+        "spec = ModelSpec(model='scripted/' + sys.argv[1])\n"
+        "client = ModelClient(spec, 'principal', Ledger(Path(sys.argv[2])))\n"
+        "assert 'pipeline.models.scripted' in sys.modules\n"
+        "print(client.complete([{'role': 'user', 'content': 'hi'}], Budget('test', 1.0)).content)",
+        script.as_posix(), str(tmp_path / "ledger.jsonl"),
+    )
+    assert output.strip() == "hello from the script"
