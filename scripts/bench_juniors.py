@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.agent.loop import AgentLimits
+from pipeline.config import Containers
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.juniors.rollout import RolloutSettings
 from pipeline.juniors.stage import run_juniors
@@ -27,7 +28,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec
-from pipeline.runtime.docker import DockerRuntime
+from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.images import image_name
 from pipeline.tasks import load_tasks
 
@@ -46,8 +47,8 @@ def run_stage(task, k: int, steps: int, delay: float, scratch: Path) -> tuple[fl
 
 
 def naive_exec_seconds(task, count: int) -> list[float]:
-    runtime = DockerRuntime(image_name(defaults_for(BUNDLED).image_template, task.to_row()), task.base_commit,
-                            run_id="bench-juniors")
+    runtime = open_runtime(task, "bench", Containers(), run_id="bench-juniors",
+                           image_template=defaults_for(BUNDLED).image_template)
     try:
         times = []
         for i in range(count):

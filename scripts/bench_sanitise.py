@@ -24,6 +24,7 @@ from pathlib import Path
 from pipeline.runtime import containers
 from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
+from pipeline.runtime.images import prepare_image
 
 IMAGE = "swepipe-bench-history:latest"
 
@@ -63,7 +64,8 @@ def make_repo(path: Path, commits: int, files: int) -> tuple[str, str]:
 
 def timed_start(base: str, sanitise: bool) -> float:
     started = time.monotonic()
-    runtime = DockerRuntime(IMAGE, base, run_id="bench-sanitise", sanitise=sanitise)
+    image = prepare_image(IMAGE, base, sanitise=sanitise)
+    runtime = DockerRuntime(image, base, run_id="bench-sanitise", server_in_image=sanitise)
     runtime.run("git status --short >/dev/null")
     elapsed = time.monotonic() - started
     runtime.stop()

@@ -8,10 +8,14 @@ import textwrap
 import pytest
 
 import runtime_contract as contract
+from pipeline.config import Containers
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
+from pipeline.runtime.factory import open_runtime
+from pipeline.runtime.images import prepare_image
+from pipeline.tasks import Task
 
 pytestmark = pytest.mark.docker
 LEAKY_IMAGE = "swepipe-test-leaky:latest"
@@ -26,10 +30,16 @@ def leaky_image(leaky_repo, tmp_path_factory):
     return LEAKY_IMAGE
 
 
+def start(image, base_commit, run_id, sanitise=True, **options) -> DockerRuntime:
+    """A container of ``image`` prepared (ensured and, when ``sanitise``, sanitised) the way stages get one."""
+    return DockerRuntime(prepare_image(image, base_commit, sanitise=sanitise), base_commit, run_id=run_id,
+                         server_in_image=sanitise, **options)
+
+
 @pytest.fixture(params=["command-server", "exec-per-command"])
 def rt(request, leaky_image, leaky_repo, run_id):
     server = request.param == "command-server"
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id, command_server=server) as runtime:
+    with start(leaky_image, leaky_repo["base"], run_id, command_server=server) as runtime:
         runtime.run("true")
         assert (runtime._session is not None) is server
         yield runtime
@@ -68,21 +78,22 @@ def test_no_solution_leak(rt, leaky_repo):
 
 def test_unsanitised_image_still_holds_the_gold_commit(leaky_image, leaky_repo, run_id):
     # The guard above is only meaningful if the image really carries the answer.
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id, sanitise=False) as runtime:
+    with start(leaky_image, leaky_repo["base"], run_id, sanitise=False) as runtime:
         assert runtime.run(f"git cat-file -e {leaky_repo['gold']}").ok
 
 
 def test_sanitised_image_is_made_once_and_reused(leaky_image, leaky_repo, run_id):
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as first:
+    with start(leaky_image, leaky_repo["base"], run_id) as first:
         image_one = first.container.image.id
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as second:
+    with start(leaky_image, leaky_repo["base"], run_id) as second:
         assert second.container.image.id == image_one
+    assert prepare_image(leaky_image, leaky_repo["base"]).startswith(f"{containers.SANITISED_REPOSITORY}:")
     assert labelled(run_id) == []
 
 
 def test_network_is_off_and_no_api_key_enters(leaky_image, leaky_repo, run_id, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-should-not-leak")
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+    with start(leaky_image, leaky_repo["base"], run_id) as runtime:
         assert "sk-ant" not in runtime.run("env").output
         assert runtime.run("cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net").output.split() \
             in (["unknown", "lo"], ["lo"])
@@ -90,7 +101,7 @@ def test_network_is_off_and_no_api_key_enters(leaky_image, leaky_repo, run_id, m
 
 def test_container_removed_after_an_exception(leaky_image, leaky_repo, run_id):
     with pytest.raises(ZeroDivisionError):
-        with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+        with start(leaky_image, leaky_repo["base"], run_id) as runtime:
             assert labelled(run_id)
             runtime.run("true")
             1 / 0
@@ -102,7 +113,9 @@ def test_container_removed_after_sigint(leaky_image, leaky_repo, run_id, tmp_pat
     script.write_text(textwrap.dedent(f"""
         import time
         from pipeline.runtime.docker import DockerRuntime
-        rt = DockerRuntime({leaky_image!r}, {leaky_repo['base']!r}, run_id={run_id!r})
+        from pipeline.runtime.images import prepare_image
+        image = prepare_image({leaky_image!r}, {leaky_repo['base']!r})
+        rt = DockerRuntime(image, {leaky_repo['base']!r}, run_id={run_id!r}, server_in_image=True)
         print("started", flush=True)
         time.sleep(120)
     """))
@@ -133,17 +146,20 @@ def test_cleanup_command_removes_leftovers(leaky_image, run_id):
 
 def test_missing_image_is_a_clear_error(run_id):
     with pytest.raises(RuntimeUnavailable, match="swepipe-no-such/image:1 is not available locally"):
-        DockerRuntime("swepipe-no-such/image:1", "HEAD", run_id=run_id)
+        start("swepipe-no-such/image:1", "HEAD", run_id)
     assert labelled(run_id) == []
 
 
 def test_unknown_base_commit_is_a_clear_error(leaky_image, run_id):
     with pytest.raises(RuntimeUnavailable, match="base commit 0123456789abcdef is not in the repository"):
-        DockerRuntime(leaky_image, "0123456789abcdef", run_id=run_id)
+        start(leaky_image, "0123456789abcdef", run_id)
+    # The scratch container that tried to sanitise is gone too.
+    mine = [f"{containers.RUN_LABEL}=sanitise", f"swepipe.owner_pid={os.getpid()}"]
+    assert containers.client().containers.list(all=True, filters={"label": mine}) == []
 
 
 def test_image_without_python_falls_back_to_exec(tmp_path, leaky_image, leaky_repo, run_id):
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+    with start(leaky_image, leaky_repo["base"], run_id) as runtime:
         runtime.run("rm -f /usr/bin/python3*")
         runtime._drop_session(kill=True)
         result = runtime.run("echo still works")
@@ -152,7 +168,7 @@ def test_image_without_python_falls_back_to_exec(tmp_path, leaky_image, leaky_re
 
 
 def test_command_server_killed_mid_command_is_restarted(leaky_image, leaky_repo, run_id):
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id) as runtime:
+    with start(leaky_image, leaky_repo["base"], run_id) as runtime:
         pid = runtime.run("true") and runtime._session.server_pid
         result = runtime.run(f"kill -9 {pid}; sleep 5")
         assert result.exit_code == -1 and "command server stopped" in result.output
@@ -160,7 +176,7 @@ def test_command_server_killed_mid_command_is_restarted(leaky_image, leaky_repo,
 
 
 def test_read_only_container_refuses_writes_but_reads(leaky_image, leaky_repo, run_id):
-    with DockerRuntime(leaky_image, leaky_repo["base"], run_id=run_id, read_only=True) as runtime:
+    with start(leaky_image, leaky_repo["base"], run_id, read_only=True) as runtime:
         assert runtime.run("git log --oneline | wc -l").output.strip() == "2"
         assert runtime.run("grep -n 'return' calc.py").ok
         refused = runtime.run("echo hacked > calc.py; sed -i 's/-/+/' calc.py; git checkout -b x")
@@ -168,3 +184,22 @@ def test_read_only_container_refuses_writes_but_reads(leaky_image, leaky_repo, r
         assert runtime.read_file("calc.py") == b"def add(a, b):\n    return a - b\n"
         assert runtime._session is not None  # the command server still runs
         assert runtime.run("echo scratch > /tmp/notes && cat /tmp/notes").output == "scratch\n"
+
+
+def test_open_runtime_in_the_background_is_labelled_and_stops(leaky_image, leaky_repo, run_id):
+    task = Task(instance_id="demo__calc-1", repo="demo/calc", base_commit=leaky_repo["base"],
+                problem_statement="add() subtracts instead of adding.", repo_language="python",
+                fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[],
+                before_repo_set_cmd="", dockerhub_tag="unused")
+    runtime = open_runtime(task, "rollout-03", Containers(), run_id=run_id, image_template=leaky_image,
+                           background=True)
+    try:
+        assert runtime.run("git log --oneline | wc -l").output.strip() == "2"
+        assert not runtime.run(f"git cat-file -e {leaky_repo['gold']}").ok  # started from the sanitised image
+        [container] = labelled(run_id)
+        assert container.labels["swepipe.agent"] == "rollout-03"
+        assert container.labels["swepipe.instance_id"] == "demo__calc-1"
+        assert container.id == runtime.container.id
+    finally:
+        runtime.stop()
+    assert labelled(run_id) == []

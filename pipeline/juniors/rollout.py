@@ -36,8 +36,8 @@ def rollout_path(directory: Path, index: int) -> Path:
 def run_rollout(task: Task, index: int, client: ModelClient, task_budget: Budget, settings: RolloutSettings,
                 directory: Path) -> dict:
     """Run rollout ``index`` and write ``rollout-NN.json``; failures are recorded, never raised."""
-    from pipeline.runtime.background import BackgroundRuntime
-    from pipeline.runtime.docker import DockerRuntime
+    from pipeline.config import Containers
+    from pipeline.runtime.factory import open_runtime
 
     name = f"rollout-{index:02d}"
     path = rollout_path(directory, index)
@@ -47,11 +47,9 @@ def run_rollout(task: Task, index: int, client: ModelClient, task_budget: Budget
               "temperature": temperature, "seed": settings.seed + index, "patch": "", "patch_source": None}
     runtime = None
     try:
-        runtime = BackgroundRuntime(lambda: DockerRuntime(
-            settings.image, task.base_commit, run_id=settings.run_id, platform=settings.platform, cpus=settings.cpus,
-            memory=settings.memory, network=settings.network, show_pull_progress=False,
-            extra_labels={"swepipe.instance_id": task.instance_id[:200], "swepipe.agent": name}),
-            workdir="/app", base_commit=task.base_commit)
+        runtime = open_runtime(task, name, Containers(platform=settings.platform, cpus=settings.cpus,
+                                                     memory=settings.memory, network=settings.network),
+                               run_id=settings.run_id, image_template=settings.image, background=True)
         agent = run_agent(client, runtime, render_task_prompt(task), budget, settings.limits, name=name,
                           agent_index=index, temperature=temperature, seed=settings.seed + index,
                           trajectory_path=directory / f"{name}.trajectory.json")

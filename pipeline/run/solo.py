@@ -10,7 +10,6 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.prompts import render_task_prompt
 from pipeline.run.task import RunContext, score_prediction, task_books
-from pipeline.runtime.images import image_name
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -18,8 +17,7 @@ from pipeline.tasks import Task
 def run_solo_task(task: Task, ctx: RunContext) -> dict:
     """Writes tasks/<id>/solo/{trajectory.json, result.json, patch.diff} and returns the prediction."""
     from pipeline.agent.loop import run_agent
-    from pipeline.runtime.background import BackgroundRuntime
-    from pipeline.runtime.docker import DockerRuntime
+    from pipeline.runtime.factory import open_runtime
 
     paths, ledger, budget = task_books(task, ctx, "solo")
     directory = paths.root / "solo"
@@ -34,11 +32,8 @@ def run_solo_task(task: Task, ctx: RunContext) -> dict:
             client = ModelClient(ctx.config.model_for("solo"), "solo", ledger, task=task.instance_id,
                                  scope=f"{ctx.layout.run_id}/{task.instance_id}")
             cfg = ctx.config
-            runtime = BackgroundRuntime(lambda: DockerRuntime(
-                image_name(ctx.image_template, task.to_row()), task.base_commit, run_id=ctx.layout.run_id,
-                platform=cfg.containers.platform, cpus=cfg.containers.cpus, memory=cfg.containers.memory,
-                network=cfg.containers.network, show_pull_progress=False, extra_labels={"swepipe.agent": "solo"}),
-                workdir="/app", base_commit=task.base_commit)
+            runtime = open_runtime(task, "solo", cfg.containers, run_id=ctx.layout.run_id,
+                                   image_template=ctx.image_template, background=True)
             try:
                 agent = run_agent(client, runtime, render_task_prompt(task), budget, cfg.limits.agent_limits(),
                                   name="solo", trajectory_path=directory / "trajectory.json")

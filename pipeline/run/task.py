@@ -101,7 +101,7 @@ def _juniors(task, ctx, paths: TaskPaths, ledger, budget, seconds, prediction) -
 
 
 def _senior(task, ctx, paths: TaskPaths, ledger, budget, pool: CandidatePool, seconds) -> dict:
-    from pipeline.runtime.docker import DockerRuntime
+    from pipeline.runtime.factory import open_runtime
 
     brief = load_brief(paths.senior)
     if brief is not None:
@@ -110,16 +110,15 @@ def _senior(task, ctx, paths: TaskPaths, ledger, budget, pool: CandidatePool, se
     client = (ModelClient(cfg.models["senior"], "senior", ledger, task=task.instance_id,
                           scope=f"{ctx.layout.run_id}/{task.instance_id}") if "senior" in cfg.models else None)
     started = time.monotonic()
-    with DockerRuntime(image_name(ctx.image_template, task.to_row()), task.base_commit, run_id=ctx.layout.run_id,
-                       read_only=True, platform=cfg.containers.platform, show_pull_progress=False,
-                       extra_labels={"swepipe.agent": "senior"}) as runtime:
+    with open_runtime(task, "senior", cfg.containers, run_id=ctx.layout.run_id, image_template=ctx.image_template,
+                      read_only=True) as runtime:
         brief = run_senior(task, pool, client, budget, runtime, ctx.senior, paths.senior)
     seconds["senior"] = round(time.monotonic() - started, 2)
     return brief
 
 
 def _principal(task, ctx, paths: TaskPaths, ledger, budget, pool, brief: dict, seconds) -> dict:
-    from pipeline.runtime.docker import DockerRuntime
+    from pipeline.runtime.factory import open_runtime
 
     done = paths.principal / "result.json"
     if done.exists():
@@ -128,9 +127,8 @@ def _principal(task, ctx, paths: TaskPaths, ledger, budget, pool, brief: dict, s
                          scope=f"{ctx.layout.run_id}/{task.instance_id}")
     context = (paths.senior / "context.md").read_text(encoding="utf-8")
     started = time.monotonic()
-    with DockerRuntime(image_name(ctx.image_template, task.to_row()), task.base_commit, run_id=ctx.layout.run_id,
-                       platform=ctx.config.containers.platform, show_pull_progress=False,
-                       extra_labels={"swepipe.agent": "principal"}) as runtime:
+    with open_runtime(task, "principal", ctx.config.containers, run_id=ctx.layout.run_id,
+                      image_template=ctx.image_template) as runtime:
         result = run_principal(task, brief, context, pool, client, budget, runtime, ctx.principal, paths.principal)
     seconds["principal"] = round(time.monotonic() - started, 2)
     return result

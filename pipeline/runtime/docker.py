@@ -19,7 +19,6 @@ from docker.errors import DockerException, NotFound
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, resolve_in
-from pipeline.runtime.images import ensure_image, sanitised_image
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandSession, SessionUnavailable
 from pipeline.runtime.docker_stream import FrameReader, StreamClosed
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
@@ -31,24 +30,27 @@ _exec_ids = itertools.count()
 
 
 class DockerRuntime:
-    """A container of ``image`` that stays up (entrypoint overridden) until ``stop()``."""
+    """A container of a prepared ``image`` that stays up (entrypoint overridden) until ``stop()``.
+
+    ``image`` is used as it is: the image layer's ``prepare_image`` makes it available (and
+    sanitised), and ``open_runtime`` (pipeline.runtime.factory) does both for a task.
+    ``server_in_image`` says the image already carries the command server (sanitised images do).
+    """
 
     def __init__(self, image: str, base_commit: str, *, run_id: str, workdir: str = "/app",
                  network: bool = False, cpus: float | None = None, memory: str | None = None,
-                 env: dict[str, str] | None = None, sanitise: bool = True, platform: str | None = None,
-                 show_pull_progress: bool = True, extra_labels: dict[str, str] | None = None,
-                 command_server: bool = True, read_only: bool = False):
+                 env: dict[str, str] | None = None, platform: str | None = None,
+                 extra_labels: dict[str, str] | None = None, command_server: bool = True,
+                 server_in_image: bool = False, read_only: bool = False):
         self.base_commit = base_commit
         self.workdir = PurePosixPath(workdir)
         self._env = {**COMMAND_ENV, **(env or {})}
         self._client = containers.client()
         containers.install_cleanup_handlers()
-        source = ensure_image(image, platform=platform, show_progress=show_pull_progress)
-        start_from = sanitised_image(source, base_commit, workdir) if sanitise else source.id
-        self._server_in_image = sanitise  # sanitised images carry the command server
+        self._server_in_image = server_in_image
         try:
             self.container = self._client.containers.run(
-                start_from, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True,
+                image, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True,
                 working_dir=workdir, network_disabled=not network, environment=self._env,
                 labels=containers.labels(run_id, **(extra_labels or {})),
                 nano_cpus=int(cpus * 1e9) if cpus else None, mem_limit=memory, platform=platform,

@@ -1,9 +1,15 @@
-"""Task image names, pulling a missing image with progress, and the sanitised image cache."""
+"""The image layer: task image names, pulling a missing image with progress, and the sanitised image cache.
+
+``prepare_image`` gives the image a task's container starts from; it starts no runtime itself (its
+scratch container for sanitising is driven through the Docker SDK directly).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import string
+import tarfile
 import threading
 import time
 
@@ -12,7 +18,10 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.runtime import containers
+from pipeline.runtime.base import COMMAND_ENV
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE
+from pipeline.runtime.docker_stream import FrameReader
+from pipeline.runtime.output import BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
 
 def image_name(template: str, fields: dict[str, str]) -> str:
@@ -63,6 +72,18 @@ def _pull(repository: str, tag: str, platform: str | None, show_progress: bool) 
 
 _sanitise_locks: dict[str, threading.Lock] = {}
 _sanitise_locks_guard = threading.Lock()
+_SCRIPT_PATH = "/tmp/swepipe-sanitise.sh"
+# Past the script's own timeout (enforced in the container by coreutils `timeout`), how long the
+# client waits for the exec's stream to close.
+_CLIENT_GRACE = 10.0
+
+
+def prepare_image(name: str, base_commit: str, *, platform: str | None = None, workdir: str = "/app",
+                  sanitise: bool = True, show_progress: bool = False) -> str:
+    """The image a task's container should start from: ``name`` made available locally and, when
+    ``sanitise``, its cached sanitised image (which also carries the command server)."""
+    source = ensure_image(name, platform=platform, show_progress=show_progress)
+    return sanitised_image(source, base_commit, workdir) if sanitise else source.id
 
 
 def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: float = 3600) -> str:
@@ -82,27 +103,76 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
             return name
         except ImageNotFound:
             pass
-        from pipeline.runtime.docker import DockerRuntime  # the runtime module imports this one
-
         started = time.monotonic()
-        scratch = DockerRuntime(image.id, base_commit, run_id="sanitise", workdir=workdir, sanitise=False)
+        docker_client = containers.client()
+        containers.install_cleanup_handlers()
         try:
-            scratch.write_file("/tmp/swepipe-sanitise.sh", SANITISE_SCRIPT)
-            scratch.write_file(SERVER_PATH, SERVER_SOURCE)
-            result = scratch.run(f"bash /tmp/swepipe-sanitise.sh {base_commit}; status=$?; "
-                                 "rm -f /tmp/swepipe-sanitise.sh; exit $status",
-                                 timeout=timeout, output_limit=None)
-            if not result.ok:
+            scratch = docker_client.containers.run(
+                image.id, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True, working_dir=workdir,
+                network_disabled=True, environment=COMMAND_ENV, labels=containers.labels("sanitise"), init=True,
+            )
+        except DockerException as exc:
+            raise RuntimeUnavailable(f"cannot start a container of {image.id}: {exc}") from exc
+        containers.track(scratch)
+        try:
+            _put_files(scratch, {_SCRIPT_PATH: SANITISE_SCRIPT, SERVER_PATH: SERVER_SOURCE})
+            exit_code, output, timed_out = _exec(
+                scratch, f"timeout -k 2 {max(timeout, 0.1):.3f} bash {_SCRIPT_PATH} {base_commit}; status=$?; "
+                         f"rm -f {_SCRIPT_PATH}; exit $status", workdir, timeout + _CLIENT_GRACE)
+            if exit_code != 0 or timed_out:
+                note = f" (timed out after {timeout:.0f} s)" if timed_out else ""
                 raise RuntimeUnavailable(
                     f"cannot sanitise the repository at {workdir} in {image.tags or image.id} "
-                    f"for base commit {base_commit}: {result.output.strip()[-2000:]}"
+                    f"for base commit {base_commit}{note}: {output.strip()[-2000:]}"
                 )
-            scratch.container.commit(
+            scratch.commit(
                 repository=containers.SANITISED_REPOSITORY, tag=key,
                 conf={"Labels": {containers.LABEL: "1", "swepipe.source_image": image.id,
                                  "swepipe.base_commit": base_commit,
                                  "swepipe.sanitise_seconds": f"{time.monotonic() - started:.1f}"}},
             )
+        except DockerException as exc:
+            raise RuntimeUnavailable(f"cannot sanitise {image.tags or image.id} for base commit "
+                                     f"{base_commit}: {exc}") from exc
         finally:
-            scratch.stop()
+            containers.remove(scratch)
         return name
+
+
+def _put_files(container, files: dict[str, str]) -> None:
+    """Write text files at absolute paths in ``container`` (missing folders created) in one archive."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for path, text in files.items():
+            payload = text.encode()
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(payload), 0o644, int(time.time())
+            archive.addfile(info, io.BytesIO(payload))
+    if not container.put_archive("/", buffer.getvalue()):
+        raise RuntimeUnavailable(f"cannot write {', '.join(files)} in container {container.name}")
+
+
+def _exec(container, command: str, workdir: str, wait: float) -> tuple[int, str, bool]:
+    """Run ``command`` with bash in ``container``: its exit code, merged output (tail kept) and whether
+    the client gave up waiting for it after ``wait`` seconds."""
+    api = containers.client().api
+    exec_id = api.exec_create(container.id, ["bash", "-c", command], workdir=workdir,
+                              environment=COMMAND_ENV)["Id"]
+    reader = FrameReader(api.exec_start(exec_id, socket=True))
+    output = BoundedOutput(8000)
+    try:
+        for chunk in reader.iter_payload(time.monotonic() + wait):
+            output.feed(chunk)
+    except TimeoutError:
+        return -1, output.text(), True
+    except OSError as exc:
+        raise RuntimeUnavailable(f"container {container.name} stopped answering: {exc}") from exc
+    finally:
+        reader.close()
+    for _ in range(100):
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            exit_code = info["ExitCode"]
+            return exit_code, output.text(), exit_code == 124
+        time.sleep(0.05)
+    return -1, output.text(), False

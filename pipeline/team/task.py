@@ -13,7 +13,6 @@ from pipeline.models.ledger import Ledger
 from pipeline.prompts import render_task_prompt
 from pipeline.run.task import RunContext, score_prediction, task_books
 from pipeline.runtime.base import Runtime
-from pipeline.runtime.images import image_name
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 from pipeline.team.lead import run_team
@@ -75,16 +74,12 @@ def team_spend(rows) -> dict:
 
 
 def _container(task: Task, ctx: RunContext) -> Callable[[], Runtime]:
-    from pipeline.runtime.background import BackgroundRuntime
-    from pipeline.runtime.docker import DockerRuntime
+    from pipeline.runtime.factory import open_runtime
 
     cfg = ctx.config
 
     def start() -> Runtime:
-        return BackgroundRuntime(lambda: DockerRuntime(
-            image_name(ctx.image_template, task.to_row()), task.base_commit, run_id=ctx.layout.run_id,
-            platform=cfg.containers.platform, cpus=cfg.containers.cpus, memory=cfg.containers.memory,
-            network=cfg.containers.network, show_pull_progress=False, extra_labels={"swepipe.agent": "team"}),
-            workdir="/app", base_commit=task.base_commit)
+        return open_runtime(task, "team", cfg.containers, run_id=ctx.layout.run_id,
+                            image_template=ctx.image_template, background=True)
 
     return start
