@@ -12,7 +12,6 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.agent.loop import AgentLimits
 from pipeline.errors import SwepipeError
 from pipeline.models.spec import ROLES, ModelSpec
 
@@ -21,53 +20,69 @@ class Budgets(BaseModel):
     """Dollar limits; None means no limit."""
 
     model_config = ConfigDict(extra="forbid")
-    per_rollout: float | None = Field(default=None, ge=0)
-    per_task: float | None = Field(default=None, ge=0)
-    per_run: float | None = Field(default=None, ge=0)
+    per_rollout: float | None = Field(default=None, ge=0, description="one agent: a junior rollout, a worker")
+    per_task: float | None = Field(default=None, ge=0, description="all stages of one task")
+    per_run: float | None = Field(default=None, ge=0, description="the whole run, across sessions")
 
 
 class Limits(BaseModel):
+    """What one agent session may use; every agent role gets these (the senior and workers adjust steps)."""
+
     model_config = ConfigDict(extra="forbid")
-    max_steps: int = Field(default=50, gt=0)
-    max_format_errors: int = Field(default=3, gt=0)
-    wall_time: float = Field(default=1800, gt=0, description="seconds per agent")
-    command_timeout: float = Field(default=120, gt=0)
+    max_steps: int = Field(default=50, gt=0, description="model replies per agent session")
+    max_format_errors: int = Field(default=3, gt=0, description="unusable replies before the agent is ended")
+    wall_time: float = Field(default=1800, gt=0, description="seconds per agent session")
+    command_timeout: float = Field(default=120, gt=0, description="seconds one command may run")
     observation_limit: int = Field(default=10_000, gt=100, description="bytes of command output shown")
     action_format: Literal["text", "tools"] = Field(
         default="text", description="text: one ```bash block per reply; tools: bash/submit function calls")
 
-    def agent_limits(self) -> AgentLimits:
-        return AgentLimits(**self.model_dump())
-
 
 class Containers(BaseModel):
+    """Where agents' commands run."""
+
     model_config = ConfigDict(extra="forbid")
-    image_template: str | None = None
-    platform: str | None = None
-    cpus: float | None = Field(default=None, gt=0)
-    memory: str | None = Field(default=None, description="e.g. 4g")
-    network: bool = False
+    image_template: str | None = Field(default=None, description="image name from task fields, e.g. "
+                                       "jefzda/sweap-images:{dockerhub_tag} (default: the dataset's)")
+    platform: str | None = Field(default=None, description="Docker platform, e.g. linux/amd64")
+    cpus: float | None = Field(default=None, gt=0, description="CPUs per container")
+    memory: str | None = Field(default=None, description="memory per container, e.g. 4g")
+    network: bool = Field(default=False, description="give agents' containers the network")
+    impl: str | None = Field(default=None, description="import string of a replacement for "
+                             "pipeline.runtime.factory:open_runtime (same signature)")
 
 
 class Juniors(BaseModel):
+    """The junior stage: K independent rollouts of the cheap model."""
+
     model_config = ConfigDict(extra="forbid")
-    k: int = Field(default=4, ge=1, le=64)
+    k: int = Field(default=4, ge=1, le=64, description="rollouts per task")
     temperatures: list[float] = Field(default_factory=lambda: [0.0, 0.4, 0.7, 1.0],
                                       description="rollout i uses temperatures[i mod n]")
-    seed: int = 0
+    seed: int = Field(default=0, description="rollout i uses seed + i")
 
 
 class SeniorConfig(BaseModel):
+    """The senior stage: the candidates' code expanded, a mid-tier model's brief, the principal's context."""
+
     model_config = ConfigDict(extra="forbid")
+    impl: str | None = Field(default=None, description="import string of a replacement senior stage "
+                             "(a class like pipeline.senior.stage:Senior)")
     max_steps: int = Field(default=15, gt=0, description="read-only commands the senior may run")
     context_tokens: int = Field(default=12_000, gt=100, description="budget of the context the principal gets")
     expansion_tokens: int = Field(default=6_000, gt=100, description="related code shown to the senior")
 
 
 class PrincipalConfig(BaseModel):
+    """The principal stage: one call to the frontier model, its edits made a clean diff."""
+
     model_config = ConfigDict(extra="forbid")
+    impl: str | None = Field(default=None, description="import string of a replacement principal stage "
+                             "(a class like pipeline.principal.stage:Principal)")
     show_candidates: int = Field(default=0, ge=0, description="top junior candidates shown to the principal")
-    fallback: Literal["junior_top", "none"] = "junior_top"
+    fallback: Literal["junior_top", "none"] = Field(
+        default="junior_top", description="when the edits stay unusable after one retry: the most-voted "
+                                          "applicable junior candidate, or nothing")
 
 
 class TeamConfig(BaseModel):
@@ -86,10 +101,18 @@ class TeamConfig(BaseModel):
     worker_max_steps: int | None = Field(default=None, gt=0, description="commands per worker (default max_steps)")
     report_chars: int = Field(default=4000, gt=100, description="longest worker report the lead reads")
 
+    @property
+    def allowed_stages(self) -> tuple[str, ...]:
+        return ("planning", "implementation", "verification") if self.stages == "all" else (self.stages,)
+
 
 class RunConfig(BaseModel):
+    """Everything a run is configured with; stages receive these models as they are."""
+
     model_config = ConfigDict(extra="forbid")
-    models: dict[str, ModelSpec] = Field(default_factory=dict)
+    strategy: str = Field(default="pipeline", description="pipeline, solo, team, vote, or the import string "
+                                                         "of a Strategy class (mypkg.mod:MyStrategy)")
+    models: dict[str, ModelSpec] = Field(default_factory=dict, description="the model of each role")
     budgets: Budgets = Field(default_factory=Budgets)
     limits: Limits = Field(default_factory=Limits)
     juniors: Juniors = Field(default_factory=Juniors)
@@ -97,6 +120,12 @@ class RunConfig(BaseModel):
     senior: SeniorConfig = Field(default_factory=SeniorConfig)
     principal: PrincipalConfig = Field(default_factory=PrincipalConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
+
+    def senior_limits(self) -> Limits:
+        return self.limits.model_copy(update={"max_steps": self.senior.max_steps})
+
+    def worker_limits(self) -> Limits:
+        return self.limits.model_copy(update={"max_steps": self.team.worker_max_steps or self.limits.max_steps})
 
     def model_for(self, role: str) -> ModelSpec:
         if role not in self.models:
@@ -116,6 +145,30 @@ class RunConfig(BaseModel):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def commented_yaml(config: BaseModel, indent: int = 0) -> str:
+    """``config`` as YAML with every option, its value and its description as a comment."""
+    lines = []
+    pad = "  " * indent
+    for name, field in type(config).model_fields.items():
+        value = getattr(config, name)
+        note = f"  # {field.description}" if field.description else ""
+        if isinstance(value, BaseModel):
+            doc = (type(value).__doc__ or "").strip().splitlines()
+            lines.append(f"{pad}{name}:{'  # ' + doc[0] if doc else ''}")
+            lines.append(commented_yaml(value, indent + 1).rstrip("\n"))
+        elif isinstance(value, dict) and value and all(isinstance(v, BaseModel) for v in value.values()):
+            lines.append(f"{pad}{name}:{note}")
+            for key, item in value.items():
+                lines.append(f"{pad}  {key}:")
+                lines.append(commented_yaml(item, indent + 2).rstrip("\n"))
+        else:
+            dumped = yaml.safe_dump({name: value if not isinstance(value, BaseModel)
+                                     else value.model_dump(mode="json")},
+                                    default_flow_style=True, width=10_000).strip()
+            lines.append(f"{pad}{dumped[1:-1] if dumped.startswith('{') else dumped}{note}")
+    return "\n".join(lines) + "\n"
 
 
 def load_config(path: Path | None) -> RunConfig:

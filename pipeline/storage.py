@@ -11,11 +11,15 @@ from pipeline.secrets import redact, redact_data
 
 
 def write_json_atomic(path: Path, data) -> None:
+    write_text_atomic(path, json.dumps(redact_data(data), indent=2) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (secrets redacted) in one step: readers see the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(redact_data(data), handle, indent=2)
-        handle.write("\n")
+        handle.write(redact(text))
     os.replace(tmp, path)
 
 

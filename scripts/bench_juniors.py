@@ -19,17 +19,14 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.agent.loop import AgentLimits
-from pipeline.config import Containers
+from pipeline.config import Containers, Juniors, Limits, RunConfig
 from pipeline.datasets import BUNDLED, defaults_for
-from pipeline.juniors.rollout import RolloutSettings
+from pipeline.job import TaskJob
 from pipeline.juniors.stage import run_juniors
+from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
-from pipeline.models.client import ModelClient
-from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec
 from pipeline.runtime.factory import open_runtime
-from pipeline.runtime.images import image_name
 from pipeline.tasks import load_tasks
 
 
@@ -38,11 +35,12 @@ def run_stage(task, k: int, steps: int, delay: float, scratch: Path) -> tuple[fl
     script = scratch / f"k{k}.yaml"
     commands = [f"```bash\ngit status --short && ls > /dev/null && echo step {i}\n```" for i in range(steps)]
     script.write_text(yaml.safe_dump({"delay": delay, "junior": [commands + ["```bash\nsubmit\n```"]]}))
-    client = ModelClient(ModelSpec(model=f"scripted/{script}", free=True), "junior", Ledger(), scope=f"bench-{k}")
-    settings = RolloutSettings(image=image_name(defaults_for(BUNDLED).image_template, task.to_row()),
-                               run_id="bench-juniors", limits=AgentLimits(max_steps=steps + 1), temperatures=[0.0])
+    config = RunConfig(models={"junior": ModelSpec(model=f"scripted/{script}", free=True)},
+                       limits=Limits(max_steps=steps + 1), juniors=Juniors(k=k, temperatures=[0.0]))
+    job = TaskJob(task=task, config=config, paths=TaskPaths(scratch / f"k{k}"), run_id=f"bench-juniors-{k}",
+                  image_template=defaults_for(BUNDLED).image_template, budget=Budget("run"))
     started = time.monotonic()
-    records = run_juniors(task, k, client, Budget("run"), settings, scratch / f"k{k}")
+    records = run_juniors(job)
     return time.monotonic() - started, records
 
 

@@ -5,7 +5,8 @@ import json
 import yaml
 
 from pipeline.agent.actions import FormatError, parse_action
-from pipeline.agent.loop import AgentLimits, run_agent
+from pipeline.agent.agent import Agent, prompt
+from pipeline.config import Limits
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
@@ -25,6 +26,16 @@ def junior(tmp_path, replies, prices=Prices(input=1, output=1)):
                        scope=str(tmp_path), backoff_base=0.001)
 
 
+def run_agent(client, runtime, task_text, budget, limits, trajectory_path=None):
+    """A junior-style agent on ``task_text``: resumed from ``trajectory_path`` when one is there."""
+    system = "agent_system_tools.md.j2" if limits.action_format == "tools" else "agent_system.md.j2"
+    messages = prompt(system, "agent_instance.md.j2", workdir=str(runtime.workdir), task_text=task_text,
+                      command_timeout=int(limits.command_timeout), max_steps=limits.max_steps)
+    agent = Agent("junior", client, runtime, budget, limits, messages=messages, trajectory_path=trajectory_path)
+    agent.resume()
+    return agent.record if agent.finished else agent.run()
+
+
 @pytest.fixture
 def workspace(leaky_repo):
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as runtime:
@@ -42,7 +53,7 @@ def test_parse_action_wants_exactly_one_bash_block():
 
 def test_submitting_rollout_leaves_its_fix(tmp_path, workspace):
     trajectory = tmp_path / "t.json"
-    run = run_agent(junior(tmp_path, [FIX, SUBMIT]), workspace, "fix add", Budget("r"), AgentLimits(),
+    run = run_agent(junior(tmp_path, [FIX, SUBMIT]), workspace, "fix add", Budget("r"), Limits(),
                     trajectory_path=trajectory)
     assert run.exit_reason == "submitted" and len(run.steps) == 2
     assert run.steps[0].exit_code == 0 and "a + b" in run.steps[0].output
@@ -54,14 +65,14 @@ def test_submitting_rollout_leaves_its_fix(tmp_path, workspace):
 
 def test_step_limit_still_leaves_a_candidate(tmp_path, workspace):
     run = run_agent(junior(tmp_path, [FIX, "```bash\nls\n```", SUBMIT]), workspace, "fix", Budget("r"),
-                    AgentLimits(max_steps=2))
+                    Limits(max_steps=2))
     assert run.exit_reason == "step_limit" and len(run.steps) == 2
     assert "a + b" in workspace.diff()
 
 
 def test_replies_without_a_bash_block_are_corrected_then_end_the_rollout(tmp_path, workspace):
     run = run_agent(junior(tmp_path, ["no block", "still none", "```bash\nls\n```\n```bash\npwd\n```"]), workspace,
-                    "fix", Budget("r"), AgentLimits(max_format_errors=3))
+                    "fix", Budget("r"), Limits(max_format_errors=3))
     assert run.exit_reason == "format_errors"
     assert [s.format_error is not None for s in run.steps] == [True, True, True]
     assert run.messages[2]["content"] == "no block" and "Format error" in run.messages[3]["content"]
@@ -70,14 +81,14 @@ def test_replies_without_a_bash_block_are_corrected_then_end_the_rollout(tmp_pat
 def test_cost_limit_ends_the_rollout(tmp_path, workspace):
     costly = {"content": FIX, "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 0}}
     run = run_agent(junior(tmp_path, [costly, costly, SUBMIT]), workspace, "fix", Budget("r", limit=1.5),
-                    AgentLimits())
+                    Limits())
     assert run.exit_reason == "cost_limit" and len(run.steps) == 2 and run.cost == pytest.approx(2.0)
 
 
 def test_observation_shows_exit_code_and_cut_output(tmp_path, workspace):
     noisy = "```bash\nseq 1 200000; exit 4\n```"
     run = run_agent(junior(tmp_path, [noisy, SUBMIT]), workspace, "fix", Budget("r"),
-                    AgentLimits(observation_limit=2000))
+                    Limits(observation_limit=2000))
     observation = run.messages[3]["content"]
     assert "exit code: 4" in observation and "bytes of output were cut" in observation
     assert len(observation) < 3000
@@ -85,7 +96,7 @@ def test_observation_shows_exit_code_and_cut_output(tmp_path, workspace):
 
 def test_command_timeout_is_reported_and_the_loop_goes_on(tmp_path, workspace):
     run = run_agent(junior(tmp_path, ["```bash\nsleep 20\n```", SUBMIT]), workspace, "fix", Budget("r"),
-                    AgentLimits(command_timeout=1))
+                    Limits(command_timeout=1))
     assert run.exit_reason == "submitted" and run.steps[0].timed_out
     assert "timed out after 1 s" in run.messages[3]["content"]
 
@@ -94,7 +105,7 @@ def test_an_interrupted_rollout_resumes_without_paying_twice(tmp_path, leaky_rep
     trajectory = tmp_path / "t.json"
     replies = [FIX, "```bash\ngrep -c return calc.py\n```", SUBMIT]
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as first:
-        run_agent(junior(tmp_path, replies), first, "fix", Budget("r"), AgentLimits(), trajectory_path=trajectory)
+        run_agent(junior(tmp_path, replies), first, "fix", Budget("r"), Limits(), trajectory_path=trajectory)
     saved = json.loads(trajectory.read_text())
     # As if the process died right after the model's second reply was paid for and saved.
     saved["exit_reason"], saved["steps"] = "", saved["steps"][:2]
@@ -107,7 +118,7 @@ def test_an_interrupted_rollout_resumes_without_paying_twice(tmp_path, leaky_rep
     again = junior(tmp_path, replies)
     budget = Budget("r")
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as second:
-        run = run_agent(again, second, "fix", budget, AgentLimits(), trajectory_path=trajectory)
+        run = run_agent(again, second, "fix", budget, Limits(), trajectory_path=trajectory)
         assert run.resumed and run.exit_reason == "submitted"
         assert "+    return a + b" in second.diff()  # the first command was replayed
     assert [s.command for s in run.steps] == ["sed -i 's/a - b/a + b/' calc.py && cat calc.py",
@@ -124,7 +135,7 @@ def tool(name, **arguments):
 def test_the_tool_call_format_runs_bash_and_submits(tmp_path, workspace):
     replies = [tool("bash", command="sed -i 's/a - b/a + b/' calc.py && cat calc.py"), tool("submit")]
     run = run_agent(junior(tmp_path, replies), workspace, "fix add", Budget("r"),
-                    AgentLimits(action_format="tools"))
+                    Limits(action_format="tools"))
     assert run.exit_reason == "submitted" and run.steps[0].exit_code == 0
     assert "+    return a + b" in workspace.diff()
     assert "through the `bash` tool" in run.messages[0]["content"]  # the tool-format system prompt
@@ -140,10 +151,42 @@ def test_the_tool_call_format_wants_exactly_one_call(tmp_path, workspace):
                                          {"name": "bash", "arguments": {"command": "pwd"}}]}
     replies = [two, {"content": "I think it is fixed."}, tool("bash", command=""), tool("submit")]
     run = run_agent(junior(tmp_path, replies), workspace, "fix", Budget("r"),
-                    AgentLimits(action_format="tools", max_format_errors=5))
+                    Limits(action_format="tools", max_format_errors=5))
     assert run.exit_reason == "submitted"
     assert [s.format_error is not None for s in run.steps] == [True, True, True, False]
     answers = [m for m in run.messages[3:5]]
     assert [m["role"] for m in answers] == ["tool", "tool"]  # every call of the bad reply is answered
     assert "exactly one" in answers[0]["content"]
     assert run.messages[6]["role"] == "user" and "Format error" in run.messages[6]["content"]
+
+
+def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspace):
+    """Tool format, with the imperfect replies a real senior gives: prose instead of JSON, then a brief with
+    a ./-prefixed path inside the submit call's text."""
+    from pipeline.config import RunConfig, SeniorConfig
+    from pipeline.juniors.pool import build_pool
+    from pipeline.senior.stage import run_senior
+    from pipeline.tasks import Task
+
+    brief = '```json\n{"analysis": "add() subtracts.", "spans": [{"file": "./calc.py", "start": 1, "end": 2, ' \
+            '"reason": "the bug"}]}\n```'
+    replies = [tool("bash", command="grep -n return calc.py"),
+               tool("submit", text="The bug is in calc.py, line 2."),
+               {"content": "Here it is.", "tool_calls": [{"name": "submit", "arguments": {"text": brief}}]}]
+    path = tmp_path / "script.yaml"
+    path.write_text(yaml.safe_dump({"senior": replies}))
+    client = ModelClient(ModelSpec(model=f"scripted/{path}", prices=Prices(input=1, output=1)), "senior", Ledger(),
+                         task="t", scope=str(tmp_path))
+    candidate = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+    pool = build_pool("t", [{"index": 0, "patch": "diff --git a/calc.py b/calc.py\n" + candidate}])
+    task = Task(instance_id="t", repo="demo/calc", base_commit="HEAD", problem_statement="add() subtracts.",
+                repo_language="python", fail_to_pass=[], pass_to_pass=[], selected_test_files_to_run=[],
+                before_repo_set_cmd="", dockerhub_tag="unused")
+    config = RunConfig(limits=Limits(action_format="tools"), senior=SeniorConfig(max_steps=5))
+    record = run_senior(task, pool, client, Budget("t"), workspace, config, tmp_path / "senior",
+                        lambda text: len(text) // 4)
+    assert record["source"] == "senior" and record["senior_exit"] == "submitted", record["senior_error"]
+    assert [s["file"] for s in record["spans"]] == ["calc.py"] and "return a - b" in record["context"]
+    saved = json.loads((tmp_path / "senior" / "trajectory.json").read_text())
+    assert "```json block" in saved["steps"][1]["format_error"]
+    assert "through function calls" in saved["messages"][0]["content"]

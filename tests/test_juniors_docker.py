@@ -7,18 +7,16 @@ import time
 import pytest
 import yaml
 
-from pipeline.agent.loop import AgentLimits
+from pipeline.config import Budgets, Juniors, Limits, RunConfig
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
-from pipeline.juniors.rollout import RolloutSettings
 from pipeline.juniors.stage import run_juniors
+from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
-from pipeline.models.client import ModelClient
-from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime import containers
-from pipeline.runtime.images import image_name
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker
@@ -35,7 +33,8 @@ def bash(command):
 
 
 SUBMIT = bash("submit")
-APPLY_FIX = bash(f"cat > /tmp/fix.diff <<'SWEPIPE_PATCH'\n{TASK.patch}SWEPIPE_PATCH\ngit apply /tmp/fix.diff && git status --short")
+APPLY_FIX = bash(f"cat > /tmp/fix.diff <<'SWEPIPE_PATCH'\n{TASK.patch}SWEPIPE_PATCH\n"
+                 "git apply /tmp/fix.diff && git status --short")
 
 SCRIPTS = [
     [APPLY_FIX, SUBMIT],                                              # 0: fixes and submits
@@ -45,6 +44,13 @@ SCRIPTS = [
     [reply("```bash\nls\n```", {"prompt_tokens": 20_000, "completion_tokens": 10}), SUBMIT],  # 4: over budget
     [bash("sleep 60"), SUBMIT],                                       # 5: its container is killed
 ]
+
+
+def junior_job(root, run_id, spec: ModelSpec, **config) -> TaskJob:
+    """The junior stage's view of one bundled task, its records under ``root``."""
+    return TaskJob(task=TASK, config=RunConfig(models={"junior": spec}, **config), paths=TaskPaths(root),
+                   run_id=run_id, image_template=defaults_for(BUNDLED).image_template,
+                   budget=Budget("run").child("task", None))
 
 
 def kill_when_running(run_id, agent, stop):
@@ -62,18 +68,15 @@ def kill_when_running(run_id, agent, stop):
 def test_parallel_rollouts_each_end_their_own_way(tmp_path, run_id):
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump({"junior": SCRIPTS}))
-    ledger = Ledger(tmp_path / "ledger.jsonl")
-    client = ModelClient(ModelSpec(model=f"scripted/{script}", prices=Prices(input=1.0, output=1.0)), "junior",
-                         ledger, task=TASK.instance_id, scope=run_id, backoff_base=0.01)
-    settings = RolloutSettings(image=image_name(defaults_for(BUNDLED).image_template, TASK.to_row()), run_id=run_id,
-                               limits=AgentLimits(max_steps=3, command_timeout=120), temperatures=[0.0, 0.7],
-                               per_rollout_budget=0.01)
+    spec = ModelSpec(model=f"scripted/{script}", prices=Prices(input=1.0, output=1.0))
+    job = junior_job(tmp_path, run_id, spec, limits=Limits(max_steps=3, command_timeout=120),
+                     juniors=Juniors(k=len(SCRIPTS), temperatures=[0.0, 0.7]), budgets=Budgets(per_rollout=0.01))
+    ledger = job.ledger
     stop = threading.Event()
     killer = threading.Thread(target=kill_when_running, args=(run_id, "rollout-05", stop), daemon=True)
     killer.start()
     try:
-        records = run_juniors(TASK, len(SCRIPTS), client, Budget("run").child("task", None), settings,
-                              tmp_path / "junior")
+        records = run_juniors(job)
     finally:
         stop.set()
     reasons = [r["exit_reason"] for r in records]
@@ -116,10 +119,9 @@ def test_rollouts_already_on_disk_are_reused(tmp_path, run_id):
                                                            "cost": 1.0}))
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump({"junior": [[SUBMIT], [SUBMIT]]}))
-    client = ModelClient(ModelSpec(model=f"scripted/{script}", free=True), "junior", Ledger(), scope=run_id)
-    settings = RolloutSettings(image=image_name(defaults_for(BUNDLED).image_template, TASK.to_row()), run_id=run_id,
-                               limits=AgentLimits(), temperatures=[0.0])
-    records = run_juniors(TASK, 2, client, Budget("run"), settings, directory)
+    job = junior_job(tmp_path, run_id, ModelSpec(model=f"scripted/{script}", free=True),
+                     juniors=Juniors(k=2, temperatures=[0.0]))
+    records = run_juniors(job)
     assert records[0]["patch"] == "x"  # not rerun
     assert records[1]["exit_reason"] == "submitted" and records[1]["index"] == 1
 
@@ -134,11 +136,13 @@ def test_rollouts_command_prints_the_pool(tmp_path, run_id):
     config.write_text(yaml.safe_dump({"models": {"junior": {"model": f"scripted/{script}",
                                                             "prices": {"input": 1, "output": 1}}}}))
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "rollouts", "--task", TASK.instance_id, "-k", "2",
-                           "--config", str(config), "--output-dir", str(tmp_path / "out"), "--run-id", run_id],
+                           "--config", str(config), "--runs-dir", str(tmp_path / "out"), "--run-id", run_id],
                           capture_output=True, text=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert "1 distinct patch(es) from 2 rollouts" in done.stdout
     assert "no source edit from rollout(s) 1" in done.stdout
-    pool = json.loads((tmp_path / "out" / "pool.json").read_text())
+    task_dir = tmp_path / "out" / run_id / "tasks" / TASK.instance_id
+    pool = json.loads((task_dir / "junior" / "pool.json").read_text())
     assert pool["candidates"][0]["rollouts"] == [0]
-    assert len((tmp_path / "out" / "ledger.jsonl").read_text().splitlines()) == 4
+    assert len((task_dir / "ledger.jsonl").read_text().splitlines()) == 4
+    assert (tmp_path / "out" / run_id / "config.yaml").exists()  # prepared as `swepipe run` prepares a run

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pipeline.models.ledger import Ledger
-from pipeline.run.layout import RunLayout
+from pipeline.layout import RunLayout
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

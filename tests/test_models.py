@@ -151,3 +151,29 @@ def test_keys_never_reach_the_ledger_or_result_files(tmp_path, monkeypatch):
     write_json_atomic(tmp_path / "t.json", {"messages": [{"content": "key=sk-live-0123456789abcdefXYZ"}]})
     assert "sk-live" not in (tmp_path / "t.json").read_text()
     assert "sk-proj-" not in redact("token sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA end")
+
+
+def test_print_config_shows_every_option_with_its_meaning_and_loads_back(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    from pipeline.config import RunConfig, commented_yaml
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"models": {"junior": {"model": "gpt-4o-mini", "temperature": 0.5}},
+                                      "juniors": {"k": 6}, "budgets": {"per_task": 2.5}}))
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--print-config", "--config", str(config),
+                           "--strategy", "vote", "-k", "3"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout
+    assert "k: 3  # rollouts per task" in shown and "strategy: vote" in shown
+    assert "per_task: 2.5  # all stages of one task" in shown and "model: gpt-4o-mini" in shown
+    again = RunConfig.model_validate(yaml.safe_load(shown))
+    assert again.juniors.k == 3 and again.models["junior"].temperature == 0.5 and again.strategy == "vote"
+    assert yaml.safe_load(commented_yaml(RunConfig())) == RunConfig().model_dump(mode="json")
+    # Every option is documented: a field without a description would print without its comment.
+    undocumented = [line for line in commented_yaml(again).splitlines() if "#" not in line and ":" in line
+                    and not line.strip().startswith("junior:")]
+    assert undocumented == []

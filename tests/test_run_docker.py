@@ -6,11 +6,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
-from pipeline.run.layout import RunLayout
+from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
@@ -76,7 +77,8 @@ def test_juniors_fix_halves_senior_covers_both_principal_resolves(tmp_path):
 def test_unusable_principal_retries_once_then_falls_back(tmp_path):
     task = TWO_FILES
     setup(tmp_path, pipeline_script(task, [reply("The fix is to defer jobs. (no edit blocks)"),
-                                           reply("src/nothing.py\n```\n<<<<<<< SEARCH\nnot in any file\n=======\nx\n>>>>>>> REPLACE\n```")]))
+                                           reply("src/nothing.py\n```\n<<<<<<< SEARCH\nnot in any file\n"
+                                                 "=======\nx\n>>>>>>> REPLACE\n```")]))
     swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "fb", "--evaluate",
             cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "fb")
@@ -177,3 +179,49 @@ def test_missing_image_spends_nothing_and_leaves_the_task_unfinished(tmp_path):
     assert layout.finished() == {}  # a rerun will try it again
     assert Ledger.read(layout.task(task.instance_id).ledger) == []  # no model was paid
     assert "not available locally" in (layout.root / "infra_errors.jsonl").read_text()
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "plugins"
+
+
+def test_a_principal_plugin_named_in_the_config_resolves_a_task(tmp_path):
+    task = TWO_FILES
+    script = pipeline_script(task, [])  # the plug-in principal calls no model
+    setup(tmp_path, script, principal={"impl": "merge_principal:MergePrincipal"})
+    config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    del config["models"]["principal"]  # the plug-in needs none; no local model is started for it either
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", task.instance_id,
+                           "--config", "config.yaml", "--run-id", "plugin", "--evaluate"],
+                          capture_output=True, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "COLUMNS": "250", "PYTHONPATH": str(EXAMPLES)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    layout = RunLayout(tmp_path / "runs" / "plugin")
+    prediction = layout.finished()[task.instance_id]
+    # Each junior fixed one of the two files; merged, they are the whole fix.
+    assert prediction["source"] == "merge" and prediction["resolved"] is True, prediction
+    result = json.loads((layout.task(task.instance_id).principal / "result.json").read_text())
+    assert result["merged"] == [1, 2]
+    assert yaml.safe_load(layout.config.read_text())["principal"]["impl"] == "merge_principal:MergePrincipal"
+
+
+def test_a_plugin_that_cannot_be_imported_is_named_before_anything_runs(tmp_path):
+    setup(tmp_path, pipeline_script(TWO_FILES, []), principal={"impl": "no_such_module:Principal"})
+    done = swepipe("run", "--instance-ids", TWO_FILES.instance_id, "--config", "config.yaml", cwd=tmp_path,
+                   check=False)
+    assert done.returncode == 2 and "principal.impl 'no_such_module:Principal'" in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_vote_submits_the_most_voted_candidate(tmp_path):
+    task = TWO_FILES
+    script = {"junior": [[bash(apply_patch_command(task.patch)), SUBMIT],
+                         [bash("ls"), SUBMIT],
+                         [bash(apply_patch_command(task.patch)), SUBMIT]]}
+    setup(tmp_path, script, juniors={"k": 3})
+    swepipe("run", "--strategy", "vote", "--instance-ids", task.instance_id, "--config", "config.yaml",
+            "--run-id", "vote", "--evaluate", cwd=tmp_path)
+    prediction = RunLayout(tmp_path / "runs" / "vote").finished()[task.instance_id]
+    assert prediction["strategy"] == "vote" and prediction["source"] == "vote" and prediction["votes"] == 2
+    assert prediction["resolved"] is True and set(prediction["models"]) == {"junior"}
+    assert prediction["cost"] == pytest.approx({"junior": 6 * 1200 / 1e6, "total": 6 * 1200 / 1e6})

@@ -5,8 +5,8 @@ import json
 import pytest
 import yaml
 
-from pipeline.agent.actions import FormatError
-from pipeline.agent.loop import AgentLimits
+from pipeline.agent.actions import FormatError, parse_action
+from pipeline.config import Limits, RunConfig, TeamConfig
 from pipeline.errors import SwepipeError
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
@@ -14,10 +14,9 @@ from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
-from pipeline.team.actions import (inside, normalise_path, parse_delegations, parse_names, parse_team_action,
-                                   report_block, LEAD_ACTIONS)
+from pipeline.team.actions import (inside, normalise_path, parse_delegations, parse_names, report_block,
+                                   LEAD_ACTIONS)
 from pipeline.team.lead import run_team
-from pipeline.team.roster import TeamSettings
 
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}  # $0.0012 a reply at $1 / $2 per million
 REPLY_COST = (1000 * 1 + 100 * 2) / 1e6
@@ -61,8 +60,8 @@ def workspace(leaky_repo):
 def team(tmp_path, workspace, script, **options):
     ledger = Ledger(tmp_path / "ledger.jsonl")
     lead, worker = clients(tmp_path, script, ledger)
-    settings = TeamSettings(lead_limits=AgentLimits(max_steps=options.pop("lead_steps", 10), command_timeout=20),
-                            worker_limits=AgentLimits(max_steps=6, command_timeout=20), **options)
+    settings = RunConfig(limits=Limits(max_steps=options.pop("lead_steps", 10), command_timeout=20),
+                         team=TeamConfig(worker_max_steps=6, **options))
     directory = tmp_path / "team"
     result = run_team("Fix add in calc.py: it subtracts.", workspace, lead, worker, Budget("task"), settings,
                       directory)
@@ -81,15 +80,15 @@ def delegations(directory):
 
 
 def test_a_reply_holds_exactly_one_action_block():
-    assert parse_team_action("x\n```bash\nls\n```", LEAD_ACTIONS).kind == "bash"
-    assert parse_team_action("```wait\n```", LEAD_ACTIONS).body == ""
+    assert parse_action("x\n```bash\nls\n```", LEAD_ACTIONS).kind == "bash"
+    assert parse_action("```wait\n```", LEAD_ACTIONS).body == ""
     done = report("all good")["content"]
-    assert parse_team_action(done, ("bash", "message")).is_submit and report_block(done) == "all good"
+    assert parse_action(done, ("bash", "message")).is_submit and report_block(done) == "all good"
     with pytest.raises(FormatError, match="2 action blocks"):
-        parse_team_action("```bash\nls\n```\n```wait\n```", LEAD_ACTIONS)
+        parse_action("```bash\nls\n```\n```wait\n```", LEAD_ACTIONS)
     with pytest.raises(FormatError, match="no action blocks"):
-        parse_team_action("```delegate\ntask: x\n```", ("bash", "message"))  # workers cannot delegate
-    assert parse_team_action("```python\nprint(1)\n```\n```check\n```", LEAD_ACTIONS).kind == "check"
+        parse_action("```delegate\ntask: x\n```", ("bash", "message"))  # workers cannot delegate
+    assert parse_action("```python\nprint(1)\n```\n```check\n```", LEAD_ACTIONS).kind == "check"
 
 
 def test_delegations_and_names():
@@ -246,6 +245,10 @@ def test_workers_still_running_when_the_lead_runs_out_are_stopped_and_recorded(t
 # -- messages and the directory --------------------------------------------------------------
 
 
+# Waits (10 s at most) until worker-0's message is on record, however slowly the machine runs.
+WAIT_FOR_MESSAGE = "for i in $(seq 100); do grep -q 'line 2 subtracts' {log} 2>/dev/null && break; sleep 0.1; done"
+
+
 def test_messages_between_workers_are_delivered_and_logged(tmp_path, workspace):
     script = {
         "lead": [action("delegate", [{"stage": "planning", "task": "Find the bug; tell worker-1."},
@@ -254,8 +257,8 @@ def test_messages_between_workers_are_delivered_and_logged(tmp_path, workspace):
                  SUBMIT],
         "worker": [[action("message", {"to": "worker-1", "text": "calc.py line 2 subtracts"}), action("directory"),
                     report("told worker-1")],
-                   [bash("sleep 1.5"), bash(FIX), action("message", {"to": "lead", "text": "fixed it"}),
-                    report("fixed calc.py as worker-0 said")]],
+                   [bash(WAIT_FOR_MESSAGE.format(log=tmp_path / "team" / "messages.json")), bash(FIX),
+                    action("message", {"to": "lead", "text": "fixed it"}), report("fixed calc.py as worker-0 said")]],
     }
     result, directory, _ = team(tmp_path, workspace, script)
     assert "+    return a + b" in result["patch"]
@@ -315,9 +318,10 @@ def make_task(leaky_repo) -> Task:
                 before_repo_set_cmd="", dockerhub_tag="unused")
 
 
-def test_run_team_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monkeypatch):
-    from pipeline.run.setup import prepare_run
-    from pipeline.team.task import run_team_task
+def test_run_one_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monkeypatch):
+    from pipeline.models.budget import Budget
+    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.task import run_one_task
 
     script = {"lead": [action("delegate", {"stage": "implementation", "task": "Fix add.", "writable": ["calc.py"]}),
                        action("wait"), bash("git diff --stat"), SUBMIT],
@@ -325,14 +329,16 @@ def test_run_team_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monke
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
     spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"models": {"lead": spec, "worker": spec},
-                                                          "team": {"mode": "async"}}))
-    ctx = prepare_run(dataset="bundled", config_path=tmp_path / "config.yaml", overrides={}, k=None, run_id="team",
-                      runs_dir=tmp_path / "runs", evaluate=False, reuse_juniors_from=None, run_scripts=None,
-                      dockerfiles=None, image_template=None, timeout=60, strategy="team",
-                      team={"size": 4, "mode": None})
-    assert ctx.config.team.size == 4 and ctx.config.team.mode == "async"
+                                                          "team": {"mode": "async"},
+                                                          "containers": {"impl": "local_opener:open_local"}}))
+    monkeypatch.setenv("SWEPIPE_TEST_REPO", str(leaky_repo["path"]))
+    monkeypatch.setenv("SWEPIPE_TEST_BASE", leaky_repo["base"])
+    cfg = resolve_config(tmp_path / "config.yaml", strategy="team", team={"size": 4, "mode": None})
+    assert cfg.team.size == 4 and cfg.team.mode == "async"
+    settings, server = prepare_run(dataset="bundled", config=cfg, run_id="team", runs_dir=tmp_path / "runs")
+    assert server is None
     task = make_task(leaky_repo)
-    prediction = run_team_task(task, ctx, runtime_factory=lambda: LocalRuntime(leaky_repo["path"], leaky_repo["base"]))
+    prediction = run_one_task(task, settings, Budget("run"))
     assert prediction["strategy"] == "team" and prediction["source"] == "team" and prediction["error"] is None
     assert "+    return a + b" in prediction["model_patch"]
     assert prediction["cost"] == pytest.approx({"lead": 4 * REPLY_COST, "worker": 2 * REPLY_COST,
@@ -340,23 +346,123 @@ def test_run_team_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monke
     assert prediction["tokens"]["lead"] == {"input": 4000, "cached": 0, "output": 400}
     assert prediction["tokens"]["worker"] == {"input": 2000, "cached": 0, "output": 200}
     assert set(prediction["models"]) == {"lead", "worker"} and prediction["delegations"]["implementation"] == 1
-    paths = ctx.layout.task(task.instance_id)
+    paths = settings.layout.task(task.instance_id)
     rows = Ledger.read(paths.ledger)
     assert sorted({(r.stage, r.role, r.agent) for r in rows}) == [("team", "lead", "lead"),
                                                                   ("team", "worker", "worker-0")]
     team_dir = paths.root / "team"
     assert (team_dir / "patch.diff").read_text() == prediction["model_patch"]
     assert {p.name for p in team_dir.iterdir()} >= {"lead.trajectory.json", "worker-0.trajectory.json",
-                                                   "delegations.json", "messages.json", "result.json"}
-    again = run_team_task(task, ctx, runtime_factory=lambda: pytest.fail("a finished task is not run again"))
+                                                   "delegations.json", "messages.json", "result.json",
+                                                   "commands.jsonl"}
+    monkeypatch.setenv("SWEPIPE_TEST_REFUSE", "1")
+    again = run_one_task(task, settings, Budget("run"))
     assert again["model_patch"] == prediction["model_patch"] and len(Ledger.read(paths.ledger)) == len(rows)
 
 
 def test_team_options_are_checked_before_anything_runs(tmp_path):
-    from pipeline.run.setup import prepare_run
+    from pipeline.run.setup import resolve_config
 
     with pytest.raises(SwepipeError, match="team.size"):
-        prepare_run(dataset="bundled", config_path=None, overrides={"lead": "scripted/x", "worker": "scripted/x"},
-                    k=None, run_id="bad", runs_dir=tmp_path, evaluate=False, reuse_juniors_from=None,
-                    run_scripts=None, dockerfiles=None, image_template=None, timeout=60, strategy="team",
-                    team={"size": 17})
+        resolve_config(None, overrides={"lead": "scripted/x", "worker": "scripted/x"}, strategy="team",
+                       team={"size": 17})
+
+
+@pytest.mark.slow
+def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo):
+    """SIGKILL while two workers are mid-task; the rerun rebuilds the workspace from the command journal,
+    continues every conversation where it stopped, and the final diff holds the workers' changes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = {"lead": [action("delegate", [{"stage": "implementation", "task": "Fix add.", "writable": ["calc.py"]},
+                                           {"stage": "planning", "task": "Look around."}]),
+                       bash("git diff --stat"), SUBMIT],
+              "worker": [[bash(FIX), bash("sleep 3 && echo checked"), bash("sleep 3 && echo again"), report("fixed")],
+                         [bash("sleep 3 && ls"), bash("sleep 3 && echo more"), report("nothing else")]]}
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
+        "models": {"lead": spec, "worker": spec}, "containers": {"impl": "local_opener:open_local"},
+        "team": {"mode": "blocking"}}))
+    env = {**os.environ, "SWEPIPE_TEST_REPO": str(leaky_repo["path"]), "SWEPIPE_TEST_BASE": leaky_repo["base"],
+           "PYTHONPATH": str(Path(__file__).parent)}
+    from pipeline.tasks import load_tasks
+
+    task_id = next(t.instance_id for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
+    command = [sys.executable, "-m", "pipeline.cli", "run", "--strategy", "team", "--instance-ids", task_id,
+               "--config", "config.yaml", "--run-id", "killed"]
+    team_dir = tmp_path / "runs" / "killed" / "tasks" / task_id / "team"
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # kill once both workers have run a command and are in the next
+            try:
+                steps = [trajectory(team_dir, f"worker-{n}")["steps"] for n in (0, 1)]
+            except (OSError, ValueError):
+                steps = [[], []]
+            if all(len(s) >= 2 for s in steps):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the team never got to the point where it was to be killed")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    ledger_path = team_dir.parent / "ledger.jsonl"
+    paid_before = Ledger.read(ledger_path)
+    assert 4 <= len(paid_before) < 3 + 4 + 3 and not (team_dir / "result.json").exists()
+
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = Ledger.read(ledger_path)
+    calls = [r.agent for r in rows]
+    # Every conversation position paid once: the lead 3 replies, worker-0 4, worker-1 3.
+    assert (calls.count("lead"), calls.count("worker-0"), calls.count("worker-1")) == (3, 4, 3), calls
+    assert all(r.error is None for r in rows)
+    prediction = json.loads((tmp_path / "runs" / "killed" / "predictions.jsonl").read_text().splitlines()[0])
+    assert "+    return a + b" in prediction["model_patch"]  # the fix made before the kill was replayed
+    assert prediction["cost"]["total"] == pytest.approx(10 * REPLY_COST)
+    lead = trajectory(team_dir, "lead")
+    assert lead["resumed"] and "nothing else" in lead["steps"][0]["output"] and "fixed" in lead["steps"][0]["output"]
+    journal = [json.loads(line) for line in (team_dir / "commands.jsonl").read_text().splitlines()]
+    assert [e["agent"] for e in journal].count("worker-0") == 3 and journal[-1]["agent"] == "lead"
+
+
+# -- the tool-call action format -------------------------------------------------------------
+
+
+def call(name: str, **arguments) -> dict:
+    return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}], "usage": USAGE}
+
+
+def test_a_team_works_in_the_tool_call_format(tmp_path, workspace):
+    delegation = yaml.safe_dump({"stage": "implementation", "task": "Fix add.", "writable": ["calc.py"]})
+    script = {
+        "lead": [{"content": "", "tool_calls": [{"name": "delegate", "arguments": "calc.py please"}], "usage": USAGE},
+                 call("delegate", body=delegation),
+                 call("bash", command="git diff --stat"),
+                 call("submit")],
+        "worker": [[call("bash", command=FIX),
+                    call("submit"),  # no report handed in: corrected, as in the text format
+                    {"content": "Done.", "tool_calls": [{"name": "submit", "arguments": {
+                        "text": "```report\ncalc.py:2 now adds\n```"}}], "usage": USAGE}]],
+    }
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    lead, worker = clients(tmp_path, script, ledger)
+    config = RunConfig(limits=Limits(max_steps=8, command_timeout=20, action_format="tools"),
+                       team=TeamConfig(worker_max_steps=6))
+    result = run_team("Fix add in calc.py.", workspace, lead, worker, Budget("task"), config, tmp_path / "team")
+    assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
+    saved = trajectory(tmp_path / "team", "lead")
+    assert "must be a JSON object" in saved["steps"][0]["format_error"]
+    assert "calc.py:2 now adds" in saved["steps"][1]["output"]  # the worker's report, from its submit's text
+    assert "`delegate`" in saved["messages"][3]["content"] or "delegate" in saved["messages"][3]["content"]
+    assert "through function calls" in saved["messages"][0]["content"]  # the system prompt says how
+    worker_steps = trajectory(tmp_path / "team", "worker-0")["steps"]
+    assert "report" in worker_steps[1]["format_error"] and worker_steps[2]["format_error"] is None

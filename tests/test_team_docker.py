@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline.models.ledger import Ledger
-from pipeline.run.layout import RunLayout
+from pipeline.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, apply_patch_command, bash, reply

@@ -17,25 +17,18 @@ from pipeline.errors import SwepipeError
 
 
 @app.command()
+@opt.selects_tasks()
 def tasks(
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    split: opt.Split = "test",
-    instance_ids: opt.InstanceIds = None,
-    repo: opt.Repo = None,
-    language: opt.Language = None,
-    limit: opt.Limit = None,
-    slice_: opt.Slice = None,
-    shuffle: opt.Shuffle = False,
-    seed: opt.Seed = 0,
+    selection: opt.TaskSelection,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decoded records as a JSON list.")] = False,
 ) -> None:
     """List the tasks of a dataset (after the filters)."""
-    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, slice_, shuffle, seed)
+    selected = selection.load()
     if as_json:
         json.dump([task.to_row() for task in selected], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    table = Table(title=f"{len(selected)} task(s) from {dataset}")
+    table = Table(title=f"{len(selected)} task(s) from {selection.dataset}")
     for column in ("instance id", "repo", "language", "FAIL_TO_PASS", "PASS_TO_PASS"):
         table.add_column(column, justify="right" if column.isupper() else "left", overflow="fold")
     for task in selected:
@@ -46,13 +39,9 @@ def tasks(
 
 
 @app.command()
+@opt.selects_tasks("dataset", "split", "instance_ids", "repo", "language", "limit")
 def validate(
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    split: opt.Split = "test",
-    instance_ids: opt.InstanceIds = None,
-    repo: opt.Repo = None,
-    language: opt.Language = None,
-    limit: opt.Limit = None,
+    selection: opt.TaskSelection,
     run_scripts: opt.RunScripts = None,
     image_template: opt.ImageTemplate = None,
     workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
@@ -64,14 +53,14 @@ def validate(
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.evaluation.validate import validate_tasks
 
-    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, None, False, 0)
-    defaults = defaults_for(dataset)
+    selected = selection.load()
+    defaults = defaults_for(selection.dataset)
     settings = EvalSettings(image_template=image_template or defaults.image_template,
                             run_scripts=run_scripts or defaults.run_scripts, timeout=timeout,
                             run_id=time.strftime("validate-%Y%m%d-%H%M%S"))
     out = output_dir or Path("runs") / settings.run_id
     checks = validate_tasks(selected, settings, out, workers=workers, show_progress=sys.stderr.isatty())
-    table = Table(title=f"validation of {len(checks)} task(s) from {dataset}")
+    table = Table(title=f"validation of {len(checks)} task(s) from {selection.dataset}")
     for column in ("instance id", "gold resolves", "empty fails", "F2P fail at base", "P2P pass at base",
                    "prompt clean", "problems"):
         table.add_column(column, overflow="fold")
@@ -103,9 +92,9 @@ def cleanup(
 
 
 @images_app.command("build")
+@opt.selects_tasks("dataset", "instance_ids")
 def images_build(
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    instance_ids: opt.InstanceIds = None,
+    selection: opt.TaskSelection,
     force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
 ) -> None:
     """Build the Debian base image (debootstrap + docker import) and the bundled tasks' images.
@@ -123,10 +112,10 @@ def images_build(
     from pipeline.bundled.images import build_images
     from pipeline.datasets import BUNDLED
 
-    if dataset != BUNDLED:
-        raise SwepipeError(f"only the bundled tasks' images are built locally; {dataset!r} names images on a "
-                           "registry (see --image-template), which `docker pull` or swepipe fetch on first use")
-    ids = opt.select_tasks(dataset, "test", instance_ids, None, None, None, None, False, 0)
+    if selection.dataset != BUNDLED:
+        raise SwepipeError(f"only the bundled tasks' images are built locally; {selection.dataset!r} names images "
+                           "on a registry (see --image-template), which `docker pull` or swepipe fetch on first use")
+    ids = selection.load()
     started = time.monotonic()
     with Progress(TextColumn("[bold]images[/bold]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
@@ -137,7 +126,8 @@ def images_build(
             label = item if isinstance(item, str) else item.name
             progress.update(bar, total=total, completed=number, description=f"{kind}: {label}")
 
-        built = build_images([t.instance_id for t in ids] if instance_ids else None, force=force, on_step=on_step)
+        built = build_images([t.instance_id for t in ids] if selection.instance_ids else None, force=force,
+                             on_step=on_step)
     for image in built:
         print(f"{image.image}: " + ("up to date" if image.cached else f"built in {image.seconds:.1f} s"))
     fresh = [b for b in built if not b.cached]

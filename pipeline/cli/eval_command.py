@@ -14,15 +14,17 @@ from pipeline.errors import SwepipeError
 
 
 @app.command("eval")
+@opt.selects_tasks("dataset", "split")
 def eval_(
-    predictions: Annotated[Path, typer.Option(help="predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")],
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    split: opt.Split = "test",
+    predictions: Annotated[Path, typer.Option(
+        help="predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")],
+    selection: opt.TaskSelection = opt.TaskSelection(),
     run_scripts: opt.RunScripts = None,
     dockerfiles: opt.Dockerfiles = None,
     image_template: opt.ImageTemplate = None,
     output_dir: Annotated[Optional[Path], typer.Option(
-        help="Where results go (default runs/<run-id>/eval; a predictions file inside runs/<run-id>/ names the run).")] = None,
+        help="Where results go (default runs/<run-id>/eval; a predictions file inside runs/<run-id>/ "
+             "names the run).")] = None,
     workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
     redo: Annotated[bool, typer.Option(help="Score again instances that already have a result.")] = False,
     timeout: opt.Timeout = 1800,
@@ -37,13 +39,12 @@ def eval_(
     from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.runner import EvalSettings
-    from pipeline.tasks import load_tasks
 
     if attempts < 1 or workers < 1 or timeout <= 0:
         raise SwepipeError("--attempts and --workers must be at least 1, and --timeout above 0")
     loaded = load_predictions(predictions)
-    tasks_ = load_tasks(dataset, split)
-    defaults = defaults_for(dataset)
+    tasks_ = selection.load()
+    defaults = defaults_for(selection.dataset)
     run_id = _run_id_for(predictions)
     out = output_dir or Path("runs") / run_id / "eval"
     settings = EvalSettings(image_template=image_template or defaults.image_template,

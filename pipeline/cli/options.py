@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,14 +30,60 @@ Shuffle = Annotated[bool, typer.Option(help="Shuffle the selected tasks before s
 Seed = Annotated[int, typer.Option(help="Seed for --shuffle.")]
 
 
-def select_tasks(dataset: str, split: str, instance_ids: str | None, repo: str | None, language: str | None,
-                 limit: int | None, slice_: str | None, shuffle: bool, seed: int) -> list[Task]:
-    """Load a dataset and apply the filters; filters are checked before the dataset is read."""
-    task_filter = TaskFilter(
-        instance_ids=parse_instance_ids(instance_ids) if instance_ids else None,
-        repo=repo, language=language, limit=limit, slice=slice_, shuffle=shuffle, seed=seed,
-    )
-    return task_filter.apply(load_tasks(dataset, split))
+@dataclass(frozen=True)
+class TaskSelection:
+    """The task-selection options of a command, as one value."""
+
+    dataset: str = DEFAULT_DATASET
+    split: str = "test"
+    instance_ids: str | None = None
+    repo: str | None = None
+    language: str | None = None
+    limit: int | None = None
+    slice_: str | None = None
+    shuffle: bool = False
+    seed: int = 0
+
+    def load(self) -> list[Task]:
+        """Load the dataset and apply the filters; filters are checked before the dataset is read."""
+        task_filter = TaskFilter(
+            instance_ids=parse_instance_ids(self.instance_ids) if self.instance_ids else None,
+            repo=self.repo, language=self.language, limit=self.limit, slice=self.slice_, shuffle=self.shuffle,
+            seed=self.seed,
+        )
+        return task_filter.apply(load_tasks(self.dataset, self.split))
+
+
+_SELECTION_OPTIONS = {"dataset": Dataset, "split": Split, "instance_ids": InstanceIds, "repo": Repo,
+                      "language": Language, "limit": Limit, "slice_": Slice, "shuffle": Shuffle, "seed": Seed}
+ALL_FILTERS = tuple(_SELECTION_OPTIONS)
+
+
+def selects_tasks(*names: str):
+    """Give a command the task-selection options ``names`` (default: all); it receives them as
+    ``selection: TaskSelection``. Declared here once, shown in each command's --help."""
+    names = names or ALL_FILTERS
+    defaults = TaskSelection()
+
+    def wrap(command):
+        own = inspect.signature(command, eval_str=True)
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name),
+                                   annotation=_SELECTION_OPTIONS[name]) for name in names]
+        kept = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values()
+                if p.name != "selection"]
+
+        @functools.wraps(command)
+        def with_selection(**options):
+            chosen = {name: options.pop(name) for name in names}
+            return command(selection=TaskSelection(**chosen), **options)
+
+        del with_selection.__wrapped__  # typer must read the signature below, not the command's
+        signature = own.replace(parameters=[*added, *kept])
+        with_selection.__signature__ = signature
+        with_selection.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        return with_selection
+
+    return wrap
 
 
 ImageTemplate = Annotated[Optional[str], typer.Option(
@@ -47,8 +96,11 @@ Dockerfiles = Annotated[Optional[Path], typer.Option(
     help="Directory with base_dockerfile/<id>/Dockerfile and instance_dockerfile/<id>/Dockerfile whose ENV "
          "lines are exported before the tests, as the official harness does.")]
 Timeout = Annotated[float, typer.Option(help="Seconds one instance's tests may take before it counts as a timeout.")]
-Platform = Annotated[Optional[str], typer.Option(help="Docker platform, e.g. linux/amd64 (the official images are amd64 only).")]
-ConfigFile = Annotated[Optional[Path], typer.Option("--config", help="YAML run configuration (models, budgets, limits).")]
+Platform = Annotated[Optional[str], typer.Option(
+    help="Docker platform, e.g. linux/amd64 (the official images are amd64 only).")]
+RunsDir = Annotated[Path, typer.Option(help="Where run directories live.")]
+ConfigFile = Annotated[Optional[Path], typer.Option(
+    "--config", help="YAML run configuration (models, budgets, limits).")]
 JuniorModel = Annotated[Optional[str], typer.Option(help="litellm model string for the junior role.")]
 SeniorModel = Annotated[Optional[str], typer.Option(help="litellm model string for the senior role.")]
 PrincipalModel = Annotated[Optional[str], typer.Option(help="litellm model string for the principal role.")]

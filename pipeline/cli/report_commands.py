@@ -13,23 +13,23 @@ from pipeline.errors import SwepipeError
 
 
 @app.command()
+@opt.selects_tasks("dataset", "split")
 def report(
     runs: Annotated[list[Path], typer.Argument(help="Run directories (runs/<run-id>), shown side by side.")],
-    baseline: Annotated[Optional[Path], typer.Option(help="Run to compare against (normally the solo agent): "
-                                                     "efficiency = added resolve rate per added dollar per task.")] = None,
+    baseline: Annotated[Optional[Path], typer.Option(
+        help="Run to compare against (normally the solo agent): "
+             "efficiency = added resolve rate per added dollar per task.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (offline, figures "
                                                  "embedded) to this file.")] = None,
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    split: opt.Split = "test",
+    selection: opt.TaskSelection = opt.TaskSelection(),
 ) -> None:
     """Resolve rate, dollars, tokens and time by stage, exit reasons and coverage of run directories (no model,
     no Docker); writes report.md, report.html and figures/ into the first run's directory."""
     from pipeline.report.build import build_report, write_report
     from pipeline.report.render import rich_table
-    from pipeline.tasks import load_tasks
 
     try:
-        patches = {t.instance_id: t.patch for t in load_tasks(dataset, split)}
+        patches = {t.instance_id: t.patch for t in selection.load()}
     except SwepipeError as error:
         console.print(f"[yellow]no coverage: {error}[/yellow]")
         patches = None
@@ -41,10 +41,10 @@ def report(
 
 
 @app.command()
+@opt.selects_tasks("dataset", "split")
 def coverage(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory (runs/<run-id>).")],
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    split: opt.Split = "test",
+    selection: opt.TaskSelection = opt.TaskSelection(),
     by_task: Annotated[bool, typer.Option("--by-task/--no-by-task", help="Also show each task at k=K.")] = True,
 ) -> None:
     """How much of each task's gold patch the context held, against pool size, with and without the senior."""
@@ -52,9 +52,8 @@ def coverage(
     from pipeline.report.load import load_run
     from pipeline.report.render import rich_table
     from pipeline.report.tables import coverage_by_task, coverage_table
-    from pipeline.tasks import load_tasks
 
-    patches = {t.instance_id: t.patch for t in load_tasks(dataset, split)}
+    patches = {t.instance_id: t.patch for t in selection.load()}
     result = run_coverage(load_run(run_dir), patches)
     console.print(rich_table(coverage_table(result)))
     if by_task and result.tasks:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,66 +12,83 @@ from rich.table import Table
 
 from pipeline.cli import app, console
 from pipeline.cli import options as opt
+from pipeline.config import commented_yaml
+from pipeline.strategies.base import REGISTRY as STRATEGIES
 
 
 @app.command()
+@opt.selects_tasks()
 def run(
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    split: opt.Split = "test",
-    instance_ids: opt.InstanceIds = None,
-    repo: opt.Repo = None,
-    language: opt.Language = None,
-    limit: opt.Limit = None,
-    slice_: opt.Slice = None,
-    shuffle: opt.Shuffle = False,
-    seed: opt.Seed = 0,
+    selection: opt.TaskSelection,
     config: opt.ConfigFile = None,
     junior_model: opt.JuniorModel = None,
     senior_model: opt.SeniorModel = None,
     principal_model: opt.PrincipalModel = None,
-    strategy: Annotated[str, typer.Option(help="pipeline (juniors, senior, principal), solo (one agent, the baseline) or team (a lead delegating to workers).")] = "pipeline",
+    strategy: Annotated[Optional[str], typer.Option(help=f"{', '.join(STRATEGIES)}, or a Strategy class as "
+                                                   "package.module:Class (default from config: pipeline).")] = None,
     solo_model: Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")] = None,
     lead_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's lead.")] = None,
     worker_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's workers.")] = None,
-    team_stages: Annotated[Optional[str], typer.Option(help="Team: the stage workers serve: planning, implementation, verification or all (default from config: all).")] = None,
-    team_mode: Annotated[Optional[str], typer.Option(help="Team: blocking (the lead waits for its workers) or async (workers run while it works; default from config: blocking).")] = None,
-    team_size: Annotated[Optional[int], typer.Option(help="Team: workers at a time, 1 to 16 (default from config: 3).")] = None,
-    team_sizing: Annotated[Optional[str], typer.Option(help="Team: fixed (every delegation uses the whole team) or lead (the lead picks up to --team-size; default).")] = None,
-    team_messages: Annotated[Optional[bool], typer.Option("--team-messages/--no-team-messages", help="Team: let agents message each other (default from config: yes).")] = None,
+    team_stages: Annotated[Optional[str], typer.Option(
+        help="Team: the stage workers serve: planning, implementation, verification or all "
+             "(default from config: all).")] = None,
+    team_mode: Annotated[Optional[str], typer.Option(
+        help="Team: blocking (the lead waits for its workers) or async (workers run while it works; "
+             "default from config: blocking).")] = None,
+    team_size: Annotated[Optional[int], typer.Option(
+        help="Team: workers at a time, 1 to 16 (default from config: 3).")] = None,
+    team_sizing: Annotated[Optional[str], typer.Option(
+        help="Team: fixed (every delegation uses the whole team) or lead (the lead picks up to --team-size; "
+             "default).")] = None,
+    team_messages: Annotated[Optional[bool], typer.Option(
+        "--team-messages/--no-team-messages",
+        help="Team: let agents message each other (default from config: yes).")] = None,
     k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task (default from config: 4).")] = None,
     workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
-    run_id: Annotated[Optional[str], typer.Option(help="Run id; the same id resumes a run (default: run-<time>).")] = None,
-    runs_dir: Annotated[Path, typer.Option(help="Where run directories live.")] = Path("runs"),
-    evaluate: Annotated[bool, typer.Option("--evaluate", help="Score each prediction with the hidden tests as soon as it exists.")] = False,
-    reuse_juniors_from: Annotated[Optional[str], typer.Option(help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
+    run_id: Annotated[Optional[str], typer.Option(
+        help="Run id; the same id resumes a run (default: run-<time>).")] = None,
+    runs_dir: opt.RunsDir = Path("runs"),
+    evaluate: Annotated[bool, typer.Option(
+        "--evaluate", help="Score each prediction with the hidden tests as soon as it exists.")] = False,
+    reuse_juniors_from: Annotated[Optional[str], typer.Option(
+        help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
     run_scripts: opt.RunScripts = None,
     dockerfiles: opt.Dockerfiles = None,
     image_template: opt.ImageTemplate = None,
     timeout: opt.Timeout = 1800,
+    print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved config (every option, "
+                                               "its value and what it means) as YAML, and run nothing.")] = False,
 ) -> None:
-    """Run the pipeline (juniors, senior, principal) over the tasks, resumably, and optionally score it."""
+    """Run a strategy (by default the pipeline: juniors, senior, principal) over the tasks, resumably, and
+    optionally score it."""
     from pipeline.run.runner import run_tasks
-    from pipeline.run.setup import prepare_run
+    from pipeline.run.setup import prepare_run, resolve_config
 
-    selected = opt.select_tasks(dataset, split, instance_ids, repo, language, limit, slice_, shuffle, seed)
-    ctx = prepare_run(dataset=dataset, config_path=config, overrides={"junior": junior_model, "senior": senior_model,
-                      "principal": principal_model, "solo": solo_model, "lead": lead_model, "worker": worker_model},
-                      k=k, strategy=strategy, run_id=run_id, runs_dir=runs_dir, evaluate=evaluate,
-                      reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts, dockerfiles=dockerfiles,
-                      image_template=image_template, timeout=timeout, announce=console.print,
-                      team={"stages": team_stages, "mode": team_mode, "size": team_size, "sizing": team_sizing,
-                            "messages": team_messages})
+    cfg = resolve_config(config, k=k, strategy=strategy, overrides={
+        "junior": junior_model, "senior": senior_model, "principal": principal_model, "solo": solo_model,
+        "lead": lead_model, "worker": worker_model},
+        team={"stages": team_stages, "mode": team_mode, "size": team_size, "sizing": team_sizing,
+              "messages": team_messages})
+    if print_config:
+        print(commented_yaml(cfg), end="")
+        return
+    selected = selection.load()
+    settings, server = prepare_run(dataset=selection.dataset, config=cfg, run_id=run_id, runs_dir=runs_dir,
+                                   evaluate=evaluate, reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts,
+                                   dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
+                                   announce=console.print)
     try:
-        console.print(f"run {ctx.layout.run_id}: {len(selected)} task(s) -> {ctx.layout.root}")
-        summary = run_tasks(selected, ctx, workers=workers, show_progress=sys.stderr.isatty())
-        _print_run(summary, ctx)
+        console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
+        summary = run_tasks(selected, settings, workers=workers, show_progress=sys.stderr.isatty())
+        _print_run(summary, settings)
     finally:
-        ctx.close()
+        if server is not None:
+            server.stop()
 
 
-def _print_run(summary, ctx) -> None:
-    table = Table(title=f"run {ctx.layout.run_id}")
-    stages = {"solo": ["solo"], "team": ["lead", "worker"]}.get(ctx.strategy, ["junior", "senior", "principal"])
+def _print_run(summary, settings) -> None:
+    table = Table(title=f"run {settings.layout.run_id}")
+    stages = list(summary.roles)
     for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
         table.add_column(column, overflow="fold")
     for instance_id, p in sorted(summary.predictions.items()):
@@ -81,7 +99,7 @@ def _print_run(summary, ctx) -> None:
     console.print(table)
     if summary.skipped:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
-    console.print(f"spent: {summary.line()}; predictions in {ctx.layout.predictions}")
+    console.print(f"spent: {summary.line()}; predictions in {settings.layout.predictions}")
     for instance_id, error in sorted(summary.infra_errors.items()):
         console.print(f"[red]not run[/red] {instance_id}: {error}", soft_wrap=True)
     if summary.infra_errors:
@@ -91,64 +109,45 @@ def _print_run(summary, ctx) -> None:
 
 
 @app.command()
+@opt.selects_tasks("dataset", "split")
 def rollouts(
     task: Annotated[str, typer.Option(help="Instance id of the task.")],
-    dataset: opt.Dataset = opt.DEFAULT_DATASET,
-    split: opt.Split = "test",
+    selection: opt.TaskSelection = opt.TaskSelection(),
     k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 4).")] = None,
     config: opt.ConfigFile = None,
     junior_model: opt.JuniorModel = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Step limit per rollout.")] = None,
     image_template: opt.ImageTemplate = None,
-    output_dir: Annotated[Optional[Path], typer.Option(help="Where rollouts go (default runs/<run-id>/tasks/<id>/junior).")] = None,
-    run_id: Annotated[Optional[str], typer.Option(help="Run id (default: rollouts-<time>).")] = None,
+    runs_dir: opt.RunsDir = Path("runs"),
+    run_id: Annotated[Optional[str], typer.Option(help="Run id; the same id reuses finished rollouts "
+                                                 "(default: rollouts-<time>).")] = None,
 ) -> None:
-    """Run the junior stage alone on one task and print the candidate pool."""
+    """Run the junior stage alone on one task and print the candidate pool (runs/<run-id>/tasks/<id>/junior)."""
     import time as _time
 
-    from pipeline.config import load_config
-    from pipeline.datasets import defaults_for
     from pipeline.juniors.pool import build_pool
-    from pipeline.juniors.stage import junior_settings, run_juniors
+    from pipeline.juniors.stage import run_juniors
     from pipeline.models.budget import Budget
-    from pipeline.models.client import ModelClient
-    from pipeline.models.ledger import Ledger
-    from pipeline.runtime.images import image_name
+    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.task import task_job
     from pipeline.storage import write_json_atomic
 
-    selected = opt.select_tasks(dataset, split, task, None, None, None, None, False, 0)[0]
-    cfg = load_config(config).with_model("junior", junior_model)
-    if k is not None:
-        cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
+    chosen = dataclasses.replace(selection, instance_ids=task).load()[0]
+    cfg = resolve_config(config, k=k, strategy="vote", overrides={"junior": junior_model})
     if max_steps is not None:
         cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"max_steps": max_steps})})
-    run_id = run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S")
-    task_dir = Path("runs") / run_id / "tasks" / selected.instance_id
-    directory = output_dir or task_dir / "junior"
-    ledger = Ledger((output_dir or task_dir) / "ledger.jsonl")
-    server = None
-    if "junior" not in cfg.models:  # as in `swepipe run`: the local model when none is configured
-        from pipeline.models.local_server import LocalModelServer
-
-        console.print("no junior model configured: starting the local model (Gemma 3 270M)")
-        server = LocalModelServer()
-        server.start()
-        cfg = cfg.model_copy(update={"models": {**cfg.models, "junior": server.spec()}})
+    settings, server = prepare_run(dataset=selection.dataset, config=cfg, runs_dir=runs_dir,
+                                   run_id=run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S"),
+                                   image_template=image_template, announce=console.print)
     try:
-        client = ModelClient(cfg.model_for("junior"), "junior", ledger, task=selected.instance_id,
-                             scope=f"{run_id}/{selected.instance_id}")
-        template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template
-        settings = junior_settings(cfg, image_name(template, selected.to_row()), run_id)
-        run_budget = Budget("run", cfg.budgets.per_run)
-        task_budget = run_budget.child(f"task {selected.instance_id}", cfg.budgets.per_task)
-        records = run_juniors(selected, cfg.juniors.k, client, task_budget, settings, directory,
-                              on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
-                                                              f"{r['steps']} steps, ${r['cost']:.4f}"))
+        job = task_job(chosen, settings, Budget("run", settings.config.budgets.per_run))
+        records = run_juniors(job, on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
+                                                                   f"{r['steps']} steps, ${r['cost']:.4f}"))
     finally:
         if server is not None:
             server.stop()
-    pool = build_pool(selected.instance_id, records)
-    write_json_atomic(directory / "pool.json", pool.to_dict())
+    pool = build_pool(chosen.instance_id, records)
+    write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
     _print_pool(pool, records)
 
 

@@ -1,59 +1,49 @@
-"""One junior rollout: a sanitised container, the ReAct loop, and the candidate `git diff`."""
+"""One junior rollout: a sanitised container, the agent, and the candidate `git diff`."""
 
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.agent.loop import AgentLimits, run_agent
+from pipeline.agent.agent import Agent, prompt
 from pipeline.errors import SwepipeError
-from pipeline.storage import write_json_atomic
-from pipeline.models.budget import Budget
+from pipeline.job import TaskJob
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
-from pipeline.tasks import Task
-
-
-@dataclass
-class RolloutSettings:
-    image: str
-    run_id: str
-    limits: AgentLimits
-    temperatures: list[float]
-    seed: int = 0
-    per_rollout_budget: float | None = None
-    platform: str | None = None
-    cpus: float | None = None
-    memory: str | None = None
-    network: bool = False
+from pipeline.storage import write_json_atomic
 
 
 def rollout_path(directory: Path, index: int) -> Path:
     return directory / f"rollout-{index:02d}.json"
 
 
-def run_rollout(task: Task, index: int, client: ModelClient, task_budget: Budget, settings: RolloutSettings,
-                directory: Path) -> dict:
-    """Run rollout ``index`` and write ``rollout-NN.json``; failures are recorded, never raised."""
-    from pipeline.config import Containers
-    from pipeline.runtime.factory import open_runtime
+def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, **options) -> Agent:
+    """The agent that works on the task's issue end to end in ``runtime`` (a junior, the solo baseline)."""
+    limits = job.config.limits
+    system = "agent_system_tools.md.j2" if limits.action_format == "tools" else "agent_system.md.j2"
+    messages = prompt(system, "agent_instance.md.j2", workdir=str(runtime.workdir),
+                      command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
+                      task_text=render_task_prompt(job.task))
+    return Agent(name, client, runtime, budget, limits, messages=messages, **options)
 
+
+def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
+    """Run rollout ``index`` and write ``junior/rollout-NN.json``; failures are recorded, never raised."""
+    juniors, task, directory = job.config.juniors, job.task, job.paths.junior
     name = f"rollout-{index:02d}"
-    path = rollout_path(directory, index)
-    budget = task_budget.child(f"{name} of {task.instance_id}", settings.per_rollout_budget)
-    temperature = settings.temperatures[index % len(settings.temperatures)] if settings.temperatures else None
+    budget = job.budget.child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
+    temperature = juniors.temperatures[index % len(juniors.temperatures)] if juniors.temperatures else None
     record = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
-              "temperature": temperature, "seed": settings.seed + index, "patch": "", "patch_source": None}
+              "temperature": temperature, "seed": juniors.seed + index, "patch": "", "patch_source": None}
+    trajectory = directory / f"{name}.trajectory.json"
     runtime = None
     try:
-        runtime = open_runtime(task, name, Containers(platform=settings.platform, cpus=settings.cpus,
-                                                     memory=settings.memory, network=settings.network),
-                               run_id=settings.run_id, image_template=settings.image, background=True)
-        agent = run_agent(client, runtime, render_task_prompt(task), budget, settings.limits, name=name,
-                          agent_index=index, temperature=temperature, seed=settings.seed + index,
-                          trajectory_path=directory / f"{name}.trajectory.json")
-        record.update(exit_reason=agent.exit_reason, error=agent.error, trajectory=agent.to_dict())
+        runtime = job.open_runtime(name, background=True)
+        agent = task_agent(job, name, client, runtime, budget, agent_index=index, temperature=temperature,
+                           seed=juniors.seed + index, trajectory_path=trajectory)
+        agent.resume()
+        run = agent.record if agent.finished else agent.run()
+        record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
         _take_patch(runtime, record)
     except SwepipeError as error:
         record.update(exit_reason="runtime_error", error=str(error))
@@ -63,12 +53,12 @@ def run_rollout(task: Task, index: int, client: ModelClient, task_budget: Budget
     finally:
         if runtime is not None:
             runtime.stop()
-    trajectory = record.get("trajectory") or {}
-    record.update(cost=trajectory.get("cost", 0.0), input_tokens=trajectory.get("input_tokens", 0),
-                  output_tokens=trajectory.get("output_tokens", 0), seconds=trajectory.get("seconds", 0.0),
-                  steps=len(trajectory.get("steps", [])))
-    write_json_atomic(path, record)
-    (directory / f"{name}.trajectory.json").unlink(missing_ok=True)  # now inside the rollout record
+    steps = record.get("trajectory") or {}
+    record.update(cost=steps.get("cost", 0.0), input_tokens=steps.get("input_tokens", 0),
+                  output_tokens=steps.get("output_tokens", 0), seconds=steps.get("seconds", 0.0),
+                  steps=len(steps.get("steps", [])))
+    write_json_atomic(rollout_path(directory, index), record)
+    trajectory.unlink(missing_ok=True)  # now inside the rollout record
     return record
 
 

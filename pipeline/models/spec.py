@@ -33,8 +33,9 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str = Field(description="litellm model string, e.g. openai/gpt-4o-mini or scripted/path/to/script.yaml")
     api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint for self-hosted models")
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None,
+                                      description="sampling temperature (juniors: see juniors.temperatures)")
+    max_tokens: int | None = Field(default=None, gt=0, description="longest reply, in tokens")
     timeout: float = Field(default=300, gt=0, description="seconds per request; always sent")
     max_retries: int = Field(default=4, ge=0, description="retries of rate limits, timeouts, connection errors, 5xx")
     extra: dict[str, Any] = Field(default_factory=dict, description="further litellm.completion parameters")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+import time
 from pathlib import Path
 
+from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.errors import SwepipeError
+from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
@@ -17,24 +19,42 @@ from pipeline.runtime.base import Runtime
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
-FALLBACKS = ("junior_top", "none")
 CHECK_PATH = "/tmp/swepipe-prediction.diff"
-
-
-@dataclass
-class PrincipalSettings:
-    show_candidates: int = 0  # top junior candidates shown to the principal (0: none)
-    fallback: str = "junior_top"  # when the principal's edits are still unusable after one retry
-    max_attempts: int = 2  # the call and at most one retry
+MAX_ATTEMPTS = 2  # the call and at most one retry, for edits that cannot be used
 
 
 class UnusableEdits(Exception):
     """The reply's edits cannot be parsed, applied, or give no valid diff; the message says why."""
 
 
-def run_principal(task: Task, brief: dict, context: str, pool: CandidatePool, client: ModelClient,
-                  budget: Budget, runtime: Runtime, settings: PrincipalSettings, directory: Path) -> dict:
-    """Write principal/{replies.json, result.json, patch.diff}; returns the result record.
+class Principal:
+    """Stage 3 as a plug-in: ``write(job, pool, brief)`` returns the result record with the final ``patch``
+    and its ``source``. Replace it with ``principal: {impl: "mypkg.mod:MyPrincipal"}``."""
+
+    role = "principal"  # the model role it calls
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+
+    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
+        """The patch of an earlier session of this task, or one from the principal model now."""
+        def make() -> dict:
+            started = time.monotonic()
+            with job.open_runtime("principal") as runtime:
+                result = run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
+                                       self.config.principal, job.paths.principal)
+            job.seconds["principal"] = round(time.monotonic() - started, 2)
+            return result
+
+        result = once(job.paths.principal / "result.json", make)
+        if "patch" not in result:  # written before results held their patch
+            result["patch"] = (job.paths.principal / "patch.diff").read_text(encoding="utf-8")
+        return result
+
+
+def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelClient, budget: Budget,
+                  runtime: Runtime, settings: PrincipalConfig, directory: Path) -> dict:
+    """Write principal/{replies.json, patch.diff}; returns the result record (the patch in it).
 
     Replies are saved as soon as they arrive, so a resumed run reuses them instead of paying again.
     """
@@ -43,10 +63,10 @@ def run_principal(task: Task, brief: dict, context: str, pool: CandidatePool, cl
     replies: list[dict] = json.loads(replies_path.read_text()) if replies_path.exists() else []
     messages = [{"role": "system", "content": render("principal_system.md.j2")},
                 {"role": "user", "content": render("principal_task.md.j2", task_text=render_task_prompt(task),
-                                                   analysis=brief.get("analysis", ""), context=context,
+                                                   analysis=brief.get("analysis", ""), context=brief["context"],
                                                    candidates=_candidates(pool, settings.show_candidates))}]
     patch, error, attempts = "", None, []
-    for attempt in range(settings.max_attempts):
+    for attempt in range(MAX_ATTEMPTS):
         if attempt < len(replies):
             content = replies[attempt]["content"]
         else:
@@ -71,11 +91,9 @@ def run_principal(task: Task, brief: dict, context: str, pool: CandidatePool, cl
     source = "principal" if patch else None
     if not patch:
         patch, source = _fallback(pool, runtime, settings.fallback)
-    result = {"source": source or "none", "error": error, "failed_attempts": attempts, "calls": len(replies),
-              "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n")}
     (directory / "patch.diff").write_text(patch, encoding="utf-8")
-    write_json_atomic(directory / "result.json", result)
-    return {**result, "patch": patch}
+    return {"source": source or "none", "error": error, "failed_attempts": attempts, "calls": len(replies),
+            "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n"), "patch": patch}
 
 
 def apply_to_base(reply: str, runtime: Runtime) -> str:

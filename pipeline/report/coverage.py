@@ -1,4 +1,4 @@
-"""Coverage (DESIGN.md): did the context hold what the gold patch needs, as the pool grows, with and without
+"""Coverage: did the context hold what the gold patch needs, as the pool grows, with and without
 the senior's extraction?
 
 - removed lines: (file, base-commit line number) of every line the gold patch deletes or changes; covered when

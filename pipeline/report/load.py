@@ -1,4 +1,4 @@
-"""Reading one run directory (DESIGN.md, "A run on disk") into plain records; nothing is recomputed here."""
+"""Reading one run directory (README, "A run on disk") into plain records; nothing is recomputed here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 
 from pipeline.errors import SwepipeError
 from pipeline.models.ledger import Ledger
-from pipeline.run.layout import RunLayout, TaskPaths
+from pipeline.layout import RunLayout, TaskPaths
 
 _ROLLOUT = re.compile(r"^rollout-(\d+)\.json$")
 _ROLLOUT_FIELDS = ("index", "exit_reason", "error", "cost", "seconds", "steps", "reused_from")

@@ -1,6 +1,6 @@
 """Scheduling tasks: several at a time, predictions appended as they finish, progress on screen.
 
-Kept apart from run_task so another scheduler (a cluster engine, one Docker host per node) can
+Kept apart from run_one_task so another executor (a cluster engine, one Docker host per node) can
 drive the same per-task function.
 """
 
@@ -9,16 +9,16 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from pipeline.models.budget import Budget
 from pipeline.parallel import run_with_progress
-from pipeline.run.solo import run_solo_task
-from pipeline.run.task import STAGES, RunContext, run_task
+from pipeline.run.task import RunSettings, run_one_task
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
-from pipeline.team.task import run_team_task
 
 
 @dataclass
 class RunSummary:
+    roles: tuple[str, ...] = ()
     predictions: dict[str, dict] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     infra_errors: dict[str, str] = field(default_factory=dict)  # left unfinished, retried by a rerun
@@ -31,39 +31,39 @@ class RunSummary:
         return [p["resolved"] for p in self.predictions.values() if p.get("resolved") is not None]
 
     def line(self) -> str:
-        stages = [s for s in (*STAGES, "solo", "lead", "worker") if self.spend(s)] or list(STAGES)
+        stages = [s for s in self.roles if self.spend(s)] or list(self.roles)
         dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in stages)
         scored = self.scored
         rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
         return f"{dollars}{rate}"
 
 
-def run_tasks(tasks: list[Task], ctx: RunContext, workers: int = 1, show_progress: bool = True) -> RunSummary:
-    summary = RunSummary()
-    finished = ctx.layout.finished()
+def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True) -> RunSummary:
+    summary = RunSummary(roles=run.roles)
+    run_budget = Budget("run", run.config.budgets.per_run)
+    finished = run.layout.finished()
     todo = []
     for task in tasks:
         if task.instance_id in finished:
             summary.predictions[task.instance_id] = finished[task.instance_id]
             summary.skipped.append(task.instance_id)
             # What earlier sessions of this run spent still counts against its budget.
-            ctx.run_budget.charge(finished[task.instance_id].get("cost", {}).get("total", 0.0))
+            run_budget.charge(finished[task.instance_id].get("cost", {}).get("total", 0.0))
         else:
             todo.append(task)
     lock = threading.Lock()
 
     def one(task: Task) -> None:
-        run = {"solo": run_solo_task, "team": run_team_task}.get(ctx.strategy, run_task)
-        prediction = run(task, ctx)
+        prediction = run_one_task(task, run, run_budget)
         with lock:
             if prediction.get("infra_error"):
-                append_jsonl(ctx.layout.root / "infra_errors.jsonl", prediction)
+                append_jsonl(run.layout.root / "infra_errors.jsonl", prediction)
                 summary.infra_errors[task.instance_id] = prediction["error"]
                 return
-            append_jsonl(ctx.layout.predictions, prediction)
+            append_jsonl(run.layout.predictions, prediction)
             summary.predictions[task.instance_id] = prediction
-            if ctx.evaluation is not None:
-                write_json_atomic(ctx.layout.root / "eval_results.json",
+            if run.evaluation is not None:
+                write_json_atomic(run.layout.root / "eval_results.json",
                                   {i: p["resolved"] for i, p in sorted(summary.predictions.items())
                                    if p.get("resolved") is not None})
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from pipeline.agent.loop import AgentLimits, Prompts, run_agent
+from pipeline.agent.agent import Agent, prompt
+from pipeline.config import RunConfig
+from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
@@ -22,44 +23,67 @@ CANDIDATE_PATCH_LIMIT = 8_000  # characters of each candidate patch shown to the
 MAX_CANDIDATES_SHOWN = 6
 
 
-@dataclass
-class SeniorSettings:
-    limits: AgentLimits
-    context_tokens: int = 12_000  # budget of the context the principal gets
-    expansion_tokens: int = 6_000  # budget of the related code shown to the senior
-    count_tokens: Callable[[str], int] = lambda text: max(1, len(text) // 4)
+class Senior:
+    """Stage 2 as a plug-in: ``brief(job, pool)`` returns the brief record, whose ``context`` is the text
+    the principal gets. Replace it with ``senior: {impl: "mypkg.mod:MySenior"}``."""
+
+    role = "senior"  # the model role it calls
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+
+    def brief(self, job: TaskJob, pool: CandidatePool) -> dict:
+        """The brief of an earlier session of this task, or a new one made in a read-only container."""
+        def make() -> dict:
+            client = job.client("senior") if "senior" in job.config.models else None
+            started = time.monotonic()
+            with job.open_runtime("senior", read_only=True) as runtime:
+                record = run_senior(job.task, pool, client, job.budget, runtime, self.config, job.paths.senior,
+                                    job.count_tokens)
+            job.seconds["senior"] = round(time.monotonic() - started, 2)
+            return record
+
+        record = once(job.paths.senior / "brief.json", make)
+        return {**record, "context": (job.paths.senior / "context.md").read_text(encoding="utf-8")} \
+            if "context" not in record else record
 
 
-def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budget: Budget,
-               runtime: Runtime, settings: SeniorSettings, directory: Path) -> dict:
-    """Write senior/{expansion.json, brief.json, context.md, trajectory.json}; returns the brief record.
+def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budget: Budget, runtime: Runtime,
+               config: RunConfig, directory: Path, count_tokens: Callable[[str], int]) -> dict:
+    """Write senior/{expansion.json, context.md, trajectory.json}; returns the brief record (with its context).
 
     Without a usable reply from the senior, the deterministic expansion becomes the brief, so the
     principal still gets the code around the candidates; the record says so.
     """
     from pipeline.senior.expand import expand_pool
 
+    settings = config.senior
     directory.mkdir(parents=True, exist_ok=True)
     files = _FileCache(runtime)
     expansion = [BriefSpan(s.file, s.start, s.end, f"{s.kind}: {s.reason}") for s in expand_pool(pool, runtime)]
     write_json_atomic(directory / "expansion.json", [span.__dict__ for span in expansion])
     write_json_atomic(directory / "expansion_by_candidate.json", _expansion_by_candidate(pool, runtime))
-    shown = materialise(expansion, files.lines, settings.expansion_tokens, settings.count_tokens)
+    shown = materialise(expansion, files.lines, settings.expansion_tokens, count_tokens)
 
     brief, agent = None, None
     if client is not None:
         try:
-            agent = run_agent(
-                client, runtime, render_task_prompt(task), budget, settings.limits, name="senior",
-                trajectory_path=directory / "trajectory.json", check_submission=lambda reply: _problem(reply),
-                prompts=Prompts("senior_system.md.j2", "senior_instance.md.j2", extra=_pool_variables(pool, shown.text)))
-            if agent.exit_reason == "submitted":
-                brief = parse_brief(agent.steps[-1].reply)
+            limits = config.senior_limits()
+            messages = prompt("senior_system.md.j2", "senior_instance.md.j2", workdir=str(runtime.workdir),
+                              command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
+                              task_text=render_task_prompt(task), tools=limits.action_format == "tools",
+                              **_pool_variables(pool, shown.text))
+            agent = Agent("senior", client, runtime, budget, limits, messages=messages,
+                          trajectory_path=directory / "trajectory.json", check_submission=_problem)
+            agent.resume()
+            run = agent.record if agent.finished else agent.run()
+            if run.exit_reason == "submitted":
+                brief = parse_brief(run.submission or "")
         except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
             (directory / "error.txt").write_text(traceback.format_exc())
             agent_error = f"{type(error).__name__}: {error}"
         else:
-            agent_error = None if brief else f"senior ended with {agent.exit_reason}: {agent.error or ''}".strip()
+            agent_error = None if brief else f"senior ended with {run.exit_reason}: {run.error or ''}".strip()
     else:
         agent_error = "no senior model configured"
     if brief is None:
@@ -69,15 +93,15 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
     spans, problems = check_spans(brief.spans, files.lines)
     # The candidates' own hunks stay in as a safety net behind the senior's choice, budget permitting.
     safety = [s for s in expansion if s.reason.startswith("hunk")] if brief.source == "senior" else []
-    context = materialise(spans + safety, files.lines, settings.context_tokens, settings.count_tokens)
+    context = materialise(spans + safety, files.lines, settings.context_tokens, count_tokens)
     brief.problems = problems + context.dropped
     record = {**brief.to_dict(), "context_spans": [s.__dict__ for s in context.spans],
               "context_tokens": context.tokens, "senior_error": agent_error,
-              "senior_exit": agent.exit_reason if agent else None,
-              "senior_cost": agent.cost if agent else 0.0, "senior_steps": len(agent.steps) if agent else 0}
+              "senior_exit": agent.record.exit_reason if agent else None,
+              "senior_cost": agent.record.cost if agent else 0.0,
+              "senior_steps": len(agent.record.steps) if agent else 0}
     (directory / "context.md").write_text(context.text, encoding="utf-8")
-    write_json_atomic(directory / "brief.json", record)
-    return record
+    return {**record, "context": context.text}
 
 
 def _expansion_by_candidate(pool: CandidatePool, runtime: Runtime) -> dict[str, list[dict]]:
@@ -122,8 +146,3 @@ class _FileCache:
             except Exception:  # noqa: BLE001 - missing, a directory, undecodable, a dead container
                 self._lines[path] = None
         return self._lines[path]
-
-
-def load_brief(directory: Path) -> dict | None:
-    path = directory / "brief.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

@@ -1,8 +1,6 @@
-"""Reading the one action out of a team agent's reply, and the YAML bodies of the team actions.
+"""The team actions' names and the YAML bodies of their blocks (```delegate, ```message, ```resume, ...).
 
-A reply holds exactly one action block: ```bash (``submit`` included) or a team action block
-(```delegate, ```wait, ```check, ```message, ```stop, ```resume, ```directory). Other fenced
-blocks (```report, ```python, ...) are text, not actions.
+Which block of a reply is the action is read by pipeline.agent.actions, as for every agent.
 """
 
 from __future__ import annotations
@@ -12,27 +10,14 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from pipeline.agent.actions import SUBMIT, FormatError
+from pipeline.agent.actions import ActionError, FormatError, fenced_block
 
-_BLOCK = re.compile(r"^```([A-Za-z_]+)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+__all__ = ["ActionError", "FormatError"]
+
 STAGES = ("planning", "implementation", "verification")
 LEAD_ACTIONS = ("bash", "delegate", "wait", "check", "message", "stop", "resume", "directory")
 WORKER_ACTIONS = ("bash", "message", "directory")
 _DELEGATION_KEYS = {"stage", "task", "writable"}
-
-
-class ActionError(Exception):
-    """A well-formed action that cannot be carried out; the agent is told why and goes on."""
-
-
-@dataclass(frozen=True)
-class TeamAction:
-    kind: str
-    body: str
-
-    @property
-    def is_submit(self) -> bool:
-        return self.kind == "bash" and self.body.strip() == SUBMIT
 
 
 @dataclass(frozen=True)
@@ -42,25 +27,9 @@ class Delegation:
     writable: list[str] = field(default_factory=list)
 
 
-def parse_team_action(reply: str, allowed: tuple[str, ...]) -> TeamAction:
-    found = [(tag.lower(), body) for tag, body in _BLOCK.findall(reply or "") if tag.lower() in allowed]
-    if len(found) != 1:
-        count = "no" if not found else str(len(found))
-        raise FormatError(f"your reply had {count} action blocks ({', '.join('```' + a for a in allowed)}); "
-                          "it must have exactly one")
-    kind, body = found[0]
-    body = body.strip("\n")
-    if kind == "bash" and not body.strip():
-        raise FormatError("your ```bash block was empty")
-    return TeamAction(kind, body)
-
-
 def report_block(reply: str) -> str | None:
     """The text of the reply's ```report block, if it has a non-empty one."""
-    for tag, body in _BLOCK.findall(reply or ""):
-        if tag.lower() == "report" and body.strip():
-            return body.strip()
-    return None
+    return fenced_block(reply, "report")
 
 
 def load_yaml(kind: str, body: str):

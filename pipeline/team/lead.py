@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from pipeline.agent.agent import Agent, prompt
+from pipeline.config import RunConfig
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render
 from pipeline.runtime.base import Runtime
 from pipeline.team.actions import ActionError, parse_delegations, parse_message, parse_names, parse_resume
-from pipeline.team.agent import Hooks, TeamAgent
-from pipeline.team.roster import Team, TeamSettings
+from pipeline.team.roster import Team
 from pipeline.team.workers import Worker, require_free, stop_all
 from pipeline.team.workspace import SharedWorkspace
 
@@ -21,21 +22,25 @@ STOP_GRACE = 60.0  # seconds past a command's timeout a worker gets to notice it
 class Lead:
     def __init__(self, team: Team):
         self.team, self.settings = team, team.settings
-        self.agent: TeamAgent | None = None
+        self.agent: Agent | None = None
 
     @property
     def step(self) -> int:
-        return len(self.agent.run.steps) - 1 if self.agent else -1
+        return len(self.agent.record.steps) - 1 if self.agent else -1
 
-    def hooks(self) -> Hooks:
+    def actions(self) -> dict:
         actions = {"delegate": self.delegate, "wait": self.wait, "check": self.check, "stop": self.stop,
                    "resume": self.resume, "directory": lambda body: self.team.directory_text()}
         if self.settings.messages:
             actions["message"] = self.message
-        return Hooks(actions, guard_submission=self.guard)
+        return actions
 
     def delegate(self, body: str) -> str:
         s, team = self.settings, self.team
+        # A delegation this very step made before the process ended: its workers exist; go on with them.
+        earlier = [w for w in team.workers.values() if w.record["lead_step"] == self.step]
+        if earlier:
+            return self._after_delegation(earlier)
         default = s.stages if s.stages != "all" else None
         delegations = parse_delegations(body, default, str(team.workspace.workdir))
         refused = sorted({d.stage for d in delegations} - set(s.allowed_stages))
@@ -59,7 +64,10 @@ class Lead:
             team.save()
         for worker in started:
             worker.start(self.step)
-        if s.mode == "blocking":
+        return self._after_delegation(started)
+
+    def _after_delegation(self, started: list[Worker]) -> str:
+        if self.settings.mode == "blocking":
             return self._collect(started)
         names = ", ".join(f"{w.name} ({w.delegation.stage})" for w in started)
         return (f"started {names}. They work while you go on; each report comes to you before your next turn "
@@ -73,7 +81,7 @@ class Lead:
     def _collect(self, workers: list[Worker]) -> str:
         """Wait for ``workers`` to end, then hand over everything that arrived for the lead."""
         self.team.lead_status = f"waiting for {', '.join(w.name for w in workers)}" if workers else "working"
-        deadline = time.monotonic() + self.settings.lead_limits.wall_time
+        deadline = time.monotonic() + self.team.lead_limits.wall_time
         for worker in workers:
             worker.done.wait(max(0.0, deadline - time.monotonic()))
         self.team.lead_status = "working"
@@ -107,6 +115,9 @@ class Lead:
     def resume(self, body: str) -> str:
         name, text = parse_resume(body)
         worker = self.team.get(name)
+        if worker.record["sessions"] and worker.record["sessions"][-1]["lead_step"] == self.step:
+            # Resumed by this very step before the process ended: go on with that session.
+            return self._collect([worker]) if self.settings.mode == "blocking" else f"resumed {name}"
         if worker.state == "running":
             raise ActionError(f"{name} is still running; send it a message instead")
         require_free(self.team, 1)
@@ -134,29 +145,38 @@ class Lead:
         return None
 
     def _stop_timeout(self) -> float:
-        return self.settings.worker_limits.command_timeout + STOP_GRACE
+        return self.team.worker_limits.command_timeout + STOP_GRACE
 
 
 def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_client: ModelClient,
-             budget: Budget, settings: TeamSettings, directory: Path) -> dict:
-    """The lead and its workers on one workspace; the result holds the workspace's final diff."""
-    workspace = SharedWorkspace(runtime)
-    team = Team(settings, workspace, worker_client, budget, directory)
+             budget: Budget, config: RunConfig, directory: Path) -> dict:
+    """The lead and its workers on one workspace; the result holds the workspace's final diff.
+
+    A task cut short by the end of a process goes on from its records: the workspace is rebuilt from
+    the command journal, workers come back in the state they were in (running ones go on), and the
+    lead's conversation continues, so no reply is paid for twice.
+    """
+    workspace = SharedWorkspace(runtime, journal=directory / "commands.jsonl")
+    team = Team(config, workspace, worker_client, budget, directory)
     lead = Lead(team)
-    limits = settings.lead_limits
-    variables = dict(workdir=str(workspace.workdir), command_timeout=int(limits.command_timeout),
-                     max_steps=limits.max_steps, task_text=task_text, mode=settings.mode,
-                     stages=list(settings.allowed_stages), size=settings.size, sizing=settings.sizing,
-                     messages=settings.messages, worker_max_steps=settings.worker_limits.max_steps,
-                     directory=team.directory_text())
-    messages = [{"role": "system", "content": render("team_lead_system.md.j2", **variables)},
-                {"role": "user", "content": render("team_lead_instance.md.j2", **variables)}]
-    lead.agent = TeamAgent("lead", lead_client, workspace, budget, limits, messages, lead.hooks(),
-                           trajectory_path=directory / "lead.trajectory.json", inbox=team.lead_inbox)
+    limits = team.lead_limits
+    lead.agent = Agent("lead", lead_client, workspace.for_agent("lead"), budget, limits,
+                       trajectory_path=directory / "lead.trajectory.json", actions=lead.actions(),
+                       guard_submission=lead.guard, inbox=team.lead_inbox)
+    if lead.agent.resume(replay=False):
+        _restore(team, lead)
+    else:
+        lead.agent.record.messages = prompt(
+            "team_lead_system.md.j2", "team_lead_instance.md.j2", workdir=str(workspace.workdir),
+            command_timeout=int(limits.command_timeout), max_steps=limits.max_steps, task_text=task_text,
+            mode=team.settings.mode, stages=list(team.settings.allowed_stages), size=team.settings.size,
+            sizing=team.settings.sizing, messages=team.settings.messages,
+            worker_max_steps=team.worker_limits.max_steps, directory=team.directory_text(),
+            tools=limits.action_format == "tools")
     team.lead_status = "working"
     team.save()
     try:
-        run = lead.agent.go()
+        run = lead.agent.record if lead.agent.finished else lead.agent.run()
     finally:
         stopped = [w.name for w in team.running()]
         stop_all(team.running(), "end of task", lead._stop_timeout())
@@ -168,4 +188,23 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
                             for stage in ("planning", "implementation", "verification")},
             "stopped_at_end": stopped, "unread_reports": unread,
             "writes_outside": {r["worker"]: r["writes_outside"] for r in records if r["writes_outside"]},
-            "patch": workspace.diff()}
+            "resumed": run.resumed, "patch": workspace.diff()}
+
+
+def _restore(team: Team, lead: Lead) -> None:
+    """The team as an earlier session of this task left it: workers, unread reports and messages, workspace."""
+    delegations, messages = team.saved()
+    team.started = delegations.get("started", team.started)
+    for record in delegations.get("delegations", []):
+        worker = Worker.restore(record, team)
+        team.workers[worker.name] = worker
+    done = {name: sum(1 for s in w.agent.record.steps if s.action == "bash" and s.exit_code is not None)
+            for name, w in team.workers.items()}
+    done["lead"] = sum(1 for s in lead.agent.record.steps if s.action == "bash" and s.exit_code is not None)
+    team.workspace.replay(done)
+    team.restore_messages(messages)
+    for worker in team.workers.values():
+        if worker.state == "reported":  # its report had not reached the lead
+            worker.post_report()
+        elif worker.state == "running":
+            worker.go_on()

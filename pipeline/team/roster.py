@@ -2,48 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.agent.actions import FormatError
-from pipeline.agent.loop import AgentLimits
+from pipeline.agent.inbox import Inbox, InboxItem
+from pipeline.config import RunConfig
 from pipeline.storage import write_json_atomic
 from pipeline.team.actions import STAGES, ActionError, worker_name
-from pipeline.team.agent import Inbox, InboxItem
-
-
-@dataclass
-class TeamSettings:
-    mode: str = "blocking"  # or async
-    stages: str = "all"  # planning, implementation, verification or all
-    size: int = 3  # workers at a time
-    sizing: str = "lead"  # or fixed: every delegation uses the whole team
-    messages: bool = True
-    report_chars: int = 4000
-    lead_limits: AgentLimits = field(default_factory=AgentLimits)
-    worker_limits: AgentLimits = field(default_factory=AgentLimits)
-    worker_budget: float | None = None  # dollars per worker
-
-    @property
-    def allowed_stages(self) -> tuple[str, ...]:
-        return STAGES if self.stages == "all" else (self.stages,)
-
-    @classmethod
-    def from_config(cls, cfg) -> TeamSettings:
-        team, limits = cfg.team, cfg.limits.agent_limits()
-        worker_limits = AgentLimits(**{**limits.__dict__, "max_steps": team.worker_max_steps or limits.max_steps})
-        return cls(mode=team.mode, stages=team.stages, size=team.size, sizing=team.sizing, messages=team.messages,
-                   report_chars=team.report_chars, lead_limits=limits, worker_limits=worker_limits,
-                   worker_budget=cfg.budgets.per_rollout)
 
 
 class Team:
     """The workers of one task, the lead's inbox, and delegations.json / messages.json kept current."""
 
-    def __init__(self, settings: TeamSettings, workspace, worker_client, budget, directory: Path):
-        self.settings, self.workspace, self.worker_client, self.budget = settings, workspace, worker_client, budget
+    def __init__(self, config: RunConfig, workspace, worker_client, budget, directory: Path):
+        self.settings = config.team
+        self.lead_limits, self.worker_limits = config.limits, config.worker_limits()
+        self.worker_budget = config.budgets.per_rollout
+        self.workspace, self.worker_client, self.budget = workspace, worker_client, budget
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.workers: dict[str, object] = {}  # name -> Worker, in the order they were delegated
@@ -52,6 +30,23 @@ class Team:
         self.lock = threading.RLock()
         self.messages: list[dict] = []
         self.started = time.time()
+
+    def saved(self) -> tuple[dict, list[dict]]:
+        """What delegations.json and messages.json held when an earlier session of this task ended."""
+        def read(name: str, empty):
+            try:
+                return json.loads((self.directory / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return empty
+        return read("delegations.json", {}), read("messages.json", [])
+
+    def restore_messages(self, messages: list[dict]) -> None:
+        """Messages of an earlier session; those not yet read go back into their recipients' inboxes."""
+        with self.lock:
+            self.messages = messages
+            for entry in messages:
+                if entry.get("delivered") is None:
+                    self._post(entry)
 
     def elapsed(self) -> float:
         return round(time.time() - self.started, 3)
@@ -101,13 +96,19 @@ class Team:
                 entry = {"id": len(self.messages), "from": sender, "to": recipient, "text": text,
                          "sent": self.elapsed(), "delivered": None}
                 self.messages.append(entry)
-                inbox = self.lead_inbox if recipient == "lead" else self.workers[recipient].agent.inbox
-                inbox.put(InboxItem(sender, "message", f'<message from="{sender}">\n{text}\n</message>',
-                                    on_delivery=lambda entry=entry: self._delivered(entry)))
+                self._post(entry)
                 if recipient != "lead" and self.workers[recipient].state != "running":
                     notes.append(f"{recipient} has finished: it reads this only if the lead resumes it")
             self.save()
         return f"message sent to {', '.join(recipients)}" + (f" ({'; '.join(notes)})" if notes else "")
+
+    def _post(self, entry: dict) -> None:
+        recipient, sender = entry["to"], entry["from"]
+        if recipient != "lead" and recipient not in self.workers:
+            return
+        inbox = self.lead_inbox if recipient == "lead" else self.workers[recipient].agent.inbox
+        inbox.put(InboxItem(sender, "message", f'<message from="{sender}">\n{entry["text"]}\n</message>',
+                            on_delivery=lambda: self._delivered(entry)))
 
     def _delivered(self, entry: dict) -> None:
         with self.lock:

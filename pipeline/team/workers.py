@@ -6,9 +6,10 @@ import threading
 import time
 import traceback
 
+from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.inbox import InboxItem
 from pipeline.prompts import render
 from pipeline.team.actions import ActionError, Delegation, inside, parse_message, report_block
-from pipeline.team.agent import Hooks, InboxItem, TeamAgent
 
 
 class Worker:
@@ -30,41 +31,60 @@ class Worker:
                 return team.send(self.name, to, text)
 
             actions["message"] = message
-        hooks = Hooks(actions, check_submission=_needs_report, track_writes=True)
-        self.agent = TeamAgent(self.name, team.worker_client, team.workspace,
-                               team.budget.child(self.name, s.worker_budget), s.worker_limits, [], hooks,
-                               agent_index=number, trajectory_path=team.directory / f"{self.name}.trajectory.json")
+        self.agent = Agent(self.name, team.worker_client, team.workspace.for_agent(self.name),
+                           team.budget.child(self.name, team.worker_budget), team.worker_limits,
+                           agent_index=number, trajectory_path=team.directory / f"{self.name}.trajectory.json",
+                           actions=actions, check_submission=_needs_report, track_writes=True)
+
+    @classmethod
+    def restore(cls, record: dict, team) -> Worker:
+        """A worker of an earlier session of this task, its conversation continued from its trajectory."""
+        delegation = Delegation(record["task"], record["stage"], record["writable"])
+        worker = cls(int(record["worker"].split("-")[1]), delegation, team, record["lead_step"])
+        worker.record.update(record)
+        worker.agent.resume(replay=False)  # the team's journal rebuilds the workspace
+        worker.state = record["state"]
+        if worker.state != "running":
+            worker.done.set()
+        return worker
 
     def start(self, lead_step: int, instructions: str | None = None) -> None:
         """Begin (or, with ``instructions``, resume) a session on a thread of its own."""
-        if not self.agent.run.messages:
-            self.agent.run.messages.extend(self._prompt())
         if instructions is not None:
             self.agent.add_user_message(render("team_resume.md.j2", text=instructions))
+            self.agent.new_session()
+        with self.team.lock:
+            self.record["sessions"].append({"lead_step": lead_step, "started": self.team.elapsed(),
+                                            "instructions": instructions})
+            self.team.save()  # on disk before it acts, so a resumed task knows the session began
+        self.go_on()
+
+    def go_on(self) -> None:
+        """Run the current session on a thread of its own (also one cut short by the end of a process)."""
+        if not self.agent.record.messages:
+            self.agent.record.messages.extend(self._prompt())
         with self.team.lock:
             self.state, self.record["state"], self.record["stopped_by"] = "running", "running", None
             self.done.clear()
             self.agent.stop_event.clear()
-            self.record["sessions"].append({"lead_step": lead_step, "started": self.team.elapsed(),
-                                            "instructions": instructions})
         self.thread = threading.Thread(target=self._session, name=self.name, daemon=True)
         self.thread.start()
 
     def _prompt(self) -> list[dict]:
         """Its task alone, its folders and the team directory as it stands when it starts."""
-        s, limits = self.team.settings, self.team.settings.worker_limits
-        variables = dict(name=self.name, stage=self.delegation.stage, task=self.delegation.task,
-                         writable=describe(self.delegation.writable), workdir=str(self.team.workspace.workdir),
-                         command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
-                         messages=s.messages, directory=self.team.directory_text())
-        return [{"role": "system", "content": render("team_worker_system.md.j2", **variables)},
-                {"role": "user", "content": render("team_worker_instance.md.j2", **variables)}]
+        limits = self.team.worker_limits
+        return prompt("team_worker_system.md.j2", "team_worker_instance.md.j2", name=self.name,
+                      stage=self.delegation.stage, task=self.delegation.task,
+                      writable=describe(self.delegation.writable), workdir=str(self.team.workspace.workdir),
+                      command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
+                      messages=self.team.settings.messages, directory=self.team.directory_text(),
+                      tools=limits.action_format == "tools")
 
     def _session(self) -> None:
         try:
-            self.agent.go()
+            self.agent.run()
         except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
-            self.agent.run.exit_reason, self.agent.run.error = "error", f"{type(error).__name__}: {error}"
+            self.agent.record.exit_reason, self.agent.record.error = "error", f"{type(error).__name__}: {error}"
             (self.team.directory / f"{self.name}.error.txt").write_text(traceback.format_exc(), encoding="utf-8")
         finally:
             try:
@@ -73,8 +93,8 @@ class Worker:
                 self.done.set()  # whatever happened, nobody waits for it in vain
 
     def _finish(self) -> None:
-        run, s = self.agent.run, self.team.settings
-        report = report_block(run.steps[-1].reply) if run.exit_reason == "submitted" and run.steps else None
+        run, s = self.agent.record, self.team.settings
+        report = report_block(run.submission or "") if run.exit_reason == "submitted" else None
         if report and len(report) > s.report_chars:
             report = report[:s.report_chars] + f"\n[... report cut at {s.report_chars} characters]"
         changed = sorted(self.agent.changed_files)
@@ -82,17 +102,24 @@ class Worker:
         with self.team.lock:
             stopped = run.exit_reason == "stopped"
             self.state = "stopped" if stopped else "reported"
-            self.record["sessions"][-1].update(ended=self.team.elapsed(), exit_reason=run.exit_reason)
+            if self.record["sessions"]:
+                self.record["sessions"][-1].update(ended=self.team.elapsed(), exit_reason=run.exit_reason)
             self.record.update(state=self.state, exit_reason=run.exit_reason, error=run.error, steps=len(run.steps),
                                seconds=run.seconds, cost=round(run.cost, 8), input_tokens=run.input_tokens,
                                output_tokens=run.output_tokens, changed_files=changed, writes_outside=outside,
                                report=report)
-            last = [step.command.splitlines()[0][:120] for step in run.steps[-3:] if step.command]
-            text = render("team_report.md.j2", name=self.name, stage=self.delegation.stage, report=report,
-                          exit_reason=run.exit_reason, error=run.error, steps=len(run.steps), last_commands=last,
-                          changed=changed, outside=outside, writable=describe(self.delegation.writable))
-            self.team.lead_inbox.put(InboxItem(self.name, "report", text, on_delivery=self._collected))
+            self.post_report()
             self.team.save()
+
+    def post_report(self) -> None:
+        """Its report (or why it has none) into the lead's inbox."""
+        run, record = self.agent.record, self.record
+        last = [step.command.splitlines()[0][:120] for step in run.steps[-3:] if step.command]
+        text = render("team_report.md.j2", name=self.name, stage=self.delegation.stage, report=record["report"],
+                      exit_reason=record["exit_reason"], error=record["error"], steps=record["steps"],
+                      last_commands=last, changed=record["changed_files"], outside=record["writes_outside"],
+                      writable=describe(self.delegation.writable))
+        self.team.lead_inbox.put(InboxItem(self.name, "report", text, on_delivery=self._collected))
 
     def _collected(self) -> None:
         with self.team.lock:
@@ -109,7 +136,7 @@ class Worker:
                 self.agent.stop_event.set()
 
     def status_line(self) -> str:
-        run = self.agent.run
+        run = self.agent.record
         task = self.delegation.task.strip().splitlines()[0][:100]
         writes = describe(self.delegation.writable)
         last = next((s for s in reversed(run.steps) if s.command), None)
@@ -118,7 +145,7 @@ class Worker:
                 f"(may write: {writes})")
 
     def check_text(self) -> str:
-        run = self.agent.run
+        run = self.agent.record
         lines = [self.status_line(), f"  ${run.cost:.4f} so far, {run.seconds:.0f} s"]
         for step in run.steps[-3:]:
             what = ((step.command or step.format_error or "").splitlines() or [""])[0][:120]

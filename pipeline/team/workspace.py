@@ -1,11 +1,14 @@
-"""The one workspace a team shares: commands serialised, and which files each worker's commands changed."""
+"""The one workspace a team shares: commands serialised and journalled, and which files each command changed."""
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 from pipeline.runtime.base import GIT_QUIET, CommandResult, Runtime
 from pipeline.runtime.output import DEFAULT_LIMIT
+from pipeline.storage import append_jsonl, write_text_atomic
 
 _MARK = "@@swepipe-team@@"
 # Dirty paths (status and content hash) of the working tree; hashes of regular files in one git process.
@@ -19,29 +22,69 @@ SNAPSHOT = (
 
 
 class SharedWorkspace:
-    """A Runtime whose calls are serialised by one lock (LocalRuntime has none of its own)."""
+    """A Runtime whose calls are serialised by one lock (LocalRuntime has none of its own).
 
-    def __init__(self, runtime: Runtime):
+    Each agent acts through its own view (``for_agent``), which writes every command it ran to the
+    journal, in order, so that a resumed team rebuilds the working tree by replaying them.
+    """
+
+    def __init__(self, runtime: Runtime, journal: Path | None = None):
         self.runtime = runtime
         self.workdir, self.base_commit = runtime.workdir, runtime.base_commit
+        self.journal = journal
         self.lock = threading.RLock()
         self._generation = 0  # commands run so far; a snapshot taken at the same generation is still true
         self._snapshot: tuple[int, dict[str, str]] | None = None
 
-    def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT) -> CommandResult:
+    def for_agent(self, name: str) -> AgentView:
+        return AgentView(self, name)
+
+    def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT,
+            agent: str | None = None) -> CommandResult:
         with self.lock:
             self._generation += 1
-            return self.runtime.run(command, timeout=timeout, output_limit=output_limit)
+            result = self.runtime.run(command, timeout=timeout, output_limit=output_limit)
+            if agent is not None and self.journal is not None:
+                append_jsonl(self.journal, {"agent": agent, "command": command, "timeout": timeout,
+                                            "exit_code": result.exit_code})
+            return result
 
-    def run_tracked(self, command: str, timeout: float = 60,
-                    output_limit: int | None = DEFAULT_LIMIT) -> tuple[CommandResult, set[str]]:
+    def run_tracked(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT,
+                    agent: str | None = None) -> tuple[CommandResult, set[str]]:
         """Run ``command`` and name the repository paths it changed (nobody else runs in between)."""
         with self.lock:
             before = self.snapshot()
-            result = self.run(command, timeout=timeout, output_limit=output_limit)
+            result = self.run(command, timeout=timeout, output_limit=output_limit, agent=agent)
             after = self.snapshot()
         changed = {path for path in before.keys() | after.keys() if before.get(path) != after.get(path)}
         return result, changed
+
+    def replay(self, completed: dict[str, int]) -> int:
+        """Run again the journal's commands that the agents' saved trajectories show as done, in order.
+
+        ``completed`` is, per agent, how many of its commands its trajectory holds with their
+        output; a command run after the last save is left out, as its agent will run it again.
+        """
+        if self.journal is None or not self.journal.exists():
+            return 0
+        seen: dict[str, int] = {}
+        kept = []
+        for line in self.journal.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a kill
+            agent = entry.get("agent", "")
+            seen[agent] = seen.get(agent, 0) + 1
+            if seen[agent] <= completed.get(agent, 0):
+                kept.append(entry)
+        with self.lock:
+            for entry in kept:
+                self._generation += 1
+                self.runtime.run(entry["command"], timeout=entry.get("timeout", 60), output_limit=1000)
+        # The journal now says exactly what the working tree holds.
+        write_text_atomic(self.journal, "".join(json.dumps(entry) + "\n" for entry in kept))
+        return len(kept)
 
     def snapshot(self) -> dict[str, str]:
         with self.lock:
@@ -67,6 +110,30 @@ class SharedWorkspace:
 
     def stop(self) -> None:
         self.runtime.stop()
+
+
+class AgentView:
+    """One agent's hands on the shared workspace: its commands go to the journal under its name."""
+
+    def __init__(self, workspace: SharedWorkspace, agent: str):
+        self.workspace, self.agent = workspace, agent
+        self.workdir, self.base_commit = workspace.workdir, workspace.base_commit
+
+    def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT) -> CommandResult:
+        return self.workspace.run(command, timeout, output_limit, agent=self.agent)
+
+    def run_tracked(self, command: str, timeout: float = 60,
+                    output_limit: int | None = DEFAULT_LIMIT) -> tuple[CommandResult, set[str]]:
+        return self.workspace.run_tracked(command, timeout, output_limit, agent=self.agent)
+
+    def read_file(self, path: str) -> bytes:
+        return self.workspace.read_file(path)
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        self.workspace.write_file(path, data)
+
+    def diff(self) -> str:
+        return self.workspace.diff()
 
 
 def _parse_snapshot(output: str) -> dict[str, str]:

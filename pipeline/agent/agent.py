@@ -1,0 +1,346 @@
+"""The one ReAct agent every role uses: query the model, parse its action, execute it, check limits.
+
+Juniors, senior and solo are this agent with their own prompts; the team's lead and workers add
+actions (``actions``), rules for submitting, an inbox of messages from other threads and a stop
+flag. Every role gets both action formats, temperature and seed, the same limits and records, and
+resume: the trajectory is saved after every paid reply, and a saved one is continued instead of
+asked for again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline.agent.actions import BASH, Action, ActionError, FormatError, parse_action, parse_tool_action, tools_for
+from pipeline.agent.inbox import Inbox
+from pipeline.config import Limits
+from pipeline.errors import RuntimeUnavailable
+from pipeline.models.budget import Budget, CostLimitExceeded
+from pipeline.models.client import ModelCallFailed, ModelClient
+from pipeline.prompts import render
+from pipeline.storage import write_json_atomic
+
+EXIT_REASONS = ("submitted", "step_limit", "cost_limit", "time_limit", "format_errors", "model_error",
+                "runtime_error", "stopped")
+
+
+@dataclass
+class Step:
+    index: int
+    reply: str
+    command: str | None = None
+    action: str = ""  # bash, submit or another action's name
+    exit_code: int | None = None
+    output: str | None = None
+    timed_out: bool = False
+    format_error: str | None = None
+    model_seconds: float = 0.0
+    command_seconds: float = 0.0
+    seconds: float = 0.0  # the whole step: model, command, bookkeeping
+    tool_calls: list = field(default_factory=list)  # in the tool-call format
+    changed_files: list[str] = field(default_factory=list)  # paths the command changed (when tracked)
+    cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class AgentRun:
+    name: str
+    exit_reason: str = ""
+    error: str | None = None
+    submission: str | None = None  # the text handed in with submit (a brief, a report)
+    messages: list[dict] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: float = field(default_factory=time.time)
+    seconds: float = 0.0
+    session_step: int = 0  # where the current session began: limits count from here
+    session_seconds: float = 0.0
+    resumed: bool = False  # continued from a trajectory an interrupted run left
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> AgentRun:
+        known = {name for name in cls.__dataclass_fields__}
+        run = cls(**{key: value for key, value in saved.items() if key in known and key != "steps"})
+        step_fields = set(Step.__dataclass_fields__)
+        run.steps = [Step(**{k: v for k, v in step.items() if k in step_fields}) for step in saved.get("steps", [])]
+        return run
+
+
+class Stop(Exception):
+    """Ends a session; ``reason`` is one of EXIT_REASONS."""
+
+    def __init__(self, reason: str, error: str | None = None):
+        super().__init__(reason)
+        self.reason, self.error = reason, error
+
+
+def prompt(system: str, instance: str, **variables) -> list[dict]:
+    """The opening messages from a system and an instance template."""
+    return [{"role": "system", "content": render(system, **variables)},
+            {"role": "user", "content": render(instance, **variables)}]
+
+
+class Agent:
+    """A ReAct agent on one runtime; ``run()`` is one session, and may be called again to go on."""
+
+    def __init__(self, name: str, client: ModelClient, runtime, budget: Budget, limits: Limits, *,
+                 messages: list[dict] | None = None, agent_index: int = 0, temperature: float | None = None,
+                 seed: int | None = None, trajectory_path: Path | None = None,
+                 actions: dict[str, Callable[[str], str]] | None = None,
+                 check_submission: Callable[[str], str | None] | None = None,
+                 guard_submission: Callable[[], str | None] | None = None,
+                 track_writes: bool = False, inbox: Inbox | None = None):
+        self.client, self.runtime, self.budget, self.limits = client, runtime, budget, limits
+        self.agent_index, self.temperature, self.seed = agent_index, temperature, seed
+        self.trajectory_path = trajectory_path
+        self.actions = actions or {}  # action kind -> handler(body) -> observation
+        self.check_submission = check_submission  # a problem with the submission counts as a format error
+        self.guard_submission = guard_submission  # a refusal to let it submit yet does not
+        self.track_writes = track_writes  # name the files each command changed (the runtime must track)
+        self.record = AgentRun(name=name, messages=list(messages or []))
+        self.inbox = inbox or Inbox()
+        self.stop_event = threading.Event()
+        self.changed_files: set[str] = set()
+        self._clock: tuple[float, float] | None = None  # (monotonic start, seconds before) of this session
+        self._lock = threading.RLock()  # guards the record against readers on other threads
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def tools(self) -> bool:
+        return self.limits.action_format == "tools"
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        return (BASH, *self.actions)
+
+    # -- resume ---------------------------------------------------------------------------
+
+    def resume(self, replay: bool = True) -> bool:
+        """Continue the trajectory saved at ``trajectory_path``, if there is one; True when there was.
+
+        Its cost is charged to the budget again (it was spent). With ``replay`` its commands are run
+        again in order, rebuilding the workspace; a shared workspace is rebuilt by its owner instead.
+        """
+        if self.trajectory_path is None:
+            return False
+        try:
+            saved = json.loads(self.trajectory_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        if not saved.get("messages"):
+            return False
+        self.record = AgentRun.from_dict(saved)
+        self.record.resumed = True
+        for step in self.record.steps:
+            self.changed_files.update(step.changed_files)
+        self.budget.charge(self.record.cost)
+        if replay:
+            for step in self.record.steps:
+                if step.action == BASH and step.exit_code is not None:
+                    self.runtime.run(step.command, timeout=self.limits.command_timeout, output_limit=1000)
+        return True
+
+    @property
+    def finished(self) -> bool:
+        """A resumed trajectory that had ended: nothing is left to do."""
+        return bool(self.record.exit_reason) and not self.pending
+
+    @property
+    def pending(self) -> bool:
+        """The last reply was paid for but not acted on (the process died in between)."""
+        messages = self.record.messages
+        return bool(messages) and messages[-1]["role"] == "assistant" and bool(self.record.steps)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def new_session(self) -> None:
+        """Limits count afresh from here (a team worker resumed with new instructions)."""
+        with self._lock:
+            self.record.session_step, self.record.session_seconds = len(self.record.steps), self.record.seconds
+
+    def run(self) -> AgentRun:
+        """Until the agent submits, a limit ends it, or it is stopped; the trajectory is saved after every step."""
+        record = self.record
+        record.exit_reason, record.error = "", None
+        self._clock = (time.monotonic(), record.seconds)
+        try:
+            if self.pending:
+                self.handle(record.steps[-1])
+                self.save()
+            while True:
+                self.check_limits()
+                self.deliver()
+                step = self.query()
+                self.save()  # the reply is paid for: a crash from here on must not lose it
+                self.handle(step)
+                self.save()
+        except Stop as stop:
+            record.exit_reason, record.error = stop.reason, stop.error
+        self.save()
+        return record
+
+    def check_limits(self) -> None:
+        record = self.record
+        if self.stop_event.is_set():
+            raise Stop("stopped")
+        if len(record.steps) - record.session_step >= self.limits.max_steps:
+            raise Stop("step_limit")
+        if self._elapsed() - record.session_seconds > self.limits.wall_time:
+            raise Stop("time_limit")
+
+    def query(self) -> Step:
+        """Ask the model for its next reply and record it."""
+        try:
+            completion = self.client.complete(
+                self.record.messages, self.budget, agent=self.name, agent_index=self.agent_index,
+                temperature=self.temperature, seed=self.seed, tools=tools_for(self.allowed) if self.tools else None)
+        except CostLimitExceeded as error:
+            raise Stop("cost_limit", str(error)) from None
+        except ModelCallFailed as error:
+            raise Stop("model_error", str(error)) from None
+        message = {"role": "assistant", "content": completion.content}
+        if completion.tool_calls:
+            message["tool_calls"] = [{"id": c["id"], "type": "function",
+                                      "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                     for c in completion.tool_calls]
+        with self._lock:
+            step = Step(index=len(self.record.steps), reply=completion.content,
+                        model_seconds=round(completion.latency, 4), cost=completion.cost,
+                        input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
+                        tool_calls=completion.tool_calls)
+            self.record.steps.append(step)
+            self.record.cost += completion.cost
+            self.record.input_tokens += completion.input_tokens
+            self.record.output_tokens += completion.output_tokens
+            self.record.messages.append(message)
+        return step
+
+    def parse(self, step: Step) -> Action:
+        if self.tools:
+            return parse_tool_action(step.tool_calls, step.reply, self.allowed)
+        return parse_action(step.reply, self.allowed)
+
+    def handle(self, step: Step) -> None:
+        """Act on a reply: correct its format, take its submission, run its command or its action."""
+        started = time.monotonic() - step.model_seconds
+        try:
+            try:
+                action = self.parse(step)
+            except FormatError as error:
+                self.reject(step, str(error))
+                return
+            step.command, step.action = action.command, action.kind
+            if action.is_submit:
+                self.submit(step, action.body)
+            elif action.kind == BASH:
+                self.execute(step)
+            else:
+                self.act(step, action)
+        finally:
+            step.seconds = round(time.monotonic() - started, 4)
+
+    def submit(self, step: Step, text: str) -> None:
+        problem = self.check_submission(text) if self.check_submission else None
+        if problem:
+            self.reject(step, problem)
+            return
+        refusal = self.guard_submission() if self.guard_submission else None
+        if refusal:
+            step.output = refusal
+            self.tell(step, refusal)
+            return
+        self.record.submission = text
+        raise Stop("submitted")
+
+    def execute(self, step: Step) -> None:
+        limits = self.limits
+        try:
+            if self.track_writes:
+                result, changed = self.runtime.run_tracked(step.command, timeout=limits.command_timeout,
+                                                           output_limit=limits.observation_limit)
+                step.changed_files = sorted(changed)
+                self.changed_files |= changed
+            else:
+                result = self.runtime.run(step.command, timeout=limits.command_timeout,
+                                          output_limit=limits.observation_limit)
+        except (RuntimeUnavailable, OSError) as error:
+            raise Stop("runtime_error", str(error)) from None
+        step.exit_code, step.output, step.timed_out = result.exit_code, result.output, result.timed_out
+        step.command_seconds = round(result.duration, 4)
+        self.tell(step, render("observation.md.j2", exit_code=result.exit_code, output=result.output,
+                               timed_out=result.timed_out, timeout=int(limits.command_timeout),
+                               cut_bytes=result.cut_bytes))
+
+    def act(self, step: Step, action: Action) -> None:
+        """One of the agent's other actions; its handler's text is the observation."""
+        try:
+            observation = self.actions[action.kind](action.body)
+        except FormatError as error:
+            self.reject(step, str(error))
+            return
+        except ActionError as error:
+            observation = f"error: {error}"
+        step.output = observation
+        self.tell(step, observation)
+
+    def reject(self, step: Step, problem: str) -> None:
+        step.format_error = problem
+        template = "format_error_tools.md.j2" if self.tools else "format_error.md.j2"
+        self.tell(step, render(template, error=problem, actions=list(self.allowed)))
+        errors = sum(1 for s in self.record.steps[self.record.session_step:] if s.format_error)
+        if errors >= self.limits.max_format_errors:
+            raise Stop("format_errors", f"{errors} unusable replies, the last: {problem}")
+
+    # -- what the agent is told --------------------------------------------------------------
+
+    def tell(self, step: Step, text: str) -> None:
+        """The answer to a step: a tool result for each of its calls, else a user message."""
+        if step.tool_calls:
+            with self._lock:
+                self.record.messages.extend({"role": "tool", "tool_call_id": call["id"], "content": text}
+                                            for call in step.tool_calls)
+        else:
+            self.add_user_message(text)
+
+    def add_user_message(self, text: str) -> None:
+        """Shown before the next turn; joined to the last user message so roles keep alternating."""
+        with self._lock:
+            last = self.record.messages[-1] if self.record.messages else None
+            if last is not None and last["role"] == "user":
+                last["content"] = f"{last['content']}\n\n{text}"
+            else:
+                self.record.messages.append({"role": "user", "content": text})
+
+    def deliver(self) -> None:
+        """What other agents left in the inbox, shown before the next turn."""
+        for item in self.inbox.take():
+            self.add_user_message(item.text)
+
+    # -- records ----------------------------------------------------------------------------
+
+    def _elapsed(self) -> float:
+        if self._clock is None:
+            return self.record.seconds
+        started, before = self._clock
+        return before + time.monotonic() - started
+
+    def save(self) -> None:
+        with self._lock:
+            self.record.seconds = round(self._elapsed(), 3)
+            if self.trajectory_path is not None:
+                write_json_atomic(self.trajectory_path, self.record.to_dict())

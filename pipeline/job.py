@@ -1,0 +1,71 @@
+"""One task's share of a run: its config, records on disk, ledger, budget, model clients and runtimes.
+
+Strategies and stages receive this; it holds no state shared with other tasks except the run's
+budget, so a task can run on any thread or machine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.config import RunConfig
+from pipeline.layout import TaskPaths
+from pipeline.models.budget import Budget
+from pipeline.models.client import ModelClient
+from pipeline.models.ledger import Ledger
+from pipeline.storage import write_json_atomic
+from pipeline.tasks import Task
+
+
+@dataclass
+class TaskJob:
+    task: Task
+    config: RunConfig
+    paths: TaskPaths
+    run_id: str
+    image_template: str
+    budget: Budget  # the task's, under the run's
+    reuse_juniors_from: TaskPaths | None = None  # another run's records of this task
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time by stage
+    stage: str = ""  # the stage under way, named when the task fails
+
+    def __post_init__(self) -> None:
+        self.ledger = Ledger(self.paths.ledger)
+
+    def client(self, role: str, stage: str | None = None) -> ModelClient:
+        """The model client of ``role``, writing to this task's ledger."""
+        return ModelClient(self.config.model_for(role), role, self.ledger, stage=stage, task=self.task.instance_id,
+                           scope=f"{self.run_id}/{self.task.instance_id}")
+
+    def open_runtime(self, role: str, *, read_only: bool = False, background: bool = False):
+        """A started workspace of this task for the agent ``role`` (a Docker container unless the config names
+        another runtime opener)."""
+        from pipeline.plugins import load_object
+        from pipeline.runtime.factory import open_runtime
+
+        opener = load_object(self.config.containers.impl, "containers.impl") if self.config.containers.impl \
+            else open_runtime
+        return opener(self.task, role, self.config.containers, run_id=self.run_id, image_template=self.image_template,
+                      read_only=read_only, background=background)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` for the principal's model where litellm knows its tokenizer, else ~4 characters each."""
+        from pipeline.models.litellm_setup import litellm
+
+        model = self.config.models["principal"].model if "principal" in self.config.models else ""
+        try:
+            return int(litellm.token_counter(model=model, text=text))
+        except Exception:  # noqa: BLE001 - unknown model or tokenizer: estimate
+            return max(1, len(text) // 4)
+
+
+def once(path: Path, make: Callable[[], dict]) -> dict:
+    """The record at ``path`` if an earlier session finished it, else ``make()``'s, saved there."""
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    record = make()
+    write_json_atomic(path, record)
+    return record

@@ -1,0 +1,59 @@
+"""The product: juniors map where the fix lives, the senior writes a brief, the principal writes the patch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.config import RunConfig
+from pipeline.job import TaskJob
+from pipeline.juniors.pool import build_pool
+from pipeline.juniors.stage import run_juniors
+from pipeline.storage import write_json_atomic
+from pipeline.strategies.base import BaseStrategy, stage_class
+
+
+class PipelineStrategy(BaseStrategy):
+    name = "pipeline"
+    roles = ("junior", "senior", "principal")
+
+    def __init__(self, config: RunConfig):
+        super().__init__(config)
+        self.senior = _senior_class(config)(config)
+        self.principal = _principal_class(config)(config)
+
+    @staticmethod
+    def needed_roles(config: RunConfig) -> tuple[str, ...]:
+        """Juniors, and the roles of the senior and principal stages (a plug-in stage with ``role = None``
+        calls no model)."""
+        stages = (_senior_class(config), _principal_class(config))
+        return ("junior", *(stage.role for stage in stages if getattr(stage, "role", None)))
+
+    def run_task(self, job: TaskJob) -> dict:
+        records = run_juniors(job)
+        pool = build_pool(job.task.instance_id, records)
+        write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
+        job.stage = "senior"
+        brief = self.senior.brief(job, pool)
+        job.stage = "principal"
+        result = self.principal.write(job, pool, brief)
+        return {"model_patch": result["patch"], "source": result["source"], "error": result.get("error"),
+                **reused_juniors(job, records)}
+
+
+def _senior_class(config: RunConfig):
+    return stage_class(config.senior.impl, "pipeline.senior.stage:Senior", "senior.impl")
+
+
+def _principal_class(config: RunConfig):
+    return stage_class(config.principal.impl, "pipeline.principal.stage:Principal", "principal.impl")
+
+
+def reused_juniors(job: TaskJob, records: list[dict]) -> dict:
+    """Which run the reused rollouts came from, and what they cost there (not in this task's ledger)."""
+    reused = [r for r in records if r.get("reused_from")]
+    if not reused:
+        return {"juniors_reused_from": None}
+    return {"juniors_reused_from": Path(reused[0]["reused_from"]).parents[2].name,
+            "carried_spend": {"junior": {"cost": sum(r.get("cost", 0.0) for r in reused),
+                                         "input": sum(r.get("input_tokens", 0) for r in reused),
+                                         "output": sum(r.get("output_tokens", 0) for r in reused)}}}

@@ -1,0 +1,39 @@
+"""The solo baseline: one agent, one model, end to end; its final diff is the prediction."""
+
+from __future__ import annotations
+
+import time
+
+from pipeline.job import TaskJob, once
+from pipeline.juniors.rollout import task_agent
+from pipeline.strategies.base import BaseStrategy
+
+
+class SoloStrategy(BaseStrategy):
+    name = "solo"
+    roles = ("solo",)
+
+    def run_task(self, job: TaskJob) -> dict:
+        """Writes tasks/<id>/solo/{trajectory.json, result.json, patch.diff}."""
+        directory = job.paths.root / "solo"
+        job.stage = "solo"
+
+        def make() -> dict:
+            started = time.monotonic()
+            runtime = job.open_runtime("solo", background=True)
+            try:
+                agent = task_agent(job, "solo", job.client("solo"), runtime, job.budget,
+                                   trajectory_path=directory / "trajectory.json")
+                agent.resume()
+                run = agent.record if agent.finished else agent.run()
+                patch = runtime.diff()
+            finally:
+                runtime.stop()
+            job.seconds["solo"] = round(time.monotonic() - started, 2)
+            (directory / "patch.diff").write_text(patch, encoding="utf-8")
+            return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "cost": run.cost,
+                    "patch": patch}
+
+        result = once(directory / "result.json", make)
+        return {"model_patch": result["patch"], "source": "solo" if result["patch"].strip() else "none",
+                "error": result.get("error"), "exit_reason": result["exit_reason"]}

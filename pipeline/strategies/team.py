@@ -1,0 +1,40 @@
+"""The team baseline: a lead and its workers in one container; the final diff is the prediction."""
+
+from __future__ import annotations
+
+import time
+
+from pipeline.job import TaskJob, once
+from pipeline.prompts import render_task_prompt
+from pipeline.strategies.base import BaseStrategy
+from pipeline.team.lead import run_team
+
+
+class TeamStrategy(BaseStrategy):
+    name = "team"
+    roles = ("lead", "worker")
+    spend_by = "role"
+
+    def run_task(self, job: TaskJob) -> dict:
+        """Writes tasks/<id>/team/{lead,worker-N}.trajectory.json, commands.jsonl, delegations.json,
+        messages.json, result.json and patch.diff."""
+        directory = job.paths.root / "team"
+        job.stage = "team"
+
+        def make() -> dict:
+            started = time.monotonic()
+            lead, worker = (job.client(role, stage="team") for role in self.roles)
+            runtime = job.open_runtime("team", background=True)
+            try:
+                result = run_team(render_task_prompt(job.task), runtime, lead, worker, job.budget, job.config,
+                                  directory)
+            finally:
+                runtime.stop()
+            job.seconds["team"] = round(time.monotonic() - started, 2)
+            (directory / "patch.diff").write_text(result["patch"], encoding="utf-8")
+            return result
+
+        result = once(directory / "result.json", make)
+        return {"model_patch": result["patch"], "source": "team" if result["patch"].strip() else "none",
+                "error": result.get("error"), "exit_reason": result["exit_reason"],
+                "workers": result.get("workers", 0), "delegations": result.get("delegations")}

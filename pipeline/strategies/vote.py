@@ -1,0 +1,29 @@
+"""The vote baseline: juniors only, and the source candidate most rollouts proposed is submitted.
+
+What the pipeline is measured against: the same paid-for rollouts, used by a vote instead of being
+handed to a senior and a principal.
+"""
+
+from __future__ import annotations
+
+from pipeline.job import TaskJob
+from pipeline.juniors.pool import build_pool
+from pipeline.juniors.stage import run_juniors
+from pipeline.storage import write_json_atomic
+from pipeline.strategies.base import BaseStrategy
+from pipeline.strategies.pipeline import reused_juniors
+
+
+class VoteStrategy(BaseStrategy):
+    name = "vote"
+    roles = ("junior",)
+
+    def run_task(self, job: TaskJob) -> dict:
+        records = run_juniors(job)
+        pool = build_pool(job.task.instance_id, records)
+        write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
+        # The pool lists candidates most-voted first; ties keep the order of the earliest rollout.
+        top = pool.candidates[0] if pool.candidates else None
+        return {"model_patch": top.patch if top else "", "source": "vote" if top else "none",
+                "error": None if top else "no rollout left a source edit", "votes": top.votes if top else 0,
+                **reused_juniors(job, records)}
