@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The test command: prepare the machine (scripts/setup.sh), check the bundled tasks are sound
-# (swepipe validate), then run every test, Docker ones included. Extra arguments go to pytest.
+# The test command: prepare the machine (scripts/setup.sh), lint (ruff, the rules in pyproject.toml),
+# check the bundled tasks are sound (swepipe validate), then run every test, Docker ones included.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+.venv/bin/ruff check pipeline tests scripts examples
 COLUMNS=${COLUMNS:-160} .venv/bin/swepipe validate --output-dir "$(mktemp -d)"
 exec .venv/bin/python -m pytest "$@"

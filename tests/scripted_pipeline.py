@@ -26,7 +26,8 @@ def patch_per_file(patch: str) -> dict[str, str]:
 
 
 def apply_patch_command(patch: str) -> str:
-    return f"cat > /tmp/part.diff <<'SWEPIPE_PATCH'\n{patch}SWEPIPE_PATCH\ngit apply /tmp/part.diff && git status --short"
+    return (f"cat > /tmp/part.diff <<'SWEPIPE_PATCH'\n{patch}SWEPIPE_PATCH\n"
+            "git apply /tmp/part.diff && git status --short")
 
 
 def edits_from_patch(patch: str) -> str:

@@ -85,7 +85,8 @@ def test_task_files_and_fields(task_id, rows):
     assert re.fullmatch(r"instance_swepipe-bundled__[a-z0-9-]+-[0-9a-f]{40}", row["instance_id"])
     assert row["repo"].startswith("swepipe-bundled/")
     assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", row["dockerhub_tag"])
-    assert row["dockerhub_tag"] == f"swepipe-bundled.{row['repo'].split('/')[1]}-{row['instance_id'][len('instance_'):]}"
+    assert row["dockerhub_tag"] == (f"swepipe-bundled.{row['repo'].split('/')[1]}-"
+                                    f"{row['instance_id'][len('instance_'):]}")
     f2p, p2p = row["fail_to_pass"], row["pass_to_pass"]
     assert f2p and len(p2p) >= 3
     assert len(set(f2p)) == len(f2p) and len(set(p2p)) == len(p2p) and not set(f2p) & set(p2p)
@@ -252,7 +253,8 @@ def test_python_parser():
 
 
 def test_go_parser():
-    assert _statuses("go", GO_OUT) == {"TestA": "PASSED", "TestB/case_1": "FAILED", "TestB": "FAILED", "TestC": "SKIPPED"}
+    assert _statuses("go", GO_OUT) == {"TestA": "PASSED", "TestB/case_1": "FAILED", "TestB": "FAILED",
+                                       "TestC": "SKIPPED"}
 
 
 def test_node_parser():

@@ -85,7 +85,8 @@ def candidate(key: str, patch: str, rollouts: list[int], start: int, length: int
 def make_run(root: Path, show_candidates: int = 0) -> Path:
     task = root / "tasks" / "t1"
     write(root / "config.yaml", f"principal:\n  show_candidates: {show_candidates}\n")
-    write(root / "predictions.jsonl", json.dumps({"instance_id": "t1", "strategy": "pipeline", "model_patch": ""}) + "\n")
+    write(root / "predictions.jsonl",
+          json.dumps({"instance_id": "t1", "strategy": "pipeline", "model_patch": ""}) + "\n")
     write(task / "junior" / "pool.json", {"instance_id": "t1", "rollouts": 3, "empty": [2], "unparsable": [],
                                           "candidates": [candidate("X", X, [0], 9, 5), candidate("Y", Y, [1], 19, 4)]})
     write(task / "senior" / "expansion_by_candidate.json", {
@@ -93,7 +94,8 @@ def make_run(root: Path, show_candidates: int = 0) -> Path:
         "Y": [{"file": "pkg/a.py", "start": 20, "end": 25, "kind": "caller"}]})
     write(task / "senior" / "brief.json", {"analysis": "", "spans": [], "source": "senior", "context_tokens": 123,
                                            "context_spans": [{"file": "pkg/a.py", "start": 9, "end": 13, "reason": ""},
-                                                             {"file": "pkg/b.py", "start": 1, "end": 10, "reason": ""}]})
+                                                             {"file": "pkg/b.py", "start": 1, "end": 10,
+                                                              "reason": ""}]})
     write(task / "senior" / "context.md", render("pkg/a.py", A, 9, 13) + "\n" + render("pkg/b.py", B, 1, 10))
     return root
 

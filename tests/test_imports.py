@@ -170,7 +170,8 @@ def describe_cycles(graph: dict[str, dict[str, list[Import]]]) -> list[str]:
         lines = [f"cycle {' -> '.join(cycle)} (packages in this knot: {', '.join(component)})"]
         on_cycle = set(itertools.pairwise(cycle))
         lines += _edge_lines(graph, list(itertools.pairwise(cycle)))
-        others = [(s, t) for s in component for t in sorted(graph.get(s, {})) if t in members and (s, t) not in on_cycle]
+        others = [(s, t) for s in component for t in sorted(graph.get(s, {}))
+                  if t in members and (s, t) not in on_cycle]
         if others:
             lines.append("  other imports inside this knot:")
             lines += _edge_lines(graph, others)

@@ -66,7 +66,8 @@ def test_solo_run_costs_come_from_its_ledgers(runs):
 
 def test_run_where_every_task_failed(runs):
     s = stats_of(runs, "failed")
-    assert (s.tasks, s.scored, s.resolved, s.rate, s.interval) == (2, 1, 0, 0.0, (0.0, 0.0))  # the infra error is unscored
+    # the infra error is unscored
+    assert (s.tasks, s.scored, s.resolved, s.rate, s.interval) == (2, 1, 0, 0.0, (0.0, 0.0))
     assert dict(s.categories) == {"patch_failed": 1, "infra_error": 1}
     assert s.errors == Counter({"junior stage: RuntimeError": 1, "senior stage: CostLimitExceeded": 1})
     assert s.principal_share == 0.0
@@ -166,7 +167,8 @@ def test_report_command(runs, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "+6.250 per $" in done.stdout and "undefined (cost does not rise)" in done.stdout
     assert "Coverage of the gold patch: pipe" in done.stdout
-    assert html.exists() and (runs / "pipe" / "report.md").exists() and (runs / "pipe" / "figures" / "pareto.png").exists()
+    assert (html.exists() and (runs / "pipe" / "report.md").exists()
+            and (runs / "pipe" / "figures" / "pareto.png").exists())
 
 
 def test_report_command_on_an_empty_run_with_an_unreadable_dataset(runs, tmp_path):

@@ -16,7 +16,8 @@ from pipeline.tasks import sources
 from pipeline.tasks.decode import decode_list, unwrap_json_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "swebench_pro_rows.jsonl"
-QUTE_ID = "instance_qutebrowser__qutebrowser-1a2b3c4d5e6f708192a3b4c5d6e7f80912345678-v2ef375ac784985212b1805e1d0431dc8f1b3c171"
+QUTE_ID = ("instance_qutebrowser__qutebrowser-1a2b3c4d5e6f708192a3b4c5d6e7f80912345678"
+           "-v2ef375ac784985212b1805e1d0431dc8f1b3c171")
 GO_ID = "instance_gravitational__teleport-0415e422f12454db0c22316cf3eaa5088d6b6322"
 JS_ID = "instance_NodeBB__NodeBB-04998908ba6721d64eba79ae3b65a351dcfbc5b5-vnan"
 TS_ID = "instance_element-hq__element-web-33e8edb3d508d6eefb354819ca693b7accc695e7"

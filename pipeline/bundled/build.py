@@ -215,7 +215,8 @@ def patch_deletes(patch: str) -> list[str]:
 
 
 _TEST_PATTERNS = {
-    "python": ("tests/*", "test/*", "*/tests/*", "test_*.py", "*/test_*.py", "*_test.py", "conftest.py", "*/conftest.py"),
+    "python": ("tests/*", "test/*", "*/tests/*", "test_*.py", "*/test_*.py", "*_test.py", "conftest.py",
+               "*/conftest.py"),
     "go": ("*_test.go", "testdata/*", "*/testdata/*"),
     "js": ("test/*", "tests/*", "*/__tests__/*", "*.test.js", "*.spec.js", "*.test.mjs"),
     "ts": ("test/*", "tests/*", "*/__tests__/*", "*.test.ts", "*.spec.ts", "*.test.js"),

@@ -48,7 +48,8 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
                          settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
                          show_progress: bool = True) -> EvalSummary:
     by_id = {task.instance_id: task for task in tasks}
-    summary = EvalSummary(dataset_size=len(tasks), unknown=[p.instance_id for p in predictions if p.instance_id not in by_id])
+    summary = EvalSummary(dataset_size=len(tasks),
+                          unknown=[p.instance_id for p in predictions if p.instance_id not in by_id])
     todo = []
     for prediction in predictions:
         if prediction.instance_id not in by_id:

@@ -50,7 +50,8 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     applied_patch = strip_binary_sections(patch)
     (out_dir / "patch.diff").write_bytes(applied_patch.encode("utf-8"))
     record = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
-              "patch_empty": not patch.strip(), "patch_applied": None, "binary_sections_stripped": applied_patch != patch}
+              "patch_empty": not patch.strip(), "patch_applied": None,
+              "binary_sections_stripped": applied_patch != patch}
     try:
         workspace = _workspace_files(task, applied_patch, settings)
         (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])

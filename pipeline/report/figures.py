@@ -79,7 +79,8 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
     if not coverage.tasks:
         return None
     figure = _figure(13.0, 4.3)
-    panels = [("removed", "removed-line coverage"), ("added", "added-line coverage"), ("tokens", "context tokens (approx.)")]
+    panels = [("removed", "removed-line coverage"), ("added", "added-line coverage"),
+              ("tokens", "context tokens (approx.)")]
     styles = [("without", "candidates' hunks only", "#7da7d9", "--", "s", 10, 3.0),  # drawn wider, under
               ("with_senior", "with the senior's expansion", "#c9545d", "-", "o", 6, 1.6)]
     final_k = coverage.max_k
@@ -130,10 +131,11 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
     for s in shown:
         low, high = s.interval or (s.rate, s.rate)
         is_base = baseline is not None and s.run_id == baseline.run_id
-        axes.errorbar([s.dollars_per_task], [s.rate], yerr=[[s.rate - low], [high - s.rate]], fmt="D" if is_base else "o",
-                      color="#444444" if is_base else "#c9545d", capsize=4, markersize=7)
+        axes.errorbar([s.dollars_per_task], [s.rate], yerr=[[s.rate - low], [high - s.rate]],
+                      fmt="D" if is_base else "o", color="#444444" if is_base else "#c9545d", capsize=4, markersize=7)
         axes.annotate(s.run_id + (" (baseline)" if is_base else ""), (s.dollars_per_task, s.rate),
-                      textcoords="offset points", xytext=(8, 7 if s.rate < 0.08 else -14), fontsize=8)  # below the frontier
+                      textcoords="offset points", xytext=(8, 7 if s.rate < 0.08 else -14),
+                      fontsize=8)  # below the frontier
     frontier, best = [], -1.0
     for s in sorted(shown, key=lambda s: (s.dollars_per_task, -s.rate)):
         if s.rate > best:

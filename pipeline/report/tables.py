@@ -106,8 +106,8 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
 def exits(stats: list[RunStats]) -> Table:
     headers = ["", *(s.run_id for s in stats)]
     rows = [["junior rollout exits", *(_counts(s.junior_exits) for s in stats)],
-            *([["agent exits (solo, team lead)", *(_counts(s.agent_exits) for s in stats)]] if any(s.agent_exits for s in stats)
-              else []),
+            *([["agent exits (solo, team lead)", *(_counts(s.agent_exits) for s in stats)]]
+              if any(s.agent_exits for s in stats) else []),
             ["senior brief from", *(_counts(s.senior_sources) for s in stats)],
             ["prediction source", *(_counts(s.sources) for s in stats)],
             ["errors", *(_counts(s.errors, empty="none") for s in stats)]]
@@ -190,7 +190,8 @@ def coverage_by_task(coverage: RunCoverage) -> Table:
     return Table(f"Coverage by task at k=K: {coverage.run_id}",
                  ["instance", "K", "gold rm/add/files", "rm: hunks", "rm: +senior", "rm: sent", "add: hunks",
                   "add: +senior", "add: sent", "all files sent"], rows,
-                 ["rm: removed-line coverage; add: added-line coverage; gold rm/add/files: how many the gold patch has."])
+                 ["rm: removed-line coverage; add: added-line coverage; "
+                  "gold rm/add/files: how many the gold patch has."])
 
 
 def _mean_median(mean: float | None, median: float | None, show) -> str:

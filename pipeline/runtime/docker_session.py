@@ -38,7 +38,8 @@ class CommandSession:
             raise SessionUnavailable(f"command server did not start: {reason}") from None
         self.server_pid = hello["pid"]
 
-    def request(self, command: str, timeout: float, limit: int | None, cwd: str, deadline: float) -> tuple[dict, bytes, bytes]:
+    def request(self, command: str, timeout: float, limit: int | None, cwd: str,
+                deadline: float) -> tuple[dict, bytes, bytes]:
         """Run one command; raises TimeoutError past ``deadline`` and StreamClosed if the server died."""
         line = json.dumps({"command": command, "timeout": timeout, "limit": limit, "cwd": cwd}).encode() + b"\n"
         self._reader.sock.settimeout(max(deadline - time.monotonic(), 0.1))

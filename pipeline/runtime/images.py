@@ -93,7 +93,8 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
     large repository, so it is done once per (image, base commit) and committed as an image that
     every rollout of the task starts from.
     """
-    key = hashlib.sha256(f"{image.id}\0{base_commit}\0{SANITISE_SCRIPT}\0{SERVER_PATH}\0{SERVER_SOURCE}".encode()).hexdigest()[:24]
+    identity = f"{image.id}\0{base_commit}\0{SANITISE_SCRIPT}\0{SERVER_PATH}\0{SERVER_SOURCE}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:24]
     name = f"{containers.SANITISED_REPOSITORY}:{key}"
     with _sanitise_locks_guard:
         lock = _sanitise_locks.setdefault(name, threading.Lock())

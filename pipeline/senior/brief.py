@@ -43,12 +43,14 @@ def parse_brief(reply: str) -> Brief:
     """The brief in a reply's ```json block: {"analysis": str, "spans": [{file, start, end, reason}]}."""
     blocks = _JSON_BLOCK.findall(reply or "")
     if len(blocks) != 1:
-        raise BriefFormatError(f"the final reply must hold exactly one ```json block with the brief; it had {len(blocks)}")
+        raise BriefFormatError("the final reply must hold exactly one ```json block with the brief; "
+                               f"it had {len(blocks)}")
     try:
         data = json.loads(blocks[0])
     except json.JSONDecodeError as error:
         raise BriefFormatError(f"the ```json block is not valid JSON ({error})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("analysis"), str) or not isinstance(data.get("spans"), list):
+    if (not isinstance(data, dict) or not isinstance(data.get("analysis"), str)
+            or not isinstance(data.get("spans"), list)):
         raise BriefFormatError('the brief must be an object with "analysis" (text) and "spans" (a list)')
     spans = []
     for number, item in enumerate(data["spans"], start=1):
@@ -62,7 +64,8 @@ def parse_brief(reply: str) -> Brief:
     return Brief(analysis=data["analysis"].strip(), spans=spans)
 
 
-def check_spans(spans: list[BriefSpan], read_lines: Callable[[str], list[str] | None]) -> tuple[list[BriefSpan], list[str]]:
+def check_spans(spans: list[BriefSpan],
+                read_lines: Callable[[str], list[str] | None]) -> tuple[list[BriefSpan], list[str]]:
     """Spans whose file exists, clamped to its lines; and why the others were dropped."""
     kept, problems = [], []
     for span in spans:
