@@ -163,5 +163,8 @@ def _print_pool(pool, records) -> None:
     console.print(table)
     if pool.empty:
         console.print(f"no source edit from rollout(s) {', '.join(map(str, pool.empty))}")
+    if pool.failed:
+        console.print(f"[red]no diff could be taken from rollout(s) {', '.join(map(str, pool.failed))}[/red] "
+                      "(patch_error in their records)")
     console.print(f"total ${sum(r['cost'] for r in records):.4f}; exit reasons: "
                   + ", ".join(sorted({r['exit_reason'] for r in records})))

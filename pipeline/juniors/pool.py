@@ -51,6 +51,7 @@ class CandidatePool:
     rollouts: int
     empty: list[int]  # rollouts that left no source edit
     unparsable: list[int]
+    failed: list[int] = field(default_factory=list)  # rollouts whose diff could not be taken (patch_error)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,9 +59,12 @@ class CandidatePool:
 
 def build_pool(instance_id: str, rollouts: list[dict]) -> CandidatePool:
     by_key: dict[str, Candidate] = {}
-    empty, unparsable = [], []
+    empty, unparsable, failed = [], [], []
     for rollout in rollouts:
         index = rollout.get("index", 0)
+        if rollout.get("patch_error"):
+            failed.append(index)
+            continue
         try:
             candidate = normalise(rollout.get("patch") or "")
         except UnidiffParseError:
@@ -73,7 +77,7 @@ def build_pool(instance_id: str, rollouts: list[dict]) -> CandidatePool:
         kept.votes += 1
         kept.rollouts.append(index)
     ordered = sorted(by_key.values(), key=lambda c: (-c.votes, c.rollouts[0]))
-    return CandidatePool(instance_id, ordered, len(rollouts), empty, unparsable)
+    return CandidatePool(instance_id, ordered, len(rollouts), empty, unparsable, failed)
 
 
 def normalise(patch: str) -> Candidate | None:

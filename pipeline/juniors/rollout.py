@@ -10,6 +10,7 @@ from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
+from pipeline.runtime.base import DiffFailed, changed_submodules
 from pipeline.storage import write_json_atomic
 
 
@@ -62,10 +63,30 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     return record
 
 
+_WORKSPACE_FAILED = ("runtime_error", "resource_limit")
+
+
 def _take_patch(runtime, record: dict) -> None:
-    """The candidate is the working tree's diff, whatever ended the rollout."""
+    """The candidate is the working tree's diff, whatever ended the rollout.
+
+    A diff that cannot be taken is the rollout's outcome (``patch_error``, the agent's own exit kept in
+    ``agent_exit_reason``), never an empty patch that looks like "no edit". Edits inside submodules cannot be
+    part of a patch to the parent repository; the record names those submodules.
+    """
     try:
         record["patch"] = runtime.diff()
         record["patch_source"] = "git diff"
+        submodules = changed_submodules(runtime)
+    except DiffFailed as error:
+        record.update(patch="", patch_error=str(error), agent_exit_reason=record.get("exit_reason"),
+                      exit_reason="patch_error")
+        return
     except SwepipeError as error:
-        record["patch_error"] = str(error)
+        if record.get("exit_reason") not in _WORKSPACE_FAILED:
+            raise  # Docker failed under a working rollout: not its result
+        record.update(patch="", patch_error=str(error))  # its workspace had already died under the agent
+        return
+    if submodules:
+        record["submodule_changes"] = submodules
+        record["patch_note"] = (f"edits inside submodule(s) {', '.join(submodules)} are not in the patch: a patch "
+                                "to the parent repository cannot carry them")

@@ -155,7 +155,8 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int = 0, 
     raw_candidates = pool.get("candidates") or []
     candidates = [_candidate(c) for c in raw_candidates]
     by_rollout = {index: c for c, raw in zip(candidates, raw_candidates) for index in raw.get("rollouts") or []}
-    indices = sorted(set(by_rollout) | set(pool.get("empty") or []) | set(pool.get("unparsable") or []))
+    indices = sorted(set(by_rollout) | set(pool.get("empty") or []) | set(pool.get("unparsable") or [])
+                     | set(pool.get("failed") or []))
     if not indices:
         return None
     texts = _line_texts(task.context_text or "", raw_candidates)

@@ -18,7 +18,7 @@ from docker.errors import DockerException, NotFound
 
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
-from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, resolve_in
+from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandSession, SessionUnavailable
 from pipeline.runtime.docker_stream import FrameReader, StreamClosed
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
@@ -205,10 +205,7 @@ class DockerRuntime:
             raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}")
 
     def diff(self) -> str:
-        result = self.run(diff_command(self.base_commit), timeout=300, output_limit=None)
-        if not result.ok:
-            raise RuntimeUnavailable(f"git diff failed in {self.container.name}: {result.output.strip()}")
-        return result.output
+        return read_diff(self.run(diff_command(self.base_commit), timeout=300, output_limit=None), self.container.name)
 
     def stop(self) -> None:
         if self._session is not None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import RuntimeUnavailable
-from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, resolve_in
+from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
 
@@ -39,10 +39,7 @@ class LocalRuntime:
             raise
 
     def _clone(self, source: Path, sanitise: bool) -> None:
-        cloned = subprocess.run(["git", "clone", "-q", "--no-checkout", str(source), str(self.workdir)],
-                                capture_output=True, text=True, env=self._env)
-        if cloned.returncode != 0:
-            raise RuntimeUnavailable(f"cannot clone {source}: {cloned.stderr.strip()}")
+        self._clone_with_submodules(source, Path(self.workdir), self.base_commit)
         if sanitise:
             script = self._root / "sanitise.sh"
             script.write_text(SANITISE_SCRIPT)
@@ -51,6 +48,21 @@ class LocalRuntime:
             result = self.run(f"git checkout -q --detach {self.base_commit}", timeout=600)
         if not result.ok:
             raise RuntimeUnavailable(f"cannot prepare {source} at {self.base_commit}: {result.output.strip()}")
+
+    def _clone_with_submodules(self, source: Path, target: Path, commit: str) -> None:
+        """Clone ``source``, and each submodule ``commit`` records that is initialised in ``source`` (as an image's
+        would be), into its place; the sanitise script then cuts every history."""
+        cloned = subprocess.run(["git", "clone", "-q", "--no-checkout", str(source), str(target)],
+                                capture_output=True, text=True, env=self._env)
+        if cloned.returncode != 0:
+            raise RuntimeUnavailable(f"cannot clone {source}: {cloned.stderr.strip()}")
+        listing = subprocess.run(["git", "-C", str(target), "ls-tree", "-r", "-z", commit], capture_output=True,
+                                 env=self._env)
+        for entry in listing.stdout.split(b"\0") if listing.returncode == 0 else []:
+            meta, _, path = entry.partition(b"\t")
+            mode, _, sha = meta.decode().partition(" commit ")
+            if mode == "160000" and (source / os.fsdecode(path) / ".git").exists():
+                self._clone_with_submodules(source / os.fsdecode(path), target / os.fsdecode(path), sha)
 
     def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT) -> CommandResult:
         output = BoundedOutput(output_limit)
@@ -89,10 +101,7 @@ class LocalRuntime:
         target.write_bytes(data.encode() if isinstance(data, str) else data)
 
     def diff(self) -> str:
-        result = self.run(diff_command(self.base_commit), timeout=300, output_limit=None)
-        if not result.ok:
-            raise RuntimeUnavailable(f"git diff failed in {self.workdir}: {result.output.strip()}")
-        return result.output
+        return read_diff(self.run(diff_command(self.base_commit), timeout=300, output_limit=None), str(self.workdir))
 
     def stop(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
