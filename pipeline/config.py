@@ -60,6 +60,8 @@ class Juniors(BaseModel):
     temperatures: list[float] = Field(default_factory=lambda: [0.0, 0.4, 0.7, 1.0],
                                       description="rollout i uses temperatures[i mod n]")
     seed: int = Field(default=0, description="rollout i uses seed + i")
+    max_patch_bytes: int = Field(default=4_000_000, ge=1000, description="largest candidate patch kept, in bytes; a "
+                                 "rollout whose diff is bigger ends patch_too_large and its patch is dropped")
 
 
 class SeniorConfig(BaseModel):

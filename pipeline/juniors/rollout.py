@@ -10,7 +10,7 @@ from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
-from pipeline.runtime.base import DiffFailed, changed_submodules
+from pipeline.runtime.base import DiffFailed, PatchTooLarge, changed_submodules
 from pipeline.storage import write_json_atomic
 
 
@@ -45,7 +45,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
         agent.resume()
         run = agent.record if agent.finished else agent.run()
         record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
-        _take_patch(runtime, record)
+        _take_patch(runtime, record, juniors.max_patch_bytes)
     except SwepipeError as error:
         record.update(exit_reason="runtime_error", error=str(error))
     except Exception as error:  # noqa: BLE001 - one broken rollout must not end the task
@@ -66,17 +66,22 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
 _WORKSPACE_FAILED = ("runtime_error", "resource_limit")
 
 
-def _take_patch(runtime, record: dict) -> None:
+def _take_patch(runtime, record: dict, max_bytes: int) -> None:
     """The candidate is the working tree's diff, whatever ended the rollout.
 
     A diff that cannot be taken is the rollout's outcome (``patch_error``, the agent's own exit kept in
     ``agent_exit_reason``), never an empty patch that looks like "no edit". Edits inside submodules cannot be
-    part of a patch to the parent repository; the record names those submodules.
+    part of a patch to the parent repository; the record names those submodules. A diff over ``max_bytes``
+    (juniors.max_patch_bytes) is dropped: the rollout ends ``patch_too_large``.
     """
     try:
-        record["patch"] = runtime.diff()
+        record["patch"] = runtime.diff(max_bytes=max_bytes)
         record["patch_source"] = "git diff"
         submodules = changed_submodules(runtime)
+    except PatchTooLarge as error:
+        record.update(patch="", patch_error=f"{error} (juniors.max_patch_bytes)", patch_dropped="too_large",
+                      agent_exit_reason=record.get("exit_reason"), exit_reason="patch_too_large")
+        return
     except DiffFailed as error:
         record.update(patch="", patch_error=str(error), agent_exit_reason=record.get("exit_reason"),
                       exit_reason="patch_error")

@@ -38,8 +38,8 @@ class BackgroundRuntime:
     def write_file(self, path: str, data: bytes | str) -> None:
         self._runtime().write_file(path, data)
 
-    def diff(self) -> str:
-        return self._runtime().diff()
+    def diff(self, max_bytes: int | None = None) -> str:
+        return self._runtime().diff(max_bytes)
 
     def stop(self) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Protocol
@@ -36,8 +37,9 @@ class Runtime(Protocol):
 
     def write_file(self, path: str, data: bytes | str) -> None: ...
 
-    def diff(self) -> str:
-        """The working tree's diff against the base commit; raises DiffFailed when git fails."""
+    def diff(self, max_bytes: int | None = None) -> str:
+        """The working tree's diff against the base commit; raises DiffFailed when git fails and PatchTooLarge
+        when it is over ``max_bytes``."""
         ...
 
     def stop(self) -> None: ...
@@ -55,26 +57,85 @@ class DiffFailed(SwepipeError):
     empty patch."""
 
 
-def diff_command(base_commit: str) -> str:
-    """Shell that prints the working tree's diff against the base commit, new files included.
+class PatchTooLarge(DiffFailed):
+    """The working tree's diff is over the size allowed for a patch; it was not carried."""
+
+
+# Untracked files a diff leaves out: dependencies, virtualenvs, caches, build outputs and logs an agent's
+# commands leave in the repository. They act as ignore rules, so they never touch a tracked file (an edit to
+# a committed file under build/ still counts), and a new source file stays in. A new file the agent staged
+# itself is checked against them too, and so is every file of a new virtualenv, whatever its name.
+BUILD_OUTPUTS = (
+    "node_modules/", "bower_components/", ".venv/", "venv/", "site-packages/", "dist-packages/", "__pycache__/",
+    "*.py[cod]", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", ".hypothesis/", ".tox/", ".nox/", "*.egg-info/",
+    ".eggs/", ".coverage", ".coverage.*", "htmlcov/", ".nyc_output/", ".cache/", ".gradle/", ".next/",
+    ".parcel-cache/", "*.tsbuildinfo", "*.log", "*.o", "*.a", "*.so", "*.dylib", "*.class", ".DS_Store",
+)
+# Top-level output folders, left out only when the base commit tracks nothing in them (else they are sources).
+TOP_LEVEL_OUTPUTS = ("build", "dist", "target", "coverage")
+TOO_LARGE_MARK = "SWEPIPE-DIFF-TOO-LARGE"
+
+
+def _excludes_prelude(base_commit: str | None) -> str:
+    """Shell that makes "$tmp" (removed on exit) and writes the build-output ignore rules to "$tmp/exclude"."""
+    patterns = " ".join(shlex.quote(p) for p in BUILD_OUTPUTS)
+    lines = [
+        'tmp="$(mktemp -d)"; trap \'rm -rf "$tmp"\' EXIT',
+        f"printf '%s\\n' {patterns} > \"$tmp/exclude\"",
+    ]
+    if base_commit:
+        lines.append(f"for d in {' '.join(TOP_LEVEL_OUTPUTS)}; do "
+                     f'[ -n "$({GIT_QUIET} ls-tree --name-only {base_commit} -- "$d")" ] || '
+                     'echo "/$d/" >> "$tmp/exclude"; done')
+    return "\n".join(lines) + "\n"
+
+
+def diff_command(base_commit: str, max_bytes: int | None = None) -> str:
+    """Shell that prints the working tree's diff against the base commit, new files included (but not
+    ``BUILD_OUTPUTS``); with ``max_bytes``, a patch over it is not printed: only ``TOO_LARGE_MARK`` is.
 
     A throwaway index keeps the agent's own staging area untouched. Submodules are left out: a patch to
-    the parent repository cannot carry edits inside them (``changed_submodules`` names those).
+    the parent repository cannot carry edits inside them (``changed_submodules`` names those). Git's
+    messages are shown only when it fails, so a warning never lands inside the patch.
     """
-    return (
-        'set -e; idx="$(mktemp)"; trap \'rm -f "$idx"\' EXIT; '
-        'cp "$(git rev-parse --git-dir)/index" "$idx" 2>/dev/null || true; '
-        f'GIT_INDEX_FILE="$idx" {GIT_QUIET} add -A; '
-        f'GIT_INDEX_FILE="$idx" {GIT_QUIET} diff --cached --no-ext-diff --no-renames --ignore-submodules=all '
-        f'{base_commit}'
-    )
+    diff = 'G diff --cached --no-ext-diff --no-renames --ignore-submodules=all @BASE@ 2>>"$tmp/err"'
+    if max_bytes is None:
+        emit = diff + "\n"
+    else:
+        emit = f"""{{ rc=0; {diff} || rc=$?; echo "$rc" > "$tmp/rc"; }} | head -c {max_bytes + 1} > "$tmp/patch"
+if [ "$(wc -c < "$tmp/patch")" -gt {max_bytes} ]; then echo "{TOO_LARGE_MARK} {max_bytes}"; exit 0; fi
+[ "$(cat "$tmp/rc")" = 0 ] || exit 1
+cat "$tmp/patch"
+"""
+    script = _excludes_prelude(base_commit) + r"""set -e
+trap 'rc=$?; if [ $rc != 0 ]; then cat "$tmp/err" 2>/dev/null; fi; rm -rf "$tmp"; exit $rc' EXIT
+cp "$(git rev-parse --git-dir)/index" "$tmp/index" 2>/dev/null || true
+export GIT_INDEX_FILE="$tmp/index"
+G() { @GIT@ -c core.excludesFile="$tmp/exclude" "$@"; }
+G add -A 2>>"$tmp/err"
+G diff --cached --name-only -z --no-renames --diff-filter=A @BASE@ > "$tmp/added" 2>>"$tmp/err"
+{
+  G check-ignore --no-index -z --stdin < "$tmp/added" 2>/dev/null || true
+  venvs=()
+  while IFS= read -r -d '' f; do case "$f" in */pyvenv.cfg) venvs+=("${f%pyvenv.cfg}") ;; esac; done < "$tmp/added"
+  if [ ${#venvs[@]} -gt 0 ]; then
+    while IFS= read -r -d '' f; do
+      for v in "${venvs[@]}"; do case "$f" in "$v"*) printf '%s\0' "$f"; break ;; esac; done
+    done < "$tmp/added"
+  fi
+} | G update-index --force-remove -z --stdin 2>>"$tmp/err"
+""" + emit
+    return script.replace("@GIT@", GIT_QUIET).replace("@BASE@", base_commit)
 
 
 def read_diff(result: CommandResult, where: str) -> str:
-    """The patch ``diff_command`` printed; DiffFailed when it failed."""
+    """The patch ``diff_command`` printed; DiffFailed when it failed, PatchTooLarge when it was over the limit."""
     if not result.ok:
         why = "timed out" if result.timed_out else f"exit code {result.exit_code}"
         raise DiffFailed(f"git diff failed in {where} ({why}): {result.output.strip()[-2000:]}")
+    if result.output.startswith(TOO_LARGE_MARK):
+        limit = result.output.split()[1]
+        raise PatchTooLarge(f"the diff in {where} is over the {limit}-byte limit for a patch; it was not kept")
     return result.output
 
 
@@ -84,15 +145,17 @@ _SUBMODULE_MARK = "SWEPIPE-SUBMODULE "
 def submodules_command(base_commit: str) -> str:
     """Shell that names each submodule of the base commit whose checkout no longer matches what the base records:
     another commit checked out, or files in it changed, added or deleted."""
-    return r"""
-GIT ls-tree -r -z BASE | while IFS= read -r -d '' entry; do
+    script = _excludes_prelude(None) + r"""
+@GIT@ ls-tree -r -z @BASE@ | while IFS= read -r -d '' entry; do
   case "$entry" in "160000 "*) ;; *) continue ;; esac
   path="${entry#*$'\t'}"; recorded="${entry%%$'\t'*}"; recorded="${recorded##* }"
   [ -e "$path/.git" ] || continue
-  head="$(GIT -C "$path" rev-parse -q --verify HEAD 2>/dev/null || true)"
-  changed="$(GIT -C "$path" status --porcelain --ignore-submodules=none 2>&1 | head -c 1)"
-  if [ "$head" != "$recorded" ] || [ -n "$changed" ]; then printf 'MARK%s\n' "$path"; fi
-done""".replace("GIT", GIT_QUIET).replace("BASE", base_commit).replace("MARK", _SUBMODULE_MARK)
+  head="$(@GIT@ -C "$path" rev-parse -q --verify HEAD 2>/dev/null || true)"
+  changed="$(@GIT@ -c core.excludesFile="$tmp/exclude" -C "$path" status --porcelain --ignore-submodules=none \
+             2>&1 | head -c 1)"
+  if [ "$head" != "$recorded" ] || [ -n "$changed" ]; then printf '@MARK@%s\n' "$path"; fi
+done"""
+    return script.replace("@GIT@", GIT_QUIET).replace("@BASE@", base_commit).replace("@MARK@", _SUBMODULE_MARK)
 
 
 def changed_submodules(runtime: Runtime) -> list[str]:

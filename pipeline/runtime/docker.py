@@ -27,6 +27,7 @@ from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
 # client waits this long for the stream to close before it gives up on it.
 CLIENT_GRACE = 10.0
 _exec_ids = itertools.count()
+_GO_MODE_DIR = 1 << 31  # os.ModeDir in the mode Docker reports for a path
 
 
 class DockerRuntime:
@@ -179,9 +180,12 @@ class DockerRuntime:
     def read_file(self, path: str) -> bytes:
         target = resolve_in(self.workdir, path)
         try:
-            chunks, _ = self.container.get_archive(str(target))
+            chunks, stat = self.container.get_archive(str(target))
         except NotFound as exc:
             raise FileNotFoundError(f"{target} does not exist in container {self.container.name}") from exc
+        if stat and int(stat.get("mode") or 0) & _GO_MODE_DIR:  # before its whole tree is streamed and archived
+            chunks.close()
+            raise IsADirectoryError(f"{target} is a directory")
         with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as archive:
             member = archive.next()
             if member is None or not member.isfile():
@@ -204,8 +208,9 @@ class DockerRuntime:
         if not written:
             raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}")
 
-    def diff(self) -> str:
-        return read_diff(self.run(diff_command(self.base_commit), timeout=300, output_limit=None), self.container.name)
+    def diff(self, max_bytes: int | None = None) -> str:
+        return read_diff(self.run(diff_command(self.base_commit, max_bytes), timeout=300, output_limit=None),
+                         self.container.name)
 
     def stop(self) -> None:
         if self._session is not None:

@@ -100,8 +100,9 @@ class LocalRuntime:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data.encode() if isinstance(data, str) else data)
 
-    def diff(self) -> str:
-        return read_diff(self.run(diff_command(self.base_commit), timeout=300, output_limit=None), str(self.workdir))
+    def diff(self, max_bytes: int | None = None) -> str:
+        return read_diff(self.run(diff_command(self.base_commit, max_bytes), timeout=300, output_limit=None),
+                         str(self.workdir))
 
     def stop(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)

@@ -64,13 +64,43 @@ def parse_brief(reply: str) -> Brief:
     return Brief(analysis=data["analysis"].strip(), spans=spans)
 
 
-def check_spans(spans: list[BriefSpan],
-                read_lines: Callable[[str], list[str] | None]) -> tuple[list[BriefSpan], list[str]]:
-    """Spans whose file exists, clamped to its lines; and why the others were dropped."""
+def span_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a span's file (the whole repository, a directory, outside the repository), or None."""
+    stripped = path.strip()
+    parts = [part for part in stripped.split("/") if part not in ("", ".")]
+    if not parts:
+        return "names the whole repository, not a file; a span is one file and a range of its lines"
+    if stripped.startswith("/"):
+        return "is an absolute path; name the file from the repository root"
+    if ".." in parts:
+        return "reaches outside the repository"
+    if stripped.endswith("/"):
+        return "names a directory, not a file; a span is one file and a range of its lines"
+    return None
+
+
+def check_spans(spans: list[BriefSpan], read_lines: Callable[[str], list[str] | None],
+                is_directory: Callable[[str], bool] | None = None,
+                root: str | None = None) -> tuple[list[BriefSpan], list[str]]:
+    """Spans whose file exists, clamped to its lines; and why the others were dropped.
+
+    A span of the whole repository (``.``, ``/``), a directory or a path outside the repository is refused
+    before anything is read. ``is_directory`` (asked after ``read_lines`` found no file) names directories.
+    An absolute path inside ``root`` (the repository's folder) is taken as the path from the root.
+    """
     kept, problems = [], []
+    prefix = root.rstrip("/") + "/" if root else None
     for span in spans:
+        if prefix and span.file.startswith(prefix):
+            span = BriefSpan(span.file[len(prefix):], span.start, span.end, span.reason)
+        problem = span_path_problem(span.file)
+        if problem:
+            problems.append(f"{span.file!r}: {problem}")
+            continue
         lines = read_lines(span.file)
-        if lines is None:
+        if lines is None and is_directory is not None and is_directory(span.file):
+            problems.append(f"{span.file}: a directory, not a file; a span is one file and a range of its lines")
+        elif lines is None:
             problems.append(f"{span.file}: no such file in the repository")
         elif span.start < 1 or span.start > len(lines) or span.end < span.start:
             problems.append(f"{span.file}:{span.start}-{span.end}: outside the file's {len(lines)} lines")

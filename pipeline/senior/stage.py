@@ -90,7 +90,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
         brief = Brief(analysis=f"(No brief from the senior: {agent_error}. The spans are the code around the "
                                "junior candidates.)", spans=expansion, source="expansion")
 
-    spans, problems = check_spans(brief.spans, files.lines)
+    spans, problems = check_spans(brief.spans, files.lines, files.is_directory, root=str(runtime.workdir))
     # The candidates' own hunks stay in as a safety net behind the senior's choice, budget permitting.
     safety = [s for s in expansion if s.reason.startswith("hunk")] if brief.source == "senior" else []
     context = materialise(spans + safety, files.lines, settings.context_tokens, count_tokens)
@@ -137,12 +137,19 @@ class _FileCache:
     """Base-commit file contents read once through the runtime."""
 
     def __init__(self, runtime: Runtime):
-        self._runtime, self._lines = runtime, {}
+        self._runtime, self._lines, self._directories = runtime, {}, set()
 
     def lines(self, path: str) -> list[str] | None:
         if path not in self._lines:
             try:
                 self._lines[path] = self._runtime.read_file(path).decode("utf-8", errors="replace").splitlines()
-            except Exception:  # noqa: BLE001 - missing, a directory, undecodable, a dead container
+            except IsADirectoryError:
+                self._lines[path] = None
+                self._directories.add(path)
+            except Exception:  # noqa: BLE001 - missing, undecodable, a dead container
                 self._lines[path] = None
         return self._lines[path]
+
+    def is_directory(self, path: str) -> bool:
+        """Whether ``lines(path)`` found a directory there."""
+        return path in self._directories
