@@ -10,6 +10,7 @@ from pathlib import Path
 import requests
 from docker.errors import DockerException
 
+from pipeline import patchtext
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.files import extract_archive, tar_of
 from pipeline.storage import write_json_atomic
@@ -48,7 +49,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     applied_patch = strip_binary_sections(patch)
-    (out_dir / "patch.diff").write_bytes(applied_patch.encode("utf-8"))
+    patchtext.write(out_dir / "patch.diff", applied_patch)
     record = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
               "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch}
@@ -84,7 +85,7 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str
                 raise InfraError(f"no Dockerfile at {path}")
             contents.append(path.read_text(encoding="utf-8", errors="replace"))
         exports = dockerfile_env_exports(*contents)
-    return {**scripts, "patch.diff": patch.encode("utf-8"),
+    return {**scripts, "patch.diff": patchtext.to_bytes(patch),
             "entryscript.sh": entry_script(task, exports).encode("utf-8")}
 
 

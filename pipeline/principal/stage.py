@@ -7,6 +7,7 @@ import shlex
 import time
 from pathlib import Path
 
+from pipeline import patchtext
 from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
@@ -48,7 +49,7 @@ class Principal:
 
         result = once(job.paths.principal / "result.json", make)
         if "patch" not in result:  # written before results held their patch
-            result["patch"] = (job.paths.principal / "patch.diff").read_text(encoding="utf-8")
+            result["patch"] = patchtext.read(job.paths.principal / "patch.diff")
         return result
 
 
@@ -91,7 +92,7 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
     source = "principal" if patch else None
     if not patch:
         patch, source = _fallback(pool, runtime, settings.fallback)
-    (directory / "patch.diff").write_text(patch, encoding="utf-8")
+    patchtext.write(directory / "patch.diff", patch)
     return {"source": source or "none", "error": error, "failed_attempts": attempts, "calls": len(replies),
             "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n"), "patch": patch}
 
@@ -155,4 +156,4 @@ def _repo_files(runtime: Runtime) -> list[str]:
 
 
 def _candidates(pool: CandidatePool, count: int) -> list[dict]:
-    return [{"votes": c.votes, "patch": c.patch} for c in pool.candidates[:count]]
+    return [{"votes": c.votes, "patch": patchtext.printable(c.patch)} for c in pool.candidates[:count]]

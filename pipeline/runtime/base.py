@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import binascii
 import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Protocol
 
+from pipeline import patchtext
 from pipeline.errors import SwepipeError
 from pipeline.runtime.output import DEFAULT_LIMIT
 
@@ -74,6 +76,7 @@ BUILD_OUTPUTS = (
 # Top-level output folders, left out only when the base commit tracks nothing in them (else they are sources).
 TOP_LEVEL_OUTPUTS = ("build", "dist", "target", "coverage")
 TOO_LARGE_MARK = "SWEPIPE-DIFF-TOO-LARGE"
+DIFF_MARK = "SWEPIPE-DIFF"
 
 
 def _excludes_prelude(base_commit: str | None) -> str:
@@ -100,12 +103,21 @@ def diff_command(base_commit: str, max_bytes: int | None = None) -> str:
     """
     diff = 'G diff --cached --no-ext-diff --no-renames --ignore-submodules=all @BASE@ 2>>"$tmp/err"'
     if max_bytes is None:
-        emit = diff + "\n"
+        emit = diff + ' > "$tmp/patch"\n'
     else:
         emit = f"""{{ rc=0; {diff} || rc=$?; echo "$rc" > "$tmp/rc"; }} | head -c {max_bytes + 1} > "$tmp/patch"
 if [ "$(wc -c < "$tmp/patch")" -gt {max_bytes} ]; then echo "{TOO_LARGE_MARK} {max_bytes}"; exit 0; fi
 [ "$(cat "$tmp/rc")" = 0 ] || exit 1
-cat "$tmp/patch"
+"""
+    # The patch's bytes cross over as base64, so a file that is not UTF-8 keeps every byte; raw where the
+    # image has no base64 (then bytes that are not UTF-8 arrive replaced).
+    emit += f"""set -o pipefail
+size=$(( $(wc -c < "$tmp/patch") ))
+if command -v base64 >/dev/null; then
+  echo "{DIFF_MARK} base64 $size"; base64 < "$tmp/patch" | tr -d '\\n'; echo
+else
+  echo "{DIFF_MARK} raw $size"; cat "$tmp/patch"
+fi
 """
     script = _excludes_prelude(base_commit) + r"""set -e
 trap 'rc=$?; if [ $rc != 0 ]; then cat "$tmp/err" 2>/dev/null; fi; rm -rf "$tmp"; exit $rc' EXIT
@@ -136,7 +148,19 @@ def read_diff(result: CommandResult, where: str) -> str:
     if result.output.startswith(TOO_LARGE_MARK):
         limit = result.output.split()[1]
         raise PatchTooLarge(f"the diff in {where} is over the {limit}-byte limit for a patch; it was not kept")
-    return result.output
+    header, _, body = result.output.partition("\n")
+    fields = header.split()
+    if len(fields) != 3 or fields[0] != DIFF_MARK or fields[1] not in ("base64", "raw") or not fields[2].isdigit():
+        raise DiffFailed(f"git diff in {where} printed no patch: {result.output.strip()[:2000]}")
+    if fields[1] == "raw":
+        return body
+    try:
+        data = binascii.a2b_base64(body.strip())
+    except binascii.Error as error:
+        raise DiffFailed(f"the diff from {where} arrived garbled ({error})") from None
+    if len(data) != int(fields[2]):
+        raise DiffFailed(f"the diff from {where} arrived cut short ({len(data)} of {fields[2]} bytes)")
+    return patchtext.from_bytes(data)
 
 
 _SUBMODULE_MARK = "SWEPIPE-SUBMODULE "

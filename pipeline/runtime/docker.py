@@ -17,6 +17,7 @@ import requests
 from docker.errors import DockerException, NotFound
 
 from pipeline.errors import RuntimeUnavailable
+from pipeline import patchtext
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandSession, SessionUnavailable
@@ -194,7 +195,7 @@ class DockerRuntime:
 
     def write_file(self, path: str, data: bytes | str) -> None:
         target = resolve_in(self.workdir, path)
-        payload = data.encode() if isinstance(data, str) else data
+        payload = patchtext.to_bytes(data) if isinstance(data, str) else data
         buffer = io.BytesIO()
         # Extracted at /, the tar's path creates missing parent folders without another exec.
         with tarfile.open(fileobj=buffer, mode="w") as archive:

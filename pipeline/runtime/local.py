@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path, PurePosixPath
 
+from pipeline import patchtext
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput
@@ -98,7 +99,7 @@ class LocalRuntime:
     def write_file(self, path: str, data: bytes | str) -> None:
         target = Path(resolve_in(self.workdir, path))
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data.encode() if isinstance(data, str) else data)
+        target.write_bytes(patchtext.to_bytes(data) if isinstance(data, str) else data)
 
     def diff(self, max_bytes: int | None = None) -> str:
         return read_diff(self.run(diff_command(self.base_commit, max_bytes), timeout=300, output_limit=None),

@@ -7,6 +7,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline import patchtext
 from pipeline.agent.agent import Agent, prompt
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
@@ -126,8 +127,8 @@ def _problem(reply: str) -> str | None:
 
 def _pool_variables(pool: CandidatePool, expansion_text: str) -> dict:
     candidates = [{"votes": c.votes, "files": c.files,
-                   "patch": c.patch if len(c.patch) <= CANDIDATE_PATCH_LIMIT
-                   else c.patch[:CANDIDATE_PATCH_LIMIT] + "\n[... patch cut ...]"}
+                   "patch": patchtext.printable(c.patch if len(c.patch) <= CANDIDATE_PATCH_LIMIT
+                                                else c.patch[:CANDIDATE_PATCH_LIMIT] + "\n[... patch cut ...]")}
                   for c in pool.candidates[:MAX_CANDIDATES_SHOWN]]
     return {"candidates": candidates, "rollouts": pool.rollouts, "empty": len(pool.empty),
             "expansion": expansion_text or "(nothing found)"}

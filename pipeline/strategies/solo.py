@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from pipeline import patchtext
 from pipeline.job import TaskJob, once
 from pipeline.juniors.rollout import task_agent
 from pipeline.strategies.base import BaseStrategy
@@ -30,7 +31,7 @@ class SoloStrategy(BaseStrategy):
             finally:
                 runtime.stop()
             job.seconds["solo"] = round(time.monotonic() - started, 2)
-            (directory / "patch.diff").write_text(patch, encoding="utf-8")
+            patchtext.write(directory / "patch.diff", patch)
             return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "cost": run.cost,
                     "patch": patch}
 

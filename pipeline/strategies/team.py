@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from pipeline import patchtext
 from pipeline.job import TaskJob, once
 from pipeline.prompts import render_task_prompt
 from pipeline.strategies.base import BaseStrategy
@@ -31,7 +32,7 @@ class TeamStrategy(BaseStrategy):
             finally:
                 runtime.stop()
             job.seconds["team"] = round(time.monotonic() - started, 2)
-            (directory / "patch.diff").write_text(result["patch"], encoding="utf-8")
+            patchtext.write(directory / "patch.diff", result["patch"])
             return result
 
         result = once(directory / "result.json", make)

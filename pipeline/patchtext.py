@@ -1,0 +1,39 @@
+"""Patches as text that keeps every byte, so a diff of a file that is not UTF-8 (Latin-1, Shift-JIS) still applies.
+
+A `git diff` is bytes. swepipe holds it as ``str`` decoded with ``surrogateescape``: UTF-8 text reads as
+itself and each byte that is not valid UTF-8 becomes one lone surrogate (U+DC80..U+DCFF). Such a string
+survives JSON (``json.dumps`` writes ``\\udce9``, ``json.loads`` reads it back), so the candidate record,
+the pool, ``predictions.jsonl`` and the eval artefacts all carry the exact bytes. Wherever a patch
+leaves Python (a file, a container) it is encoded back the same way. Text for a model gets
+``printable``: the undecodable bytes shown as U+FFFD, since a provider's JSON cannot carry lone surrogates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def from_bytes(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def to_bytes(text: str) -> bytes:
+    """The bytes ``text`` came from; other lone surrogates (from a foreign predictions file) become '?'."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return "".join(c if not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF else "?"
+                       for c in text).encode("utf-8", "surrogateescape")
+
+
+def printable(text: str) -> str:
+    """``text`` for a prompt or a screen: bytes that are not UTF-8 shown as U+FFFD."""
+    return to_bytes(text).decode("utf-8", "replace")
+
+
+def write(path: Path, text: str) -> None:
+    path.write_bytes(to_bytes(text))
+
+
+def read(path: Path) -> str:
+    return from_bytes(path.read_bytes())
