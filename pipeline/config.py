@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pipeline.errors import SwepipeError
 from pipeline.models.spec import ROLES, ModelSpec
@@ -23,6 +23,16 @@ class Budgets(BaseModel):
     per_rollout: float | None = Field(default=None, ge=0, description="one agent: a junior rollout, a worker")
     per_task: float | None = Field(default=None, ge=0, description="all stages of one task")
     per_run: float | None = Field(default=None, ge=0, description="the whole run, across sessions")
+    principal_reserve: float | None = Field(
+        default=None, ge=0, description="of per_task, held back for the principal (strategies with one): "
+                                        "juniors and the senior draw from the rest")
+
+    @model_validator(mode="after")
+    def _reserve_fits(self) -> Budgets:
+        if self.principal_reserve is not None and self.per_task is not None and self.principal_reserve > self.per_task:
+            raise ValueError(f"principal_reserve (${self.principal_reserve}) is more than per_task "
+                             f"(${self.per_task}): the principal's reserve is a part of the task's budget")
+        return self
 
 
 class Limits(BaseModel):

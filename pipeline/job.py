@@ -27,13 +27,22 @@ class TaskJob:
     paths: TaskPaths
     run_id: str
     image_template: str
-    budget: Budget  # the task's, under the run's
+    budget: Budget  # the task's, under the run's; the principal draws from it
     reuse_juniors_from: TaskPaths | None = None  # another run's records of this task
+    # What juniors and the senior draw from when part of the task's budget is held back for the principal
+    # (budgets.principal_reserve): a child of ``budget`` with the reserve taken off its limit. None: ``budget``.
+    stage_budget: Budget | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # wall time by stage
     stage: str = ""  # the stage under way, named when the task fails
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.paths.ledger)
+
+    def budget_for(self, role: str) -> Budget:
+        """The budget ``role``'s calls draw from: juniors and the senior leave the principal's reserve alone."""
+        if role in ("junior", "senior") and self.stage_budget is not None:
+            return self.stage_budget
+        return self.budget
 
     def client(self, role: str, stage: str | None = None) -> ModelClient:
         """The model client of ``role``, writing to this task's ledger."""

@@ -133,8 +133,10 @@ class Agent:
     def resume(self, replay: bool = True) -> bool:
         """Continue the trajectory saved at ``trajectory_path``, if there is one; True when there was.
 
-        Its cost is charged to the budget again (it was spent). With ``replay`` its commands are run
-        again in order, rebuilding the workspace; a shared workspace is rebuilt by its owner instead.
+        Its cost is not charged again: the task's and run's budgets were seeded from the ledger when the
+        task started; an agent with a budget of its own (a rollout, a worker) has its owner seed that one
+        (``Budget.seed(agent.record.cost)``). With ``replay`` its commands are run again in order,
+        rebuilding the workspace; a shared workspace is rebuilt by its owner instead.
         """
         if self.trajectory_path is None:
             return False
@@ -148,7 +150,6 @@ class Agent:
         self.record.resumed = True
         for step in self.record.steps:
             self.changed_files.update(step.changed_files)
-        self.budget.charge(self.record.cost)
         if replay:
             for step in self.record.steps:
                 if step.action == BASH and step.exit_code is not None:
@@ -210,8 +211,10 @@ class Agent:
                 self.record.messages, self.budget, agent=self.name, agent_index=self.agent_index,
                 temperature=self.temperature, seed=self.seed, tools=tools_for(self.allowed) if self.tools else None)
         except CostLimitExceeded as error:
+            self._add_billed(getattr(error, "billed", None))
             raise Stop("cost_limit", str(error)) from None
         except ModelCallFailed as error:
+            self._add_billed(error.billed)
             raise Stop("model_error", str(error)) from None
         message = {"role": "assistant", "content": completion.content}
         if completion.tool_calls:
@@ -229,6 +232,14 @@ class Agent:
             self.record.output_tokens += completion.output_tokens
             self.record.messages.append(message)
         return step
+
+    def _add_billed(self, billed) -> None:
+        """What a call that gave no reply was billed (the provider's report) still counts in the record."""
+        if billed is not None and billed.cost:
+            with self._lock:
+                self.record.cost += billed.cost
+                self.record.input_tokens += billed.input
+                self.record.output_tokens += billed.output
 
     def parse(self, step: Step) -> Action:
         if self.tools:

@@ -127,9 +127,8 @@ def rollouts(
 
     from pipeline.juniors.pool import build_pool
     from pipeline.juniors.stage import run_juniors
-    from pipeline.models.budget import Budget
     from pipeline.run.setup import prepare_run, resolve_config
-    from pipeline.run.task import task_job
+    from pipeline.run.task import seeded_run_budget, task_job
     from pipeline.storage import write_json_atomic
 
     chosen = dataclasses.replace(selection, instance_ids=task).load()[0]
@@ -140,7 +139,7 @@ def rollouts(
                                    run_id=run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S"),
                                    image_template=image_template, announce=console.print)
     try:
-        job = task_job(chosen, settings, Budget("run", settings.config.budgets.per_run))
+        job = task_job(chosen, settings, seeded_run_budget(settings))
         records = run_juniors(job, on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
                                                                    f"{r['steps']} steps, ${r['cost']:.4f}"))
     finally:

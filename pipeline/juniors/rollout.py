@@ -32,7 +32,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     """Run rollout ``index`` and write ``junior/rollout-NN.json``; failures are recorded, never raised."""
     juniors, task, directory = job.config.juniors, job.task, job.paths.junior
     name = f"rollout-{index:02d}"
-    budget = job.budget.child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
+    budget = job.budget_for("junior").child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
     temperature = juniors.temperatures[index % len(juniors.temperatures)] if juniors.temperatures else None
     record = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
               "temperature": temperature, "seed": juniors.seed + index, "patch": "", "patch_source": None}
@@ -42,7 +42,8 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
         runtime = job.open_runtime(name, background=True)
         agent = task_agent(job, name, client, runtime, budget, agent_index=index, temperature=temperature,
                            seed=juniors.seed + index, trajectory_path=trajectory)
-        agent.resume()
+        if agent.resume():
+            budget.seed(agent.record.cost)  # its own limit counts what it spent before; the task's has it already
         run = agent.record if agent.finished else agent.run()
         record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
         _take_patch(runtime, record, juniors.max_patch_bytes)

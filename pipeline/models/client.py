@@ -1,21 +1,47 @@
-"""One role's model client: budget check, litellm call with retries, price, ledger row."""
+"""One role's model client: a reservation of the worst case, litellm call with retries, price, ledger row."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 from dataclasses import dataclass, field
 
-from pipeline.models.budget import Budget
+from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.secrets import redact
 
 
+DEFAULT_MAX_TOKENS = 4096  # the longest reply of a model litellm knows no output limit for
+MAX_DEFAULT_TOKENS = 8192  # the most a known model's own output limit is taken as, unless the config says more
+
+
 class ModelCallFailed(Exception):
     """The provider did not give a usable reply (after retries, where retrying makes sense)."""
+
+    def __init__(self, message: str, billed: Usage | None = None):
+        super().__init__(message)
+        self.billed = billed or Usage()  # what the failed attempts were billed, as the provider reported it
+
+
+@dataclass
+class Usage:
+    """Tokens and dollars of one or more attempts of a call."""
+
+    input: int = 0
+    cached: int = 0
+    output: int = 0
+    cost: float = 0.0
+    error: str = ""  # the last failed attempt's error
+
+    def add(self, other: Usage, cost: float, error: str = "") -> None:
+        self.input, self.cached, self.output = self.input + other.input, self.cached + other.cached, \
+            self.output + other.output
+        self.cost += cost
+        self.error = error or self.error
 
 
 @dataclass
@@ -28,6 +54,81 @@ class Completion:
     latency: float
     retries: int
     tool_calls: list[dict] = field(default_factory=list)  # [{id, name, arguments (JSON text)}]
+
+
+def default_max_tokens(model: str) -> int:
+    """The reply length assumed (and sent) when the config gives no ``max_tokens``: litellm's output limit for
+    the model when it knows one, at most MAX_DEFAULT_TOKENS (8192; a frontier model's full limit, up to 100k
+    tokens, would make one call's worst case larger than ordinary budgets), else DEFAULT_MAX_TOKENS (4096).
+    Set ``models.<role>.max_tokens`` for another bound: the reservation before each call follows it."""
+    from pipeline.models.litellm_setup import litellm
+
+    try:
+        info = litellm.get_model_info(model)
+        known = info.get("max_output_tokens") or info.get("max_tokens")
+    except Exception:  # noqa: BLE001 - litellm raises several types for "not in the map"
+        known = None
+    return min(int(known), MAX_DEFAULT_TOKENS) if known else DEFAULT_MAX_TOKENS
+
+
+def count_input_tokens(model: str, messages: list[dict], tools: list[dict] | None = None) -> int:
+    """Input tokens of a call, counted high: the larger of litellm's token counter (the model's tokenizer,
+    or a default one for a model it does not know) and about 4 characters a token of the whole request."""
+    from pipeline.models.litellm_setup import litellm
+
+    try:
+        counted = int(litellm.token_counter(model=model, messages=messages, tools=tools or None))
+    except Exception:  # noqa: BLE001 - an unknown model or message shape: the character estimate stands
+        counted = 0
+    text = json.dumps([messages, tools or []], ensure_ascii=False, default=str)
+    return max(counted, len(text) // 4 + 1)
+
+
+def usage_of(source, depth: int = 0) -> Usage | None:
+    """The token counts in a usage object or mapping, a response, an error body, or an HTTP response's JSON."""
+    if source is None or depth > 3:
+        return None
+    if hasattr(source, "model_dump") and not hasattr(source, "prompt_tokens"):
+        source = source.model_dump()
+    if isinstance(source, dict):
+        if any(key in source for key in ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")):
+            return _usage_counts(source.get)
+        return usage_of(source.get("usage"), depth + 1)
+    if hasattr(source, "prompt_tokens") or hasattr(source, "completion_tokens"):
+        return _usage_counts(lambda key, default=None: getattr(source, key, default))
+    if callable(getattr(source, "json", None)):  # an httpx.Response: a provider's error body may hold usage
+        try:
+            return usage_of(source.json(), depth + 1)
+        except Exception:  # noqa: BLE001 - no JSON body, or one not read
+            return None
+    return usage_of(getattr(source, "usage", None), depth + 1)
+
+
+def _usage_counts(get) -> Usage:
+    def number(value) -> int:
+        try:
+            return max(0, int(value or 0))
+        except (TypeError, ValueError):
+            return 0
+
+    details = get("prompt_tokens_details", None)
+    cached = details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", 0)
+    return Usage(input=number(get("prompt_tokens", None) or get("input_tokens", None)),
+                 cached=number(cached or get("cache_read_input_tokens", None)),
+                 output=number(get("completion_tokens", None) or get("output_tokens", None)))
+
+
+def reported_usage(error: Exception) -> Usage:
+    """What the provider billed for a failed call, if the error carries it (a usage, a body, a response with a
+    JSON body); zero tokens otherwise."""
+    for source in (getattr(error, "usage", None), getattr(error, "body", None), getattr(error, "response", None)):
+        try:
+            found = usage_of(source)
+        except Exception:  # noqa: BLE001 - an odd error object: nothing reported
+            found = None
+        if found is not None:
+            return found
+    return Usage()
 
 
 def _retryable_errors():
@@ -51,18 +152,35 @@ class ModelClient:
         self.stage, self.task, self.scope = stage or role, task, scope or task
         self.prices = resolve_prices(spec, role)  # fails before anything is spent
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        # The worst case bounds a call only if the provider is held to it: a priced model is always sent its
+        # max_tokens; a free one (nothing to bound) only the configured one.
+        self.max_tokens = spec.max_tokens or default_max_tokens(spec.model)
+        self.sent_max_tokens = spec.max_tokens or (self.max_tokens if self.prices.output > 0 else None)
         if spec.is_scripted:  # the test model is loaded only by the process that uses it
             from pipeline.models.litellm_setup import register_scripted
 
             register_scripted()
 
+    def worst_case(self, messages: list[dict], tools: list[dict] | None = None) -> float:
+        """The most one call with ``messages`` can cost: its input tokens (``count_input_tokens``) at the input
+        price (or the cached price, if higher) plus ``max_tokens`` at the output price. 0 for a free model."""
+        prices = self.prices
+        input_price = max(prices.input, prices.cached_input or 0.0)
+        if not input_price and not prices.output:
+            return 0.0
+        tokens = count_input_tokens(self.spec.model, messages, tools) if input_price else 0
+        return (tokens * input_price + self.max_tokens * prices.output) / 1e6
+
     def complete(self, messages: list[dict], budget: Budget, *, agent: str = "", agent_index: int = 0,
                  temperature: float | None = None, seed: int | None = None,
                  tools: list[dict] | None = None) -> Completion:
-        """One reply; raises CostLimitExceeded before a call the budget cannot pay, ModelCallFailed after."""
+        """One reply; raises CostLimitExceeded before a call the budget cannot pay, ModelCallFailed after.
+
+        Every attempt first reserves the call's worst case (``worst_case``) against ``budget`` and every
+        budget above it, and is settled to what the provider reports afterwards, a failed attempt too.
+        """
         from pipeline.models.litellm_setup import litellm
 
-        budget.check()
         params = dict(self.spec.extra)
         params.update(model=self.spec.model, messages=messages, timeout=self.spec.timeout,
                       metadata={METADATA_KEY: {"scope": self.scope, "role": self.role, "agent": agent_index}})
@@ -70,56 +188,74 @@ class ModelClient:
             params["api_key"] = "unused"  # self-hosted OpenAI-compatible servers want some key, not a secret
         if tools:
             params["tools"] = tools
-        for name, value in (("api_base", self.spec.api_base), ("max_tokens", self.spec.max_tokens),
+        for name, value in (("api_base", self.spec.api_base), ("max_tokens", self.sent_max_tokens),
                             ("temperature", self.spec.temperature if temperature is None else temperature),
                             ("seed", seed)):
             if value is not None:
                 params[name] = value
-        started, retries = time.monotonic(), 0
+        worst = self.worst_case(messages, tools)
+        started, retries, billed = time.monotonic(), 0, Usage()  # billed: what failed attempts cost
         while True:
             try:
+                reservation = budget.reserve(worst)
+            except CostLimitExceeded as error:
+                if retries:  # the call failed and cannot be tried again: its row says so
+                    self._record_failure(agent, started, retries, f"{billed.error}; not retried: {error}", billed)
+                    error.billed = billed
+                raise
+            try:
                 response = litellm.completion(**params)
-                break
-            except _never_retried() as error:
-                self._record_failure(agent, started, retries, error)
-                raise ModelCallFailed(_describe(error)) from None
-            except _retryable_errors() as error:
+            except Exception as error:  # noqa: BLE001 - sorted below; every provider error is recorded
+                used = reported_usage(error)
+                cost = self.prices.cost(used.input, used.cached, used.output)
+                reservation.settle(cost)
+                billed.add(used, cost, _describe(error))
+                if isinstance(error, _never_retried()) or not isinstance(error, _retryable_errors()):
+                    self._record_failure(agent, started, retries, billed.error, billed)
+                    raise ModelCallFailed(billed.error, billed) from None
                 if retries >= self.spec.max_retries:
-                    self._record_failure(agent, started, retries, error)
-                    raise ModelCallFailed(f"{_describe(error)} (after {retries} retries)") from None
+                    self._record_failure(agent, started, retries, billed.error, billed)
+                    raise ModelCallFailed(f"{billed.error} (after {retries} retries)", billed) from None
                 time.sleep(self._backoff(retries))
                 retries += 1
-            except Exception as error:  # noqa: BLE001 - anything else from a provider: record, no retry
-                self._record_failure(agent, started, retries, error)
-                raise ModelCallFailed(_describe(error)) from None
-        return self._record_success(response, agent, started, retries, budget)
+            except BaseException:
+                reservation.release()  # the call was abandoned (a stop): nothing reported, nothing charged
+                raise
+            else:
+                try:
+                    return self._record_success(response, agent, started, retries, reservation, billed)
+                finally:
+                    reservation.release()  # only if recording failed before settling: a no-op otherwise
 
     def _backoff(self, retries: int) -> float:
         delay = min(self.backoff_cap, self.backoff_base * 2**retries)
         return delay * random.uniform(0.5, 1.0)
 
-    def _record_success(self, response, agent: str, started: float, retries: int, budget: Budget) -> Completion:
-        usage = getattr(response, "usage", None)
-        input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached_tokens = int(getattr(details, "cached_tokens", 0) or 0)
-        cost = self.prices.cost(input_tokens, cached_tokens, output_tokens)
+    def _record_success(self, response, agent: str, started: float, retries: int, reservation: Reservation,
+                        billed: Usage) -> Completion:
+        used = usage_of(getattr(response, "usage", None)) or Usage()
+        cost = self.prices.cost(used.input, used.cached, used.output)
+        reservation.settle(cost)
         latency = time.monotonic() - started
-        budget.charge(cost)
-        self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model, input_tokens=input_tokens,
-                                     cached_tokens=cached_tokens, output_tokens=output_tokens, cost=cost,
+        self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
+                                     input_tokens=used.input + billed.input, cached_tokens=used.cached + billed.cached,
+                                     output_tokens=used.output + billed.output, cost=cost + billed.cost,
                                      latency=round(latency, 4), retries=retries, task=self.task, agent=agent))
         message = response.choices[0].message
         calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
                  for call in (getattr(message, "tool_calls", None) or [])]
-        return Completion(message.content or "", input_tokens, cached_tokens, output_tokens, cost, latency, retries,
-                          calls)
+        # The call's whole cost, failed attempts included, so an agent's record adds up to the ledger.
+        return Completion(message.content or "", used.input + billed.input, used.cached + billed.cached,
+                          used.output + billed.output, cost + billed.cost, latency, retries, calls)
 
-    def _record_failure(self, agent: str, started: float, retries: int, error: Exception) -> None:
+    def _record_failure(self, agent: str, started: float, retries: int, error: str, billed: Usage) -> None:
+        """A call that gave no reply, with the tokens and cost its attempts were billed (0 when the provider
+        reported none)."""
         self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
+                                     input_tokens=billed.input, cached_tokens=billed.cached,
+                                     output_tokens=billed.output, cost=billed.cost,
                                      latency=round(time.monotonic() - started, 4), retries=retries,
-                                     error=_describe(error), task=self.task, agent=agent))
+                                     error=error, task=self.task, agent=agent))
 
 
 def _describe(error: Exception) -> str:

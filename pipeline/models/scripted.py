@@ -10,8 +10,10 @@ Model string: ``scripted/<path to a YAML or JSON file>``. The file maps a role t
 
 A reply is a string (the assistant's content) or an object with ``content``, optional ``tool_calls``
 (``[{name, arguments}]``, for the tool-call action format), optional ``usage``
-(``prompt_tokens``, ``completion_tokens``, ``cached_tokens``) and ``delay``, or ``error``: one of
-rate_limit, timeout, server_error, connection, auth, context_window, to raise that fault at that call.
+(``prompt_tokens``, ``completion_tokens``, ``cached_tokens``; output billed at most the call's
+``max_tokens``, as a provider does) and ``delay``, or ``error``: one of
+rate_limit, timeout, server_error, connection, auth, context_window, to raise that fault at that call
+(with ``usage``, the error's response body reports those tokens, as a provider that bills a failed call).
 
 Which reply a call gets follows from the conversation it sends: the number of assistant messages
 in it. So a conversation resumed from a saved trajectory, in a new process, continues its script
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import litellm
 import yaml
 from litellm import CustomLLM, ModelResponse
@@ -92,7 +95,12 @@ class ScriptedModel(CustomLLM):
             if fault is None:
                 raise ScriptError(f"scripted model {model}: unknown error kind {reply['error']!r}; use one of "
                                   f"{', '.join(_FAULTS)}", model)
-            raise fault(model)
+            error = fault(model)
+            if reply.get("usage"):  # what the provider billed before failing, in its error response's body
+                error.response = httpx.Response(getattr(error, "status_code", None) or 500,
+                                                json={"error": {"message": str(error)}, "usage": reply["usage"]},
+                                                request=httpx.Request("POST", "http://scripted/v1/chat/completions"))
+            raise error
         content = str(reply.get("content", ""))
         message = {"role": "assistant", "content": content}
         if reply.get("tool_calls"):
@@ -104,10 +112,13 @@ class ScriptedModel(CustomLLM):
         prompt = int(usage.get("prompt_tokens", _estimate_tokens(messages)))
         completion = int(usage.get("completion_tokens", max(1, len(content) // 4)))
         cached = int(usage.get("cached_tokens", 0))
+        finish = "tool_calls" if "tool_calls" in message else "stop"
+        max_tokens = (kwargs.get("optional_params") or {}).get("max_tokens")
+        if max_tokens and completion > int(max_tokens):  # as a provider does: no more output than asked for
+            completion, finish = int(max_tokens), "length"
         return ModelResponse(
             model=model,
-            choices=[{"index": 0, "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
-                      "message": message}],
+            choices=[{"index": 0, "finish_reason": finish, "message": message}],
             usage={"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                    "prompt_tokens_details": {"cached_tokens": cached}},
         )

@@ -35,7 +35,9 @@ class ModelSpec(BaseModel):
     api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint for self-hosted models")
     temperature: float | None = Field(default=None,
                                       description="sampling temperature (juniors: see juniors.temperatures)")
-    max_tokens: int | None = Field(default=None, gt=0, description="longest reply, in tokens")
+    max_tokens: int | None = Field(default=None, gt=0, description="longest reply, in tokens; it bounds the "
+                                   "cost reserved before each call (default: litellm's output limit for the model, "
+                                   "at most 8192, else 4096)")
     timeout: float = Field(default=300, gt=0, description="seconds per request; always sent")
     max_retries: int = Field(default=4, ge=0, description="retries of rate limits, timeouts, connection errors, 5xx")
     extra: dict[str, Any] = Field(default_factory=dict, description="further litellm.completion parameters")

@@ -9,9 +9,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from pipeline.models.budget import Budget
 from pipeline.parallel import run_with_progress
-from pipeline.run.task import RunSettings, run_one_task
+from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
 
@@ -40,15 +39,13 @@ class RunSummary:
 
 def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True) -> RunSummary:
     summary = RunSummary(roles=run.roles)
-    run_budget = Budget("run", run.config.budgets.per_run)
+    run_budget = seeded_run_budget(run)  # what earlier sessions of this run spent still counts against it
     finished = run.layout.finished()
     todo = []
     for task in tasks:
         if task.instance_id in finished:
             summary.predictions[task.instance_id] = finished[task.instance_id]
             summary.skipped.append(task.instance_id)
-            # What earlier sessions of this run spent still counts against its budget.
-            run_budget.charge(finished[task.instance_id].get("cost", {}).get("total", 0.0))
         else:
             todo.append(task)
     lock = threading.Lock()

@@ -68,13 +68,36 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget) -> dict:
 
 
 def task_job(task: Task, run: RunSettings, run_budget: Budget) -> TaskJob:
-    """The task's share of the run: its folder (created), its budget under the run's, its ledger."""
+    """The task's share of the run: its folder (created), its budget under the run's, its ledger.
+
+    The task's budget starts with what earlier sessions of this run spent on it (its ledger), so a rerun
+    goes on with what is left; the run's budget was seeded with every task's ledger (``seeded_run_budget``),
+    so this is not passed up to it. Rollouts reused from another run were paid there: not in this ledger.
+    """
     paths = run.layout.task(task.instance_id)
     paths.root.mkdir(parents=True, exist_ok=True)
     reuse = run.reuse_juniors_from.task(task.instance_id) if run.reuse_juniors_from else None
+    budgets, rows = run.config.budgets, Ledger.read(paths.ledger)
+    budget = run_budget.child(f"task {task.instance_id}", budgets.per_task)
+    budget.seed(sum(row.cost for row in rows))
+    stage_budget = None
+    if budgets.principal_reserve and budgets.per_task is not None and "principal" in run.roles:
+        stage_budget = budget.child(f"task {task.instance_id} (juniors and senior; ${budgets.principal_reserve:g} "
+                                    "held back for the principal)", budgets.per_task - budgets.principal_reserve)
+        stage_budget.seed(sum(row.cost for row in rows if row.role in ("junior", "senior")))
     return TaskJob(task=task, config=run.config, paths=paths, run_id=run.layout.run_id,
-                   image_template=run.image_template, reuse_juniors_from=reuse,
-                   budget=run_budget.child(f"task {task.instance_id}", run.config.budgets.per_task))
+                   image_template=run.image_template, reuse_juniors_from=reuse, budget=budget,
+                   stage_budget=stage_budget)
+
+
+def seeded_run_budget(run: RunSettings) -> Budget:
+    """The run's budget, with what every task of this run spent in earlier sessions (their ledgers: calls
+    that failed or whose task never finished included) already counted."""
+    budget = Budget("run", run.config.budgets.per_run)
+    tasks = run.layout.root / "tasks"
+    if tasks.is_dir():
+        budget.seed(sum(row.cost for ledger in sorted(tasks.glob("*/ledger.jsonl")) for row in Ledger.read(ledger)))
+    return budget
 
 
 def _require_image(job: TaskJob) -> None:

@@ -39,8 +39,8 @@ class Senior:
             client = job.client("senior") if "senior" in job.config.models else None
             started = time.monotonic()
             with job.open_runtime("senior", read_only=True) as runtime:
-                record = run_senior(job.task, pool, client, job.budget, runtime, self.config, job.paths.senior,
-                                    job.count_tokens)
+                record = run_senior(job.task, pool, client, job.budget_for("senior"), runtime, self.config,
+                                    job.paths.senior, job.count_tokens)
             job.seconds["senior"] = round(time.monotonic() - started, 2)
             return record
 

@@ -42,7 +42,8 @@ class Worker:
         delegation = Delegation(record["task"], record["stage"], record["writable"])
         worker = cls(int(record["worker"].split("-")[1]), delegation, team, record["lead_step"])
         worker.record.update(record)
-        worker.agent.resume(replay=False)  # the team's journal rebuilds the workspace
+        if worker.agent.resume(replay=False):  # the team's journal rebuilds the workspace
+            worker.agent.budget.seed(worker.agent.record.cost)  # its own limit; the task's has it from the ledger
         worker.state = record["state"]
         if worker.state != "running":
             worker.done.set()
