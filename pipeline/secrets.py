@@ -1,7 +1,18 @@
 """Keeping API keys out of everything swepipe writes.
 
-Keys live only in the environment. Provider error messages sometimes quote them, so every JSON file
-and ledger row passes through ``redact`` on its way to disk.
+Keys live only in the environment. Provider error messages, tracebacks and request dumps sometimes
+quote them, so every file swepipe writes passes through ``redact`` on its way to disk (see
+``pipeline.storage``). Two nets:
+
+- the exact values of environment variables named like secrets (``*_API_KEY``, ``*_TOKEN``,
+  ``*_SECRET*``, ``AWS_SECRET_ACCESS_KEY``, ``AZURE_*_KEY``, ...), wherever they appear;
+- the shapes of the keys litellm's providers use (``sk-``, ``sk-proj-``, ``sk-ant-``, ``AIza``,
+  ``hf_``, ``gsk_``, ``xai-``, ``AKIA...``, ...), bearer tokens, JWTs and credentials inside URLs,
+  even when the key did not come from this process's environment.
+
+Patches are code that must apply byte for byte, and a repository's own test fixtures hold JWTs and
+fake keys, so the fields that carry a patch get the first net only (``redact_data``): a patch can
+hold a key only if the model was given one, and the model is only ever given this environment's.
 """
 
 from __future__ import annotations
@@ -9,30 +20,95 @@ from __future__ import annotations
 import os
 import re
 
-_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.IGNORECASE)
-_KEY_SHAPES = re.compile(r"\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,}|hf_[A-Za-z0-9]{30,})\b")
 REDACTED = "[redacted]"
+
+# An environment variable whose name has one of these words (split at underscores) holds a secret:
+# OPENAI_API_KEY, AZURE_OPENAI_KEY, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, HF_TOKEN, WATSONX_APIKEY, ...
+_SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEYS?|KEYS?|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?"
+                          r"|AUTHORIZATION|COOKIE)(?:_|$)", re.IGNORECASE)
+_MIN_SECRET_LENGTH = 8
+
+# Provider key shapes (litellm's providers), whole tokens only.
+_KEY_SHAPES = re.compile("|".join((
+    r"\bsk-[A-Za-z0-9_\-]{16,}",                    # OpenAI sk-, sk-proj-, Anthropic sk-ant-, OpenRouter, DeepSeek
+    r"\bAIza[0-9A-Za-z_\-]{30,}",                   # Google (Gemini, Vertex, PaLM)
+    r"\bya29\.[0-9A-Za-z_\-]{20,}",                 # Google OAuth access tokens
+    r"\bhf_[A-Za-z0-9]{30,}",                       # Hugging Face
+    r"\bgsk_[A-Za-z0-9]{20,}",                      # Groq
+    r"\bxai-[A-Za-z0-9]{20,}",                      # xAI
+    r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",     # AWS access key ids (Bedrock, SageMaker)
+    r"\bpplx-[A-Za-z0-9]{20,}",                     # Perplexity
+    r"\br8_[A-Za-z0-9]{20,}",                       # Replicate
+    r"\bnvapi-[A-Za-z0-9_\-]{20,}",                 # NVIDIA NIM
+    r"\bfw_[A-Za-z0-9]{20,}",                       # Fireworks
+    r"\bgh[pousr]_[A-Za-z0-9]{30,}",                # GitHub tokens (github/ and copilot models)
+    r"\bgithub_pat_[A-Za-z0-9_]{30,}",
+    r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",  # JWTs (Azure AD, Vertex, gateways)
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----",  # service-account key files
+)), re.DOTALL)
+# A secret after a marker: the marker is kept, the secret replaced. Token values must hold a digit or
+# one of + / = so that prose ("Bearer authentication") and code ("?key={key}") are left alone.
+_TOKEN = r"(?=[A-Za-z0-9\-._~+/%]*[0-9+/=%])[A-Za-z0-9\-._~+/%]{12,}=*"
+_AFTER_MARKER = re.compile("|".join((
+    rf"(?P<auth>\b(?:Bearer|Basic)\s+){_TOKEN}",                         # Authorization: Bearer <token>
+    r"(?P<userinfo>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@\"']*:)[^/\s@\"']+(?=@)",  # https://user:pass@host
+    rf"(?P<usertoken>\b[a-zA-Z][a-zA-Z0-9+.\-]*://){_TOKEN}(?=@)",       # https://<token>@host
+    r"(?P<query>[?&;](?:api[_\-]?key|apikey|key|token|access[_\-]?token|auth[_\-]?token|auth|secret|password"
+    rf"|sig|signature|x-api-key|code)=){_TOKEN}",                        # ?api_key=..., &key=...
+)), re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable or config key of this name holds a secret."""
+    return bool(_SECRET_NAME.search(name.replace("-", "_")))
 
 
 def secret_values() -> list[str]:
     """Values of environment variables named like secrets, longest first."""
-    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8}
+    values = {v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= _MIN_SECRET_LENGTH}
     return sorted(values, key=len, reverse=True)
 
 
-def redact(text: str) -> str:
-    for value in secret_values():
+def looks_like_secret(text: str) -> bool:
+    """Whether ``text`` holds a key shape, a bearer token, a JWT or credentials in a URL."""
+    return bool(_KEY_SHAPES.search(text) or _AFTER_MARKER.search(text))
+
+
+def redact(text: str, values: list[str] | None = None) -> str:
+    """``text`` with every secret (environment values, then key shapes) replaced by ``[redacted]``."""
+    text = redact_values(text, values)
+    text = _KEY_SHAPES.sub(REDACTED, text)
+    return _AFTER_MARKER.sub(_keep_marker, text)
+
+
+def redact_values(text: str, values: list[str] | None = None) -> str:
+    """``text`` with only the environment's secret values replaced (for patches: no shape guessing)."""
+    for value in secret_values() if values is None else values:
         if value in text:
             text = text.replace(value, REDACTED)
-    return _KEY_SHAPES.sub(REDACTED, text)
+    return text
 
 
-def redact_data(data):
-    """``redact`` applied to every string inside nested dicts and lists."""
+def _keep_marker(match: re.Match) -> str:
+    marker = next(group for group in match.groupdict().values() if group is not None)
+    return marker + REDACTED
+
+
+# Fields that hold a patch: code that must apply byte for byte (see the module's docstring).
+PATCH_FIELDS = frozenset({"patch", "model_patch", "test_patch"})
+
+
+def redact_data(data, values: list[str] | None = None):
+    """``redact`` applied to every string (keys included) inside nested dicts and lists; only
+    ``redact_values`` for the strings of PATCH_FIELDS."""
+    if values is None:
+        values = secret_values()
     if isinstance(data, str):
-        return redact(data)
+        return redact(data, values)
     if isinstance(data, dict):
-        return {key: redact_data(value) for key, value in data.items()}
+        return {(redact(key, values) if isinstance(key, str) else key):
+                (redact_values(value, values) if key in PATCH_FIELDS and isinstance(value, str)
+                 else redact_data(value, values)) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
-        return [redact_data(value) for value in data]
+        return [redact_data(value, values) for value in data]
     return data

@@ -1,31 +1,163 @@
-"""Writing results so that a crash never leaves half a file and no secret reaches the disk."""
+"""Writing results so that a crash never leaves half a file and no secret reaches the disk.
+
+Every file swepipe writes goes through here (``write_json_atomic``, ``write_text_atomic``,
+``write_code_atomic``, ``append_jsonl``, ``redact_file``), so it passes the redactor of ``pipeline.secrets``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
-from pipeline.secrets import redact, redact_data
+from pipeline.secrets import redact, redact_data, redact_values
+
+TORN_SUFFIX = ".torn"
+_TEMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # what _replace's mkstemp names look like
+_append_lock = threading.Lock()
 
 
 def write_json_atomic(path: Path, data) -> None:
-    write_text_atomic(path, json.dumps(redact_data(data), indent=2) + "\n")
+    _replace(path, json.dumps(redact_data(data), indent=2) + "\n")
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (secrets redacted) in one step: readers see the old file or the new one."""
+    _replace(path, redact(text))
+
+
+def write_code_atomic(path: Path, text: str) -> None:
+    """``write_text_atomic`` for code (a repository's source, a patch): only the environment's secret values
+    are redacted, never key-shaped text, which in code is a test fixture that must stay byte for byte."""
+    _replace(path, redact_values(text))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``; on any failure (a
+    full disk, text that cannot be encoded, an interrupt) the temporary file is removed and ``path`` kept."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(redact(text))
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def remove_stale_temp_files(root: Path, older_than: float = 60.0) -> list[Path]:
+    """Remove the temporary files a killed process left under ``root`` (call it while holding the run's lock;
+    a write takes milliseconds, so a temporary file older than ``older_than`` seconds is nobody's)."""
+    removed = []
+    now = time.time()
+    for directory, _, names in os.walk(root):
+        for name in names:
+            if _TEMP_NAME.match(name):
+                path = Path(directory) / name
+                with contextlib.suppress(OSError):
+                    if now - path.stat().st_mtime >= older_than:
+                        path.unlink()
+                        removed.append(path)
+    return removed
+
+
+def redact_file(path: Path) -> None:
+    """Redact a file written by something else (a container's log), in place; bytes that are not UTF-8
+    are kept as they were."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    text = raw.decode("utf-8", errors="surrogateescape")
+    clean = redact(text)
+    if clean != text:
+        data = clean.encode("utf-8", errors="surrogateescape")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 def append_jsonl(path: Path, record: dict) -> None:
-    """One line, written with a single call so concurrent appenders never interleave."""
+    """One line (secrets redacted), written with a single call so concurrent appenders never interleave.
+
+    A last line cut short by a killed process is repaired first (``repair_jsonl``), so this line never
+    glues onto it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = redact(json.dumps(record)) + "\n"
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line)
+    line = (json.dumps(redact_data(record)) + "\n").encode("utf-8")
+    with _append_lock, open(path, "a+b", buffering=0) as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size:
+            handle.seek(size - 1)
+            if handle.read(1) != b"\n":
+                _repair(path, handle, size)
+        written = 0
+        while written < len(line):
+            written += handle.write(line[written:])
+
+
+def repair_jsonl(path: Path) -> str | None:
+    """Make ``path`` end at a whole line again after a write was cut short; returns what was done, or None.
+
+    A last line that is a whole JSON object (only its newline is missing) is kept and ended; anything
+    else after the last newline moves to ``<name>.torn`` beside the file. Either way it is said once, on
+    stderr."""
+    if not path.is_file():
+        return None
+    with _append_lock, open(path, "a+b", buffering=0) as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if not size:
+            return None
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return None
+        return _repair(path, handle, size)
+
+
+def _repair(path: Path, handle, size: int) -> str:
+    start = _last_line_start(handle, size)
+    handle.seek(start)
+    tail = handle.read(size - start)
+    try:
+        whole = isinstance(json.loads(tail), dict)
+    except ValueError:
+        whole = False
+    if whole:
+        handle.write(b"\n")
+        note = f"{path}: its last line had no newline (a write was cut short); the line is whole, so it was kept"
+    else:
+        torn = path.with_name(path.name + TORN_SUFFIX)
+        with open(torn, "ab") as side:
+            side.write(tail + b"\n")
+        handle.truncate(start)
+        note = (f"{path}: its last line was cut short by a killed process ({len(tail)} bytes); it was moved to "
+                f"{torn.name} and the file ends at the line before")
+    print(f"swepipe: {note}", file=sys.stderr, flush=True)
+    return note
+
+
+def _last_line_start(handle, size: int, block: int = 65536) -> int:
+    """Offset just after the last newline before ``size`` (0 if there is none)."""
+    end = size
+    while end > 0:
+        begin = max(0, end - block)
+        handle.seek(begin)
+        chunk = handle.read(end - begin)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return begin + newline + 1
+        end = begin
+    return 0

@@ -162,7 +162,7 @@ def test_the_tool_call_format_wants_exactly_one_call(tmp_path, workspace):
     assert run.messages[6]["role"] == "user" and "Format error" in run.messages[6]["content"]
 
 
-def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspace):
+def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspace, leaky_repo):
     """Tool format, with the imperfect replies a real senior gives: prose instead of JSON, then a brief with
     a ./-prefixed path inside the submit call's text."""
     from pipeline.config import RunConfig, SeniorConfig
@@ -181,7 +181,7 @@ def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspa
                          task="t", scope=str(tmp_path))
     candidate = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
     pool = build_pool("t", [{"index": 0, "patch": "diff --git a/calc.py b/calc.py\n" + candidate}])
-    task = Task(instance_id="t", repo="demo/calc", base_commit="HEAD", problem_statement="add() subtracts.",
+    task = Task(instance_id="t", repo="demo/calc", base_commit=leaky_repo["base"], problem_statement="add() subtracts.",
                 repo_language="python", fail_to_pass=[], pass_to_pass=[], selected_test_files_to_run=[],
                 before_repo_set_cmd="", dockerhub_tag="unused")
     config = RunConfig(limits=Limits(action_format="tools"), senior=SeniorConfig(max_steps=5))

@@ -41,6 +41,25 @@ def test_bad_input_exits_2_with_one_clear_message(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_unsafe_instance_id_or_non_hex_base_commit_exits_2_naming_file_row_and_column(tmp_path):
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    rows[1]["instance_id"] = "../../outside"
+    (tmp_path / "ids.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = swepipe("tasks", "--dataset", str(tmp_path / "ids.jsonl"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "ids.jsonl" in done.stderr and "line 2" in done.stderr and "'instance_id'" in done.stderr
+    assert "not a safe file name" in " ".join(done.stderr.split())  # rich wraps long lines
+
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    rows[3]["base_commit"] = "HEAD~1"
+    (tmp_path / "shas.json").write_text(json.dumps(rows))
+    done = swepipe("run", "--dataset", str(tmp_path / "shas.json"), "--run-id", "never", "--runs-dir",
+                   str(tmp_path / "runs"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "shas.json" in done.stderr and "row 4" in done.stderr and "'base_commit'" in done.stderr
+    assert "not a commit sha" in " ".join(done.stderr.split()) and not (tmp_path / "runs").exists()
+
+
 def test_missing_dataset_file_exits_2():
     done = swepipe("tasks", "--dataset", "no/such/file.parquet")
     assert done.returncode == 2 and "does not exist" in done.stderr

@@ -14,10 +14,10 @@ GIT_BINARY = "diff --git a/f.bin b/f.bin\nnew file mode 100644\nGIT binary patch
 
 
 def make_task(**overrides) -> Task:
-    row = dict(instance_id="instance_acme__calc-1", repo="acme/calc", base_commit="abc123", problem_statement="p",
+    row = dict(instance_id="instance_acme__calc-1", repo="acme/calc", base_commit="abc1234", problem_statement="p",
                repo_language="python", fail_to_pass=["t.py::test_new"], pass_to_pass=["t.py::test_old"],
                selected_test_files_to_run=["t.py", "u.py"], dockerhub_tag="calc-1",
-               before_repo_set_cmd="git reset --hard abc123\ngit clean -fd \ngit checkout abc123\n"
+               before_repo_set_cmd="git reset --hard abc1234\ngit clean -fd \ngit checkout abc1234\n"
                                    "git checkout def456 -- t.py\n")
     row.update(overrides)
     return Task.from_row(row)
@@ -39,7 +39,7 @@ def test_entry_script_runs_only_the_last_setup_line_and_joins_test_files():
     script = entry_script(make_task(), ["export A=1"])
     lines = script.splitlines()
     assert "git checkout def456 -- t.py" in lines and "git clean -fd" not in script
-    assert lines.index("git reset --hard abc123") < lines.index("git apply -v /workspace/patch.diff") \
+    assert lines.index("git reset --hard abc1234") < lines.index("git apply -v /workspace/patch.diff") \
         < lines.index("git checkout def456 -- t.py")
     assert "bash /workspace/run_script.sh t.py,u.py > /workspace/stdout.log 2> /workspace/stderr.log" in lines
     assert lines[1] == "export A=1"

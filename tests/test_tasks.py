@@ -293,6 +293,62 @@ def test_undecodable_cell(tmp_path, column, value, hint):
     assert f"'{column}'" in message and hint in message
 
 
+@pytest.mark.parametrize(
+    ("instance_id", "problem"),
+    [
+        ("../../etc/cron.d/x", "contains '/'"),
+        ("tasks\\evil", "contains '\\\\'"),
+        ("..", "starts with '.'"),
+        ("instance_a..b", "contains '..'"),
+        (".hidden", "starts with '.'"),
+        ("-rf", "starts with '-'"),
+        ("nul\x00byte", "contains '\\x00'"),
+        ("new\nline", "contains '\\n'"),
+        ("instance_" + "a" * 192, "201 characters, more than 200"),
+    ],
+)
+def test_an_instance_id_that_is_not_a_safe_file_name_is_refused(tmp_path, instance_id, problem):
+    rows = raw_rows()
+    rows[2]["instance_id"] = instance_id
+    for path in (write_jsonl(tmp_path / "ids.jsonl", rows), write_parquet(tmp_path / "ids.parquet", rows)):
+        message = load_error(path)
+        where = "line 3" if path.suffix == ".jsonl" else "row 3"
+        assert path.name in message and where in message and "column 'instance_id'" in message
+        assert "not a safe file name" in message and problem in message, message
+
+
+@pytest.mark.parametrize("base_commit", ["HEAD", "main", "abc12", "1e137b07052bc3ea0da44ed201702c94055b8ad2; rm -rf ~",
+                                         "--output=/tmp/x", "1e137b07052bc3ea0da44ed201702c94055b8ad2" + "0" * 10,
+                                         "g" * 40])
+def test_a_base_commit_that_is_not_a_hex_sha_is_refused(tmp_path, base_commit):
+    rows = raw_rows()
+    rows[2]["base_commit"] = base_commit
+    message = load_error(write_csv(tmp_path / "shas.csv", rows))
+    assert "shas.csv" in message and "row 3" in message and JS_ID in message and "column 'base_commit'" in message
+    assert "is not a commit sha" in message
+
+
+def test_real_ids_and_shas_load_and_a_short_sha_or_stray_whitespace_is_fine(tmp_path):
+    rows = raw_rows()
+    rows[0]["base_commit"] = " " + rows[0]["base_commit"] + "\n"  # as a hand-edited CSV cell may hold it
+    rows[1]["base_commit"] = rows[1]["base_commit"][:7].upper()
+    tasks = load_tasks(str(write_jsonl(tmp_path / "ok.jsonl", rows)))
+    assert [t.instance_id for t in tasks] == [QUTE_ID, GO_ID, JS_ID, TS_ID]
+    assert tasks[0].base_commit == "1a2b3c4d5e6f708192a3b4c5d6e7f80912345678" and tasks[1].base_commit == "8EE8122"
+    assert len(load_tasks("bundled")) == 15
+
+
+def test_a_task_built_in_code_is_checked_too():
+    from pydantic import ValidationError
+
+    fields = dict(repo="demo/calc", problem_statement="p", repo_language="python", fail_to_pass=[],
+                  pass_to_pass=[], selected_test_files_to_run=[], before_repo_set_cmd="", dockerhub_tag="t")
+    with pytest.raises(ValidationError, match="not a commit sha"):
+        Task(instance_id="t", base_commit="HEAD", **fields)
+    with pytest.raises(ValidationError, match="not a safe file name"):
+        Task(instance_id="a/b", base_commit="0" * 40, **fields)
+
+
 def test_bad_jsonl_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(raw_rows()[0]) + "\n{not json\n")

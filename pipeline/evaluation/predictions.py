@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,12 +52,19 @@ def _entries(path: Path, text: str) -> list[tuple[str, object]]:
         except json.JSONDecodeError:
             pass  # JSON Lines in a .json file
     entries = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             entries.append((f"line {number}", json.loads(line)))
         except json.JSONDecodeError as error:
+            if number == len(lines) and not text.endswith("\n"):
+                # A write cut short by a killed `swepipe run`: that task has no prediction yet.
+                print(f"swepipe: {path}, line {number} was cut short (no newline at its end: a killed write); "
+                      "it is skipped. `swepipe run` with the same --run-id repairs the file and finishes that task.",
+                      file=sys.stderr, flush=True)
+                continue
             raise DatasetError(f"{path}, line {number} is not valid JSON ({error}).") from None
     return entries
 

@@ -13,7 +13,7 @@ from docker.errors import DockerException
 from pipeline import patchtext
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.files import extract_archive, tar_of
-from pipeline.storage import write_json_atomic
+from pipeline.storage import redact_file, write_json_atomic
 from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, entry_script, judge,
                                           parse_statuses, strip_binary_sections)
 from pipeline.runtime import containers
@@ -116,6 +116,8 @@ def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir:
         _save_entry_log(container, out_dir / "entry.log")
         chunks, _ = container.get_archive(WORKSPACE)
         extract_archive(chunks, COLLECTED, out_dir)
+        for log in ("entry.log", "stdout.log", "stderr.log"):  # not output.json: test names stay exact
+            redact_file(out_dir / log)
         return exit_code, timed_out
     except DockerException as error:
         if containers.shutting_down.is_set():

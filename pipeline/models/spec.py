@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pipeline.secrets import is_secret_name, looks_like_secret
+
 ROLES = ("junior", "senior", "principal", "solo", "lead", "worker")
 SECRET_KEYS = {"api_key", "api_keys", "key", "token", "secret", "password", "authorization"}
+KEYS_FROM_ENVIRONMENT = ("API keys come only from the environment (e.g. OPENAI_API_KEY, or the variables litellm "
+                         "reads for the provider), so they never reach a file, log or container")
 # Every call's litellm `metadata` carries {"scope": str, "role": str, "agent": int} under this key; the
 # scripted model (pipeline.models.scripted) picks its script by it.
 METADATA_KEY = "swepipe_scripted"
@@ -47,12 +52,48 @@ class ModelSpec(BaseModel):
     @field_validator("extra")
     @classmethod
     def _no_secrets(cls, extra: dict[str, Any]) -> dict[str, Any]:
-        leaked = sorted(k for k in extra if k.lower() in SECRET_KEYS)
+        leaked = _secrets_in(extra, "extra")
         if leaked:
-            raise ValueError(f"{', '.join(leaked)} must not be in the config: API keys come only from the "
-                             "environment (e.g. OPENAI_API_KEY), so they never reach a file, log or container")
+            raise ValueError(f"{', '.join(leaked)} must not be in the config: {KEYS_FROM_ENVIRONMENT}")
         return extra
+
+    @field_validator("api_base")
+    @classmethod
+    def _no_secret_in_url(cls, api_base: str | None) -> str | None:
+        if not api_base:
+            return api_base
+        try:
+            url = urlsplit(api_base)
+            userinfo = url.username is not None or url.password is not None
+        except ValueError as error:
+            raise ValueError(f"api_base is not a URL ({error})") from None
+        query_keys = [key for key, _ in parse_qsl(url.query, keep_blank_values=True) if is_secret_name(key)]
+        if userinfo or query_keys or looks_like_secret(api_base):
+            where = ("a user or password before the host" if userinfo else
+                     f"the query parameter {query_keys[0]!r}" if query_keys else "something shaped like a key")
+            raise ValueError(f"api_base holds {where}, which must not be in the config: {KEYS_FROM_ENVIRONMENT}")
+        return api_base
 
     @property
     def is_scripted(self) -> bool:
         return self.model.startswith("scripted/")
+
+
+def _secrets_in(value: Any, where: str) -> list[str]:
+    """The paths (extra.extra_headers.Authorization) of secrets anywhere inside ``value``: a key named
+    like a secret (api_key, Authorization, x-api-key, aws_secret_access_key, ...) or a value shaped like
+    one (a provider key, a bearer token, a JWT, a URL with credentials)."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            if isinstance(key, str) and (key.lower() in SECRET_KEYS or is_secret_name(key)) and item not in (None, ""):
+                found.append(path)
+            else:
+                found += _secrets_in(item, path)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found += _secrets_in(item, f"{where}[{index}]")
+    elif isinstance(value, str) and looks_like_secret(value):
+        found.append(where)
+    return found

@@ -11,6 +11,7 @@ from pipeline.report.coverage import RunCoverage, run_coverage
 from pipeline.report.load import RunData, load_run
 from pipeline.report.render import html_page, markdown
 from pipeline.report.stats import RunStats, run_stats
+from pipeline.storage import write_text_atomic
 
 PER_TASK_ROWS_IN_MARKDOWN = 30
 
@@ -95,12 +96,12 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None) -
     lead = list(report.notes)
     text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN),
                     {caption: f"figures/{name}" for name, (caption, _) in made.items()}, lead)
-    (out_dir / "report.md").write_text(text, encoding="utf-8")
+    write_text_atomic(out_dir / "report.md", text)
     written["report.md"] = out_dir / "report.md"
     page = html_page(report.title, report.tables(), {caption: png for caption, png in made.values()}, lead)
     for path in dict.fromkeys([out_dir / "report.html", *([html_path] if html_path else [])]):
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
+        write_text_atomic(path, page)
         written[str(path)] = path
     return written
 

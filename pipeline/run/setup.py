@@ -14,6 +14,7 @@ from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
 from pipeline.run.task import RunSettings
+from pipeline.storage import write_text_atomic
 from pipeline.strategies.base import needed_roles, strategy_class
 
 
@@ -40,6 +41,11 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
 
     Stop the server (``.stop()``) when the run ends.
     """
+    for role, spec in config.models.items():
+        resolve_prices(spec, role)  # an unpriced model stops the run before its directory exists
+    layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
+    layout.lock()  # a second process on the same run stops here (RunLocked), before anything is written
+    layout.repair()  # lines a killed session cut short, its temporary files
     local_server = None
     unset = [role for role in needed_roles(strategy_class(config.strategy), config) if role not in config.models]
     if unset:
@@ -54,9 +60,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     try:
         for role, spec in config.models.items():
             resolve_prices(spec, role)
-        layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
-        layout.root.mkdir(parents=True, exist_ok=True)
-        layout.config.write_text(config.to_yaml(), encoding="utf-8")
+        write_text_atomic(layout.config, config.to_yaml())
         defaults = defaults_for(dataset)
         template = image_template or config.containers.image_template or defaults.image_template
         evaluation = None

@@ -15,7 +15,7 @@ from pipeline.job import TaskJob
 from pipeline.layout import RunLayout, TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
-from pipeline.storage import write_json_atomic
+from pipeline.storage import write_json_atomic, write_text_atomic
 from pipeline.strategies.base import strategy_class
 from pipeline.tasks import Task
 
@@ -58,7 +58,7 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget) -> dict:
         prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
         # Docker trouble is not an answer: the task stays unfinished, so a rerun tries it again.
         prediction["infra_error"] = isinstance(error, RuntimeUnavailable)
-        (paths.root / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+        write_text_atomic(paths.root / "error.txt", traceback.format_exc())
     carried = prediction.pop("carried_spend", {})
     prediction.update(roll_up(Ledger.read(paths.ledger), strategy.roles, strategy.spend_by, carried),
                       seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)})

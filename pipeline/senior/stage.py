@@ -17,7 +17,7 @@ from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
 from pipeline.runtime.base import Runtime
 from pipeline.senior.brief import Brief, BriefFormatError, BriefSpan, check_spans, materialise, parse_brief
-from pipeline.storage import write_json_atomic
+from pipeline.storage import write_code_atomic, write_json_atomic, write_text_atomic
 from pipeline.tasks import Task
 
 CANDIDATE_PATCH_LIMIT = 8_000  # characters of each candidate patch shown to the senior
@@ -81,7 +81,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
             if run.exit_reason == "submitted":
                 brief = parse_brief(run.submission or "")
         except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
-            (directory / "error.txt").write_text(traceback.format_exc())
+            write_text_atomic(directory / "error.txt", traceback.format_exc())
             agent_error = f"{type(error).__name__}: {error}"
         else:
             agent_error = None if brief else f"senior ended with {run.exit_reason}: {run.error or ''}".strip()
@@ -101,7 +101,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
               "senior_exit": agent.record.exit_reason if agent else None,
               "senior_cost": agent.record.cost if agent else 0.0,
               "senior_steps": len(agent.record.steps) if agent else 0}
-    (directory / "context.md").write_text(context.text, encoding="utf-8")
+    write_code_atomic(directory / "context.md", context.text)
     return {**record, "context": context.text}
 
 

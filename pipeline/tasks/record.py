@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .decode import CellError, decode_list, decode_text, is_missing, json_encoded_string, unwrap_json_text
 
 Language = Literal["python", "go", "js", "ts"]
+
+# An instance id names the task's folder (runs/<id>/tasks/<instance_id>), container labels and eval
+# results, so it must be a plain file name: SWE-Bench Pro's ids are
+# instance_<owner>__<repo>-<sha>[-v<sha>|-vnan], letters, digits, _ - and . only.
+MAX_INSTANCE_ID = 200
+_ID_CHARS = re.compile(r"[A-Za-z0-9_.+@=~-]*")
+# A base commit goes into git commands: a full or abbreviated hex sha only (SHA-1, or SHA-256 repositories).
+_SHA = re.compile(r"[0-9a-fA-F]{7,40}|[0-9a-fA-F]{64}")
 
 
 class Task(BaseModel):
@@ -33,6 +42,36 @@ class Task(BaseModel):
     dockerhub_tag: str = Field(min_length=1)
     issue_specificity: list[str] = Field(default_factory=list)
     issue_categories: list[str] = Field(default_factory=list)
+
+    @field_validator("instance_id")
+    @classmethod
+    def _safe_file_name(cls, value: str) -> str:
+        problem = None
+        if len(value) > MAX_INSTANCE_ID:
+            problem = f"it has {len(value)} characters, more than {MAX_INSTANCE_ID}"
+        elif not _ID_CHARS.fullmatch(value):
+            bad = next(c for c in value if not _ID_CHARS.fullmatch(c))
+            problem = f"it contains {bad!r}"
+        elif value[0] in ".-":
+            problem = f"it starts with {value[0]!r}"
+        elif ".." in value:
+            problem = "it contains '..'"
+        if problem:
+            shown = repr(value if len(value) <= 80 else value[:77] + "...")
+            raise ValueError(f"{shown} is not a safe file name ({problem}); an instance id names the task's folder, "
+                             "so it may hold only letters, digits and . _ - + @ = ~, must not start with a dot or a "
+                             f"dash and has at most {MAX_INSTANCE_ID} characters")
+        return value
+
+    @field_validator("base_commit")
+    @classmethod
+    def _hex_sha(cls, value: str) -> str:
+        stripped = value.strip()
+        if not _SHA.fullmatch(stripped):
+            shown = repr(value if len(value) <= 80 else value[:77] + "...")
+            raise ValueError(f"{shown} is not a commit sha: expected 7 to 40 hexadecimal characters (the "
+                             "dataset's rows hold the full 40)")
+        return stripped
 
     @property
     def hidden_test_names(self) -> list[str]:
@@ -64,7 +103,8 @@ class Task(BaseModel):
             first = error.errors()[0]
             column = str(first["loc"][0]) if first["loc"] else "?"
             more = error.error_count() - 1
-            reason = first["msg"] + (f" (and {more} more problem(s) in this row)" if more else "")
+            message = str(first["ctx"]["error"]) if first["type"] == "value_error" else first["msg"]
+            reason = message + (f" (and {more} more problem(s) in this row)" if more else "")
             raise CellError(column, reason) from None
 
     def to_row(self) -> dict[str, Any]:

@@ -102,7 +102,11 @@ def tasks_from_rows(source: str, rows: Rows) -> list[Task]:
 
 def _id_note(raw: Mapping[str, Any]) -> str:
     instance_id = raw.get("instance_id")
-    return f" (instance_id '{instance_id}')" if isinstance(instance_id, str) and instance_id else ""
+    if not isinstance(instance_id, str) or not instance_id:
+        return ""
+    if len(instance_id) > 200 or not instance_id.isprintable():  # the cell error shows such an id, cut short
+        return ""
+    return f" (instance_id '{instance_id}')"
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:

@@ -9,6 +9,7 @@ import traceback
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.inbox import InboxItem
 from pipeline.prompts import render
+from pipeline.storage import write_text_atomic
 from pipeline.team.actions import ActionError, Delegation, inside, parse_message, report_block
 
 
@@ -86,7 +87,7 @@ class Worker:
             self.agent.run()
         except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
             self.agent.record.exit_reason, self.agent.record.error = "error", f"{type(error).__name__}: {error}"
-            (self.team.directory / f"{self.name}.error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+            write_text_atomic(self.team.directory / f"{self.name}.error.txt", traceback.format_exc())
         finally:
             try:
                 self._finish()
