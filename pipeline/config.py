@@ -49,14 +49,27 @@ class Limits(BaseModel):
 
 
 class Containers(BaseModel):
-    """Where agents' commands run."""
+    """Where agents' commands run, and what every container (agents, scoring) may use. Unset limits are
+    sized from the machine and from how many containers run at once (K rollouts x task workers)."""
 
     model_config = ConfigDict(extra="forbid")
     image_template: str | None = Field(default=None, description="image name from task fields, e.g. "
                                        "jefzda/sweap-images:{dockerhub_tag} (default: the dataset's)")
     platform: str | None = Field(default=None, description="Docker platform, e.g. linux/amd64")
-    cpus: float | None = Field(default=None, gt=0, description="CPUs per container")
-    memory: str | None = Field(default=None, description="memory per container, e.g. 4g")
+    cpus: float | None = Field(default=None, gt=0, description="CPUs per container (default: the machine's "
+                               "CPUs shared by the containers running at once, at least 1)")
+    memory: str | None = Field(default=None, description="memory per container, e.g. 4g, no swap on top "
+                               "(default: 3/4 of the machine's memory shared by the containers running at once)")
+    pids_limit: int | None = Field(default=None, ge=32, description="processes and threads per container: a fork "
+                                   "bomb stops here (default: 1024, more on big machines, within the kernel's "
+                                   "pid_max)")
+    tmp_size: str | None = Field(default=None, description="size of each container's /tmp, a tmpfs counted in its "
+                                 "memory, e.g. 1g (default: a quarter of memory, at most 2g)")
+    file_size: str | None = Field(default=None, description="largest file a command may write anywhere "
+                                  "(RLIMIT_FSIZE), e.g. 2g (default 2g)")
+    disk: str | None = Field(default=None, description="writable layer per container where the storage driver has "
+                             "quotas (overlay2 on xfs with pquota, btrfs, zfs), e.g. 10g (default 10g; elsewhere "
+                             "file_size and the command timeout bound a runaway write)")
     network: bool = Field(default=False, description="give agents' containers the network")
     impl: str | None = Field(default=None, description="import string of a replacement for "
                              "pipeline.runtime.factory:open_runtime (same signature)")

@@ -23,10 +23,11 @@ from pipeline.errors import RuntimeUnavailable
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.prompts import render
+from pipeline.runtime.limits import ResourceLimitHit
 from pipeline.storage import write_json_atomic
 
 EXIT_REASONS = ("submitted", "step_limit", "cost_limit", "time_limit", "format_errors", "model_error",
-                "runtime_error", "stopped")
+                "runtime_error", "resource_limit", "stopped")
 
 
 @dataclass
@@ -153,7 +154,10 @@ class Agent:
         if replay:
             for step in self.record.steps:
                 if step.action == BASH and step.exit_code is not None:
-                    self.runtime.run(step.command, timeout=self.limits.command_timeout, output_limit=1000)
+                    try:
+                        self.runtime.run(step.command, timeout=self.limits.command_timeout, output_limit=1000)
+                    except ResourceLimitHit:
+                        pass  # it ran into the limits the first time too, and was killed again
         return True
 
     @property
@@ -289,6 +293,11 @@ class Agent:
             else:
                 result = self.runtime.run(step.command, timeout=limits.command_timeout,
                                           output_limit=limits.observation_limit)
+        except ResourceLimitHit as hit:  # a fork bomb, a runaway write: killed, and the end of this agent
+            if hit.result is not None:
+                step.exit_code, step.output, step.timed_out = (hit.result.exit_code, hit.result.output,
+                                                               hit.result.timed_out)
+            raise Stop("resource_limit", str(hit)) from None
         except (RuntimeUnavailable, OSError) as error:
             raise Stop("runtime_error", str(error)) from None
         step.exit_code, step.output, step.timed_out = result.exit_code, result.output, result.timed_out

@@ -47,17 +47,20 @@ def validate(
     workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
     timeout: opt.Timeout = 1800,
     output_dir: Annotated[Optional[Path], typer.Option(help="Where the check's evaluations go.")] = None,
+    eval_network: opt.EvalNetwork = False,
 ) -> None:
     """Check every task: gold resolves, empty patch does not, F2P fail and P2P pass at base, no test name leaks."""
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.evaluation.validate import validate_tasks
+    from pipeline.runtime.limits import container_limits
 
     selected = selection.load()
     defaults = defaults_for(selection.dataset)
     settings = EvalSettings(image_template=image_template or defaults.image_template,
                             run_scripts=run_scripts or defaults.run_scripts, timeout=timeout,
-                            run_id=time.strftime("validate-%Y%m%d-%H%M%S"))
+                            run_id=time.strftime("validate-%Y%m%d-%H%M%S"), network=eval_network,
+                            limits=container_limits(concurrent=workers))
     out = output_dir or Path("runs") / settings.run_id
     checks = validate_tasks(selected, settings, out, workers=workers, show_progress=sys.stderr.isatty())
     table = Table(title=f"validation of {len(checks)} task(s) from {selection.dataset}")

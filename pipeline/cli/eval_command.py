@@ -31,7 +31,9 @@ def eval_(
     attempts: Annotated[int, typer.Option(help="Rerun unresolved instances up to N attempts in all to spot flaky "
                                           "tests; the first attempt's verdict stays the official one.")] = 1,
     platform: opt.Platform = None,
-    block_network: Annotated[bool, typer.Option(help="Run the tests with no network.")] = False,
+    eval_network: opt.EvalNetwork = False,
+    block_network: Annotated[bool, typer.Option(
+        hidden=True, help="Kept for old scripts: the tests run with no network unless --eval-network.")] = False,
 ) -> None:
     """Score predictions with the hidden tests, by the official SWE-Bench Pro protocol."""
     from pipeline.datasets import defaults_for
@@ -39,9 +41,13 @@ def eval_(
     from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.runtime.limits import container_limits
 
     if attempts < 1 or workers < 1 or timeout <= 0:
         raise SwepipeError("--attempts and --workers must be at least 1, and --timeout above 0")
+    if block_network and eval_network:
+        raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
+                           "default, --eval-network turns it on")
     loaded = load_predictions(predictions)
     tasks_ = selection.load()
     defaults = defaults_for(selection.dataset)
@@ -49,7 +55,8 @@ def eval_(
     out = output_dir or Path("runs") / run_id / "eval"
     settings = EvalSettings(image_template=image_template or defaults.image_template,
                             run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
-                            timeout=timeout, platform=platform, block_network=block_network, run_id=run_id)
+                            timeout=timeout, platform=platform, network=eval_network, run_id=run_id,
+                            limits=container_limits(concurrent=workers))
     summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo, attempts=attempts,
                                    show_progress=sys.stderr.isatty())
     print_summary(summary, out, console)

@@ -96,6 +96,9 @@ Dockerfiles = Annotated[Optional[Path], typer.Option(
     help="Directory with base_dockerfile/<id>/Dockerfile and instance_dockerfile/<id>/Dockerfile whose ENV "
          "lines are exported before the tests, as the official harness does.")]
 Timeout = Annotated[float, typer.Option(help="Seconds one instance's tests may take before it counts as a timeout.")]
+EvalNetwork = Annotated[bool, typer.Option(
+    "--eval-network", help="Give the scoring containers the network (off by default, as for agents), for tasks "
+                           "whose tests need it; recorded in each result.json.")]
 Platform = Annotated[Optional[str], typer.Option(
     help="Docker platform, e.g. linux/amd64 (the official images are amd64 only).")]
 RunsDir = Annotated[Path, typer.Option(help="Where run directories live.")]

@@ -56,6 +56,7 @@ def run(
     dockerfiles: opt.Dockerfiles = None,
     image_template: opt.ImageTemplate = None,
     timeout: opt.Timeout = 1800,
+    eval_network: opt.EvalNetwork = False,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved config (every option, "
                                                "its value and what it means) as YAML, and run nothing.")] = False,
 ) -> None:
@@ -76,7 +77,7 @@ def run(
     settings, server = prepare_run(dataset=selection.dataset, config=cfg, run_id=run_id, runs_dir=runs_dir,
                                    evaluate=evaluate, reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts,
                                    dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
-                                   announce=console.print)
+                                   announce=console.print, eval_network=eval_network, workers=workers)
     try:
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
         summary = run_tasks(selected, settings, workers=workers, show_progress=sys.stderr.isatty())

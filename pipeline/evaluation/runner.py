@@ -18,6 +18,7 @@ from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, ent
                                           parse_statuses, strip_binary_sections)
 from pipeline.runtime import containers
 from pipeline.runtime.images import ensure_image, image_name
+from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.tasks import Task
 
 CATEGORIES = ("resolved", "tests_failed", "patch_failed", "timeout", "infra_error")
@@ -32,8 +33,9 @@ class EvalSettings:
     dockerfiles: Path | None = None  # <dir>/{base,instance}_dockerfile/<instance_id>/Dockerfile
     timeout: float = 1800
     platform: str | None = None
-    block_network: bool = False
+    network: bool = False  # off, as for agents; --eval-network for tasks whose tests need it
     run_id: str = "eval"
+    limits: ContainerLimits | None = None  # None: the defaults for one container (pipeline.runtime.limits)
 
 
 class InfraError(Exception):
@@ -50,15 +52,17 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     started = time.monotonic()
     applied_patch = strip_binary_sections(patch)
     patchtext.write(out_dir / "patch.diff", applied_patch)
+    limits = settings.limits or container_limits()
     record = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
               "patch_empty": not patch.strip(), "patch_applied": None,
-              "binary_sections_stripped": applied_patch != patch}
+              "binary_sections_stripped": applied_patch != patch, "network": settings.network,
+              "limits": limits.describe()}
     try:
         workspace = _workspace_files(task, applied_patch, settings)
         (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
         image = image_name(settings.image_template, task.to_row())
         record["image"] = image
-        exit_code, timed_out = _run_container(task, image, workspace, out_dir, settings)
+        exit_code, timed_out = _run_container(task, image, workspace, out_dir, settings, limits)
         record["entry_exit_code"] = exit_code
         record.update(_judge_outputs(task, out_dir, timed_out))
         record["category"] = _category(record)
@@ -90,15 +94,16 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str
 
 
 def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
-                   settings: EvalSettings) -> tuple[int | None, bool]:
+                   settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool]:
     ensure_image(image, platform=settings.platform, show_progress=False)
     client = containers.client()
     containers.install_cleanup_handlers()
     try:
-        container = client.containers.create(
-            image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/entryscript.sh"],
+        container = with_disk_quota(
+            client.containers.create, limits, client,
+            image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/entryscript.sh"],
             labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
-            network_mode="none" if settings.block_network else None, platform=settings.platform)
+            network_disabled=not settings.network, platform=settings.platform, **limits.docker_options())
     except DockerException as error:
         raise InfraError(f"could not create a container of {image}: {error}") from error
     containers.track(container)

@@ -14,6 +14,7 @@ from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
 from pipeline.run.task import RunSettings
+from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.storage import write_text_atomic
 from pipeline.strategies.base import needed_roles, strategy_class
 
@@ -36,11 +37,15 @@ def resolve_config(config_path: Path | None, *, overrides: dict[str, str | None]
 def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir: Path, evaluate: bool = False,
                 reuse_juniors_from: str | None = None, run_scripts: Path | None = None,
                 dockerfiles: Path | None = None, image_template: str | None = None, timeout: float = 1800,
-                announce=print):
+                announce=print, eval_network: bool = False, workers: int = 1):
     """The run's settings and the local model server started for roles with no model (or None).
 
     Stop the server (``.stop()``) when the run ends.
     """
+    # Container limits the config leaves unset: sized for ``workers`` tasks at once, each with K rollouts
+    # when the strategy has juniors, and written into the run's config.yaml.
+    per_task = config.juniors.k if "junior" in strategy_class(config.strategy).roles else 1
+    config = config.model_copy(update={"containers": fill_defaults(config.containers, max(1, workers) * per_task)})
     for role, spec in config.models.items():
         resolve_prices(spec, role)  # an unpriced model stops the run before its directory exists
     layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
@@ -67,7 +72,8 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
         if evaluate:
             evaluation = EvalSettings(image_template=template, run_scripts=run_scripts or defaults.run_scripts,
                                       dockerfiles=dockerfiles, timeout=timeout, platform=config.containers.platform,
-                                      run_id=layout.run_id)
+                                      run_id=layout.run_id, network=eval_network,
+                                      limits=container_limits(config.containers))
         reuse = None
         if reuse_juniors_from:
             candidate = Path(reuse_juniors_from)

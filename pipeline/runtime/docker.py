@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import io
 import itertools
+import socket
 import tarfile
 import threading
 import time
 from pathlib import PurePosixPath
+from typing import NamedTuple
 
 import requests
 from docker.errors import DockerException, NotFound
@@ -22,6 +24,7 @@ from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandSession, SessionUnavailable
 from pipeline.runtime.docker_stream import FrameReader, StreamClosed
+from pipeline.runtime.limits import TMP_PATH, ContainerLimits, ResourceLimitHit, container_limits, with_disk_quota
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
 
 # Past the command's own timeout (enforced inside the container by coreutils `timeout`), the
@@ -37,28 +40,31 @@ class DockerRuntime:
     ``image`` is used as it is: the image layer's ``prepare_image`` makes it available (and
     sanitised), and ``open_runtime`` (pipeline.runtime.factory) does both for a task.
     ``server_in_image`` says the image already carries the command server (sanitised images do).
+    ``limits`` (pipeline.runtime.limits) bound what it may use; without them, the defaults for one
+    container (``cpus`` and ``memory`` win).
     """
 
     def __init__(self, image: str, base_commit: str, *, run_id: str, workdir: str = "/app",
                  network: bool = False, cpus: float | None = None, memory: str | None = None,
                  env: dict[str, str] | None = None, platform: str | None = None,
                  extra_labels: dict[str, str] | None = None, command_server: bool = True,
-                 server_in_image: bool = False, read_only: bool = False):
+                 server_in_image: bool = False, read_only: bool = False, limits: ContainerLimits | None = None):
         self.base_commit = base_commit
         self.workdir = PurePosixPath(workdir)
         self._env = {**COMMAND_ENV, **(env or {})}
         self._client = containers.client()
         containers.install_cleanup_handlers()
         self._server_in_image = server_in_image
+        self.limits = limits or container_limits(_Sizes(cpus, memory))
         try:
-            self.container = self._client.containers.run(
-                image, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True,
+            self.container = with_disk_quota(
+                self._client.containers.run, self.limits, self._client,
+                image=image, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True,
                 working_dir=workdir, network_disabled=not network, environment=self._env,
-                labels=containers.labels(run_id, **(extra_labels or {})),
-                nano_cpus=int(cpus * 1e9) if cpus else None, mem_limit=memory, platform=platform,
+                labels=containers.labels(run_id, **(extra_labels or {})), platform=platform,
                 init=True,  # reaps the orphans that agents' background commands leave
-                # Read-only: the repository and everything else refuse writes, even by root.
-                read_only=read_only, tmpfs={"/tmp": "rw,exec,size=512m"} if read_only else None,
+                # Read-only: the repository and everything else refuse writes, even by root (/tmp is a tmpfs).
+                read_only=read_only, **self.limits.docker_options(),
             )
         except DockerException as exc:
             raise RuntimeUnavailable(f"cannot start a container of {image}: {exc}") from exc
@@ -102,8 +108,22 @@ class DockerRuntime:
         if (exit_code < 0 or exit_code >= 128) and not header["timed_out"]:  # perhaps its container died
             self._require_running()
         cut = header["total"] - len(head) - len(tail)
-        return CommandResult(exit_code=exit_code, output=join_head_tail(head, tail, cut), timed_out=header["timed_out"],
-                             duration=time.monotonic() - started, total_bytes=header["total"], cut_bytes=cut)
+        result = CommandResult(exit_code=exit_code, output=join_head_tail(head, tail, cut),
+                               timed_out=header["timed_out"], duration=time.monotonic() - started,
+                               total_bytes=header["total"], cut_bytes=cut)
+        if header.get("limits"):
+            raise ResourceLimitHit(self._limit_message(header["limits"]), header["limits"], result)
+        return result
+
+    def _limit_message(self, hit: list[str]) -> str:
+        limits = self.limits.describe()
+        what = {"pids": f"its process limit ({limits['pids']} processes and threads; a fork bomb?)",
+                "memory": f"its memory limit ({limits['memory']}; a process was killed by the OOM killer)",
+                "tmp": f"a full /tmp ({limits['tmp_size']}; emptied)",
+                "file_size": f"the file-size limit ({limits['file_size']} per file)"}
+        named = "; ".join(what.get(kind, kind) for kind in hit)
+        return (f"the command ran into container {self.container.name}'s limits: {named}. "
+                "What it started was killed.")
 
     def _drop_session(self, kill: bool) -> None:
         session, self._session = self._session, None
@@ -180,6 +200,8 @@ class DockerRuntime:
 
     def read_file(self, path: str) -> bytes:
         target = resolve_in(self.workdir, path)
+        if _in_tmpfs(target):
+            return self._read_through_exec(target)
         try:
             chunks, stat = self.container.get_archive(str(target))
         except NotFound as exc:
@@ -196,6 +218,9 @@ class DockerRuntime:
     def write_file(self, path: str, data: bytes | str) -> None:
         target = resolve_in(self.workdir, path)
         payload = patchtext.to_bytes(data) if isinstance(data, str) else data
+        if _in_tmpfs(target):
+            self._write_through_exec(target, payload)
+            return
         buffer = io.BytesIO()
         # Extracted at /, the tar's path creates missing parent folders without another exec.
         with tarfile.open(fileobj=buffer, mode="w") as archive:
@@ -207,6 +232,41 @@ class DockerRuntime:
         except DockerException as exc:
             raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}: {exc}") from exc
         if not written:
+            raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}")
+
+    # The archive API reads and writes the container's layer, under a tmpfs mount (/tmp): there, a
+    # process in the container does the reading and writing.
+
+    def _read_through_exec(self, target: PurePosixPath) -> bytes:
+        try:
+            exit_code, (out, err) = self.container.exec_run(["cat", "--", str(target)], demux=True)
+        except DockerException as exc:
+            raise RuntimeUnavailable(f"cannot read {target} in container {self.container.name}: {exc}") from exc
+        if exit_code != 0:
+            problem = (err or b"").decode(errors="replace")
+            if "Is a directory" in problem:
+                raise IsADirectoryError(f"{target} is not a regular file")
+            raise FileNotFoundError(f"{target} does not exist in container {self.container.name}: {problem.strip()}")
+        return out or b""
+
+    def _write_through_exec(self, target: PurePosixPath, payload: bytes) -> None:
+        command = ['sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", str(target)]
+        try:
+            exec_id = self._api.exec_create(self.container.id, command, stdin=True)["Id"]
+            reader = FrameReader(self._api.exec_start(exec_id, socket=True))
+        except DockerException as exc:
+            raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}: {exc}") from exc
+        try:
+            reader.sock.settimeout(CLIENT_GRACE + len(payload) / 1e6)
+            reader.sock.sendall(payload)
+            reader.sock.shutdown(socket.SHUT_WR)
+            for _ in reader.iter_payload(time.monotonic() + CLIENT_GRACE):
+                pass
+        except (OSError, TimeoutError) as exc:
+            raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}: {exc}") from exc
+        finally:
+            reader.close()
+        if self._exit_code(exec_id) != 0:
             raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}")
 
     def diff(self, max_bytes: int | None = None) -> str:
@@ -223,3 +283,14 @@ class DockerRuntime:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class _Sizes(NamedTuple):
+    """The two limits the constructor still takes directly, as container_limits reads a config."""
+
+    cpus: float | None
+    memory: str | None
+
+
+def _in_tmpfs(target: PurePosixPath) -> bool:
+    return target == PurePosixPath(TMP_PATH) or PurePosixPath(TMP_PATH) in target.parents

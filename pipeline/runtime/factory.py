@@ -30,12 +30,13 @@ def open_runtime(task: Task, role: str, containers: Containers, *, run_id: str, 
     def start() -> Runtime:
         from pipeline.runtime.docker import DockerRuntime
         from pipeline.runtime.images import prepare_image
+        from pipeline.runtime.limits import container_limits
 
+        limits = container_limits(containers)  # a run fills them in for its K x workers (run/setup.py)
         image = prepare_image(name, task.base_commit, platform=containers.platform, workdir=WORKDIR,
-                              sanitise=sanitise, show_progress=False)
-        return DockerRuntime(image, task.base_commit, run_id=run_id, workdir=WORKDIR,
-                             platform=containers.platform, cpus=containers.cpus, memory=containers.memory,
-                             network=containers.network and not read_only, read_only=read_only,
+                              sanitise=sanitise, show_progress=False, limits=limits)
+        return DockerRuntime(image, task.base_commit, run_id=run_id, workdir=WORKDIR, platform=containers.platform,
+                             limits=limits, network=containers.network and not read_only, read_only=read_only,
                              extra_labels=labels, server_in_image=sanitise)
 
     if background:

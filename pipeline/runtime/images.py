@@ -21,6 +21,7 @@ from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE
 from pipeline.runtime.docker_stream import FrameReader
+from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
 
@@ -72,21 +73,25 @@ def _pull(repository: str, tag: str, platform: str | None, show_progress: bool) 
 
 _sanitise_locks: dict[str, threading.Lock] = {}
 _sanitise_locks_guard = threading.Lock()
-_SCRIPT_PATH = "/tmp/swepipe-sanitise.sh"
+# Outside /tmp, a tmpfs that the archive API cannot write into; the script's own scratch space (TMPDIR) is on
+# the container's layer too, next to the repository, so its fresh history moves into place without a copy.
+_SCRIPT_PATH = "/usr/local/share/swepipe/sanitise.sh"
+_SCRATCH_TMP = "/usr/local/share/swepipe/tmp"
 # Past the script's own timeout (enforced in the container by coreutils `timeout`), how long the
 # client waits for the exec's stream to close.
 _CLIENT_GRACE = 10.0
 
 
 def prepare_image(name: str, base_commit: str, *, platform: str | None = None, workdir: str = "/app",
-                  sanitise: bool = True, show_progress: bool = False) -> str:
+                  sanitise: bool = True, show_progress: bool = False, limits: ContainerLimits | None = None) -> str:
     """The image a task's container should start from: ``name`` made available locally and, when
     ``sanitise``, its cached sanitised image (which also carries the command server)."""
     source = ensure_image(name, platform=platform, show_progress=show_progress)
-    return sanitised_image(source, base_commit, workdir) if sanitise else source.id
+    return sanitised_image(source, base_commit, workdir, limits=limits) if sanitise else source.id
 
 
-def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: float = 3600) -> str:
+def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: float = 3600,
+                    limits: ContainerLimits | None = None) -> str:
     """An image of ``image`` whose repository holds nothing newer than ``base_commit``.
 
     Sanitising rewrites the repository's history store, which costs seconds to minutes on a
@@ -107,10 +112,14 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
         started = time.monotonic()
         docker_client = containers.client()
         containers.install_cleanup_handlers()
+        limits = limits or container_limits()
         try:
-            scratch = docker_client.containers.run(
-                image.id, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True, working_dir=workdir,
+            # The agents' limits, but no file-size limit: the script writes the whole history as one pack.
+            scratch = with_disk_quota(
+                docker_client.containers.run, limits, docker_client,
+                image=image.id, entrypoint=["tail", "-f", "/dev/null"], command=[], detach=True, working_dir=workdir,
                 network_disabled=True, environment=COMMAND_ENV, labels=containers.labels("sanitise"), init=True,
+                **limits.docker_options(file_size=False),
             )
         except DockerException as exc:
             raise RuntimeUnavailable(f"cannot start a container of {image.id}: {exc}") from exc
@@ -118,8 +127,9 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
         try:
             _put_files(scratch, {_SCRIPT_PATH: SANITISE_SCRIPT, SERVER_PATH: SERVER_SOURCE})
             exit_code, output, timed_out = _exec(
-                scratch, f"timeout -k 2 {max(timeout, 0.1):.3f} bash {_SCRIPT_PATH} {base_commit}; status=$?; "
-                         f"rm -f {_SCRIPT_PATH}; exit $status", workdir, timeout + _CLIENT_GRACE)
+                scratch, f"mkdir -p {_SCRATCH_TMP} && TMPDIR={_SCRATCH_TMP} timeout -k 2 {max(timeout, 0.1):.3f} "
+                         f"bash {_SCRIPT_PATH} {base_commit}; status=$?; rm -rf {_SCRIPT_PATH} {_SCRATCH_TMP}; "
+                         "exit $status", workdir, timeout + _CLIENT_GRACE)
             if exit_code != 0 or timed_out:
                 note = f" (timed out after {timeout:.0f} s)" if timed_out else ""
                 raise RuntimeUnavailable(
