@@ -170,6 +170,7 @@ def submodules_command(base_commit: str) -> str:
     """Shell that names each submodule of the base commit whose checkout no longer matches what the base records:
     another commit checked out, or files in it changed, added or deleted."""
     script = _excludes_prelude(None) + r"""
+@GIT@ cat-file -e @BASE@:.gitmodules 2>/dev/null || exit 0
 @GIT@ ls-tree -r -z @BASE@ | while IFS= read -r -d '' entry; do
   case "$entry" in "160000 "*) ;; *) continue ;; esac
   path="${entry#*$'\t'}"; recorded="${entry%%$'\t'*}"; recorded="${recorded##* }"

@@ -17,7 +17,7 @@ export GIT_TERMINAL_PROMPT=0 GIT_CONFIG_NOSYSTEM=1
 # sanitise_repo WHERE BASE: run in a subshell, so the `cd` and the trap stay inside it.
 sanitise_repo() (
   cd "$1"
-  local base="$2" gitdir fresh entry meta path mode sha key value submodules=0
+  local base="$2" gitdir fresh entry meta path sha key value submodules=0
   if [ ! -e .git ]; then
     echo "swepipe sanitise: $(pwd) has no .git" >&2
     exit 3
@@ -34,15 +34,18 @@ sanitise_repo() (
   git clean -fdq
 
   # Submodules first, while this repository's old store (where their histories may live) still exists.
-  while IFS= read -r -d '' entry; do
-    meta="${entry%%$'\t'*}"
-    path="${entry#*$'\t'}"
-    read -r mode _ sha <<< "$meta"
-    if [ "$mode" = 160000 ] && [ -e "$path/.git" ]; then
-      sanitise_repo "$path" "$sha"
-      submodules=1
-    fi
-  done < <(git ls-tree -r -z "$base")
+  if git cat-file -e "$base:.gitmodules" 2>/dev/null; then
+    while IFS= read -r -d '' entry; do
+      case "$entry" in "160000 "*) ;; *) continue ;; esac
+      meta="${entry%%$'\t'*}"
+      path="${entry#*$'\t'}"
+      sha="${meta##* }"
+      if [ -e "$path/.git" ]; then
+        sanitise_repo "$path" "$sha"
+        submodules=1
+      fi
+    done < <(git ls-tree -r -z "$base")
+  fi
 
   fresh="$(mktemp -d)"
   trap 'rm -rf "$fresh"' EXIT
