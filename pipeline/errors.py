@@ -10,4 +10,10 @@ class DatasetError(SwepipeError):
 
 
 class RuntimeUnavailable(SwepipeError):
-    """Docker (or the local toolchain) is missing, or an image cannot be found or pulled."""
+    """Docker (or the local toolchain) is missing or failing, or an image cannot be had: an infrastructure
+    fault. It is retried, and a task it stops stays unfinished for a rerun; it is never a result."""
+
+
+class ContainerDied(SwepipeError):
+    """A workspace's container stopped (killed, out of memory, exited) under an agent: what ran there ended
+    it, so it is that agent's outcome (``runtime_error``), recorded like any other."""

@@ -34,6 +34,11 @@ class TaskJob:
     stage_budget: Budget | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # wall time by stage
     stage: str = ""  # the stage under way, named when the task fails
+    log: Callable[[str], None] | None = None  # one plain line per finished stage, for logs (no progress bar)
+
+    def finished_stage(self, stage: str, summary: str) -> None:
+        if self.log is not None:
+            self.log(f"task {self.task.instance_id.removeprefix('instance_')[:40]}: {stage} done: {summary}")
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.paths.ledger)

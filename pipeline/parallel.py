@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from pipeline import stopping
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+STOP_GRACE = 5.0  # seconds running work gets, once a stop is requested, to notice it and save
 
 
 def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: int, total: int,
@@ -13,8 +17,9 @@ def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: i
                       show: bool = True) -> None:
     """Call ``work(item)`` for every item, ``workers`` at a time; a worker's exception stops the run.
 
-    The wait polls, so Ctrl-C reaches the main thread at once; queued items are then cancelled and
-    running ones allowed to finish (their containers are being removed by the signal handler).
+    The wait polls, so Ctrl-C reaches the main thread at once. On a stop (pipeline.stopping) queued
+    items are cancelled and running ones get a few seconds to notice and save; threads still blocked
+    after that (in a model call) are abandoned, not waited for.
     """
     columns = (TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.description}"), TimeElapsedColumn())
@@ -29,4 +34,7 @@ def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: i
                     future.result()
                     progress.update(bar, advance=1, description=describe())
         finally:
-            executor.shutdown(wait=True, cancel_futures=True)
+            stopping_now = stopping.requested()
+            executor.shutdown(wait=not stopping_now, cancel_futures=True)
+            if stopping_now:
+                wait(pending, timeout=STOP_GRACE)

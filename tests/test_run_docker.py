@@ -55,6 +55,7 @@ def test_juniors_fix_halves_senior_covers_both_principal_resolves(tmp_path):
     prediction = layout.finished()[task.instance_id]
     assert prediction["source"] == "principal" and prediction["resolved"] is True, prediction
     assert "resolved 1/1" in done.stdout
+    assert "junior done: 2 rollouts, 2 distinct candidate(s)" in done.stdout  # a line per stage, for logs
 
     paths = layout.task(task.instance_id)
     pool = json.loads((paths.junior / "pool.json").read_text())
@@ -219,8 +220,15 @@ def test_vote_submits_the_most_voted_candidate(tmp_path):
                          [bash("ls"), SUBMIT],
                          [bash(apply_patch_command(task.patch)), SUBMIT]]}
     setup(tmp_path, script, juniors={"k": 3})
-    swepipe("run", "--strategy", "vote", "--instance-ids", task.instance_id, "--config", "config.yaml",
-            "--run-id", "vote", "--evaluate", cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--strategy", "vote", "--instance-ids",
+                           task.instance_id, "--config", "config.yaml", "--run-id", "vote", "--evaluate"],
+                          capture_output=True, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # Not a terminal (a log): a plain line for the finished task, and a table that fits 80 columns.
+    assert "task swepipe-bundled__tinyq" in done.stdout and "source vote | junior $0.0072 | resolved" in done.stdout
+    table = [line for line in done.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(map(len, table)) <= 80
     prediction = RunLayout(tmp_path / "runs" / "vote").finished()[task.instance_id]
     assert prediction["strategy"] == "vote" and prediction["source"] == "vote" and prediction["votes"] == 2
     assert prediction["resolved"] is True and set(prediction["models"]) == {"junior"}

@@ -19,7 +19,8 @@ from pathlib import Path
 from pipeline.agent.actions import BASH, Action, ActionError, FormatError, parse_action, parse_tool_action, tools_for
 from pipeline.agent.inbox import Inbox
 from pipeline.config import Limits
-from pipeline.errors import RuntimeUnavailable
+from pipeline import stopping
+from pipeline.errors import ContainerDied, RuntimeUnavailable
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.prompts import render
@@ -201,6 +202,7 @@ class Agent:
 
     def check_limits(self) -> None:
         record = self.record
+        stopping.check()  # the whole run is stopping: nothing more starts, and nothing here is a result
         if self.stop_event.is_set():
             raise Stop("stopped")
         if len(record.steps) - record.session_step >= self.limits.max_steps:
@@ -298,7 +300,10 @@ class Agent:
                 step.exit_code, step.output, step.timed_out = (hit.result.exit_code, hit.result.output,
                                                                hit.result.timed_out)
             raise Stop("resource_limit", str(hit)) from None
-        except (RuntimeUnavailable, OSError) as error:
+        except (ContainerDied, RuntimeUnavailable, OSError) as error:
+            stopping.check()  # the stop removed the container: not this agent's outcome
+            if isinstance(error, RuntimeUnavailable):
+                raise  # Docker itself failed: retried by the task, never recorded as a result
             raise Stop("runtime_error", str(error)) from None
         step.exit_code, step.output, step.timed_out = result.exit_code, result.output, result.timed_out
         step.command_seconds = round(result.duration, 4)

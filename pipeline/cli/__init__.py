@@ -17,6 +17,9 @@ console = Console()
 
 
 def main() -> None:
+    from pipeline import stopping
+
+    stopping.install()  # from the main thread, before any worker thread or container exists
     try:
         app()
     except SwepipeError as error:

@@ -78,16 +78,41 @@ def run(
                                    evaluate=evaluate, reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts,
                                    dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
                                    announce=console.print, eval_network=eval_network, workers=workers)
+    interactive = sys.stderr.isatty()
     try:
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
-        summary = run_tasks(selected, settings, workers=workers, show_progress=sys.stderr.isatty())
-        _print_run(summary, settings)
+        summary = run_tasks(selected, settings, workers=workers, show_progress=interactive,
+                            log=None if interactive else _log_line)
     finally:
         if server is not None:
             server.stop()
+    if summary.stopped:
+        _stopped(summary, settings)
+    _print_run(summary, settings)
+
+
+def _log_line(text: str) -> None:
+    """A finished task, as one plain line (stdout is a log, not a terminal)."""
+    print(text, flush=True)
+
+
+def _stopped(summary, settings) -> None:
+    """After Ctrl-C or SIGTERM: what finished is saved; say how to resume, and exit without waiting for
+    threads still blocked in a model call."""
+    from pipeline import stopping
+    from pipeline.runtime import containers
+
+    containers.remove_all_tracked()
+    done = len(summary.predictions) - len(summary.skipped)
+    console.print(f"stopped: {done} task(s) finished in this session and are saved in {settings.layout.predictions}; "
+                  f"run the same command again (--run-id {settings.layout.run_id}) to resume the rest without "
+                  "paying twice for what was done", soft_wrap=True)
+    stopping.exit_now(stopping.exit_code())
 
 
 def _print_run(summary, settings) -> None:
+    from pipeline.run.runner import short_id
+
     table = Table(title=f"run {settings.layout.run_id}")
     stages = list(summary.roles)
     for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
@@ -95,9 +120,13 @@ def _print_run(summary, settings) -> None:
     for instance_id, p in sorted(summary.predictions.items()):
         cost = p.get("cost", {})
         resolved = {True: "yes", False: "no", None: "-"}[p.get("resolved")]
-        table.add_row(instance_id, p.get("source", ""), *(f"{cost.get(s, 0):.4f}" for s in stages), resolved,
-                      (p.get("error") or "")[:120])
+        error = (p.get("error") or "").strip().splitlines()
+        table.add_row(short_id(instance_id), p.get("source", ""), *(f"{cost.get(s, 0):.4f}" for s in stages),
+                      resolved, error[0][:60] if error else "")
     console.print(table)
+    if any(p.get("error") for p in summary.predictions.values()):
+        console.print(f"full errors: {settings.layout.root}/tasks/<id>/error.txt and predictions.jsonl",
+                      soft_wrap=True)
     if summary.skipped:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
     console.print(f"spent: {summary.line()}; predictions in {settings.layout.predictions}")

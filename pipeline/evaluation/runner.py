@@ -10,6 +10,7 @@ from pathlib import Path
 import requests
 from docker.errors import DockerException
 
+from pipeline.stopping import Stopped
 from pipeline import patchtext
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.files import extract_archive, tar_of
@@ -42,8 +43,8 @@ class InfraError(Exception):
     """The environment failed, so the patch was never scored."""
 
 
-class Interrupted(Exception):
-    """The run is being stopped; whatever this instance got so far is not a result."""
+# The run is being stopped; whatever this instance got so far is not a result.
+Interrupted = Stopped
 
 
 def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:

@@ -6,7 +6,7 @@ import traceback
 from pathlib import Path
 
 from pipeline.agent.agent import Agent, prompt
-from pipeline.errors import SwepipeError
+from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
@@ -47,6 +47,8 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
         run = agent.record if agent.finished else agent.run()
         record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
         _take_patch(runtime, record, juniors.max_patch_bytes)
+    except RuntimeUnavailable:
+        raise  # Docker failed, not the rollout: its trajectory stays, and the task retries it
     except SwepipeError as error:
         record.update(exit_reason="runtime_error", error=str(error))
     except Exception as error:  # noqa: BLE001 - one broken rollout must not end the task

@@ -8,6 +8,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from pipeline import stopping
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
@@ -181,6 +182,7 @@ class ModelClient:
         """
         from pipeline.models.litellm_setup import litellm
 
+        stopping.check()  # no new call once the run is stopping
         params = dict(self.spec.extra)
         params.update(model=self.spec.model, messages=messages, timeout=self.spec.timeout,
                       metadata={METADATA_KEY: {"scope": self.scope, "role": self.role, "agent": agent_index}})
@@ -216,7 +218,8 @@ class ModelClient:
                 if retries >= self.spec.max_retries:
                     self._record_failure(agent, started, retries, billed.error, billed)
                     raise ModelCallFailed(f"{billed.error} (after {retries} retries)", billed) from None
-                time.sleep(self._backoff(retries))
+                stopping.STOP.wait(self._backoff(retries))  # a stop cuts the wait short
+                stopping.check()
                 retries += 1
             except BaseException:
                 reservation.release()  # the call was abandoned (a stop): nothing reported, nothing charged

@@ -7,8 +7,10 @@ drive the same per-task function.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline import stopping
 from pipeline.parallel import run_with_progress
 from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
 from pipeline.storage import append_jsonl, write_json_atomic
@@ -21,6 +23,7 @@ class RunSummary:
     predictions: dict[str, dict] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     infra_errors: dict[str, str] = field(default_factory=dict)  # left unfinished, retried by a rerun
+    stopped: bool = False  # a stop (Ctrl-C, SIGTERM) cut the run short; the rest resumes on a rerun
 
     def spend(self, stage: str) -> float:
         return sum(p.get("cost", {}).get(stage, 0.0) for p in self.predictions.values())
@@ -37,7 +40,10 @@ class RunSummary:
         return f"{dollars}{rate}"
 
 
-def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True) -> RunSummary:
+def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True,
+              log: Callable[[str], None] | None = None) -> RunSummary:
+    """Run the tasks not finished yet; ``log`` gets one plain line per finished task (for logs, where
+    no progress bar is drawn)."""
     summary = RunSummary(roles=run.roles)
     run_budget = seeded_run_budget(run)  # what earlier sessions of this run spent still counts against it
     finished = run.layout.finished()
@@ -51,7 +57,9 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
     lock = threading.Lock()
 
     def one(task: Task) -> None:
-        prediction = run_one_task(task, run, run_budget)
+        prediction = run_one_task(task, run, run_budget, log=log)
+        if log:
+            log(task_line(prediction, summary.roles))
         with lock:
             if prediction.get("infra_error"):
                 append_jsonl(run.layout.root / "infra_errors.jsonl", prediction)
@@ -64,6 +72,28 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
                                   {i: p["resolved"] for i, p in sorted(summary.predictions.items())
                                    if p.get("resolved") is not None})
 
-    run_with_progress("run", todo, one, workers=workers, total=len(tasks), done_already=len(summary.skipped),
-                      describe=summary.line, show=show_progress)
+    try:
+        run_with_progress("run", todo, one, workers=workers, total=len(tasks), done_already=len(summary.skipped),
+                          describe=summary.line, show=show_progress)
+    except (KeyboardInterrupt, stopping.Stopped):
+        summary.stopped = True
     return summary
+
+
+def task_line(prediction: dict, roles: tuple[str, ...]) -> str:
+    """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
+    cost = prediction.get("cost", {})
+    resolved = {True: "resolved", False: "not resolved"}.get(prediction.get("resolved"), "")
+    status = "not run (infra error, retried by a rerun)" if prediction.get("infra_error") else \
+        f"source {prediction.get('source', 'none')}"
+    error = (prediction.get("error") or "").strip().splitlines()
+    parts = [f"task {short_id(prediction['instance_id'])}: {status}",
+             ", ".join(f"{role} ${cost.get(role, 0.0):.4f}" for role in roles), resolved,
+             f"error: {error[0][:100]}" if error else ""]
+    return " | ".join(part for part in parts if part)
+
+
+def short_id(instance_id: str, width: int = 40) -> str:
+    """An instance id short enough for an 80-column table: the long commit-hash tail cut."""
+    text = instance_id.removeprefix("instance_")
+    return text if len(text) <= width else text[:width - 1] + "…"

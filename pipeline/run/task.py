@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipeline import stopping
 from pipeline.config import RunConfig
 from pipeline.errors import RuntimeUnavailable
 from pipeline.evaluation.runner import EvalSettings, evaluate
@@ -18,6 +20,10 @@ from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.storage import write_json_atomic, write_text_atomic
 from pipeline.strategies.base import strategy_class
 from pipeline.tasks import Task
+
+
+DOCKER_ATTEMPTS = 3  # tries of a task's stages when Docker fails under them
+DOCKER_BACKOFF = 2.0  # seconds before the second try; doubled for each one after
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,7 @@ class RunSettings:
         return {role: self.config.models[role].model for role in self.roles if role in self.config.models}
 
 
-def run_one_task(task: Task, run: RunSettings, run_budget: Budget) -> dict:
+def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable[[str], None] | None = None) -> dict:
     """The prediction record of ``task``; a failing stage ends the task with its reason recorded.
 
     ``infra_error`` is set when Docker or an image failed: that is no answer, so the caller leaves the
@@ -47,13 +53,13 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget) -> dict:
     """
     strategy = strategy_class(run.config.strategy)(run.config)
     job = task_job(task, run, run_budget)
+    job.log = log
     paths, job.stage = job.paths, strategy.roles[0]
     prediction = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name, "source": "none",
                   "models": run.models, "error": None}
     started = time.monotonic()
     try:
-        _require_image(job)
-        prediction.update(strategy.run_task(job))
+        prediction.update(_with_docker_retries(strategy, job, prediction))
     except Exception as error:  # noqa: BLE001 - one task's failure is recorded; the run goes on
         prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
         # Docker trouble is not an answer: the task stays unfinished, so a rerun tries it again.
@@ -64,7 +70,33 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget) -> dict:
                       seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)})
     if run.evaluation is not None and not prediction.get("infra_error"):
         prediction["resolved"] = score_prediction(task, prediction["model_patch"], paths, run.evaluation)
+        if prediction["resolved"] is None:  # scoring could not run: no verdict, so the task stays unfinished
+            prediction["infra_error"] = True
+            prediction["error"] = prediction["error"] or "scoring: " + _scoring_error(paths)
     return prediction
+
+
+def _with_docker_retries(strategy, job: TaskJob, prediction: dict) -> dict:
+    """The strategy's answer; a Docker fault is retried with backoff (everything done so far is reused, so
+    nothing is paid twice), and raised when it persists."""
+    for attempt in range(1, DOCKER_ATTEMPTS + 1):
+        try:
+            _require_image(job)
+            return strategy.run_task(job)
+        except RuntimeUnavailable as error:
+            if attempt == DOCKER_ATTEMPTS:
+                raise
+            prediction.setdefault("docker_retries", []).append(f"{job.stage} stage: {error}"[:500])
+            stopping.STOP.wait(DOCKER_BACKOFF * 2 ** (attempt - 1))
+            stopping.check()
+    raise AssertionError("unreachable")
+
+
+def _scoring_error(paths: TaskPaths) -> str:
+    try:
+        return json.loads((paths.eval / "infra_error.json").read_text()).get("error") or "infrastructure error"
+    except (OSError, ValueError):
+        return "infrastructure error"
 
 
 def task_job(task: Task, run: RunSettings, run_budget: Budget) -> TaskJob:
@@ -132,10 +164,14 @@ def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage", car
 
 
 def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSettings) -> bool | None:
-    """Score with the hidden tests into tasks/<id>/eval (reused when done); None for an infrastructure error."""
+    """Score with the hidden tests into tasks/<id>/eval (reused when done); None for an infrastructure error,
+    which is kept apart (eval/infra_error.json) so that the next try scores again instead of reading it back."""
     done = paths.eval / "result.json"
     if done.exists():
         return json.loads(done.read_text()).get("resolved")
     result = evaluate(task, patch, paths.eval, settings)
+    if result["category"] == "infra_error":
+        write_json_atomic(paths.eval / "infra_error.json", result)
+        return None
     write_json_atomic(done, result)
-    return result["resolved"] if result["category"] != "infra_error" else None
+    return result["resolved"]

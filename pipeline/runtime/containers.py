@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
-import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import docker
 from docker.errors import DockerException, NotFound
 
+from pipeline import stopping
 from pipeline.errors import RuntimeUnavailable
 
 LABEL = "swepipe"
@@ -22,8 +22,8 @@ RUN_LABEL = "swepipe.run_id"
 SANITISED_REPOSITORY = "swepipe-sanitised"
 
 _live: dict[str, docker.models.containers.Container] = {}
-# Set when the process is being interrupted: work cut short then must not be recorded as a result.
-shutting_down = threading.Event()
+# Set when the run is being stopped: work cut short then must not be recorded as a result.
+shutting_down = stopping.STOP
 _lock = threading.Lock()
 _client: docker.DockerClient | None = None
 
@@ -49,8 +49,12 @@ def labels(run_id: str, **extra: str) -> dict[str, str]:
 
 
 def track(container) -> None:
+    """Remember ``container`` for removal; one started while the run is stopping is removed at once."""
     with _lock:
         _live[container.id] = container
+    if stopping.requested():
+        remove(container)
+        raise stopping.Stopped("the run is stopping")
 
 
 def remove(container) -> None:
@@ -66,10 +70,14 @@ def remove(container) -> None:
 
 
 def remove_all_tracked() -> int:
+    """Remove every container this process started and has not removed yet, several at a time."""
     with _lock:
         doomed = list(_live.values())
-    for container in doomed:
-        remove(container)
+    if len(doomed) > 1:
+        with ThreadPoolExecutor(max_workers=min(8, len(doomed)), thread_name_prefix="remove") as pool:
+            list(pool.map(remove, doomed))
+    elif doomed:
+        remove(doomed[0])
     return len(doomed)
 
 
@@ -95,29 +103,13 @@ def remove_sanitised_images() -> list[str]:
     return removed
 
 
-_installed = False
+_registered = False
 
 
 def install_cleanup_handlers() -> None:
-    """Remove tracked containers at exit and on SIGINT/SIGTERM, then let the signal do its work."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    atexit.register(remove_all_tracked)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        previous = signal.getsignal(signum)
-
-        def handler(sig, frame, previous=previous):
-            shutting_down.set()
-            remove_all_tracked()
-            if callable(previous):
-                previous(sig, frame)
-            elif sig == signal.SIGINT:
-                raise KeyboardInterrupt
-            else:
-                sys.exit(128 + sig)
-
-        signal.signal(signum, handler)
+    """Remove tracked containers at exit and when the run is stopped (the signals: pipeline.stopping)."""
+    global _registered
+    if not _registered:
+        _registered = True
+        atexit.register(remove_all_tracked)
+        stopping.on_stop(remove_all_tracked)

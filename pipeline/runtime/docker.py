@@ -18,7 +18,7 @@ from typing import NamedTuple
 import requests
 from docker.errors import DockerException, NotFound
 
-from pipeline.errors import RuntimeUnavailable
+from pipeline.errors import ContainerDied, RuntimeUnavailable
 from pipeline import patchtext
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
@@ -173,10 +173,12 @@ class DockerRuntime:
             try:
                 self.container.reload()
             except DockerException as exc:
-                raise RuntimeUnavailable(f"container {self.container.name} is gone: {exc}") from exc
+                if isinstance(exc, NotFound):
+                    raise ContainerDied(f"container {self.container.name} is gone: {exc}") from exc
+                raise RuntimeUnavailable(f"container {self.container.name} cannot be inspected: {exc}") from exc
             if self.container.status != "running":
-                raise RuntimeUnavailable(f"container {self.container.name} is no longer running "
-                                         f"(status {self.container.status})")
+                raise ContainerDied(f"container {self.container.name} is no longer running "
+                                   f"(status {self.container.status})")
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.1)

@@ -10,6 +10,7 @@ from pathlib import Path
 from pipeline import patchtext
 from pipeline.agent.agent import Agent, prompt
 from pipeline.config import RunConfig
+from pipeline.errors import RuntimeUnavailable
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.models.budget import Budget
@@ -80,6 +81,8 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
             run = agent.record if agent.finished else agent.run()
             if run.exit_reason == "submitted":
                 brief = parse_brief(run.submission or "")
+        except RuntimeUnavailable:
+            raise  # Docker failed, not the senior: the task retries
         except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
             write_text_atomic(directory / "error.txt", traceback.format_exc())
             agent_error = f"{type(error).__name__}: {error}"

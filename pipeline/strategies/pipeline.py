@@ -32,10 +32,15 @@ class PipelineStrategy(BaseStrategy):
         records = run_juniors(job)
         pool = build_pool(job.task.instance_id, records)
         write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
+        job.finished_stage("junior", f"{len(records)} rollouts, {len(pool.candidates)} distinct candidate(s), "
+                                     f"${sum(r.get('cost', 0.0) for r in records):.4f}")
         job.stage = "senior"
         brief = self.senior.brief(job, pool)
+        job.finished_stage("senior", f"brief from the {brief.get('source', '?')}, {len(brief.get('spans', []))} "
+                                     "span(s)")
         job.stage = "principal"
         result = self.principal.write(job, pool, brief)
+        job.finished_stage("principal", f"patch from {result['source']}")
         return {"model_patch": result["patch"], "source": result["source"], "error": result.get("error"),
                 **reused_juniors(job, records)}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from pipeline import stopping
 from pipeline.agent.agent import Agent, prompt
 from pipeline.config import RunConfig
 from pipeline.models.budget import Budget
@@ -84,6 +85,9 @@ class Lead:
         deadline = time.monotonic() + self.team.lead_limits.wall_time
         for worker in workers:
             worker.done.wait(max(0.0, deadline - time.monotonic()))
+        if self.team.infra_error is not None:
+            raise self.team.infra_error
+        stopping.check()
         self.team.lead_status = "working"
         arrived = self._arrived()
         if arrived:
@@ -177,10 +181,15 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     team.save()
     try:
         run = lead.agent.record if lead.agent.finished else lead.agent.run()
-    finally:
-        stopped = [w.name for w in team.running()]
-        stop_all(team.running(), "end of task", lead._stop_timeout())
-        team.save()
+    except BaseException:
+        # Cut short (a stop, Docker trouble): the workers end, but stay "running" on record, so the
+        # task resumes them where they were.
+        team.abandoned = True
+        stop_all(team.running(), "end of task", 0 if stopping.requested() else lead._stop_timeout())
+        raise
+    stopped = [w.name for w in team.running()]
+    stop_all(team.running(), "end of task", lead._stop_timeout())
+    team.save()
     unread = sorted({item.sender for item in team.lead_inbox.peek() if item.kind == "report"})
     records = [w.record for w in team.workers.values()]
     return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "workers": len(records),

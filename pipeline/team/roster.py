@@ -30,6 +30,8 @@ class Team:
         self.lock = threading.RLock()
         self.messages: list[dict] = []
         self.started = time.time()
+        self.infra_error: Exception | None = None  # Docker failed under a worker: the task is retried
+        self.abandoned = False  # the task was cut short: what workers do from now on is not recorded
 
     def saved(self) -> tuple[dict, list[dict]]:
         """What delegations.json and messages.json held when an earlier session of this task ended."""

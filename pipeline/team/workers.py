@@ -8,6 +8,8 @@ import traceback
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.inbox import InboxItem
+from pipeline.errors import RuntimeUnavailable
+from pipeline.stopping import Stopped
 from pipeline.prompts import render
 from pipeline.storage import write_text_atomic
 from pipeline.team.actions import ActionError, Delegation, inside, parse_message, report_block
@@ -84,15 +86,21 @@ class Worker:
 
     def _session(self) -> None:
         try:
-            self.agent.run()
-        except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
-            self.agent.record.exit_reason, self.agent.record.error = "error", f"{type(error).__name__}: {error}"
-            write_text_atomic(self.team.directory / f"{self.name}.error.txt", traceback.format_exc())
-        finally:
             try:
+                self.agent.run()
+            except (Stopped, RuntimeUnavailable) as error:
+                # Cut short by the run's stop, or Docker failed: no outcome; the resumed task goes on with it.
+                if isinstance(error, RuntimeUnavailable):
+                    self.team.infra_error = error
+                return
+            except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
+                self.agent.record.exit_reason = "error"
+                self.agent.record.error = f"{type(error).__name__}: {error}"
+                write_text_atomic(self.team.directory / f"{self.name}.error.txt", traceback.format_exc())
+            if not self.team.abandoned:
                 self._finish()
-            finally:
-                self.done.set()  # whatever happened, nobody waits for it in vain
+        finally:
+            self.done.set()  # whatever happened, nobody waits for it in vain
 
     def _finish(self) -> None:
         run, s = self.agent.record, self.team.settings

@@ -1,0 +1,87 @@
+"""Stopping a run: the first Ctrl-C or SIGTERM stops it at once, cleanly; a second one ends the process.
+
+First signal: ``requested()`` turns true, so no new model call, command or stage starts; the
+cleanup callbacks run (every container of the run is removed, which kills running commands); the
+main thread gets ``KeyboardInterrupt`` and the command saves what finished, says how to resume and
+exits. Work cut short raises ``Stopped``, which no ``except Exception`` catches, so it is never
+recorded as a result: the rerun resumes it without paying twice. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+
+STOP = threading.Event()
+_signal: list[int] = []  # the signal that asked for the stop
+_cleanups: list[Callable[[], object]] = []
+_installed = False
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class Stopped(BaseException):
+    """The run is stopping: the work in hand was cut short and is not a result."""
+
+
+def requested() -> bool:
+    return STOP.is_set()
+
+
+def check() -> None:
+    """Raise Stopped when the run is stopping (before starting anything that costs time or money)."""
+    if STOP.is_set():
+        raise Stopped("the run is stopping")
+
+
+def on_stop(cleanup: Callable[[], object]) -> None:
+    """Run ``cleanup`` when a stop is requested (once; errors in it are ignored)."""
+    if cleanup not in _cleanups:
+        _cleanups.append(cleanup)
+
+
+def run_cleanups() -> None:
+    for cleanup in list(_cleanups):
+        try:
+            cleanup()
+        except Exception:  # noqa: BLE001 - a stop must go on whatever one cleanup does
+            pass
+
+
+def install() -> None:
+    """Take over SIGINT and SIGTERM; call it from the main thread before any work starts."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    _installed = True
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _handle)
+
+
+def _handle(signum, frame) -> None:
+    if STOP.is_set():  # the second signal: out now
+        run_cleanups()
+        sys.stderr.write("\nstopped at once; if containers are left, `swepipe cleanup` removes them\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CODES.get(signum, 1))
+    _signal.append(signum)
+    STOP.set()
+    sys.stderr.write(f"\n{signal.Signals(signum).name}: stopping (no new model call or command starts; "
+                     "containers are being removed). Signal again to exit at once.\n")
+    sys.stderr.flush()
+    run_cleanups()
+    raise KeyboardInterrupt
+
+
+def exit_code() -> int:
+    """130 after Ctrl-C, 143 after SIGTERM, as a shell reports them."""
+    return EXIT_CODES.get(_signal[0], 1) if _signal else 1
+
+
+def exit_now(code: int) -> None:
+    """End the process without waiting for threads still blocked in a model call (they are abandoned)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
