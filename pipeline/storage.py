@@ -41,11 +41,15 @@ def write_code_atomic(path: Path, text: str) -> None:
 def _replace(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``; on any failure (a
     full disk, text that cannot be encoded, an interrupt) the temporary file is removed and ``path`` kept."""
+    _replace_bytes(path, text.encode("utf-8"))
+
+
+def _replace_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -79,16 +83,7 @@ def redact_file(path: Path) -> None:
     text = raw.decode("utf-8", errors="surrogateescape")
     clean = redact(text)
     if clean != text:
-        data = clean.encode("utf-8", errors="surrogateescape")
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        _replace_bytes(path, clean.encode("utf-8", errors="surrogateescape"))
 
 
 def append_jsonl(path: Path, record: dict) -> None:
