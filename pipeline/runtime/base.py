@@ -121,7 +121,7 @@ fi
 """
     script = _excludes_prelude(base_commit) + r"""set -e
 trap 'rc=$?; if [ $rc != 0 ]; then cat "$tmp/err" 2>/dev/null; fi; rm -rf "$tmp"; exit $rc' EXIT
-cp "$(git rev-parse --git-dir)/index" "$tmp/index" 2>/dev/null || true
+cp -p "$(git rev-parse --git-dir)/index" "$tmp/index" 2>/dev/null || true
 export GIT_INDEX_FILE="$tmp/index"
 G() { @GIT@ -c core.excludesFile="$tmp/exclude" "$@"; }
 G add -A 2>>"$tmp/err"
