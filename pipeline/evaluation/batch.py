@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.evaluation.predictions import Prediction
-from pipeline.evaluation.runner import CATEGORIES, EvalSettings, Interrupted, evaluate
+from pipeline.evaluation.runner import CATEGORIES, EvalSettings, evaluate
 from pipeline.parallel import run_with_progress
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -67,9 +67,7 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
         instance_dir = output_dir / task.instance_id
         try:
             result = evaluate(task, prediction.patch, instance_dir, settings)
-        except Interrupted:
-            raise
-        except Exception as error:  # noqa: BLE001 - one broken instance must not end the run
+        except Exception as error:  # noqa: BLE001 - one broken instance must not end the run (a stop is no Exception)
             result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
                       "error": f"{type(error).__name__}: {error}"}
         if not result["resolved"] and attempts > 1 and result["category"] != "infra_error":

@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 from docker.errors import DockerException
 
-from pipeline.stopping import Stopped
+from pipeline import stopping
 from pipeline import patchtext
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.files import extract_archive, tar_of
@@ -41,10 +41,6 @@ class EvalSettings:
 
 class InfraError(Exception):
     """The environment failed, so the patch was never scored."""
-
-
-# The run is being stopped; whatever this instance got so far is not a result.
-Interrupted = Stopped
 
 
 def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
@@ -117,8 +113,8 @@ def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir:
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             timed_out = True
             container.kill()
-        if containers.shutting_down.is_set():
-            raise Interrupted(task.instance_id)
+        if stopping.requested():  # what this instance got so far is not a result
+            raise stopping.Stopped(task.instance_id)
         _save_entry_log(container, out_dir / "entry.log")
         chunks, _ = container.get_archive(WORKSPACE)
         extract_archive(chunks, COLLECTED, out_dir)
@@ -126,8 +122,8 @@ def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir:
             redact_file(out_dir / log)
         return exit_code, timed_out
     except DockerException as error:
-        if containers.shutting_down.is_set():
-            raise Interrupted(task.instance_id) from error
+        if stopping.requested():  # what this instance got so far is not a result
+            raise stopping.Stopped(task.instance_id) from error
         raise InfraError(f"the container of {image} failed: {error}") from error
     finally:
         containers.remove(container)

@@ -22,8 +22,6 @@ RUN_LABEL = "swepipe.run_id"
 SANITISED_REPOSITORY = "swepipe-sanitised"
 
 _live: dict[str, docker.models.containers.Container] = {}
-# Set when the run is being stopped: work cut short then must not be recorded as a result.
-shutting_down = stopping.STOP
 _lock = threading.Lock()
 _client: docker.DockerClient | None = None
 
