@@ -79,9 +79,11 @@ class Juniors(BaseModel):
     """The junior stage: K independent rollouts of the cheap model."""
 
     model_config = ConfigDict(extra="forbid")
-    k: int = Field(default=4, ge=1, le=64, description="rollouts per task")
-    temperatures: list[float] = Field(default_factory=lambda: [0.0, 0.4, 0.7, 1.0],
-                                      description="rollout i uses temperatures[i mod n]")
+    k: int = Field(default=10, ge=0, le=64, description="rollouts per task (0: no juniors, the senior explores "
+                   "alone)")
+    temperatures: list[float] | None = Field(
+        default=None, description="rollout i uses temperatures[i mod n]; unset: the junior model's own temperature "
+                                  "when models.junior.temperature is set, else a spread that does not repeat for K<=10")
     seed: int = Field(default=0, description="rollout i uses seed + i")
     max_patch_bytes: int = Field(default=4_000_000, ge=1000, description="largest candidate patch kept, in bytes; a "
                                  "rollout whose diff is bigger ends patch_too_large and its patch is dropped")
@@ -104,7 +106,10 @@ class PrincipalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     impl: str | None = Field(default=None, description="import string of a replacement principal stage "
                              "(a class like pipeline.principal.stage:Principal)")
-    show_candidates: int = Field(default=0, ge=0, description="top junior candidates shown to the principal")
+    show_candidates: int | None = Field(
+        default=None, ge=0, description="most-voted distinct junior candidates shown to the principal (unset: all "
+                                        "that fit candidate_tokens; 0: none)")
+    candidate_tokens: int = Field(default=8_000, gt=100, description="budget of the candidates shown to the principal")
     fallback: Literal["junior_top", "none"] = Field(
         default="junior_top", description="when the edits stay unusable after one retry: the most-voted "
                                           "applicable junior candidate, or nothing")
@@ -145,6 +150,19 @@ class RunConfig(BaseModel):
     senior: SeniorConfig = Field(default_factory=SeniorConfig)
     principal: PrincipalConfig = Field(default_factory=PrincipalConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
+
+    @model_validator(mode="after")
+    def _something_finds_the_code(self) -> RunConfig:
+        if self.strategy == "pipeline" and self.juniors.k == 0 and not self.plays("senior"):
+            raise ValueError("juniors.k is 0 and the senior model is none: nothing would look at the code; "
+                             "keep juniors (-k N) or a senior model")
+        return self
+
+    def plays(self, role: str) -> bool:
+        """False when the role is switched off (model ``none``: an ablation), True otherwise (also when unset:
+        the local model plays it)."""
+        spec = self.models.get(role)
+        return spec is None or not spec.is_none
 
     def senior_limits(self) -> Limits:
         return self.limits.model_copy(update={"max_steps": self.senior.max_steps})

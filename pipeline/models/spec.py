@@ -16,6 +16,7 @@ KEYS_FROM_ENVIRONMENT = ("API keys come only from the environment (e.g. OPENAI_A
 # Every call's litellm `metadata` carries {"scope": str, "role": str, "agent": int} under this key; the
 # scripted model (pipeline.models.scripted) picks its script by it.
 METADATA_KEY = "swepipe_scripted"
+NO_MODEL = "none"  # as a role's model: the role is switched off (an ablation), no call is made
 
 
 class Prices(BaseModel):
@@ -36,7 +37,8 @@ class ModelSpec(BaseModel):
     """One role's model: a litellm model string and how to call it."""
 
     model_config = ConfigDict(extra="forbid")
-    model: str = Field(description="litellm model string, e.g. openai/gpt-4o-mini or scripted/path/to/script.yaml")
+    model: str = Field(description="litellm model string, e.g. openai/gpt-4o-mini or scripted/path/to/script.yaml; "
+                       "none switches the role off (senior, principal: an ablation)")
     api_base: str | None = Field(default=None, description="OpenAI-compatible endpoint for self-hosted models")
     temperature: float | None = Field(default=None,
                                       description="sampling temperature (juniors: see juniors.temperatures)")
@@ -73,6 +75,11 @@ class ModelSpec(BaseModel):
                      f"the query parameter {query_keys[0]!r}" if query_keys else "something shaped like a key")
             raise ValueError(f"api_base holds {where}, which must not be in the config: {KEYS_FROM_ENVIRONMENT}")
         return api_base
+
+    @property
+    def is_none(self) -> bool:
+        """The role is switched off (``--senior-model none``, ``--principal-model none``): an ablation."""
+        return self.model.strip().lower() == NO_MODEL
 
     @property
     def is_scripted(self) -> bool:
