@@ -39,6 +39,7 @@ class Candidate:
     test_patch: str  # edits to test files, kept apart
     votes: int = 0
     rollouts: list[int] = field(default_factory=list)
+    exit_reasons: list[str] = field(default_factory=list)  # how each of its rollouts ended, in `rollouts` order
     files: list[str] = field(default_factory=list)
     hunks: list[dict] = field(default_factory=list)  # file, old_start, old_lines, function
     functions: list[str] = field(default_factory=list)
@@ -76,6 +77,7 @@ def build_pool(instance_id: str, rollouts: list[dict]) -> CandidatePool:
         kept = by_key.setdefault(candidate.key, candidate)
         kept.votes += 1
         kept.rollouts.append(index)
+        kept.exit_reasons.append(rollout.get("exit_reason") or "unknown")
     ordered = sorted(by_key.values(), key=lambda c: (-c.votes, c.rollouts[0]))
     return CandidatePool(instance_id, ordered, len(rollouts), empty, unparsable, failed)
 

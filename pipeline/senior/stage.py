@@ -37,7 +37,7 @@ class Senior:
     def brief(self, job: TaskJob, pool: CandidatePool) -> dict:
         """The brief of an earlier session of this task, or a new one made in a read-only container."""
         def make() -> dict:
-            client = job.client("senior") if "senior" in job.config.models else None
+            client = job.client("senior") if job.config.plays("senior") and "senior" in job.config.models else None
             started = time.monotonic()
             with job.open_runtime("senior", read_only=True) as runtime:
                 record = run_senior(job.task, pool, client, job.budget_for("senior"), runtime, self.config,
