@@ -227,10 +227,12 @@ def _plural(count: int, word: str) -> str:
 
 
 def expand_pool(pool: CandidatePool, runtime, *, max_definitions_per_symbol: int = 3, max_callers: int = 6,
-                max_tests: int = 4, max_symbols: int = 25, window: int = 12) -> list[Span]:
+                max_tests: int = 4, max_symbols: int = 25, window: int = 12, repo: _Repo | None = None) -> list[Span]:
     """Spans of base-commit code a fix for the pool's candidates depends on, merged, in this order:
-    changed code (by votes), definitions of the symbols the patches use, callers, then tests."""
-    repo = _Repo(runtime)
+    changed code (by votes), definitions of the symbols the patches use, callers, then tests.
+
+    ``repo``: reads of the base repository to share with other expansions of the same runtime (cached)."""
+    repo = repo or _Repo(runtime)
     changed: dict[tuple, _Changed] = {}
     symbols: dict[str, tuple[int, int, str]] = {}  # name -> (votes, first seen, a file using it)
     for candidate in pool.candidates:
@@ -346,3 +348,55 @@ def _round_robin(lists: list[list[Span]], limit: int) -> list[Span]:
     for rank in range(max(map(len, lists), default=0)):
         taken += [spans[rank] for spans in lists if rank < len(spans)]
     return taken[:limit]
+
+
+# -- each candidate's own expansion, and the base text of its lines (for coverage reports) ---------------------
+
+MAX_BASE_TEXT_CHARS = 2_000_000  # base text saved with the expansions of one pool; past it, lines are left out
+MAX_BASE_LINE_CHARS = 2_000  # a longer line (minified code, data) is left out: its text is not worth keeping
+
+
+def expansion_by_candidate(pool: CandidatePool, runtime) -> tuple[dict[str, list[dict]], dict]:
+    """Each candidate's own expansion, so reports can rebuild the context any subset of rollouts gives, and the
+    base-commit text of every line of those spans: ``{"files": {path: {line number: text}}, "complete": bool}``.
+
+    The text is read here, from the task's repository at the base commit, so coverage does not depend on what
+    was later sent to the principal. It is bounded: lines longer than MAX_BASE_LINE_CHARS are left out, and
+    lines past MAX_BASE_TEXT_CHARS in all (``complete`` is then false); a report counts a missing line's text
+    as unknown."""
+    repo = _Repo(runtime)
+    by_key: dict[str, list[dict]] = {}
+    for candidate in pool.candidates:
+        alone = CandidatePool(pool.instance_id, [candidate], candidate.votes, [], [])
+        by_key[candidate.key] = [{"file": s.file, "start": s.start, "end": s.end, "kind": s.kind}
+                                 for s in expand_pool(alone, runtime, repo=repo)]
+    files: dict[str, dict[str, str]] = {}
+    used, complete = 0, True
+    wanted = sorted({(s["file"], n) for spans in by_key.values() for s in spans
+                     for n in range(s["start"], s["end"] + 1)})
+    for path, number in wanted:
+        lines = repo.lines(path)
+        if not 1 <= number <= len(lines):
+            continue
+        text = lines[number - 1].rstrip("\r")
+        if len(text) > MAX_BASE_LINE_CHARS:
+            continue
+        if used + len(text) + 1 > MAX_BASE_TEXT_CHARS:
+            complete = False
+            break
+        files.setdefault(path, {})[str(number)] = text
+        used += len(text) + 1
+    return by_key, {"files": files, "complete": complete}
+
+
+def write_expansion_by_candidate(pool: CandidatePool, runtime, directory) -> None:
+    """senior/expansion_by_candidate.json (candidate key -> its spans) and senior/expansion_text.json (the
+    base-commit text of their lines); see ``expansion_by_candidate``."""
+    import json
+
+    from pipeline.storage import write_code_atomic, write_json_atomic
+
+    by_key, text = expansion_by_candidate(pool, runtime)
+    write_json_atomic(directory / "expansion_by_candidate.json", by_key)
+    # Repository code: key-shaped text in it is a fixture, kept (only the environment's secret values go).
+    write_code_atomic(directory / "expansion_text.json", json.dumps(text) + "\n")

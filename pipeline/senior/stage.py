@@ -57,14 +57,14 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
     Without a usable reply from the senior, the deterministic expansion becomes the brief, so the
     principal still gets the code around the candidates; the record says so.
     """
-    from pipeline.senior.expand import expand_pool
+    from pipeline.senior.expand import expand_pool, write_expansion_by_candidate
 
     settings = config.senior
     directory.mkdir(parents=True, exist_ok=True)
     files = _FileCache(runtime)
     expansion = [BriefSpan(s.file, s.start, s.end, f"{s.kind}: {s.reason}") for s in expand_pool(pool, runtime)]
     write_json_atomic(directory / "expansion.json", [span.__dict__ for span in expansion])
-    write_json_atomic(directory / "expansion_by_candidate.json", _expansion_by_candidate(pool, runtime))
+    write_expansion_by_candidate(pool, runtime, directory)  # each candidate's spans, and their lines' base text
     shown = materialise(expansion, files.lines, settings.expansion_tokens, count_tokens)
 
     brief, agent = None, None
@@ -106,18 +106,6 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
               "senior_steps": len(agent.record.steps) if agent else 0}
     write_code_atomic(directory / "context.md", context.text)
     return {**record, "context": context.text}
-
-
-def _expansion_by_candidate(pool: CandidatePool, runtime: Runtime) -> dict[str, list[dict]]:
-    """Each candidate's own expansion, so reports can rebuild the context any subset of rollouts gives."""
-    from pipeline.senior.expand import expand_pool
-
-    by_key = {}
-    for candidate in pool.candidates:
-        alone = CandidatePool(pool.instance_id, [candidate], candidate.votes, [], [])
-        by_key[candidate.key] = [{"file": s.file, "start": s.start, "end": s.end, "kind": s.kind}
-                                 for s in expand_pool(alone, runtime)]
-    return by_key
 
 
 def _problem(reply: str) -> str | None:
