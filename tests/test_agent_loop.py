@@ -190,5 +190,134 @@ def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspa
     assert record["source"] == "senior" and record["senior_exit"] == "submitted", record["senior_error"]
     assert [s["file"] for s in record["spans"]] == ["calc.py"] and "return a - b" in record["context"]
     saved = json.loads((tmp_path / "senior" / "trajectory.json").read_text())
-    assert "```json block" in saved["steps"][1]["format_error"]
+    assert "ANALYSIS:" in saved["steps"][1]["format_error"]
     assert "through function calls" in saved["messages"][0]["content"]
+
+
+EXPLORE = "Let me look.\n```bash\ngrep -n return calc.py\n```"
+
+
+def test_the_agent_is_told_how_many_steps_remain_and_the_notes_survive_a_resume(tmp_path, leaky_repo):
+    """Notes at 3 replies left and at the last one, saved with the messages: a resumed agent is not told twice."""
+    trajectory = tmp_path / "t.json"
+    replies = [EXPLORE, EXPLORE, {"error": "auth"}, EXPLORE, EXPLORE, FIX, SUBMIT]
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as first:
+        run = run_agent(junior(tmp_path, replies), first, "fix", Budget("r"), Limits(max_steps=5),
+                        trajectory_path=trajectory)
+        assert run.exit_reason == "model_error" and len(run.steps) == 2  # the auth fault is not retried
+    told = [m["content"] for m in run.messages if m["role"] == "user"]
+    assert "you have 3 replies left (5 in all)" in told[-1] and "Step limit" not in "".join(told[:-1])
+    saved = json.loads(trajectory.read_text())
+    saved["exit_reason"] = ""  # as if the process had died there
+    trajectory.write_text(json.dumps(saved))
+
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as second:
+        run = run_agent(junior(tmp_path, replies), second, "fix", Budget("r"), Limits(max_steps=5),
+                        trajectory_path=trajectory)
+    assert run.resumed and run.exit_reason == "step_limit" and len(run.steps) == 5
+    users = [m["content"] for m in run.messages if m["role"] == "user"]
+    assert sum("3 replies left" in text for text in users) == 1
+    assert sum("2 replies left" in text for text in users) == 0  # only at 3 and at the last
+    assert "your next reply is your last one (5 in all)" in users[-2] and "submit block" in users[-2]
+    assert "Step limit" not in users[-1] + users[-3]  # the last reply's observation; the one before the last note
+    saved = json.loads(trajectory.read_text())
+    assert saved["messages"] == run.messages  # the notes are part of the saved trajectory
+
+
+def test_the_tool_format_gets_the_notes_after_the_tool_results(tmp_path, workspace):
+    replies = [tool("bash", command="ls"), tool("bash", command="ls"), tool("submit")]
+    run = run_agent(junior(tmp_path, replies), workspace, "fix", Budget("r"), Limits(action_format="tools",
+                                                                                     max_steps=3))
+    assert run.exit_reason == "submitted"
+    roles = [m["role"] for m in run.messages]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "user", "assistant"]
+    assert "last one" in run.messages[6]["content"] and "call submit" in run.messages[6]["content"]
+
+
+def senior_setup(tmp_path, leaky_repo, replies, patches=None, **config):
+    from pipeline.config import RunConfig, SeniorConfig
+    from pipeline.juniors.pool import build_pool
+    from pipeline.tasks import Task
+
+    path = tmp_path / "script.yaml"
+    path.write_text(yaml.safe_dump({"senior": replies}))
+    client = ModelClient(ModelSpec(model=f"scripted/{path}", prices=Prices(input=1, output=1)), "senior", Ledger(),
+                         task="t", scope=str(tmp_path))
+    candidate = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+    if patches is None:
+        patches = ["diff --git a/calc.py b/calc.py\n" + candidate]
+    pool = build_pool("t", [{"index": i, "patch": p, "exit_reason": "submitted"} for i, p in enumerate(patches)])
+    task = Task(instance_id="t", repo="demo/calc", base_commit=leaky_repo["base"], problem_statement="add() subtracts.",
+                repo_language="python", fail_to_pass=[], pass_to_pass=[], selected_test_files_to_run=[],
+                before_repo_set_cmd="", dockerhub_tag="unused")
+    return client, pool, task, RunConfig(senior=SeniorConfig(**{"max_steps": 4, **config}))
+
+
+def run_senior_with(tmp_path, workspace, leaky_repo, replies, patches=None, **config):
+    from pipeline.senior.stage import run_senior
+
+    client, pool, task, run_config = senior_setup(tmp_path, leaky_repo, replies, patches, **config)
+    record = run_senior(task, pool, client, Budget("t"), workspace, run_config, tmp_path / "senior",
+                        lambda text: len(text) // 4)
+    return record, json.loads((tmp_path / "senior" / "trajectory.json").read_text())
+
+
+def test_a_senior_that_explores_to_its_limit_is_asked_for_its_brief_on_the_last_step(tmp_path, workspace, leaky_repo):
+    root = str(workspace.workdir)
+    brief = (f"I have run out of commands; here is what I know.\n\nANALYSIS:\nadd() returns \"a - b\"; it must be "
+             f"a + b.\n\nSPANS:\n- `{root}/calc.py:1-2` add, the line to fix\n\nCANDIDATE: 1\n```bash\nsubmit\n```")
+    record, saved = run_senior_with(tmp_path, workspace, leaky_repo, [EXPLORE, EXPLORE, EXPLORE, brief])
+    assert record["source"] == "senior" and record["senior_exit"] == "submitted", record["senior_error"]
+    assert record["spans"] == [{"file": "calc.py", "start": 1, "end": 2, "reason": "add, the line to fix"}]
+    assert record["candidate"] == 1 and record["problems"] == []
+    assert "### calc.py:1-2" in record["context"]
+    asked = saved["messages"][-2]["content"]  # what the senior was told before its last reply
+    assert "your next reply is your last one" in asked and "Write your brief now" in asked
+    assert "3 replies left" not in asked and any("3 replies left" in m["content"] for m in saved["messages"][:-2]
+                                                  if m["role"] == "user")
+
+
+def test_a_senior_out_of_steps_still_gives_the_brief_of_its_last_reply(tmp_path, workspace, leaky_repo):
+    """The last reply holds a brief but runs a command instead of submitting: the brief is read from it."""
+    last = ("ANALYSIS:\nadd() subtracts.\nSPANS:\n./calc.py:1-2 add\nCANDIDATE: none\n"
+            "```bash\ncat calc.py\n```")
+    record, _ = run_senior_with(tmp_path, workspace, leaky_repo, [EXPLORE, last], max_steps=2)
+    assert record["senior_exit"] == "step_limit" and record["source"] == "senior"
+    assert [s["file"] for s in record["spans"]] == ["calc.py"] and record["candidate"] is None
+    assert "ended with step_limit without submitting" in record["problems"][0]
+
+
+def test_a_senior_with_no_usable_span_is_asked_again_then_its_analysis_is_kept(tmp_path, workspace, leaky_repo):
+    no_span = "ANALYSIS:\nadd() subtracts; flip the sign.\nSPANS:\n/etc/calc.py:1-2 add\n```bash\nsubmit\n```"
+    record, saved = run_senior_with(tmp_path, workspace, leaky_repo, [no_span, no_span], max_steps=2)
+    assert "no usable span" in saved["steps"][0]["format_error"] and "outside the repository" in \
+        saved["steps"][0]["format_error"]
+    assert record["senior_exit"] == "step_limit" and record["source"] == "senior"
+    assert record["analysis"] == "add() subtracts; flip the sign." and record["spans"] == []
+    assert any("outside the repository" in p for p in record["problems"])
+    assert "return a - b" in record["context"]  # the candidates' hunks, the safety net behind the brief
+
+
+def test_a_senior_alone_is_told_to_find_the_code_itself(tmp_path, workspace, leaky_repo):
+    """k = 0 (an ablation): no candidate, so no candidate text over an empty list."""
+    brief = "ANALYSIS:\nadd() subtracts.\nSPANS:\ncalc.py:1-2 add\nCANDIDATE: none\n```bash\nsubmit\n```"
+    record, saved = run_senior_with(tmp_path, workspace, leaky_repo, [brief], patches=[])
+    system, instance = (" ".join(m["content"].split()) for m in saved["messages"][:2])
+    assert "you explore the repository at" in system and "find the code the fix lives in yourself" in system
+    assert "No junior ran on this task" in instance and "Candidate 1" not in instance
+    assert "candidate patches are below" not in system and "<related_code>" not in instance
+    assert record["source"] == "senior" and record["candidate"] is None and "### calc.py:1-2" in record["context"]
+
+
+def test_the_senior_is_told_what_the_principal_sees_and_its_budget(tmp_path, workspace, leaky_repo):
+    other = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n" \
+            "-    return a - b\n+    return b + a\n"
+    brief = "ANALYSIS:\nx\nSPANS:\ncalc.py:1-2 add\nCANDIDATE: 7\n```bash\nsubmit\n```"
+    record, saved = run_senior_with(tmp_path, workspace, leaky_repo, [brief], patches=[other],
+                                    context_tokens=3000)
+    system, instance = (" ".join(m["content"].split()) for m in saved["messages"][:2])
+    assert "the code you select and the distinct junior candidates (most-voted first, with their vote counts)" \
+        in system
+    assert "cut to 3000 tokens" in system and "import block" in system and "CANDIDATE:" in system
+    assert "## Candidate 1: proposed by 1 rollout(s) (submitted); touches calc.py" in instance
+    assert record["candidate"] is None and "numbered 1 to 1" in record["problems"][0]

@@ -27,6 +27,7 @@ from pipeline.prompts import render
 from pipeline.runtime.limits import ResourceLimitHit
 from pipeline.storage import write_json_atomic
 
+STEPS_LEFT_NOTES = (3, 1)  # the agent is told how many replies remain when this many do (1: the last one)
 EXIT_REASONS = ("submitted", "step_limit", "cost_limit", "time_limit", "format_errors", "model_error",
                 "runtime_error", "resource_limit", "stopped")
 
@@ -103,7 +104,7 @@ class Agent:
                  actions: dict[str, Callable[[str], str]] | None = None,
                  check_submission: Callable[[str], str | None] | None = None,
                  guard_submission: Callable[[], str | None] | None = None,
-                 track_writes: bool = False, inbox: Inbox | None = None):
+                 track_writes: bool = False, inbox: Inbox | None = None, last_step_note: str | None = None):
         self.client, self.runtime, self.budget, self.limits = client, runtime, budget, limits
         self.agent_index, self.temperature, self.seed = agent_index, temperature, seed
         self.trajectory_path = trajectory_path
@@ -113,6 +114,7 @@ class Agent:
         self.track_writes = track_writes  # name the files each command changed (the runtime must track)
         self.record = AgentRun(name=name, messages=list(messages or []))
         self.inbox = inbox or Inbox()
+        self.last_step_note = last_step_note  # what the last reply's turn says instead of the plain step note
         self.stop_event = threading.Event()
         self.changed_files: set[str] = set()
         self._clock: tuple[float, float] | None = None  # (monotonic start, seconds before) of this session
@@ -187,6 +189,7 @@ class Agent:
         try:
             if self.pending:
                 self.handle(record.steps[-1])
+                self.note_steps_left()
                 self.save()
             while True:
                 self.check_limits()
@@ -194,6 +197,7 @@ class Agent:
                 step = self.query()
                 self.save()  # the reply is paid for: a crash from here on must not lose it
                 self.handle(step)
+                self.note_steps_left()
                 self.save()
         except Stop as stop:
             record.exit_reason, record.error = stop.reason, stop.error
@@ -350,6 +354,23 @@ class Agent:
                 last["content"] = f"{last['content']}\n\n{text}"
             else:
                 self.record.messages.append({"role": "user", "content": text})
+
+    def steps_left(self) -> int:
+        """Replies this session may still make."""
+        return self.limits.max_steps - (len(self.record.steps) - self.record.session_step)
+
+    def note_steps_left(self) -> None:
+        """When few replies remain (STEPS_LEFT_NOTES), the next turn says how many; the last one's note is the
+        role's ``last_step_note`` when it has one (the senior's asks for its brief). Saved with the messages, so
+        a resumed agent sees what it was told."""
+        left = self.steps_left()
+        if left not in STEPS_LEFT_NOTES or left >= self.limits.max_steps:
+            return
+        if left == 1 and self.last_step_note:
+            self.add_user_message(self.last_step_note)
+        else:
+            self.add_user_message(render("steps_left.md.j2", left=left, max_steps=self.limits.max_steps,
+                                         tools=self.tools).strip())
 
     def deliver(self) -> None:
         """What other agents left in the inbox, shown before the next turn."""

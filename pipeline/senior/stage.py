@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from pipeline import patchtext
-from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.agent import Agent, AgentRun, prompt
 from pipeline.config import RunConfig
 from pipeline.errors import RuntimeUnavailable
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
-from pipeline.prompts import render_task_prompt
+from pipeline.prompts import render, render_task_prompt
 from pipeline.runtime.base import Runtime
-from pipeline.senior.brief import Brief, BriefFormatError, BriefSpan, check_spans, materialise, parse_brief
+from pipeline.senior.brief import (Brief, BriefFormatError, BriefSpan, check_candidate, check_spans, materialise,
+                                   parse_brief)
 from pipeline.storage import write_code_atomic, write_json_atomic, write_text_atomic
 from pipeline.tasks import Task
 
 CANDIDATE_PATCH_LIMIT = 8_000  # characters of each candidate patch shown to the senior
-MAX_CANDIDATES_SHOWN = 6
+CANDIDATES_LIMIT = 40_000  # characters of all candidate patches shown; the rest are listed by files and votes
 
 
 class Senior:
@@ -54,8 +57,12 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                config: RunConfig, directory: Path, count_tokens: Callable[[str], int]) -> dict:
     """Write senior/{expansion.json, context.md, trajectory.json}; returns the brief record (with its context).
 
-    Without a usable reply from the senior, the deterministic expansion becomes the brief, so the
-    principal still gets the code around the candidates; the record says so.
+    The senior hands in its brief with submit; at its step limit its last turn asks for the brief, and a
+    senior that still ends without submitting has its last reply read for one. Without a usable brief, the
+    deterministic expansion becomes the brief, so the principal still gets the code around the candidates;
+    the record says so. Span paths are made repository-relative (``check_spans``); brief.json's ``spans`` are
+    the checked ones, ``problems`` what was dropped and why, ``candidate`` the pool candidate (1-based) the
+    senior judged right or closest.
     """
     from pipeline.senior.expand import expand_pool, write_expansion_by_candidate
 
@@ -68,19 +75,28 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
     shown = materialise(expansion, files.lines, settings.expansion_tokens, count_tokens)
 
     brief, agent = None, None
+    root = str(runtime.workdir)
     if client is not None:
         try:
             limits = config.senior_limits()
-            messages = prompt("senior_system.md.j2", "senior_instance.md.j2", workdir=str(runtime.workdir),
+            tools = limits.action_format == "tools"
+            messages = prompt("senior_system.md.j2", "senior_instance.md.j2", workdir=root,
                               command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
-                              task_text=render_task_prompt(task), tools=limits.action_format == "tools",
+                              task_text=render_task_prompt(task), tools=tools,
+                              context_tokens=settings.context_tokens,
+                              principal_sees_candidates=config.principal.show_candidates != 0,
+                              principal_writes=config.plays("principal"),
                               **_pool_variables(pool, shown.text))
             agent = Agent("senior", client, runtime, budget, limits, messages=messages,
-                          trajectory_path=directory / "trajectory.json", check_submission=_problem)
+                          trajectory_path=directory / "trajectory.json",
+                          check_submission=lambda reply: _problem(reply, files, root),
+                          last_step_note=render("senior_last_step.md.j2", tools=tools).strip())
             agent.resume()
             run = agent.record if agent.finished else agent.run()
             if run.exit_reason == "submitted":
                 brief = parse_brief(run.submission or "")
+            else:
+                brief = _brief_in_last_reply(run)
         except RuntimeUnavailable:
             raise  # Docker failed, not the senior: the task retries
         except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
@@ -94,11 +110,13 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
         brief = Brief(analysis=f"(No brief from the senior: {agent_error}. The spans are the code around the "
                                "junior candidates.)", spans=expansion, source="expansion")
 
-    spans, problems = check_spans(brief.spans, files.lines, files.is_directory, root=str(runtime.workdir))
+    check_candidate(brief, len(pool.candidates))
+    spans, problems = check_spans(brief.spans, files.lines, files.is_directory, root=root)
     # The candidates' own hunks stay in as a safety net behind the senior's choice, budget permitting.
     safety = [s for s in expansion if s.reason.startswith("hunk")] if brief.source == "senior" else []
     context = materialise(spans + safety, files.lines, settings.context_tokens, count_tokens)
-    brief.problems = problems + context.dropped
+    brief.spans = spans  # as checked: paths from the repository root, ranges within the files
+    brief.problems = brief.problems + problems + context.dropped
     record = {**brief.to_dict(), "context_spans": [s.__dict__ for s in context.spans],
               "context_tokens": context.tokens, "senior_error": agent_error,
               "senior_exit": agent.record.exit_reason if agent else None,
@@ -108,21 +126,64 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
     return {**record, "context": context.text}
 
 
-def _problem(reply: str) -> str | None:
+def _problem(reply: str, files: _FileCache, root: str) -> str | None:
+    """Why a submitted brief cannot be used as it is (the senior is asked again), or None.
+
+    A brief needs an analysis and at least one span that names lines of a file in the repository; malformed
+    span lines beside good ones are dropped later, not refused. A senior that cannot give one (at its step
+    limit, or after max_format_errors tries) still has its analysis taken: see ``_brief_in_last_reply``.
+    """
     try:
-        parse_brief(reply)
+        brief = parse_brief(reply)
     except BriefFormatError as error:
-        return f"{error}. Put the brief in one ```json block next to the submit command"
+        return f"{error}. Write the brief as your instructions show, next to the submit command"
+    kept, problems = check_spans(brief.spans, files.lines, files.is_directory, root=root)
+    if not kept:
+        why = "; ".join((brief.problems + problems)[:6]) or "it lists none"
+        return (f"your brief has no usable span ({why}). Under SPANS:, list one span a line as "
+                "path/from/repo/root.py:START-END and why, with line numbers of the files as they are now")
     return None
 
 
+def _brief_in_last_reply(run: AgentRun) -> Brief | None:
+    """The brief in the senior's last reply (its text and any tool call's arguments), if it wrote one without
+    submitting it (it ran out of steps, or its submission was refused at the end); the problems say so."""
+    if not run.steps:
+        return None
+    step = run.steps[-1]
+    parts = [step.reply or ""]
+    for call in step.tool_calls or []:
+        try:
+            arguments = json.loads(call.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(arguments, dict):
+            parts.extend(value for value in arguments.values() if isinstance(value, str))
+    try:
+        brief = parse_brief("\n\n".join(parts))
+    except BriefFormatError:
+        return None
+    brief.problems.insert(0, f"the senior ended with {run.exit_reason} without submitting; the brief is its "
+                             "last reply")
+    return brief
+
+
 def _pool_variables(pool: CandidatePool, expansion_text: str) -> dict:
-    candidates = [{"votes": c.votes, "files": c.files,
-                   "patch": patchtext.printable(c.patch if len(c.patch) <= CANDIDATE_PATCH_LIMIT
-                                                else c.patch[:CANDIDATE_PATCH_LIMIT] + "\n[... patch cut ...]")}
-                  for c in pool.candidates[:MAX_CANDIDATES_SHOWN]]
+    """The candidates as the senior sees them, numbered in pool order (the numbers CANDIDATE answers with):
+    whole patches (each cut at CANDIDATE_PATCH_LIMIT) while CANDIDATES_LIMIT lasts, then only their files."""
+    candidates, used = [], 0
+    for candidate in pool.candidates:
+        patch = candidate.patch if len(candidate.patch) <= CANDIDATE_PATCH_LIMIT \
+            else candidate.patch[:CANDIDATE_PATCH_LIMIT] + "\n[... patch cut ...]"
+        shown = used + len(patch) <= CANDIDATES_LIMIT
+        used += len(patch) if shown else 0
+        reasons = Counter(candidate.exit_reasons)
+        candidates.append({"votes": candidate.votes, "files": candidate.files,
+                           "exits": ", ".join(f"{reason} x{count}" if count > 1 else reason
+                                              for reason, count in reasons.most_common()),
+                           "patch": patchtext.printable(patch) if shown else None})
     return {"candidates": candidates, "rollouts": pool.rollouts, "empty": len(pool.empty),
-            "expansion": expansion_text or "(nothing found)"}
+            "alone": not pool.candidates, "expansion": expansion_text or "(nothing found)"}
 
 
 class _FileCache:
