@@ -46,15 +46,56 @@ def coverage(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory (runs/<run-id>).")],
     selection: opt.TaskSelection = opt.TaskSelection(),
     by_task: Annotated[bool, typer.Option("--by-task/--no-by-task", help="Also show each task at k=K.")] = True,
+    senior_at: Annotated[Optional[str], typer.Option(
+        "--senior-at", metavar="K,K,...",
+        help="First run the senior (paid: ledger stage 'analysis', within the run's budgets; resumable) on the "
+             "first k rollouts of each finished task, for each k (e.g. 1,3,5,10), to draw the senior model's "
+             "own curve; k = K reuses the run's brief, k > K is skipped.")] = None,
+    workers: Annotated[int, typer.Option(help="With --senior-at: senior runs at once.")] = 1,
+    image_template: opt.ImageTemplate = None,
+    figure: Annotated[Optional[Path], typer.Option(
+        help="Where to write the coverage figure (PNG; default RUN/figures/coverage-<run-id>.png).")] = None,
 ) -> None:
-    """How much of each task's gold patch the context held, against pool size, with and without the senior."""
+    """How much of each task's gold patch the context held, against pool size: the candidates' hunks, plus the
+    code expansion, plus the senior model's spans."""
     from pipeline.report.coverage import run_coverage
+    from pipeline.report.figures import coverage_curves
     from pipeline.report.load import load_run
     from pipeline.report.render import rich_table
     from pipeline.report.tables import coverage_by_task, coverage_table
 
-    patches = {t.instance_id: t.patch for t in selection.load()}
+    tasks = selection.load()
+    patches = {t.instance_id: t.patch for t in tasks}
+    if senior_at:
+        _senior_at(run_dir, tasks, senior_at, selection.dataset, image_template, workers)
     result = run_coverage(load_run(run_dir), patches)
     console.print(rich_table(coverage_table(result)))
     if by_task and result.tasks:
         console.print(rich_table(coverage_by_task(result)))
+    png = coverage_curves(result)
+    if png:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.run_id)
+        path = figure or run_dir / "figures" / f"coverage-{safe}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+        console.print(f"figure: {path}", soft_wrap=True)
+
+
+def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template: str | None, workers: int) -> None:
+    """Run the senior on the first k rollouts (pipeline.run.senior_at); on Ctrl-C or SIGTERM, stop cleanly."""
+    from pipeline import stopping
+    from pipeline.run.senior_at import parse_ks, run_senior_at
+    from pipeline.runtime import containers
+
+    def line(text: str) -> None:
+        console.print(text, soft_wrap=True, highlight=False)
+
+    summary = run_senior_at(run_dir, tasks, parse_ks(ks_text), dataset=dataset, image_template=image_template,
+                            workers=workers, log=line)
+    if summary.stopped:
+        containers.remove_all_tracked()
+        line(f"stopped: {len(summary.ran)} senior run(s) finished and are saved; run the same command again to "
+             "resume the rest without paying twice for what was done")
+        stopping.exit_now(stopping.exit_code())
+    line(f"senior at k: {len(summary.ran)} run now, {summary.reused} already there, {summary.failed} without a "
+         f"brief; ${summary.spent:.4f} spent (ledger stage 'analysis')")

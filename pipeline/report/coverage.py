@@ -1,28 +1,47 @@
-"""Coverage: did the context hold what the gold patch needs, as the pool grows, with and without
-the senior's extraction?
+"""Coverage: did the context hold what the gold patch needs, as the pool grows from 1 to K rollouts?
+
+Three contexts, each holding the one before it:
+
+- (a) "candidates": the candidates' own hunks (their base-commit ranges) and added lines;
+- (b) "+ code expansion": plus every span the deterministic code expansion found for those candidates
+  (senior/expansion_by_candidate.json: enclosing definitions, definitions they use, callers, tests);
+- (c) "+ senior model": plus the spans the senior model chose, as the principal got them (a brief's
+  ``context_spans``). The senior ran once in the run, at k = K (senior/brief.json); ``swepipe coverage RUN
+  --senior-at 1,3,5`` runs it again on the first k rollouts of each task (pipeline.run.senior_at, into
+  tasks/<id>/analysis/senior-at-NN/), so (c) is a curve. (c) minus (b) on the same rollouts is the senior
+  model's lift.
+
+Measures:
 
 - removed lines: (file, base-commit line number) of every line the gold patch deletes or changes; covered when
   inside the context's spans. A gold patch that only adds lines has none, and its removed coverage is None.
-- added lines: the distinct whitespace-normalised (file, text) pairs the gold patch adds (blank lines left out);
-  covered when the same file's context text holds that text, or a candidate in the context adds it there.
-- "without" the senior: the context is the candidates' own hunks (their base-commit ranges) and added lines;
-  "with": those plus every span the senior's expansion found for those candidates (expansion_by_candidate.json).
-- curves over k = 1..K: the candidates the first k rollouts produced, averaged over orderings of the rollouts
-  (every permutation when K <= 6, else 200 seeded random ones).
-- the final context the principal was sent (brief.json context_spans, context.md) is a point at k = K.
+- added lines: the distinct whitespace-normalised (file, text) pairs the gold patch adds (blank lines left
+  out). One is covered when a candidate in the context proposes it (the same squashed text among its added
+  lines in the same file), or when that text already stands in the base file inside a context span *next to
+  where the gold patch adds it*: at most NEAR_LINES lines from the gold's insertion point (the base lines it
+  sits between, or the base lines its hunk replaces). The same text elsewhere in the file does not count.
+- curves (a) and (b) over k = 1..K: the candidates the first k rollouts produced, averaged over orderings of
+  the rollouts (every permutation when K <= 6, else 200 seeded random ones). (c) and its paired (b) are
+  measured on rollouts 0..k-1, the pool the senior was shown.
+- "sent": the final context the principal was sent (brief.json context_spans, and the candidates it was shown),
+  a point at k = K.
 
-Line text comes from the run directory only: senior/context.md and the candidates' patches (their context and
-removed lines are base-commit text). Lines of a span whose text is not there count as not matching any added
-line, and their token cost is estimated (see ``context_tokens``).
+Line text is base-commit text: senior/expansion_text.json (the expansion's lines, read from the task's
+repository when the senior stage ran), the candidates' patches (their context and removed lines), and the
+context.md of each brief (what a brief's spans held). Runs from before expansion_text.json have only the last
+two: a line of the expansion whose text is not there matches no added line (the report says how many tasks
+that is), and its token cost is estimated (see ``Point.estimated``).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
@@ -32,8 +51,11 @@ from pipeline.report.load import RunData, TaskRecord
 MAX_EXACT_ROLLOUTS = 6
 SAMPLED_ORDERINGS = 200
 DEFAULT_LINE_TOKENS = 10.0  # per line of unknown text when a task has no known line to measure
+NEAR_LINES = 5  # a base line "next to" a gold added line: at most this many lines from where the gold adds it
+ANALYSIS_DIR = "analysis"  # tasks/<id>/analysis/senior-at-NN/: the senior run on the first NN rollouts
 _HEADER = re.compile(r"^### (.+):(\d+)-(\d+)$")
 _NUMBERED = re.compile(r"^\s*(\d+) \|(?: (.*))?$")
+_SENIOR_AT = re.compile(r"^senior-at-(\d+)$")
 
 
 def squash(text: str) -> str:
@@ -44,24 +66,46 @@ def _tokens_of(text: str) -> float:
     return (len(text) + 1) / 4  # characters (and the newline) / 4
 
 
+def senior_at_dir(task_root: Path, k: int) -> Path:
+    """Where the senior's brief on the first ``k`` rollouts of a task lives."""
+    return Path(task_root) / ANALYSIS_DIR / f"senior-at-{k:02d}"
+
+
 @dataclass(frozen=True)
 class GoldEdits:
     removed: frozenset[tuple[str, int]]
     added: frozenset[tuple[str, str]]
     files: frozenset[str]
+    # (file, text) -> the base-line intervals (first, last) where the gold patch adds it: the lines it sits
+    # between, widened to the lines its hunk replaces there.
+    places: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 def gold_edits(patch: str) -> GoldEdits:
-    removed, added, files = set(), set(), set()
+    removed, added, files, places = set(), set(), set(), {}
     for patched_file in PatchSet(patch):
-        files.add(patched_file.path)
+        path = patched_file.path
+        files.add(path)
         for hunk in patched_file:
+            before, pending = hunk.source_start - 1, []
+
+            def close(after: int) -> None:
+                for text in pending:
+                    places.setdefault((path, text), set()).add((before, after))
+                pending.clear()
+
             for line in hunk:
-                if line.is_removed:
-                    removed.add((patched_file.path, line.source_line_no))
+                if line.is_context:
+                    close(line.source_line_no)
+                    before = line.source_line_no
+                elif line.is_removed:
+                    removed.add((path, line.source_line_no))
                 elif line.is_added and squash(line.value):
-                    added.add((patched_file.path, squash(line.value)))
-    return GoldEdits(frozenset(removed), frozenset(added), frozenset(files))
+                    added.add((path, squash(line.value)))
+                    pending.append(squash(line.value))
+            close(hunk.source_start + hunk.source_length)
+    return GoldEdits(frozenset(removed), frozenset(added), frozenset(files),
+                     {pair: tuple(sorted(spots)) for pair, spots in places.items()})
 
 
 @dataclass
@@ -82,17 +126,25 @@ class Point:
     estimated: float = 0.0  # share of `tokens` from lines of unknown text (DEFAULT_LINE_TOKENS or the task's mean)
 
 
+METRICS = ("removed", "added", "files", "tokens")
+
+
 @dataclass
 class TaskCoverage:
     instance_id: str
     rollouts: int  # K
     orderings: int
-    without: list[Point]  # index k - 1
-    with_senior: list[Point]
-    final: Point | None
+    hunks: list[Point]  # (a), index k - 1
+    expansion: list[Point]  # (b)
+    final: Point | None  # the context sent to the principal
     gold_removed: int
     gold_added: int
     gold_files: int
+    senior: dict[int, Point] = field(default_factory=dict)  # k -> (c) on rollouts 0..k-1
+    paired: dict[int, Point] = field(default_factory=dict)  # k -> (b) on the same rollouts
+    senior_sources: dict[int, str] = field(default_factory=dict)  # k -> the brief's source (senior, expansion)
+    base_text: bool = True  # the expansion's base text was saved (expansion_text.json); False: an older run
+    complete_text: bool = True  # ... and in full (not cut at its bound)
 
 
 @dataclass
@@ -105,13 +157,31 @@ class RunCoverage:
     def max_k(self) -> int:
         return max((t.rollouts for t in self.tasks), default=0)
 
+    @property
+    def senior_ks(self) -> list[int]:
+        return sorted({k for t in self.tasks for k in t.senior})
+
     def curve(self, which: str, metric: str) -> list[tuple[int, float | None, int]]:
-        """(k, mean over tasks with a value at k, how many) for which in {"without", "with_senior"}."""
+        """(k, mean over tasks with a value at k, how many) for which in {"hunks", "expansion"}."""
         rows = []
         for k in range(1, self.max_k + 1):
             values = [getattr(getattr(t, which)[k - 1], metric) for t in self.tasks if t.rollouts >= k]
             values = [v for v in values if v is not None]
             rows.append((k, sum(values) / len(values) if values else None, len(values)))
+        return rows
+
+    def senior_curve(self, metric: str) -> list[tuple[int, float | None, float | None, int]]:
+        """(k, mean of (c), mean lift over (b) on the same rollouts, how many tasks) at each k the senior ran."""
+        rows = []
+        for k in self.senior_ks:
+            pairs = [(getattr(t.senior[k], metric), getattr(t.paired[k], metric)) for t in self.tasks
+                     if k in t.senior]
+            pairs = [(c, b) for c, b in pairs if c is not None and b is not None]
+            if pairs:
+                rows.append((k, sum(c for c, _ in pairs) / len(pairs), sum(c - b for c, b in pairs) / len(pairs),
+                             len(pairs)))
+            else:
+                rows.append((k, None, None, 0))
         return rows
 
     def final(self, metric: str) -> tuple[float | None, int]:
@@ -123,7 +193,7 @@ class RunCoverage:
 def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCoverage:
     """Coverage of every task of ``run`` against ``patches`` (instance id -> gold patch)."""
     result = RunCoverage(run.run_id)
-    shown = int(((run.config.get("principal") or {}).get("show_candidates")) or 0)
+    shown = _shown_candidates(run.config)
     for task in run.tasks:
         patch = patches.get(task.instance_id)
         if patch is None:
@@ -134,10 +204,12 @@ def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCov
             result.skipped[task.instance_id] = "no junior pool"
         else:
             try:
-                coverage = task_coverage(task, gold_edits(patch), shown_candidates=shown, seed=seed)
+                gold = gold_edits(patch)
             except UnidiffParseError as error:
                 result.skipped[task.instance_id] = f"gold patch does not parse: {error}"
                 continue
+            coverage = task_coverage(task, gold, shown_candidates=shown, seed=seed,
+                                     task_root=run.root / "tasks" / task.instance_id)
             if coverage is None:
                 result.skipped[task.instance_id] = "no rollout in the pool"
             else:
@@ -145,11 +217,30 @@ def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCov
     return result
 
 
-def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int = 0, seed: int = 0) -> TaskCoverage | None:
-    """The curves and the final point of one task; None when its pool names no rollout.
+def _shown_candidates(config: dict) -> int | None:
+    """How many candidates the principal was shown: config principal.show_candidates (None: all that fit its
+    token budget, counted as all); a config from before the option existed: 0."""
+    principal = config.get("principal") or {}
+    if "show_candidates" not in principal:
+        return 0
+    value = principal["show_candidates"]
+    return None if value is None else int(value)
 
-    ``shown_candidates``: how many top candidates the principal saw (config principal.show_candidates);
-    only their added lines count for the final context.
+
+@dataclass
+class _Brief:
+    spans: list[tuple[str, int, int]]
+    source: str
+    context_tokens: float | None
+
+
+def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | None = 0, seed: int = 0,
+                  task_root: Path | None = None) -> TaskCoverage | None:
+    """The curves and points of one task; None when its pool names no rollout.
+
+    ``shown_candidates``: how many top candidates the principal saw (None: all); only their added lines count
+    for the final context. ``task_root``: the task's directory, for the expansion's base text and the senior's
+    briefs on fewer rollouts (tasks/<id>/analysis); without it only ``task``'s records are used.
     """
     pool = task.pool or {}
     raw_candidates = pool.get("candidates") or []
@@ -159,18 +250,24 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int = 0, 
                      | set(pool.get("failed") or []))
     if not indices:
         return None
-    texts = _line_texts(task.context_text or "", raw_candidates)
+    big_k = len(indices)
+    briefs, contexts, base_texts = _senior_briefs(task, task_root, big_k)
+    base = _read_json(task_root / "senior" / "expansion_text.json") if task_root else None
+    texts = _line_texts([task.context_text or "", *contexts], raw_candidates, [base, *base_texts])
     known = [t for lines in texts.values() for t in lines.values()]
     line_tokens = sum(map(_tokens_of, known)) / len(known) if known else DEFAULT_LINE_TOKENS
     expansion = task.expansion_by_candidate or {}
     measure = _Measure(gold, texts, line_tokens)
     cache: dict[frozenset, tuple[Point, Point]] = {}
 
+    def context(keys) -> tuple[list[_Candidate], list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+        chosen = [c for c in candidates if c.key in keys]
+        return (chosen, [r for c in chosen for r in c.ranges],
+                [span for c in chosen for span in _spans(expansion.get(c.key))])
+
     def points(keys: frozenset) -> tuple[Point, Point]:
         if keys not in cache:
-            chosen = [c for c in candidates if c.key in keys]
-            own = [r for c in chosen for r in c.ranges]
-            extra = [span for c in chosen for span in _spans(expansion.get(c.key))]
+            chosen, own, extra = context(keys)
             cache[keys] = (measure(own, chosen), measure(own + extra, chosen))
         return cache[keys]
 
@@ -183,18 +280,55 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int = 0, 
                 keys.add(by_rollout[index].key)
             tallies[k - 1][frozenset(keys)] += 1
     weighted = [[(points(keys), n) for keys, n in tally.items()] for tally in tallies]
+    hunks = [_mean([(pair[0], n) for pair, n in at_k]) for at_k in weighted]
+    with_expansion = [_mean([(pair[1], n) for pair, n in at_k]) for at_k in weighted]
+
+    senior, paired, sources = {}, {}, {}
+    for k, brief in sorted(briefs.items()):
+        keys = frozenset(by_rollout[i].key for i in indices[:k] if i in by_rollout)
+        chosen, own, extra = context(keys)
+        paired[k] = points(keys)[1]
+        senior[k] = measure(own + extra + brief.spans, chosen)
+        sources[k] = brief.source
+
     final = None
     if task.brief is not None and task.brief.get("context_spans") is not None:
-        spans = _spans(task.brief["context_spans"])
-        shown = candidates[:shown_candidates]
-        final = measure(spans, shown)
+        shown = candidates if shown_candidates is None else candidates[:shown_candidates]
+        final = measure(_spans(task.brief["context_spans"]), shown)
         if task.brief.get("context_tokens") is not None:  # the run's own count of what was sent
             final.tokens = float(task.brief["context_tokens"]) + sum(c.added_tokens for c in shown)
             final.estimated = 0.0
-    without = [_mean([(pair[0], n) for pair, n in at_k]) for at_k in weighted]
-    with_senior = [_mean([(pair[1], n) for pair, n in at_k]) for at_k in weighted]
-    return TaskCoverage(task.instance_id, len(indices), len(orderings), without, with_senior, final,
-                        len(gold.removed), len(gold.added), len(gold.files))
+    return TaskCoverage(task.instance_id, big_k, len(orderings), hunks, with_expansion, final,
+                        len(gold.removed), len(gold.added), len(gold.files), senior=senior, paired=paired,
+                        senior_sources=sources, base_text=isinstance(base, dict),
+                        complete_text=not isinstance(base, dict) or base.get("complete", True) is not False)
+
+
+def _senior_briefs(task: TaskRecord, task_root: Path | None,
+                   big_k: int) -> tuple[dict[int, _Brief], list[str], list]:
+    """k -> the senior's brief on the first k rollouts (the run's own at k = K, else tasks/<id>/analysis); and
+    the analysis briefs' context.md texts and expansion_text.json records (base-commit text, all of it)."""
+    briefs, contexts, base_texts = {}, [], []
+    if task_root is not None and (task_root / ANALYSIS_DIR).is_dir():
+        for directory in sorted((task_root / ANALYSIS_DIR).iterdir()):
+            match = _SENIOR_AT.match(directory.name)
+            record = _read_json(directory / "brief.json") if match else None
+            k = int(match.group(1)) if match else 0
+            if isinstance(record, dict) and record.get("context_spans") is not None and 1 <= k <= big_k:
+                briefs[k] = _brief(record)
+                context = directory / "context.md"
+                if context.is_file():
+                    contexts.append(context.read_text(encoding="utf-8", errors="replace"))
+                base_texts.append(_read_json(directory / "expansion_text.json"))
+    if task.brief is not None and task.brief.get("context_spans") is not None:
+        briefs[big_k] = _brief(task.brief)  # the run's own, at k = K
+    return briefs, contexts, base_texts
+
+
+def _brief(record: dict) -> _Brief:
+    tokens = record.get("context_tokens")
+    return _Brief(_spans(record.get("context_spans")), str(record.get("source") or "senior"),
+                  float(tokens) if isinstance(tokens, (int, float)) else None)
 
 
 class _Measure:
@@ -202,12 +336,13 @@ class _Measure:
 
     def __init__(self, gold: GoldEdits, texts: dict[str, dict[int, str]], line_tokens: float):
         self.gold, self.line_tokens = gold, line_tokens
-        # Where each gold added text already stands in the base commit (as far as the run shows it).
-        self.where: dict[tuple[str, str], set[int]] = {pair: set() for pair in gold.added}
+        # Where each gold added text already stands in the base commit next to where the gold adds it.
+        self.near: dict[tuple[str, str], set[int]] = {pair: set() for pair in gold.added}
         for file, lines in texts.items():
             for number, text in lines.items():
-                if (file, squash(text)) in self.where:
-                    self.where[(file, squash(text))].add(number)
+                pair = (file, squash(text))
+                if pair in self.near and _next_to(number, gold.places.get(pair, ())):
+                    self.near[pair].add(number)
         self.cost = {file: {n: _tokens_of(text) for n, text in lines.items()} for file, lines in texts.items()}
 
     def __call__(self, spans: list[tuple[str, int, int]], chosen: list[_Candidate]) -> Point:
@@ -217,7 +352,7 @@ class _Measure:
         gold = self.gold
         removed = (sum(n in lines.get(f, ()) for f, n in gold.removed) / len(gold.removed)) if gold.removed else None
         proposed = set().union(*(c.added for c in chosen)) if chosen else set()
-        added = (sum(pair in proposed or not self.where[pair].isdisjoint(lines.get(pair[0], ())) for pair in gold.added)
+        added = (sum(pair in proposed or not self.near[pair].isdisjoint(lines.get(pair[0], ())) for pair in gold.added)
                  / len(gold.added)) if gold.added else None
         files_seen = set(lines) | {f for c in chosen for f in c.files}
         files = float(gold.files <= files_seen) if gold.files else None
@@ -230,6 +365,11 @@ class _Measure:
         guessed = unknown * self.line_tokens
         tokens = exact + guessed + sum(c.added_tokens for c in chosen)
         return Point(removed, added, files, tokens, guessed / tokens if tokens else 0.0)
+
+
+def _next_to(number: int, places) -> bool:
+    """Whether base line ``number`` is at most NEAR_LINES lines from one of the (first, last) intervals."""
+    return any(first - NEAR_LINES <= number <= last + NEAR_LINES for first, last in places)
 
 
 def _mean(weighted: list[tuple[Point, int]]) -> Point:
@@ -279,25 +419,40 @@ def _candidate(raw: dict) -> _Candidate:
     return _Candidate(raw.get("key", ""), set(raw.get("files") or []), ranges, added, added_tokens)
 
 
-def _line_texts(context_md: str, candidates: list[dict]) -> dict[str, dict[int, str]]:
-    """Base-commit text by file and line number: from context.md and the candidates' context/removed lines."""
+def _line_texts(contexts: list[str], candidates: list[dict], base_texts: list) -> dict[str, dict[int, str]]:
+    """Base-commit text by file and line number: from the saved base text of the expansions
+    (expansion_text.json), the candidates' context/removed lines, and the context.md files."""
     texts: dict[str, dict[int, str]] = {}
+    for base in base_texts:
+        files = base.get("files") if isinstance(base, dict) else None
+        for file, lines in files.items() if isinstance(files, dict) else ():
+            for number, text in lines.items() if isinstance(lines, dict) else ():
+                if isinstance(text, str) and str(number).isdigit():
+                    texts.setdefault(str(file), {})[int(number)] = text
     for raw in candidates:
         for patched_file in _parse(raw.get("patch") or ""):
             for hunk in patched_file:
                 for line in hunk:
                     if line.source_line_no is not None:
                         texts.setdefault(patched_file.path, {})[line.source_line_no] = line.value.rstrip("\n")
-    file, inside = None, False
-    for row in context_md.splitlines():
-        header = _HEADER.match(row)
-        if header and not inside:
-            file = header.group(1)
-        elif row.startswith("```"):
-            inside = not inside and row == "```" and file is not None
-        elif inside and (numbered := _NUMBERED.match(row)):
-            texts.setdefault(file, {})[int(numbered.group(1))] = numbered.group(2) or ""
+    for context_md in contexts:
+        file, inside = None, False
+        for row in context_md.splitlines():
+            header = _HEADER.match(row)
+            if header and not inside:
+                file = header.group(1)
+            elif row.startswith("```"):
+                inside = not inside and row == "```" and file is not None
+            elif inside and (numbered := _NUMBERED.match(row)):
+                texts.setdefault(file, {}).setdefault(int(numbered.group(1)), numbered.group(2) or "")
     return texts
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _parse(patch: str):

@@ -75,14 +75,17 @@ def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
 
 
 def coverage_curves(coverage: RunCoverage) -> bytes | None:
-    """Removed- and added-line coverage and the context's size against pool size k, with and without the senior."""
+    """Removed- and added-line coverage and the context's size against pool size k: the candidates' hunks, plus
+    the code expansion, plus the senior model's spans (its points as markers, its lift over the expansion
+    shaded), and the context sent at k=K."""
     if not coverage.tasks:
         return None
-    figure = _figure(13.0, 4.3)
+    figure = _figure(13.0, 4.5)
     panels = [("removed", "removed-line coverage"), ("added", "added-line coverage"),
               ("tokens", "context tokens (approx.)")]
-    styles = [("without", "candidates' hunks only", "#7da7d9", "--", "s", 10, 3.0),  # drawn wider, under
-              ("with_senior", "with the senior's expansion", "#c9545d", "-", "o", 6, 1.6)]
+    styles = [("hunks", "candidates", "#7da7d9", "--", "s", 7, 2.2),
+              ("expansion", "+ code expansion", "#e0a04f", "-", "o", 6, 1.8)]
+    senior_colour = "#c9545d"
     final_k = coverage.max_k
     for number, (metric, title) in enumerate(panels, start=1):
         axes = figure.add_subplot(1, 3, number)
@@ -91,9 +94,26 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
             if points:
                 axes.plot(*zip(*points), line, marker=marker, markersize=size, linewidth=width, color=colour,
                           label=label)
+        senior = [(k, value, lift) for k, value, lift, _ in coverage.senior_curve(metric) if value is not None]
+        if senior:
+            ks = [k for k, _, _ in senior]
+            values = [v for _, v, _ in senior]
+            # The senior saw the first k rollouts, not the mean over orderings the curves show: its lift is
+            # measured against '+ code expansion' on those same rollouts, drawn dotted, and shaded from there.
+            bases = [v - lift for _, v, lift in senior]
+            if len(senior) > 1:
+                axes.plot(ks, bases, ":", marker="o", markersize=5, markerfacecolor="white", linewidth=1.4,
+                          color=styles[1][2], label="+ code expansion, the senior's rollouts")
+                axes.fill_between(ks, bases, values, color=senior_colour, alpha=0.18, linewidth=0,
+                                  label="senior model's lift")
+            else:
+                axes.vlines(ks, bases, values, color=senior_colour, alpha=0.25, linewidth=9,
+                            label="senior model's lift")
+            axes.plot(ks, values, "-" if len(ks) > 1 else "", marker="D", markersize=7, linewidth=1.6,
+                      color=senior_colour, label="+ senior model", zorder=3)
         final, sent = coverage.final(metric)
         if final is not None:
-            axes.scatter([final_k], [final], marker="*", s=160, color="#2e8b57", zorder=3,
+            axes.scatter([final_k], [final], marker="*", s=150, color="#2e8b57", zorder=4,
                          label=f"context sent ({sent} task{'s' if sent != 1 else ''})")
         axes.set_title(title, fontsize=10)
         axes.set_xlabel("pool size k (rollouts)")
@@ -109,8 +129,10 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
         axes.grid(alpha=0.3)
         if number == 1:
             axes.legend(fontsize=8, loc="lower right")
-    figure.suptitle(f"{coverage.run_id}: coverage of the gold patch ({len(coverage.tasks)} task(s), mean over "
-                    "orderings of the rollouts)", fontsize=11)
+    ks = coverage.senior_ks
+    figure.suptitle(f"{coverage.run_id}: coverage of the gold patch ({len(coverage.tasks)} task(s); curves: mean over "
+                    "orderings of the rollouts; senior model: first k rollouts, k = "
+                    f"{', '.join(map(str, ks)) or 'none'})", fontsize=11)
     return _png(figure)
 
 

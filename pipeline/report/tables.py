@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipeline.report.coverage import RunCoverage
+from pipeline.report.coverage import NEAR_LINES, RunCoverage
 from pipeline.report.load import RunData
 from pipeline.report.stats import STAGES, TOKEN_KINDS, RunStats, efficiency
 
@@ -137,39 +137,62 @@ def per_task(run: RunData, stages: list[str]) -> Table:
 
 
 def coverage_table(coverage: RunCoverage) -> Table:
-    headers = ["k", "removed: hunks", "removed: +senior", "added: hunks", "added: +senior", "all files: hunks",
-               "all files: +senior", "tokens: hunks", "tokens: +senior"]
-    curves = {(w, m): coverage.curve(w, m) for w in ("without", "with_senior")
+    names = {"hunks": "cand.", "expansion": "+exp.", "senior": "+senior"}
+    short = {"removed": "rm", "added": "add", "files": "files", "tokens": "tokens"}
+    headers = ["k", *(f"{short[m]}: {names[w]}" for m in ("removed", "added", "files", "tokens") for w in names)]
+    curves = {(w, m): coverage.curve(w, m) for w in ("hunks", "expansion") for m in ("removed", "added", "files",
+                                                                                     "tokens")}
+    senior = {m: {k: (c, lift, n) for k, c, lift, n in coverage.senior_curve(m)}
               for m in ("removed", "added", "files", "tokens")}
     rows = []
     for index in range(coverage.max_k):
         row = [str(index + 1)]
         for metric in ("removed", "added", "files", "tokens"):
-            for which in ("without", "with_senior"):
-                _, value, _ = curves[(which, metric)][index]
-                row.append(count(value) if metric == "tokens" else percent(value))
+            show = count if metric == "tokens" else percent
+            for which in ("hunks", "expansion"):
+                row.append(show(curves[(which, metric)][index][1]))
+            row.append(_senior_cell(senior[metric].get(index + 1), metric))
         rows.append(row)
     if coverage.tasks:
         final = {m: coverage.final(m)[0] for m in ("removed", "added", "files", "tokens")}
         sent = coverage.final("files")[1]
         label = f"sent (k={coverage.max_k}, {sent} task{'s' if sent != 1 else ''})"
-        rows.append([label, "", percent(final["removed"]), "", percent(final["added"]), "", percent(final["files"]), "",
-                     count(final["tokens"])])
+        rows.append([label, *(cell for m in ("removed", "added", "files", "tokens")
+                              for cell in ("", "", count(final[m]) if m == "tokens" else percent(final[m])))])
     table = Table(f"Coverage of the gold patch: {coverage.run_id}", headers, rows)
     with_removed = sum(t.gold_removed > 0 for t in coverage.tasks)
-    estimated = [p.estimated for t in coverage.tasks for p in t.with_senior]
+    estimated = [p.estimated for t in coverage.tasks for p in t.expansion]
     table.notes += [
         f"{len(coverage.tasks)} task(s); removed-line coverage over the {with_removed} whose gold patch removes or "
-        "changes lines. 'hunks': the context is the candidates' own hunks and added lines; '+senior': plus the "
-        "senior's expansion of those candidates; 'sent': brief.json context_spans as materialised in context.md.",
-        "Means over orderings of the rollouts (all permutations when K <= 6, else 200 seeded random ones), then "
-        "over tasks. 'all files': the share of tasks whose context reaches every file the gold patch touches.",
-        "Tokens: characters/4 of line text found in the run (context.md, the candidates' patches); lines whose text "
-        "is not there count as the task's mean tokens per known line"
-        + (f" ({sum(estimated) / len(estimated):.0%} of '+senior' tokens on average)" if estimated else "")
-        + "; 'sent' is the run's own count (brief.json context_tokens).",
-        "'sent' counts candidates' added lines only for the candidates the principal was shown "
-        "(config principal.show_candidates), so its added-line coverage can be below the curves'."]
+        "changes lines. Three contexts, each holding the one before: 'cand.' the candidates' own hunks and added "
+        "lines; '+exp.' plus the deterministic code expansion of those candidates; '+senior' plus the spans the "
+        "senior model chose (its brief's context_spans, as the principal got them). 'sent': exactly what the "
+        "principal got (the brief's context_spans and the candidates it was shown).",
+        "Added-line rule: a gold added line (whitespace-squashed, per file) is covered when a candidate in the "
+        "context adds the same text to the same file, or when that text already stands in the base file inside "
+        f"a context span at most {NEAR_LINES} lines from where the gold patch adds it; the same text elsewhere "
+        "in the file does not count.",
+        "'cand.' and '+exp.': means over orderings of the rollouts (all permutations when K <= 6, else 200 seeded "
+        "random ones), then over tasks. '+senior': the senior's brief on the first k rollouts (the run's own at "
+        "k=K; others from `swepipe coverage --senior-at`), with its lift in percentage points over '+exp.' on the "
+        "same rollouts and the number of tasks; blank where the senior was not run at that k. 'files': the share "
+        "of tasks whose context reaches every file the gold patch touches.",
+        "Tokens: characters/4 of the lines' base text; lines whose text is unknown count as the task's mean tokens "
+        "per known line" + (f" ({sum(estimated) / len(estimated):.0%} of '+exp.' tokens on average)" if estimated
+                            else "") + "; 'sent' is the run's own count (brief.json context_tokens)."]
+    old = sum(not t.base_text for t in coverage.tasks)
+    if old:
+        table.notes.append(
+            f"{old} task(s) from a run made before the expansion's base text was saved (expansion_text.json): "
+            "their expansion lines' text is known only where context.md or a candidate's patch shows it, so "
+            "'+exp.' added-line coverage may be understated there.")
+    cut = sum(t.base_text and not t.complete_text for t in coverage.tasks)
+    if cut:
+        table.notes.append(f"{cut} task(s) had more expansion text than is saved: the rest counts as unknown.")
+    fallbacks = Counter(k for t in coverage.tasks for k, source in t.senior_sources.items() if source != "senior")
+    if fallbacks:
+        table.notes.append("Briefs where the senior model gave nothing usable, so its spans are the code expansion: "
+                           + ", ".join(f"{n} at k={k}" for k, n in sorted(fallbacks.items())) + ".")
     if coverage.skipped:
         reasons = Counter(coverage.skipped.values())
         table.notes.append("No coverage for " + ", ".join(f"{n} task(s): {why}" for why, n in reasons.items()) + ".")
@@ -178,19 +201,33 @@ def coverage_table(coverage: RunCoverage) -> Table:
     return table
 
 
+def _senior_cell(point: tuple[float | None, float | None, int] | None, metric: str) -> str:
+    if point is None:
+        return ""
+    value, lift, tasks = point
+    if value is None:
+        return NA
+    if metric == "tokens":
+        return f"{count(value)} ({lift:+,.0f}, {tasks})"
+    return f"{percent(value)} ({lift * 100:+.1f} pp, {tasks})"
+
+
 def coverage_by_task(coverage: RunCoverage) -> Table:
     rows = []
     for t in coverage.tasks:
-        last_without, last_with = t.without[-1], t.with_senior[-1]
+        last_hunks, last_expansion = t.hunks[-1], t.expansion[-1]
+        senior = t.senior.get(t.rollouts)
         rows.append([short_id(t.instance_id, 48), str(t.rollouts), f"{t.gold_removed}/{t.gold_added}/{t.gold_files}",
-                     percent(last_without.removed), percent(last_with.removed),
-                     percent(t.final.removed) if t.final else NA, percent(last_without.added),
-                     percent(last_with.added), percent(t.final.added) if t.final else NA,
+                     percent(last_hunks.removed), percent(last_expansion.removed),
+                     percent(senior.removed) if senior else NA, percent(t.final.removed) if t.final else NA,
+                     percent(last_hunks.added), percent(last_expansion.added),
+                     percent(senior.added) if senior else NA, percent(t.final.added) if t.final else NA,
                      "yes" if t.final and t.final.files == 1.0 else "no" if t.final else NA])
     return Table(f"Coverage by task at k=K: {coverage.run_id}",
-                 ["instance", "K", "gold rm/add/files", "rm: hunks", "rm: +senior", "rm: sent", "add: hunks",
-                  "add: +senior", "add: sent", "all files sent"], rows,
-                 ["rm: removed-line coverage; add: added-line coverage; "
+                 ["instance", "K", "gold rm/add/files", "rm: cand.", "rm: +exp.", "rm: +senior", "rm: sent",
+                  "add: cand.", "add: +exp.", "add: +senior", "add: sent", "all files sent"], rows,
+                 ["rm: removed-line coverage; add: added-line coverage; cand.: the candidates' hunks; +exp.: plus "
+                  "the code expansion; +senior: plus the senior model's spans; sent: what the principal got. "
                   "gold rm/add/files: how many the gold patch has."])
 
 

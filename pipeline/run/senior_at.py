@@ -1,0 +1,241 @@
+"""The senior on fewer rollouts, after a run: ``swepipe coverage RUN --senior-at 1,3,5,10``.
+
+For each finished task of the run and each k, the senior stage runs again on the pool of the task's first k
+rollouts (rebuilt with ``build_pool`` from junior/rollout-00 .. k-1), exactly as the stage runs (its prompts,
+limits and model from the run's config.yaml, the task's read-only workspace), into
+tasks/<id>/analysis/senior-at-NN/ (brief.json, context.md, expansion*.json, trajectory.json). So coverage can
+draw the senior model's own curve, not only its point at k = K.
+
+- Paid, and recorded in the task's ledger with stage ``analysis`` (role senior), so reports keep it apart from
+  what the run itself cost; every call first reserves its worst case against the run's ``per_run`` budget
+  (what the run and earlier analyses spent counts) and ``per_task`` for each (task, k).
+- Resumable: a (task, k) with a brief.json is done and never paid again; one cut short (Ctrl-C, SIGTERM,
+  a killed process) resumes from its saved trajectory. At k = K the run's own brief (senior/brief.json) is
+  used. A k above a task's K is skipped with a note.
+- A senior stopped by the budget saves no brief (its trajectory is set aside as trajectory.cost_limit.json),
+  so a rerun with more budget runs it afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import stopping
+from pipeline.config import RunConfig, load_config
+from pipeline.errors import RuntimeUnavailable, SwepipeError
+from pipeline.job import TaskJob, once
+from pipeline.juniors.pool import build_pool
+from pipeline.juniors.rollout import rollout_path
+from pipeline.layout import RunLayout
+from pipeline.models.ledger import Ledger
+from pipeline.report.coverage import senior_at_dir
+from pipeline.tasks import Task
+
+STAGE = "analysis"  # the ledger's stage of every call made here
+
+
+def parse_ks(text: str) -> list[int]:
+    """'1,3,5,10' -> [1, 3, 5, 10] (sorted, each once); anything but positive whole numbers is refused."""
+    ks = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise SwepipeError(f"--senior-at {text!r}: {part!r} is not a pool size (a whole number from 1)")
+        ks.add(int(part))
+    if not ks:
+        raise SwepipeError(f"--senior-at {text!r}: name at least one pool size, e.g. 1,3,5,10")
+    return sorted(ks)
+
+
+@dataclass
+class Item:
+    task: Task
+    k: int
+    big_k: int
+
+
+@dataclass
+class SeniorAtSummary:
+    ran: list[str] = field(default_factory=list)  # "<task> k=N" made in this session
+    reused: int = 0  # briefs already there (an earlier session's, or the run's own at k = K)
+    notes: list[str] = field(default_factory=list)  # skipped (k > K, no rollouts), failures
+    failed: int = 0  # (task, k) left without a brief (a budget, Docker, an error); a rerun tries them again
+    spent: float = 0.0  # dollars of this session's analysis calls
+    stopped: bool = False
+
+
+def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: str,
+                  image_template: str | None = None, workers: int = 1,
+                  log: Callable[[str], None] = print) -> SeniorAtSummary:
+    """Run the senior on the first k rollouts of every finished task of ``run_dir`` among ``tasks``, for each k
+    in ``ks``; ``log`` gets one line per (task, k). Holds the run's lock while it works."""
+    from pipeline.datasets import defaults_for
+    from pipeline.models.pricing import resolve_prices
+    from pipeline.parallel import run_with_progress
+    from pipeline.run.task import RunSettings, seeded_run_budget
+
+    layout = RunLayout(Path(run_dir))
+    if not layout.config.is_file():
+        raise SwepipeError(f"{run_dir}: no run directory (config.yaml is missing)")
+    config = load_config(layout.config)
+    if not config.plays("senior"):
+        raise SwepipeError(f"{run_dir}: the run's senior is switched off (--senior-model none); nothing to replay")
+    if config.senior.impl:
+        raise SwepipeError(f"{run_dir}: the run's senior is a plug-in ({config.senior.impl}); --senior-at replays "
+                           "the built-in senior stage only")
+    layout.lock()  # no `swepipe run` (or a second analysis) writes the same files meanwhile
+    layout.repair()
+    summary = SeniorAtSummary()
+    items = _plan(layout, tasks, ks, summary)
+    for note in summary.notes:
+        log(note)
+    if not items:
+        return summary
+    server = None
+    if _needs_local_model(config):
+        from pipeline.models.local_server import LocalModelServer
+
+        server = LocalModelServer()
+        log("the run's senior is the local model: starting it on a loopback port")
+        server.start()
+        config = config.model_copy(update={"models": {**config.models, "senior": server.spec()}})
+    try:
+        resolve_prices(config.model_for("senior"), "senior")  # an unpriced model stops before anything is spent
+        template = image_template or config.containers.image_template or defaults_for(dataset).image_template
+        settings = RunSettings(config=config, layout=layout, image_template=template)
+        run_budget = seeded_run_budget(settings)  # the run's and earlier analyses' spend counts against per_run
+        lock = threading.Lock()
+        done = [0]
+
+        def work(item: Item) -> None:
+            line, spent, ok = _one(item, settings, run_budget)
+            with lock:
+                done[0] += 1
+                summary.spent += spent
+                if ok:
+                    summary.ran.append(f"{item.task.instance_id} k={item.k}")
+                else:
+                    summary.failed += 1
+                    summary.notes.append(line)
+            log(f"[{done[0]}/{len(items)}] {line}")
+
+        try:
+            run_with_progress("senior-at", items, work, workers=workers, total=len(items), show=False)
+        except (KeyboardInterrupt, stopping.Stopped):
+            summary.stopped = True
+    finally:
+        if server is not None:
+            server.stop()
+    return summary
+
+
+def _plan(layout: RunLayout, tasks: list[Task], ks: list[int], summary: SeniorAtSummary) -> list[Item]:
+    """The (task, k) still to run; what is reused or skipped goes into ``summary``."""
+    finished = layout.finished()
+    items = []
+    for task in tasks:
+        if task.instance_id not in finished:
+            continue
+        paths = layout.task(task.instance_id)
+        pool = _read_json(paths.junior / "pool.json")
+        if not isinstance(pool, dict) or not isinstance(pool.get("rollouts"), int) or pool["rollouts"] < 1:
+            summary.notes.append(f"{_short(task)}: skipped, no junior pool")
+            continue
+        big_k = pool["rollouts"]
+        for k in ks:
+            if k > big_k:
+                summary.notes.append(f"{_short(task)} k={k}: skipped, the task has K={big_k} rollouts")
+            elif k == big_k and (paths.senior / "brief.json").is_file():
+                summary.reused += 1  # the run's own brief
+            elif (senior_at_dir(paths.root, k) / "brief.json").is_file():
+                summary.reused += 1
+            elif missing := [i for i in range(k) if not rollout_path(paths.junior, i).is_file()]:
+                summary.notes.append(f"{_short(task)} k={k}: skipped, rollout(s) {missing} are not on disk")
+            else:
+                items.append(Item(task, k, big_k))
+    return items
+
+
+def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
+    """Run one (task, k); (its log line, dollars spent, whether a brief was saved). Stops propagate."""
+    from pipeline.run.task import _require_image
+    from pipeline.senior.stage import run_senior
+
+    task, k, config = item.task, item.k, settings.config
+    paths = settings.layout.task(task.instance_id)
+    directory = senior_at_dir(paths.root, k)
+    budget = run_budget.child(f"analysis {task.instance_id} k={k}", config.budgets.per_task)
+    job = TaskJob(task=task, config=config, paths=paths, run_id=settings.layout.run_id,
+                  image_template=settings.image_template, budget=budget)
+    before = _analysis_spend(paths.ledger)
+    records = [json.loads(rollout_path(paths.junior, i).read_text(encoding="utf-8")) for i in range(k)]
+    pool = build_pool(task.instance_id, records)
+    started = time.monotonic()
+    failure = None
+
+    def make() -> dict:
+        nonlocal failure
+        _require_image(job)
+        client = job.client("senior", stage=STAGE)
+        with job.open_runtime("senior", read_only=True) as runtime:
+            record = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
+        record.pop("context", None)  # context.md holds it
+        if record.get("senior_exit") == "cost_limit":
+            failure = f"the budget stopped the senior ({record.get('senior_error')})"
+            trajectory = directory / "trajectory.json"
+            if trajectory.exists():
+                trajectory.replace(directory / "trajectory.cost_limit.json")
+            raise _NotSaved
+        return {**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
+                                       "seconds": round(time.monotonic() - started, 2)}}
+
+    try:
+        record = once(directory / "brief.json", make)
+    except _NotSaved:
+        record = None
+    except RuntimeUnavailable as error:
+        failure = f"Docker failed ({error}); a rerun tries again"
+        record = None
+    except Exception as error:  # noqa: BLE001 - one (task, k) failing leaves the others going
+        failure = f"{type(error).__name__}: {error}"
+        record = None
+    spent = _analysis_spend(paths.ledger) - before
+    name = f"{_short(task)} k={k}/{item.big_k}"
+    if record is None:
+        return f"{name}: no brief: {failure}; ${spent:.4f}", spent, False
+    return (f"{name}: brief from the {record.get('source', '?')}, {len(record.get('context_spans') or [])} span(s) "
+            f"in the context, ${spent:.4f}"), spent, True
+
+
+class _NotSaved(Exception):
+    """The senior's record is not a result to keep (it hit the budget)."""
+
+
+def _needs_local_model(config: RunConfig) -> bool:
+    from pipeline.models.local_server import LOCAL_ALIAS
+
+    spec = config.models.get("senior")
+    return spec is None or (spec.model == f"openai/{LOCAL_ALIAS}" and spec.free
+                            and "127.0.0.1" in (spec.api_base or ""))
+
+
+def _analysis_spend(ledger: Path) -> float:
+    return sum(row.cost for row in Ledger.read(ledger) if row.stage == STAGE)
+
+
+def _short(task: Task) -> str:
+    return task.instance_id.removeprefix("instance_")[:48]
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
