@@ -2,20 +2,45 @@
 
 from __future__ import annotations
 
+import shlex
 import traceback
 from pathlib import Path
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
+from pipeline.juniors.pool import layout_probe, probe_entries
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
-from pipeline.runtime.base import DiffFailed, PatchTooLarge, changed_submodules
+from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, changed_submodules
 from pipeline.storage import write_json_atomic
 
 
 def rollout_path(directory: Path, index: int) -> Path:
     return directory / f"rollout-{index:02d}.json"
+
+
+def spread_temperature(index: int) -> float:
+    """The default temperature of rollout ``index``: 0, 1, then the midpoints in bit-reversed order (0.5, 0.25,
+    0.75, 0.125, 0.625, 0.375, 0.875, 0.0625, ...), so the first rollouts already spread over [0, 1] and no two
+    rollouts of a task share a value (for K up to 64, the most juniors.k allows)."""
+    if index <= 1:
+        return float(index)
+    n, value, step = index - 1, 0.0, 0.5
+    while n:
+        value, n, step = value + step * (n & 1), n >> 1, step / 2
+    return value
+
+
+def rollout_temperature(temperatures: list[float] | None, model_temperature: float | None, index: int) -> float:
+    """Rollout ``index``'s temperature: an explicit juniors.temperatures list wins (rollout i uses
+    temperatures[i mod n]); else the junior model's own temperature (models.junior.temperature), for every
+    rollout; else the default spread (``spread_temperature``)."""
+    if temperatures:
+        return temperatures[index % len(temperatures)]
+    if model_temperature is not None:
+        return model_temperature
+    return spread_temperature(index)
 
 
 def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, **options) -> Agent:
@@ -33,7 +58,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     juniors, task, directory = job.config.juniors, job.task, job.paths.junior
     name = f"rollout-{index:02d}"
     budget = job.budget_for("junior").child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
-    temperature = juniors.temperatures[index % len(juniors.temperatures)] if juniors.temperatures else None
+    temperature = rollout_temperature(juniors.temperatures, client.spec.temperature, index)
     record = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
               "temperature": temperature, "seed": juniors.seed + index, "patch": "", "patch_source": None}
     trajectory = directory / f"{name}.trajectory.json"
@@ -94,7 +119,26 @@ def _take_patch(runtime, record: dict, max_bytes: int) -> None:
             raise  # Docker failed under a working rollout: not its result
         record.update(patch="", patch_error=str(error))  # its workspace had already died under the agent
         return
+    _probe_layout(runtime, record)
     if submodules:
         record["submodule_changes"] = submodules
         record["patch_note"] = (f"edits inside submodule(s) {', '.join(submodules)} are not in the patch: a patch "
                                 "to the parent repository cannot carry them")
+
+
+def _probe_layout(runtime, record: dict) -> None:
+    """Record what the base commit holds around the patch's new files and in the spec/ and testing/ folders it
+    touches (``base_entries``), so the pool can tell a new source file from a scratch file and a test folder
+    from a source folder. Best effort: without it the pool judges from the patches alone."""
+    folders, test_folders = layout_probe(record.get("patch") or "")
+    base = shlex.quote(runtime.base_commit)
+    git = f"{GIT_QUIET} -c core.quotePath=false"
+    try:
+        listing = runtime.run(f"{git} ls-tree {base} -- . {' '.join(map(shlex.quote, folders))}", timeout=60,
+                              output_limit=None)
+        tests = (runtime.run(f"{git} ls-tree -r --name-only {base} -- {' '.join(map(shlex.quote, test_folders))}",
+                             timeout=60, output_limit=None) if test_folders else None)
+    except Exception:  # noqa: BLE001 - an optional look at the base commit, never the rollout's outcome
+        return
+    if listing.ok and (tests is None or tests.ok):
+        record["base_entries"] = probe_entries(listing.output, tests.output if tests else "")
