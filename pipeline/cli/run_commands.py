@@ -13,6 +13,7 @@ from rich.table import Table
 from pipeline.cli import app, console
 from pipeline.cli import options as opt
 from pipeline.config import commented_yaml
+from pipeline.errors import SwepipeError
 from pipeline.strategies.base import REGISTRY as STRATEGIES
 
 
@@ -22,8 +23,12 @@ def run(
     selection: opt.TaskSelection,
     config: opt.ConfigFile = None,
     junior_model: opt.JuniorModel = None,
-    senior_model: opt.SeniorModel = None,
-    principal_model: opt.PrincipalModel = None,
+    senior_model: Annotated[Optional[str], typer.Option(
+        help="litellm model string for the senior role; none: no senior call, the principal gets the candidates "
+             "and the code expansion (an ablation).")] = None,
+    principal_model: Annotated[Optional[str], typer.Option(
+        help="litellm model string for the principal role; none: no frontier call, the senior's chosen candidate "
+             "(else the most-voted that applies) is submitted (an ablation).")] = None,
     strategy: Annotated[Optional[str], typer.Option(help=f"{', '.join(STRATEGIES)}, or a Strategy class as "
                                                    "package.module:Class (default from config: pipeline).")] = None,
     solo_model: Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")] = None,
@@ -43,7 +48,8 @@ def run(
     team_messages: Annotated[Optional[bool], typer.Option(
         "--team-messages/--no-team-messages",
         help="Team: let agents message each other (default from config: yes).")] = None,
-    k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task (default from config: 4).")] = None,
+    k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task, 0 to 64; 0: no juniors, the senior "
+                                                   "explores alone (default from config: 10).")] = None,
     workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
     run_id: Annotated[Optional[str], typer.Option(
         help="Run id; the same id resumes a run (default: run-<time>).")] = None,
@@ -143,7 +149,7 @@ def _print_run(summary, settings) -> None:
 def rollouts(
     task: Annotated[str, typer.Option(help="Instance id of the task.")],
     selection: opt.TaskSelection = opt.TaskSelection(),
-    k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 4).")] = None,
+    k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 10).")] = None,
     config: opt.ConfigFile = None,
     junior_model: opt.JuniorModel = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Step limit per rollout.")] = None,
@@ -161,6 +167,8 @@ def rollouts(
     from pipeline.run.task import seeded_run_budget, task_job
     from pipeline.storage import write_json_atomic
 
+    if k == 0:
+        raise SwepipeError("swepipe rollouts -k 0 would run no rollout; pass -k N (N >= 1)")
     chosen = dataclasses.replace(selection, instance_ids=task).load()[0]
     cfg = resolve_config(config, k=k, strategy="vote", overrides={"junior": junior_model})
     if max_steps is not None:

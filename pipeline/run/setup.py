@@ -30,7 +30,14 @@ def resolve_config(config_path: Path | None, *, overrides: dict[str, str | None]
     if strategy:
         cfg = cfg.model_copy(update={"strategy": strategy})
     cfg = _with_team_options(cfg, team or {})
-    needed_roles(strategy_class(cfg.strategy), cfg)  # loads every plug-in the config names
+    cfg = _validated(cfg)  # the flags' values checked as the file's are (-k in range, an ablation that can run)
+    roles = needed_roles(strategy_class(cfg.strategy), cfg)  # loads every plug-in the config names
+    switched_off = [role for role in roles if not cfg.plays(role)]
+    if switched_off:
+        role = switched_off[0]
+        hint = "; for no juniors use -k 0" if role == "junior" else ""
+        raise SwepipeError(f"the {cfg.strategy} strategy cannot run without its {role} model, which is none "
+                           f"(only the pipeline's senior and principal can be switched off){hint}")
     return cfg
 
 
@@ -44,15 +51,19 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     """
     # Container limits the config leaves unset: sized for ``workers`` tasks at once, each with K rollouts
     # when the strategy has juniors, and written into the run's config.yaml.
-    per_task = config.juniors.k if "junior" in strategy_class(config.strategy).roles else 1
+    # (k = 0: the senior's and principal's one container at a time.)
+    per_task = max(1, config.juniors.k) if "junior" in strategy_class(config.strategy).roles else 1
     config = config.model_copy(update={"containers": fill_defaults(config.containers, max(1, workers) * per_task)})
     for role, spec in config.models.items():
-        resolve_prices(spec, role)  # an unpriced model stops the run before its directory exists
+        if not spec.is_none:  # a role switched off is never called, so it needs no price
+            resolve_prices(spec, role)  # an unpriced model stops the run before its directory exists
     layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
     layout.lock()  # a second process on the same run stops here (RunLocked), before anything is written
     layout.repair()  # lines a killed session cut short, its temporary files
     local_server = None
-    unset = [role for role in needed_roles(strategy_class(config.strategy), config) if role not in config.models]
+    # Roles with no model are played by the local model; a role switched off (model none) is not needed at all.
+    unset = [role for role in needed_roles(strategy_class(config.strategy), config)
+             if role not in config.models and config.plays(role)]
     if unset:
         from pipeline.models.local_server import LocalModelServer
 
@@ -64,7 +75,8 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
                                                       **{role: local_server.spec() for role in unset}}})
     try:
         for role, spec in config.models.items():
-            resolve_prices(spec, role)
+            if not spec.is_none:
+                resolve_prices(spec, role)
         write_text_atomic(layout.config, config.to_yaml())
         defaults = defaults_for(dataset)
         template = image_template or config.containers.image_template or defaults.image_template
@@ -88,6 +100,16 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     settings = RunSettings(config=config, layout=layout, image_template=template, evaluation=evaluation,
                            reuse_juniors_from=reuse)
     return settings, local_server
+
+
+def _validated(cfg: RunConfig) -> RunConfig:
+    """``cfg`` checked by its own validators again: flags are set with ``model_copy``, which checks nothing."""
+    try:
+        return RunConfig.model_validate(cfg.model_dump())
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"]
+                             else e["msg"].removeprefix("Value error, ") for e in error.errors())
+        raise SwepipeError(problems) from None
 
 
 def _with_team_options(cfg: RunConfig, options: dict) -> RunConfig:

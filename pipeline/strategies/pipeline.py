@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.config import RunConfig
+from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
@@ -23,17 +24,24 @@ class PipelineStrategy(BaseStrategy):
 
     @staticmethod
     def needed_roles(config: RunConfig) -> tuple[str, ...]:
-        """Juniors, and the roles of the senior and principal stages (a plug-in stage with ``role = None``
-        calls no model)."""
+        """The roles that call a model: juniors unless k is 0, and the roles of the senior and principal stages
+        unless switched off (model ``none``; a plug-in stage with ``role = None`` calls no model either).
+        Ablations that cannot give a patch are refused here, before anything is spent."""
+        if config.juniors.k == 0 and not config.plays("principal") and not config.principal.impl:
+            raise SwepipeError("juniors.k is 0 and the principal model is none: no junior proposes a patch and no "
+                               "principal writes one; keep juniors (-k N) or a principal model")
+        junior = ("junior",) if config.juniors.k > 0 else ()
         stages = (_senior_class(config), _principal_class(config))
-        return ("junior", *(stage.role for stage in stages if getattr(stage, "role", None)))
+        roles = (getattr(stage, "role", None) for stage in stages)
+        return (*junior, *(role for role in roles if role and config.plays(role)))
 
     def run_task(self, job: TaskJob) -> dict:
-        records = run_juniors(job)
+        records = run_juniors(job)  # none when k is 0: the senior explores alone
         pool = build_pool(job.task.instance_id, records)
         write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
         job.finished_stage("junior", f"{len(records)} rollouts, {len(pool.candidates)} distinct candidate(s), "
-                                     f"${sum(r.get('cost', 0.0) for r in records):.4f}")
+                                     f"${sum(r.get('cost', 0.0) for r in records):.4f}" if records else
+                           "no juniors (k=0)")
         job.stage = "senior"
         brief = self.senior.brief(job, pool)
         job.finished_stage("senior", f"brief from the {brief.get('source', '?')}, {len(brief.get('spans', []))} "
@@ -50,7 +58,15 @@ def _senior_class(config: RunConfig):
 
 
 def _principal_class(config: RunConfig):
-    return stage_class(config.principal.impl, "pipeline.principal.stage:Principal", "principal.impl")
+    """The principal stage: the config's plug-in, else the frontier call, or with the principal model ``none``
+    the senior-informed top candidate (pipeline.principal.choice, no call)."""
+    default = ("pipeline.principal.stage:Principal" if config.plays("principal")
+               else "pipeline.principal.choice:SeniorChoice")
+    stage = stage_class(config.principal.impl, default, "principal.impl")
+    if config.principal.impl and not config.plays("principal") and getattr(stage, "role", None) == "principal":
+        raise SwepipeError(f"principal.impl {config.principal.impl} calls the principal model, which is none; "
+                           "give a principal model, or a principal stage that calls none (role = None)")
+    return stage
 
 
 def reused_juniors(job: TaskJob, records: list[dict]) -> dict:

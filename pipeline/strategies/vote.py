@@ -6,6 +6,8 @@ handed to a senior and a principal.
 
 from __future__ import annotations
 
+from pipeline.config import RunConfig
+from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
@@ -17,6 +19,18 @@ from pipeline.strategies.pipeline import reused_juniors
 class VoteStrategy(BaseStrategy):
     name = "vote"
     roles = ("junior",)
+
+    def __init__(self, config: RunConfig):
+        super().__init__(config)
+        self.needed_roles(config)
+
+    @staticmethod
+    def needed_roles(config: RunConfig) -> tuple[str, ...]:
+        """The juniors; a vote among no rollouts (k = 0) is refused before anything is spent."""
+        if config.juniors.k == 0:
+            raise SwepipeError("the vote strategy needs juniors, but juniors.k is 0: there would be nothing to vote "
+                               "on; pass -k N (N >= 1)")
+        return ("junior",)
 
     def run_task(self, job: TaskJob) -> dict:
         records = run_juniors(job)
