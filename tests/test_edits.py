@@ -179,3 +179,108 @@ def test_prompt_fragment_example_parses_and_applies(monkeypatch):
     result = apply({"src/shop/cart.py": cart}, *edits)
     assert "item.quantity" in result["src/shop/cart.py"]
     assert result["src/shop/discounts.py"].startswith("def apply_discount")
+
+
+# ---------------------------------------------------------------- what real models write
+
+
+def numbered(first: int, text: str) -> str:
+    """Lines as the principal's context shows them (pipeline/senior/brief.py `_render`): `  12 | code`."""
+    lines = text.splitlines()
+    width = len(str(first + len(lines) - 1))
+    return "".join(f"{first + n:>{width}} | {line}\n" for n, line in enumerate(lines))
+
+
+SOURCE = "import os\n\n\ndef load(path):\n    if not path:\n        return None\n\n    return open(path).read()\n"
+
+
+def test_line_numbers_copied_from_the_context_are_taken_off_search_and_replace():
+    search = numbered(4, "def load(path):\n    if not path:\n        return None\n")
+    replace = numbered(4, "def load(path):\n    if not path:\n        raise ValueError('no path')\n")
+    reply = "/app/m.py\n" + block(search, replace)
+    result = apply({"m.py": SOURCE}, *parse_edits(reply), roots=["/app"])
+    assert result == {"m.py": SOURCE.replace("return None", "raise ValueError('no path')")}
+
+
+def test_line_numbers_with_blank_lines_stripped_and_new_lines_unnumbered():
+    # A blank line rendered "  7 | " comes back as "  7 |" (trailing space trimmed) or empty; the new lines the
+    # model adds in REPLACE carry no number while the ones it copied do.
+    search = " 5 |     if not path:\n 6 |         return None\n 7 |\n 8 |     return open(path).read()\n"
+    replace = (" 5 |     if not path:\n 6 |         return None\n    log(path)\n\n"
+               " 8 |     return open(path).read()\n")
+    result = apply({"m.py": SOURCE}, Edit("m.py", search, replace))
+    assert result == {"m.py": SOURCE.replace("\n\n    return open", "\n    log(path)\n\n    return open")}
+
+
+def test_a_file_whose_lines_look_numbered_is_matched_as_written():
+    table = "rank | name\n1 | ada\n2 | bob\n"
+    assert apply({"t.md": table}, Edit("t.md", "1 | ada\n", "1 | eve\n")) == {"t.md": "rank | name\n1 | eve\n2 | bob\n"}
+    # Not every line numbered: the SEARCH is taken as written (and not found), never half stripped.
+    with pytest.raises(EditApplyError, match="SEARCH text not found"):
+        apply({"m.py": SOURCE}, Edit("m.py", "4 | def load(path):\n    if not path:\n", "x\n"))
+
+
+def test_delete_line_removes_a_file_and_is_not_confused_with_prose():
+    reply = ("The helper module is dead code now.\n\nDELETE pkg/old_helper.py\n\n"
+             "Please delete the old tests too? No: keep them.\n\n"
+             "pkg/main.py\n" + block("import old_helper\n", "") + "\n**DELETE** `pkg/legacy.cfg`\n")
+    edits = parse_edits(reply)
+    assert edits == [Edit("pkg/old_helper.py", "", "", delete=True), Edit("pkg/main.py", "import old_helper\n", ""),
+                     Edit("pkg/legacy.cfg", "", "", delete=True)]
+    files = {"pkg/old_helper.py": "x = 1\n", "pkg/main.py": "import old_helper\nrun()\n", "pkg/legacy.cfg": "a=1\n"}
+    assert apply(files, *edits) == {"pkg/old_helper.py": None, "pkg/main.py": "run()\n", "pkg/legacy.cfg": None}
+
+
+def test_delete_of_a_missing_file_fails_with_close_paths_and_a_recreated_file_is_kept():
+    files = {"pkg/helper.py": "x\n"}
+    with pytest.raises(EditApplyError, match=r"Block 1 \(helper.py\): file to delete not found.*pkg/helper.py"):
+        apply(files, *parse_edits("DELETE helper.py\n"), repo_files=files)
+    # Deleted then written anew in the same reply: the new text stands.
+    result = apply(files, *parse_edits("DELETE pkg/helper.py\n\npkg/helper.py\n" + block("", "y = 2\n")))
+    assert result == {"pkg/helper.py": "y = 2\n"}
+
+
+def test_search_of_the_whole_file_with_empty_replace_empties_it_but_keeps_it():
+    assert apply({"m.py": "a\nb\n"}, Edit("m.py", "a\nb\n", "")) == {"m.py": ""}
+
+
+@pytest.mark.parametrize("path", ["/app/pkg/m.py", "/app//pkg/m.py", "./pkg/m.py", "a/pkg/m.py", "b/pkg/m.py",
+                                  "/srv/repo/pkg/m.py", "`/app/pkg/m.py`"])
+def test_absolute_and_diff_style_paths_name_the_repository_file(path):
+    files = {"pkg/m.py": "x = 1\n"}
+    edits = parse_edits(f"{path}\n" + block("x = 1\n", "x = 2\n"))
+    assert apply(files, *edits, roots=["/srv/repo", "/app"], repo_files=files) == {"pkg/m.py": "x = 2\n"}
+
+
+def test_diff_prefix_is_kept_where_the_repository_has_that_folder():
+    files = {"a/m.py": "in a\n", "m.py": "top\n", "b/x.py": "x\n"}
+    assert apply(files, Edit("a/m.py", "in a\n", "A\n"), repo_files=files) == {"a/m.py": "A\n"}
+    # A new file: "b/new.py" stays in b/ when the repository has a b/ folder, and loses a diff's prefix otherwise.
+    assert apply(files, Edit("b/new.py", "", "n\n"), repo_files=files) == {"b/new.py": "n\n"}
+    assert apply({"pkg/m.py": "m\n"}, Edit("b/pkg/new.py", "", "n\n"), repo_files=["pkg/m.py"]) == \
+        {"pkg/new.py": "n\n"}
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/app/../etc/passwd", "/application/m.py", "/tmp/app/m.py"])
+def test_absolute_paths_outside_the_repository_stay_refused(path):
+    with pytest.raises(EditApplyError, match="path escapes the repository"):
+        apply({}, Edit(path, "", "x\n"), roots=["/app"])
+
+
+def test_quotes_backslashes_and_regex_text_in_code_are_plain_text():
+    source = 'PATTERN = re.compile(r"\\d+\\.\\d+")\nMSG = "it\'s \\"quoted\\"\\n"\nPATH = "C:\\\\temp\\\\x"\n'
+    reply = ("Fix the pattern.\n\nconf.py\n```python\n<<<<<<< SEARCH\n"
+             'PATTERN = re.compile(r"\\d+\\.\\d+")\nMSG = "it\'s \\"quoted\\"\\n"\n'
+             "=======\n"
+             'PATTERN = re.compile(r"\\d+(\\.\\d+)*$")\nMSG = "it\'s \\"quoted\\"\\n"\n'
+             ">>>>>>> REPLACE\n```\n")
+    result = apply({"conf.py": source}, *parse_edits(reply))
+    assert result == {"conf.py": source.replace('r"\\d+\\.\\d+"', 'r"\\d+(\\.\\d+)*$"')}
+
+
+def test_crlf_reply_with_trailing_spaces_on_a_crlf_file():
+    source = "def f():\r\n    return 1\r\n\r\ndef g():\r\n    return 2\r\n"
+    reply = ("Sure! Here is the change:\r\n\r\nw.py\r\n```python\r\n<<<<<<< SEARCH\r\n"
+             "def g():   \r\n    return 2 \r\n=======\r\ndef g():\r\n    return 3\r\n>>>>>>> REPLACE\r\n```\r\n"
+             "Let me know if you need anything else.\r\n")
+    assert apply({"w.py": source}, *parse_edits(reply)) == {"w.py": source.replace("return 2", "return 3")}

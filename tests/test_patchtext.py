@@ -6,8 +6,9 @@ import pytest
 
 from conftest import git
 from pipeline import patchtext
+from pipeline.config import PrincipalConfig
 from pipeline.juniors.pool import build_pool
-from pipeline.principal.stage import _candidates
+from pipeline.principal.stage import select_candidates
 from pipeline.runtime.base import CommandResult, DiffFailed, read_diff
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.stage import _pool_variables
@@ -57,7 +58,8 @@ def test_latin1_and_utf8_edits_keep_their_bytes_through_json_files_and_back(lati
         assert rt.read_file("names.py") == LATIN1.replace(b"Jos\xe9'", b"Jos\xe9 Mar\xeda'")
 
         # Text for a model: no lone surrogate (a provider's JSON would refuse it), the bytes shown as U+FFFD.
-        for shown in (_candidates(pool, 1)[0]["patch"], _pool_variables(pool, "")["candidates"][0]["patch"]):
+        principal = select_candidates(pool, PrincipalConfig(), len).text
+        for shown in (principal, _pool_variables(pool, "")["candidates"][0]["patch"]):
             json.dumps({"content": shown}, ensure_ascii=False).encode("utf-8")
             assert "Jos\ufffd Mar\ufffd" in shown and "Olá, mundo" in shown
 

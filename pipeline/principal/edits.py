@@ -12,6 +12,13 @@ A reply holds edits like this (any other text is ignored)::
     ```
 
 Blocks are recognised by their markers, not by the fences, so a REPLACE section may itself hold ``` lines.
+A line ``DELETE path/to/file`` outside the blocks deletes that file.
+
+What real models write besides is tolerated, one way each: prose around the blocks; CRLF; trailing
+whitespace, blank end lines and a uniform indentation shift in SEARCH; the ``  12 | `` line-number column
+of the context the principal is shown, copied into SEARCH (only when the plain SEARCH matches nowhere and
+every SEARCH line has it); the repository's absolute path (``/app/pkg/a.py``, see ``roots``) and a
+diff's ``a/``/``b/`` prefix in a path.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ EXTENSIONLESS = {"Makefile", "Dockerfile", "Gemfile", "Rakefile", "Procfile", "J
 MAX_SHOWN_LINES = 30
 MAX_COMPARED_WINDOWS = 40
 WORD = re.compile(r"\w+")
+DELETE_LINE = re.compile(r"(?:[-*]\s+)?\**DELETE\**:?\s+(\S+)")
+NUMBERED = re.compile(r"[ \t]*\d+ \|(?: |$)")  # the line-number column of the context (senior/brief.py `_render`)
+DIFF_PREFIXES = ("a/", "b/")
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ class Edit:
     path: str  # as written in the reply; apply_edits normalises and checks it
     search: str  # "" creates a file; otherwise whole lines, each ending in "\n"
     replace: str  # "" deletes the searched lines
+    delete: bool = False  # a ``DELETE path`` line: the file goes (search and replace are empty)
 
 
 class EditFormatError(ValueError):
@@ -96,8 +107,17 @@ def _section_text(lines: list[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def _deleted_path(line: str) -> str | None:
+    """The path of a ``DELETE path/to/file`` line (also bold, or as a list item), else None."""
+    match = DELETE_LINE.fullmatch(line.strip())
+    if match is None:
+        return None
+    return match.group(1).strip("*`'\"") or None
+
+
 def parse_edits(reply: str) -> list[Edit]:
-    """Every SEARCH/REPLACE block in the reply, in order. Raises EditFormatError when there is none or one is broken."""
+    """Every SEARCH/REPLACE block and DELETE line in the reply, in order. Raises EditFormatError when there is
+    none or a block is broken."""
     lines = reply.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     edits: list[Edit] = []
     path: str | None = None
@@ -110,6 +130,9 @@ def parse_edits(reply: str) -> list[Edit]:
                 f"(after block {len(edits)}). Each block needs SEARCH, then =======, then REPLACE."
             )
         if not _is(SEARCH_MARKER, lines[i]):
+            deleted = _deleted_path(lines[i])
+            if deleted:
+                edits.append(Edit(deleted, "", "", delete=True))
             i += 1
             continue
         block, start = len(edits) + 1, i + 1
@@ -146,7 +169,7 @@ def parse_edits(reply: str) -> list[Edit]:
             hint = " The reply looks like a unified diff; write SEARCH/REPLACE blocks instead."
         raise EditFormatError(
             "The reply contains no edit block: expected a file path line, then a fenced block with "
-            f"'<<<<<<< SEARCH', '=======' and '>>>>>>> REPLACE' lines.{hint}"
+            f"'<<<<<<< SEARCH', '=======' and '>>>>>>> REPLACE' lines (or a 'DELETE path' line).{hint}"
         )
     return edits
 
@@ -198,8 +221,13 @@ def _lines(text: str) -> list[str]:
     return lines[:-1] if lines[-1] == "" else lines
 
 
-def _repo_path(raw: str) -> str:
+def _repo_path(raw: str, roots: Iterable[str] = ()) -> str:
     path = raw.strip().replace("\\", "/")
+    for root in roots:  # the repository's own absolute path (/app/pkg/a.py): the path from its root
+        prefix = root.rstrip("/") + "/"
+        if root.rstrip("/") and path.startswith(prefix):
+            path = path[len(prefix):].lstrip("/")
+            break
     if path.startswith(("/", "~")) or re.match(r"[A-Za-z]:", path) or ".." in path.split("/"):
         raise _Failure(
             "path escapes the repository. Use a path relative to the repository root, "
@@ -211,6 +239,28 @@ def _repo_path(raw: str) -> str:
     if ".git" in parts:
         raise _Failure("edits inside .git are not allowed.")
     return "/".join(parts)
+
+
+def _resolve(path: str, load: Callable[[str], _File | None], repo_files: list[str] | None) -> str:
+    """``path``, or without a diff's ``a/``/``b/`` prefix when no such file exists and the rest names a file (or
+    a new file where the repository has no such folder). ``load(path)``: the file as the edits so far left it."""
+    head, _, rest = path.partition("/")
+    if f"{head}/" not in DIFF_PREFIXES or not rest or load(path) is not None:
+        return path
+    if load(rest) is not None:
+        return rest
+    if repo_files is not None and not any(name.startswith(f"{head}/") for name in repo_files):
+        return rest
+    return path
+
+
+def _unnumbered(lines: list[str], every: bool = True) -> list[str] | None:
+    """``lines`` without the context's ``  12 | `` column; None when ``every`` and some non-empty line (or
+    every line) lacks it."""
+    numbered = [NUMBERED.match(line) for line in lines]
+    if every and (not any(numbered) or any(m is None and line.strip() for m, line in zip(numbered, lines))):
+        return None
+    return [line[m.end():] if m else line for m, line in zip(numbered, lines)]
 
 
 def _blank_ends(lines: list[str]) -> tuple[int, int]:
@@ -326,12 +376,21 @@ def _close_paths(path: str, repo_files: Iterable[str] | None) -> str:
     return f" Did you mean: {', '.join(candidates)}?" if candidates else " No file with a similar path exists."
 
 
-def _apply_one(edit: Edit, files: dict[str, _File | None], originals: dict[str, str | None], read, repo_files):
-    path = _repo_path(edit.path)
-    if path not in files:
-        originals[path] = read(path)
-        files[path] = None if originals[path] is None else _File.load(originals[path])
-    current = files[path]
+def _apply_one(edit: Edit, files: dict[str, _File | None], originals: dict[str, str | None], read, repo_files,
+               roots: Iterable[str]):
+    def load(path: str) -> _File | None:
+        if path not in files:
+            originals[path] = read(path)
+            files[path] = None if originals[path] is None else _File.load(originals[path])
+        return files[path]
+
+    path = _resolve(_repo_path(edit.path, roots), load, repo_files)
+    current = load(path)
+    if edit.delete:
+        if current is None:
+            raise _Failure("file to delete not found." + _close_paths(path, repo_files))
+        files[path] = None
+        return
     search, replace = _lines(edit.search), _lines(edit.replace)
     if not any(line.strip() for line in search):  # empty SEARCH: create the file
         if current is not None and current.lines:
@@ -347,6 +406,10 @@ def _apply_one(edit: Edit, files: dict[str, _File | None], originals: dict[str, 
             "file not found (to create a new file, leave SEARCH empty)." + _close_paths(path, repo_files)
         )
     hits = _matches(current.lines, search, replace)
+    unnumbered = None if hits else _unnumbered(search)
+    if unnumbered is not None:  # the line numbers of the context copied along: the lines without them
+        search = unnumbered
+        hits = _matches(current.lines, search, _unnumbered(replace, every=False))
     if not hits:
         already = any(line.strip() for line in replace) and _matches(current.lines, replace, replace)
         note = "\nNote: the REPLACE text is already in the file; drop this block if it repeats an earlier one." \
@@ -369,21 +432,26 @@ def apply_edits(
     edits: Iterable[Edit],
     read: Callable[[str], str | None],
     repo_files: Iterable[str] | None = None,
-) -> dict[str, str]:
-    """Apply edits in order (later ones see earlier results) and return {repo-relative path: new full text}
-    for every changed file. `read(path)` gives a file's current text, or None when it does not exist;
-    `repo_files` (all paths in the repository), when given, lets "file not found" suggest close paths.
-    Nothing is written. If any edit fails, raises one EditApplyError that lists every failing block."""
+    roots: Iterable[str] = (),
+) -> dict[str, str | None]:
+    """Apply edits in order (later ones see earlier results) and return {repo-relative path: new full text,
+    or None for a deleted file} for every changed file. `read(path)` gives a file's current text, or None when
+    it does not exist; `repo_files` (all paths in the repository), when given, lets "file not found" suggest
+    close paths and a new file's ``b/`` prefix be recognised; `roots` are the repository's absolute paths
+    (``/app``), taken off paths that start with one. Nothing is written. If any edit fails, raises one
+    EditApplyError that lists every failing block."""
     edits = list(edits)
+    repo_files = None if repo_files is None else list(repo_files)
+    roots = list(roots)
     files: dict[str, _File | None] = {}
     failures = []
     originals: dict[str, str | None] = {}
     for number, edit in enumerate(edits, 1):
         try:
-            _apply_one(edit, files, originals, read, repo_files)
+            _apply_one(edit, files, originals, read, repo_files, roots)
         except _Failure as failure:
             failures.append(f"Block {number} ({edit.path}): {failure}")
     if failures:
         raise EditApplyError(failures, len(edits))
-    texts = {path: file.text() for path, file in files.items() if file is not None}
+    texts = {path: None if file is None else file.text() for path, file in files.items()}
     return {path: text for path, text in texts.items() if text != originals[path]}

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline import patchtext
@@ -22,6 +26,10 @@ from pipeline.tasks import Task
 
 CHECK_PATH = "/tmp/swepipe-prediction.diff"
 MAX_ATTEMPTS = 2  # the call and at most one retry, for edits that cannot be used
+MIN_CUT_LINES = 8  # a candidate cut to fit the budget keeps at least this many lines of its patch
+MAX_LISTED_FILES = 200  # files named in the repository listing around the touched files
+MAX_FILES_PER_DIRECTORY = 40
+REPO_ROOTS = ("/app",)  # where SWE-Bench images keep the repository: paths under it are taken from the root
 
 
 class UnusableEdits(Exception):
@@ -43,7 +51,7 @@ class Principal:
             started = time.monotonic()
             with job.open_runtime("principal") as runtime:
                 result = run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
-                                       self.config.principal, job.paths.principal)
+                                       self.config.principal, job.paths.principal, job.count_tokens)
             job.seconds["principal"] = round(time.monotonic() - started, 2)
             return result
 
@@ -54,23 +62,35 @@ class Principal:
 
 
 def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelClient, budget: Budget,
-                  runtime: Runtime, settings: PrincipalConfig, directory: Path) -> dict:
-    """Write principal/{replies.json, patch.diff}; returns the result record (the patch in it).
+                  runtime: Runtime, settings: PrincipalConfig, directory: Path,
+                  count_tokens: Callable[[str], int]) -> dict:
+    """Write principal/{request.json, replies.json, patch.diff}; returns the result record (the patch in it).
 
-    Replies are saved as soon as they arrive, so a resumed run reuses them instead of paying again.
+    The messages of each call are saved before it is made (request.json: what the model saw); replies are
+    saved as soon as they arrive, so a resumed run reuses them instead of paying again. ``count_tokens``
+    measures the candidates against ``settings.candidate_tokens``.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    replies_path = directory / "replies.json"
+    replies_path, request_path = directory / "replies.json", directory / "request.json"
     replies: list[dict] = json.loads(replies_path.read_text()) if replies_path.exists() else []
+    calls: list[dict] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
+    shown = select_candidates(pool, settings, count_tokens)
+    repo_files = _repo_files(runtime)
+    touched = [span["file"] for span in brief.get("context_spans") or brief.get("spans") or []
+               if isinstance(span, dict) and span.get("file")]
+    listing = nearby_files(repo_files, touched + [path for c in pool.candidates for path in c.files])
     messages = [{"role": "system", "content": render("principal_system.md.j2")},
                 {"role": "user", "content": render("principal_task.md.j2", task_text=render_task_prompt(task),
                                                    analysis=brief.get("analysis", ""), context=brief["context"],
-                                                   candidates=_candidates(pool, settings.show_candidates))}]
+                                                   candidates=shown.text, files=listing,
+                                                   pick=_senior_pick(brief, pool, shown))}]
     patch, error, attempts = "", None, []
     for attempt in range(MAX_ATTEMPTS):
         if attempt < len(replies):
             content = replies[attempt]["content"]
         else:
+            calls = calls[:attempt] + [{"attempt": attempt + 1, "messages": list(messages)}]
+            write_json_atomic(request_path, {"calls": calls})  # before the call: what the model is sent
             try:
                 completion = client.complete(messages, budget)
             except (ModelCallFailed, CostLimitExceeded) as failure:
@@ -81,7 +101,7 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
                             "output_tokens": completion.output_tokens})
             write_json_atomic(replies_path, replies)
         try:
-            patch = apply_to_base(content, runtime)
+            patch = apply_to_base(content, runtime, repo_files)
             error = None
             break
         except UnusableEdits as problem:
@@ -94,19 +114,27 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
         patch, source = _fallback(pool, runtime, settings.fallback)
     patchtext.write(directory / "patch.diff", patch)
     return {"source": source or "none", "error": error, "failed_attempts": attempts, "calls": len(replies),
-            "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n"), "patch": patch}
+            "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n"),
+            "candidates": shown.record(), "patch": patch}
 
 
-def apply_to_base(reply: str, runtime: Runtime) -> str:
+def apply_to_base(reply: str, runtime: Runtime, repo_files: list[str] | None = None) -> str:
     """Apply a reply's edits to the clean base checkout in ``runtime``; the resulting, checked diff."""
     _reset(runtime)
     try:
         edits = parse_edits(reply)
-        changed = apply_edits(edits, lambda path: _read(runtime, path), _repo_files(runtime))
+        changed = apply_edits(edits, lambda path: _read(runtime, path),
+                              _repo_files(runtime) if repo_files is None else repo_files,
+                              roots=dict.fromkeys([str(runtime.workdir), *REPO_ROOTS]))
     except (EditFormatError, EditApplyError) as error:
         raise UnusableEdits(str(error)) from None
     for path, text in changed.items():
-        runtime.write_file(path, text)
+        if text is None:
+            removed = runtime.run(f"rm -f -- {shlex.quote(path)}", timeout=60)
+            if not removed.ok:
+                raise UnusableEdits(f"{path} could not be deleted: {removed.output.strip()[:500]}")
+        else:
+            runtime.write_file(path, text)
     patch = runtime.diff()
     if not patch.strip():
         raise UnusableEdits("the edits change nothing: every REPLACE equals its SEARCH")
@@ -151,9 +179,157 @@ def _read(runtime: Runtime, path: str) -> str | None:
 
 
 def _repo_files(runtime: Runtime) -> list[str]:
-    listing = runtime.run("git ls-files", timeout=120, output_limit=None)
+    listing = runtime.run("git -c core.quotePath=off ls-files", timeout=120, output_limit=None)
     return listing.output.splitlines() if listing.ok else []
 
 
-def _candidates(pool: CandidatePool, count: int) -> list[dict]:
-    return [{"votes": c.votes, "patch": patchtext.printable(c.patch)} for c in pool.candidates[:count]]
+# ---------------------------------------------------------------- the candidates the principal sees
+
+
+@dataclass
+class ShownCandidates:
+    """The junior candidates as the principal gets them; candidates are named by their 1-based place in
+    ``pool.candidates`` (most-voted first: the numbers the senior sees too)."""
+
+    text: str = ""  # the candidates' block of the prompt; "" when none is shown
+    tokens: int = 0
+    shown: list[int] = field(default_factory=list)
+    cut: list[int] = field(default_factory=list)  # shown, but only the start of their patch (bigger than the budget)
+    over_budget: list[int] = field(default_factory=list)  # left out: they did not fit in what was left
+    over_count: list[int] = field(default_factory=list)  # left out by principal.show_candidates
+
+    def record(self) -> dict:
+        return {key: value for key, value in asdict(self).items() if key != "text"}
+
+
+def select_candidates(pool: CandidatePool, settings: PrincipalConfig,
+                      count_tokens: Callable[[str], int]) -> ShownCandidates:
+    """The distinct candidates, most-voted first, each with its votes, files and how its rollouts ended, within
+    ``settings.candidate_tokens`` (at most ``settings.show_candidates`` of them when set; 0: none).
+
+    Each is shown whole when it fits in what is left of the budget; one bigger than the whole budget is cut
+    to what is left (with a note) when at least MIN_CUT_LINES lines of it fit. The others are named as
+    left out, never dropped silently."""
+    numbered = list(enumerate(pool.candidates, start=1))
+    limit = len(numbered) if settings.show_candidates is None else settings.show_candidates
+    result = ShownCandidates(over_count=[number for number, _ in numbered[limit:]])
+    if limit == 0:
+        return result
+    budget, blocks = settings.candidate_tokens, []
+    for number, candidate in numbered[:limit]:
+        lines = patchtext.printable(candidate.patch).removesuffix("\n").split("\n")
+        block = _candidate_block(number, candidate, lines, len(lines))
+        cost = count_tokens(block)
+        if cost > budget - result.tokens and cost > budget:  # bigger than the whole budget: cut to what is left
+            block, cost = _cut_to_fit(number, candidate, lines, budget - result.tokens, count_tokens)
+            if block:
+                result.cut.append(number)
+        if not block or result.tokens + cost > budget:
+            result.over_budget.append(number)
+            continue
+        blocks.append(block)
+        result.shown.append(number)
+        result.tokens += cost
+    if not result.shown and not result.over_budget:
+        return result
+    left_out = [(n, "over the candidates' token budget") for n in result.over_budget] + \
+               [(n, "over principal.show_candidates") for n in result.over_count]
+    result.text = render("principal_candidates.md.j2", blocks=blocks, budget=budget,
+                         left_out=[_left_out_line(n, pool.candidates[n - 1], why) for n, why in left_out]).strip()
+    return result
+
+
+def _senior_pick(brief: dict, pool: CandidatePool, shown: ShownCandidates) -> str:
+    """The sentence naming the candidate the senior judged right or closest (brief.json's ``candidate``), or ""."""
+    pick = brief.get("candidate")
+    if not shown.text or isinstance(pick, bool) or not isinstance(pick, int) or not 1 <= pick <= len(pool.candidates):
+        return ""
+    where = "" if pick in shown.shown else " (not shown above)"
+    return f"The senior engineer judged Candidate {pick}{where} right, or the closest to right; check it all the same."
+
+
+def _endings(reasons: list[str]) -> str:
+    """How a candidate's rollouts ended: "3 rollouts: submitted x2, step_limit"."""
+    counts = Counter(reasons)
+    parts = [f"{reason} x{count}" if count > 1 else reason for reason, count in counts.items()]
+    return f"{len(reasons)} rollout{'s' if len(reasons) != 1 else ''}: {', '.join(parts)}" if reasons else ""
+
+
+def _candidate_block(number: int, candidate, lines: list[str], keep: int) -> str:
+    shown = lines[:keep]
+    ticks = max((len(line[1:]) - len(line[1:].lstrip("`")) for line in shown), default=0)  # ``` in the code
+    return render("principal_candidate.md.j2", number=number, votes=candidate.votes, files=candidate.files,
+                  endings=_endings(candidate.exit_reasons), fence="`" * max(3, ticks + 1), patch="\n".join(shown),
+                  cut=len(lines) - keep, total=len(lines)).strip() + "\n"
+
+
+def _cut_to_fit(number: int, candidate, lines: list[str], room: int,
+                count_tokens: Callable[[str], int]) -> tuple[str, int]:
+    """The candidate's block with the most patch lines that fit in ``room`` tokens; ("", 0) below MIN_CUT_LINES."""
+    low, high, best = MIN_CUT_LINES, len(lines) - 1, ("", 0)
+    while low <= high:
+        middle = (low + high) // 2
+        block = _candidate_block(number, candidate, lines, middle)
+        cost = count_tokens(block)
+        if cost <= room:
+            best, low = (block, cost), middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def _left_out_line(number: int, candidate, why: str) -> str:
+    files = ", ".join(candidate.files[:5]) + (f" and {len(candidate.files) - 5} more" if len(candidate.files) > 5
+                                              else "")
+    votes = f"{candidate.votes} vote{'s' if candidate.votes != 1 else ''}"
+    return f"Candidate {number} ({votes}; {files}): {why}"
+
+
+# ---------------------------------------------------------------- the files around the touched ones
+
+
+def nearby_files(repo_files: Iterable[str], touched: Iterable[str], max_files: int = MAX_LISTED_FILES,
+                 per_directory: int = MAX_FILES_PER_DIRECTORY) -> str:
+    """The repository's files around ``touched`` (paths of the context and the candidates): each one's folder
+    (its siblings) and that folder's subfolders one level down, so a new file lands in the right place.
+
+    At most ``per_directory`` names a folder and ``max_files`` in all; what is cut is named. "" when no
+    touched folder is in the repository."""
+    files_in: dict[str, list[str]] = defaultdict(list)
+    subfolders: dict[str, set[str]] = defaultdict(set)
+    below: Counter[str] = Counter()
+    for path in repo_files:
+        parts = path.split("/")
+        files_in["/".join(parts[:-1])].append(parts[-1])
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            subfolders["/".join(parts[:depth - 1])].add(folder)
+            below[folder] += 1
+    if not files_in:
+        return ""
+    own: list[str] = []  # the touched files' folders first, then the folders one level below them
+    for path in touched:
+        folder = posixpath.dirname(path.strip().strip("/"))
+        while folder and folder not in below:  # a new file's folder may not exist yet: its nearest ancestor
+            folder = posixpath.dirname(folder)
+        own.append(folder)
+    folders = list(dict.fromkeys(own + [sub for folder in dict.fromkeys(own) for sub in sorted(subfolders[folder])]))
+    lines, listed, unlisted = [], 0, []
+    for folder in folders:
+        names = sorted(files_in.get(folder, []))
+        room = min(per_directory, max_files - listed)
+        if room <= 0:
+            unlisted.append(folder)
+            continue
+        lines.append(f"{folder}/" if folder else "(repository root)/")
+        lines += [f"  {name}" for name in names[:room]]
+        if len(names) > room:
+            lines.append(f"  ... and {len(names) - room} more files in this folder, not listed")
+        lines += [f"  {sub.rsplit('/', 1)[-1]}/ ({below[sub]} file{'s' if below[sub] != 1 else ''})"
+                  for sub in sorted(subfolders.get(folder, ())) if sub not in folders]
+        listed += min(room, len(names))
+    if unlisted:
+        shown = ", ".join(f"{f}/" if f else "(root)" for f in unlisted[:10])
+        more = f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else ""
+        lines.append(f"(The listing stops at {max_files} files; folders not listed: {shown}{more}.)")
+    return "\n".join(lines)
