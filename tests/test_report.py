@@ -1,6 +1,7 @@
 """The report over the hand-built runs of tests/fixtures/runs (see its README.md); numbers worked out by hand."""
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -10,11 +11,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.report.build import build_report, write_report
 from pipeline.report.load import load_run
 from pipeline.report.stats import bootstrap_interval, efficiency, error_kind, run_stats
-from pipeline.report.tables import efficiency_cell, overview
+from pipeline.report.tables import efficiency_cell, overview, per_task
 from pipeline.tasks import load_task_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
@@ -86,7 +88,8 @@ def test_empty_run_is_all_not_available(runs):
     assert (s.tasks, s.unfinished, s.rate, s.interval, s.dollars_per_task, s.principal_share) == (0, 1, None, None,
                                                                                                    None, None)
     table = overview([s], None)
-    assert {cell for row in table.rows[2:] for cell in row[1:]} <= {"n/a", "$0.0000"}
+    assert [row[0] for row in table.rows[:3]] == ["strategy", "pipeline variant", "tasks"]
+    assert {cell for row in table.rows[3:] for cell in row[1:]} <= {"n/a", "$0.0000"}
 
 
 def test_missing_run_directory_is_a_clear_error(tmp_path):
@@ -114,7 +117,7 @@ def test_efficiency_defined_and_undefined(runs):
     worse = dataclasses.replace(failed, cost_mean={"total": 0.3})
     assert efficiency(worse, solo) == pytest.approx((0 - 1 / 3) / 0.1)  # dearer and worse: negative
     assert efficiency_cell(pipe, solo).startswith("+6.250 per $")
-    assert efficiency_cell(failed, solo) == "undefined (cost does not rise)"
+    assert efficiency_cell(failed, solo) == "cheaper and worse: -33.3 pp for $0.1900/task less"
     assert efficiency_cell(solo, solo) == "baseline"
 
 
@@ -136,7 +139,7 @@ def test_report_files_are_written_into_the_first_run(runs, patches, tmp_path):
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in (runs / "pipe" / "figures").iterdir())
     markdown = (runs / "pipe" / "report.md").read_text()
     assert "| resolved (95% CI) | 1/3 = 33.3% [" in markdown and "2/3 = 66.7% [" in markdown
-    assert "undefined (cost does not rise)" in markdown and "+6.250 per $" in markdown
+    assert "cheaper and worse: -33.3 pp for $0.1900/task less" in markdown and "+6.250 per $" in markdown
     assert "![Coverage against pool size: pipe](figures/coverage-pipe.png)" in markdown
     page = (tmp_path / "out" / "report.html").read_text()
     assert page == (runs / "pipe" / "report.html").read_text() and written["report.md"].exists()
@@ -165,7 +168,7 @@ def test_report_command(runs, tmp_path):
     done = swepipe(tmp_path, "report", str(runs / "pipe"), str(runs / "failed"), str(runs / "empty"),
                    "--baseline", str(runs / "solo"), "--html", str(html), "--dataset", str(runs / "tasks.jsonl"))
     assert done.returncode == 0, done.stderr
-    assert "+6.250 per $" in done.stdout and "undefined (cost does not rise)" in done.stdout
+    assert "+6.250 per $" in done.stdout and "cheaper and worse" in done.stdout
     assert "Coverage of the gold patch: pipe" in done.stdout
     assert (html.exists() and (runs / "pipe" / "report.md").exists()
             and (runs / "pipe" / "figures" / "pareto.png").exists())
@@ -184,3 +187,154 @@ def test_coverage_command(runs, tmp_path):
     first = next(line for line in done.stdout.splitlines() if line.startswith("│ 1 "))
     assert "75.0%" in first  # calc-1 half the orderings, calc-2 always
     assert "demo__calc-1" in done.stdout and "1 task(s): no junior pool" in done.stdout
+
+
+# -- ablations, the baseline comparison and partial credit, over hand-made run directories ----------------------
+
+
+def make_run(root: Path, name: str, config: dict | None, tasks: list[dict]) -> Path:
+    """A run directory: config.yaml (unless None), predictions.jsonl, and each task's eval/result.json when given.
+    A task: {"id", "cost" (by stage), "resolved" (the prediction's verdict, may be absent), "eval" (result.json)}."""
+    run = root / name
+    (run / "tasks").mkdir(parents=True)
+    if config is not None:
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+    lines = []
+    for task in tasks:
+        cost = dict(task["cost"])
+        prediction = {"instance_id": task["id"], "model_patch": "diff", "strategy": task.get("strategy", "pipeline"),
+                      "source": "principal", "error": None, "cost": {**cost, "total": sum(cost.values())},
+                      "seconds": {"junior": 1}}
+        if "resolved" in task:
+            prediction["resolved"] = task["resolved"]
+        lines.append(json.dumps(prediction))
+        (run / "tasks" / task["id"]).mkdir()
+        if task.get("eval") is not None:
+            (run / "tasks" / task["id"] / "eval").mkdir()
+            (run / "tasks" / task["id"] / "eval" / "result.json").write_text(json.dumps(task["eval"]))
+    (run / "predictions.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def f2p(passed: int, failed: int = 0, missing: int = 0, category: str = "tests_failed") -> dict:
+    """An eval result.json with per-test outcomes, as pipeline.evaluation.runner writes it."""
+    names = [f"test_{n}" for n in range(passed + failed + missing)]
+    return {"resolved": category == "resolved", "category": category,
+            "FAIL_TO_PASS": {"passed": names[:passed], "failed": names[passed:passed + failed],
+                             "missing": names[passed + failed:]},
+            "PASS_TO_PASS": {"passed": ["test_keep"], "failed": [], "missing": []}}
+
+
+PIPELINE = {"strategy": "pipeline", "juniors": {"k": 10}, "models": {"junior": {"model": "cheap"},
+                                                                     "senior": {"model": "mid"},
+                                                                     "principal": {"model": "frontier"}}}
+
+
+def with_models(**models) -> dict:
+    return {**PIPELINE, "models": {**PIPELINE["models"], **{role: {"model": m} for role, m in models.items()}}}
+
+
+def test_partial_credit_is_the_fail_to_pass_share_over_tasks_with_per_test_results(tmp_path):
+    run = make_run(tmp_path, "credit", PIPELINE, [
+        {"id": "a", "cost": {"junior": 0.1}, "eval": f2p(2, category="resolved")},  # 2/2
+        {"id": "b", "cost": {"junior": 0.1}, "eval": f2p(1, failed=2, missing=1)},  # 1/4
+        {"id": "c", "cost": {"junior": 0.1}, "eval": {"resolved": False, "category": "infra_error"}},  # unscored
+        {"id": "d", "cost": {"junior": 0.1}, "eval": {"resolved": False, "category": "tests_failed"}},  # an old result
+        {"id": "e", "cost": {"junior": 0.1}, "resolved": True},  # a verdict, no eval result
+        {"id": "f", "cost": {"junior": 0.1}, "resolved": True, "eval": f2p(0, failed=3)},  # contradicts: not read
+        {"id": "g", "cost": {"junior": 0.1}, "eval": f2p(0, category="tests_failed")},  # no FAIL_TO_PASS test
+    ])
+    loaded = load_run(run)
+    assert [t.fail_to_pass for t in loaded.tasks] == [(2, 2), (1, 4), None, None, None, None, None]
+    s = run_stats(loaded)
+    assert s.scored == 6 and s.f2p_tasks == 2 and s.f2p_credit == pytest.approx((1 + 0.25) / 2)
+    table = overview([s], None)
+    row = next(r for r in table.rows if r[0].startswith("FAIL_TO_PASS"))
+    assert row[1] == "62.5% (mean over 2 tasks of 6 scored)"
+    tasks = per_task(loaded, s.stages)
+    assert [r[2] for r in tasks.rows] == ["2/2", "1/4", "n/a", "n/a", "n/a", "n/a", "n/a"]
+
+
+def test_runs_scored_before_per_test_results_show_n_a(runs):
+    s = stats_of(runs, "pipe")  # eval results with a verdict only
+    assert (s.f2p_credit, s.f2p_tasks) == (None, 0)
+    row = next(r for r in overview([s], None).rows if r[0].startswith("FAIL_TO_PASS"))
+    assert row[1] == "n/a (no per-test results)"
+
+
+def test_pipeline_variant_names_each_ablation_from_the_config(tmp_path):
+    from pipeline.report.stats import pipeline_variant
+
+    assert pipeline_variant(PIPELINE, ["pipeline"]) == "full"
+    assert pipeline_variant(with_models(senior="none"), ["pipeline"]) == "no senior"
+    assert pipeline_variant(with_models(principal="None"), ["pipeline"]) == "no principal"
+    assert pipeline_variant({**PIPELINE, "juniors": {"k": 0}}, ["pipeline"]) == "no juniors (k=0)"
+    assert pipeline_variant({**with_models(principal="none"), "juniors": {"k": 0}}, []) == \
+        "no juniors (k=0), no principal"
+    assert pipeline_variant({**PIPELINE, "strategy": "vote"}, ["vote"]) == "vote"
+    assert pipeline_variant({"strategy": "solo"}, ["solo"]) == "solo"
+    assert pipeline_variant({"juniors": {"k": 2}}, ["pipeline"]) == "full"  # the config's default strategy
+    assert pipeline_variant({**PIPELINE, "principal": {"impl": "merge_principal:MergePrincipal"}}, []) == \
+        "principal plug-in merge_principal:MergePrincipal"
+    assert pipeline_variant({}, ["pipeline"]) == "pipeline (no config.yaml)" and pipeline_variant({}, []) == "n/a"
+    run = make_run(tmp_path, "nosenior", with_models(senior="none"), [{"id": "a", "cost": {"junior": 0.1}}])
+    table = overview([run_stats(load_run(run))], None)
+    assert ["pipeline variant", "no senior"] in table.rows
+
+
+def stats_with(base, rate: float, cost: float, run_id: str = "run"):
+    return dataclasses.replace(base, run_id=run_id, rate=rate, cost_mean={**base.cost_mean, "total": cost})
+
+
+def test_efficiency_says_dominates_dominated_or_the_trade_off(runs):
+    solo = stats_of(runs, "solo")  # 1/3 resolved at $0.20 a task
+    cell = lambda rate, cost: efficiency_cell(stats_with(solo, rate, cost), solo)  # noqa: E731
+    assert cell(2 / 3, 0.10) == "dominates: +33.3 pp for $0.1000/task less"  # the method's headline case
+    assert cell(1 / 3, 0.10) == "dominates: the same resolve rate for $0.1000/task less"
+    assert cell(2 / 3, 0.20) == "dominates: +33.3 pp at the same cost"
+    assert cell(0.0, 0.30) == "dominated: -33.3 pp for $0.1000/task more"
+    assert cell(1 / 3, 0.30) == "dominated: the same resolve rate for $0.1000/task more"
+    assert cell(0.0, 0.20) == "dominated: -33.3 pp at the same cost"
+    assert cell(2 / 3, 0.30) == "+3.333 per $ (+33.3 pp for $0.1000/task more)"
+    assert cell(0.0, 0.10) == "cheaper and worse: -33.3 pp for $0.1000/task less"
+    assert cell(1 / 3, 0.2 + 1e-10) == "same cost and resolve rate"  # float noise is no difference
+    assert efficiency_cell(dataclasses.replace(solo, run_id="x", rate=None), solo) == "n/a (no resolve rate)"
+
+
+def test_cost_ratio_to_the_baseline(runs):
+    from pipeline.report.stats import cost_ratio
+    from pipeline.report.tables import ratio_cell
+
+    solo = stats_of(runs, "solo")
+    third = stats_with(solo, 0.5, 0.2 / 3)
+    assert cost_ratio(third, solo) == pytest.approx(1 / 3) and ratio_cell(third, solo) == "0.33× (1/3.0)"
+    assert ratio_cell(stats_with(solo, 0.5, 0.5), solo) == "2.50×"
+    assert ratio_cell(solo, solo) == "1.00× (baseline)"
+    free = stats_with(solo, 0.5, 0.0, run_id="free")
+    assert cost_ratio(third, free) is None and ratio_cell(third, free) == "n/a (the baseline cost nothing)"
+
+
+def test_stage_shares_of_spend(runs):
+    s = stats_of(runs, "pipe")
+    assert s.cost_share == pytest.approx({"junior": 0.18 / 0.76, "senior": 0.08 / 0.76, "principal": 0.5 / 0.76})
+    row = next(r for r in overview([s], None).rows if r[0] == "spend by stage")
+    assert row[1] == "junior 24% · senior 11% · principal 66%"
+
+
+def test_report_says_a_cheaper_better_ablation_dominates_the_baseline(tmp_path):
+    solo = make_run(tmp_path, "solo", {"strategy": "solo"}, [
+        {"id": "a", "cost": {"solo": 0.30}, "strategy": "solo", "eval": f2p(0, failed=2)},
+        {"id": "b", "cost": {"solo": 0.30}, "strategy": "solo", "eval": f2p(1, failed=1)}])
+    run = make_run(tmp_path, "nosenior", with_models(senior="none"), [
+        {"id": "a", "cost": {"junior": 0.05, "senior": 0.0, "principal": 0.05}, "eval": f2p(2, category="resolved")},
+        {"id": "b", "cost": {"junior": 0.05, "senior": 0.0, "principal": 0.05}, "eval": f2p(1, failed=1)}])
+    done = swepipe(tmp_path, "report", str(run), "--baseline", str(solo), "--dataset", str(tmp_path / "none.jsonl"))
+    assert done.returncode == 0, done.stderr
+    markdown = (run / "report.md").read_text()
+    assert "| efficiency vs solo | baseline | dominates: +50.0 pp for $0.2000/task less |" in markdown
+    assert "| $/task vs solo | 1.00× (baseline) | 0.33× (1/3.0) |" in markdown
+    assert "| pipeline variant | solo | no senior |" in markdown
+    assert "| FAIL_TO_PASS tests passed (partial credit) | 25.0% (mean over 2 tasks) | 75.0% (mean over 2 tasks) |" \
+        in markdown
+    assert "| spend by stage | solo 100% | junior 50% · senior 0% · principal 50% |" in markdown
+    assert "dominates" in done.stdout

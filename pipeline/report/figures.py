@@ -62,7 +62,8 @@ def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
     axes.yaxis.set_major_formatter("${x:,.4g}")
     plural = "s" if len(tasks) != 1 else ""
     # Two lines: a long run id must not push the title off a narrow figure.
-    axes.set_title(f"{run.run_id}\ndollars per task by stage ({len(tasks)} task{plural}, sorted by total)",
+    variant = f" ({stats.variant})" if stats.variant not in ("n/a", *stats.strategies) else ""
+    axes.set_title(f"{run.run_id}{variant}\ndollars per task by stage ({len(tasks)} task{plural}, sorted by total)",
                    fontsize=10)
     if labelled:
         axes.set_xticks(positions, [short_id(t.instance_id) for t in tasks], rotation=55, ha="right", fontsize=7)
@@ -155,7 +156,8 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
         is_base = baseline is not None and s.run_id == baseline.run_id
         axes.errorbar([s.dollars_per_task], [s.rate], yerr=[[s.rate - low], [high - s.rate]],
                       fmt="D" if is_base else "o", color="#444444" if is_base else "#c9545d", capsize=4, markersize=7)
-        axes.annotate(s.run_id + (" (baseline)" if is_base else ""), (s.dollars_per_task, s.rate),
+        variant = f" [{s.variant}]" if s.variant not in ("n/a", *s.strategies) else ""
+        axes.annotate(s.run_id + variant + (" (baseline)" if is_base else ""), (s.dollars_per_task, s.rate),
                       textcoords="offset points", xytext=(8, 7 if s.rate < 0.08 else -14),
                       fontsize=8)  # below the frontier
     frontier, best = [], -1.0

@@ -52,6 +52,26 @@ class TaskRecord:
             return "not scored"
         return "resolved" if verdict else "unresolved (no eval result)"
 
+    @property
+    def fail_to_pass(self) -> tuple[int, int] | None:
+        """(passed, required) FAIL_TO_PASS tests from the eval result's per-test outcome; None without one (a run
+        scored before results kept per-test outcomes, an infrastructure error, a result that contradicts the
+        prediction's verdict, a task with no FAIL_TO_PASS test)."""
+        result = self.eval_result
+        if not isinstance(result, dict) or result.get("category") == "infra_error":
+            return None
+        verdict = self.resolved
+        if verdict is not None and result.get("resolved") is not None and bool(result["resolved"]) != verdict:
+            return None
+        outcome = result.get("FAIL_TO_PASS")
+        if not isinstance(outcome, dict) or not isinstance(outcome.get("passed"), list):
+            return None
+        groups = [outcome.get(kind) or [] for kind in ("passed", "failed", "missing")]
+        if not all(isinstance(group, list) for group in groups):
+            return None
+        required = sum(len(group) for group in groups)
+        return (len(groups[0]), required) if required else None
+
     def cost(self, stage: str) -> float:
         return float((self.prediction.get("cost") or {}).get(stage) or 0.0)
 

@@ -1,4 +1,5 @@
-"""Numbers of one run: resolve rate with a bootstrap interval, dollars, tokens and time by stage, exit reasons."""
+"""Numbers of one run: resolve rate with a bootstrap interval, partial credit, dollars, tokens and time by stage,
+exit reasons, which variant of the pipeline ran; and how a run compares with a baseline."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ TOKEN_KINDS = ("input", "cached", "output")
 BOOTSTRAP_RESAMPLES = 2000
 _EXCEPTION_NAME = re.compile(r"^[A-Z][A-Za-z0-9_.]*$")  # "solo: RuntimeError: ..." keeps "RuntimeError"
 COST_EPSILON = 1e-8  # dollars; predictions round costs to 8 decimals
+RATE_EPSILON = 1e-9  # resolve rates closer than this are equal
+NO_MODEL = "none"  # a role's model that switches the role off (pipeline.models.spec.NO_MODEL)
 
 
 @dataclass
@@ -34,6 +37,7 @@ class RunStats:
     cost_median: dict[str, float | None]
     cost_sum: dict[str, float]
     principal_share: float | None  # principal dollars / all dollars of the run
+    cost_share: dict[str, float]  # stage -> its dollars / all dollars of the run (empty when nothing was spent)
     tokens_sum: dict[str, dict[str, int]]  # stage -> input/cached/output
     tokens_mean: dict[str, dict[str, float | None]]
     seconds_mean: float | None  # per task: the sum of its stage seconds
@@ -47,10 +51,79 @@ class RunStats:
     categories: Counter = field(default_factory=Counter)
     reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
     unfinished: int = 0
+    variant: str = "n/a"  # which pipeline ran: full, no senior, no juniors (k=0), no principal, vote, solo, ...
+    f2p_credit: float | None = None  # mean over tasks with per-test results of the FAIL_TO_PASS share passed
+    f2p_tasks: int = 0  # tasks with per-test results
 
     @property
     def dollars_per_task(self) -> float | None:
         return self.cost_mean.get("total")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run against a baseline, by resolve rate and dollars per task (point estimates)."""
+
+    kind: str  # dominates | dominated | dearer and better | cheaper and worse | same | unknown
+    gain: float | None = None  # resolve rate - the baseline's
+    added: float | None = None  # dollars per task - the baseline's
+    why: str | None = None  # for unknown: what is missing
+
+
+def compare(run: RunStats, baseline: RunStats) -> Comparison:
+    """``dominates``: at most the baseline's cost and a higher resolve rate, or the same rate for less;
+    ``dominated``: at least its cost and a lower rate, or the same rate for more; otherwise a trade-off
+    (dearer and better, cheaper and worse), or the same on both."""
+    if None in (run.rate, baseline.rate):
+        return Comparison("unknown", why="no resolve rate")
+    if None in (run.dollars_per_task, baseline.dollars_per_task):
+        return Comparison("unknown", why="no cost")
+    gain = run.rate - baseline.rate
+    added = run.dollars_per_task - baseline.dollars_per_task
+    better, worse = gain > RATE_EPSILON, gain < -RATE_EPSILON
+    dearer, cheaper = added > COST_EPSILON, added < -COST_EPSILON
+    if (better and not dearer) or (cheaper and not worse):
+        kind = "dominates"
+    elif (worse and not cheaper) or (dearer and not better):
+        kind = "dominated"
+    elif better:
+        kind = "dearer and better"
+    elif worse:
+        kind = "cheaper and worse"
+    else:
+        kind = "same"
+    return Comparison(kind, gain, added)
+
+
+def cost_ratio(run: RunStats, baseline: RunStats) -> float | None:
+    """Dollars per task of ``run`` over the baseline's (the method's "a third of solo" is 0.33); None when either
+    is unknown or the baseline cost nothing."""
+    if run.dollars_per_task is None or baseline.dollars_per_task is None or baseline.dollars_per_task <= COST_EPSILON:
+        return None
+    return run.dollars_per_task / baseline.dollars_per_task
+
+
+def pipeline_variant(config: dict, strategies: list[str]) -> str:
+    """What ran, from the run's config.yaml: for the pipeline "full" or its ablations ("no juniors (k=0)",
+    "no senior", "no principal", joined when several), else the strategy's name ("vote", "solo", "team")."""
+    if not config:  # no config.yaml: only the predictions say what ran
+        return "pipeline (no config.yaml)" if strategies == ["pipeline"] else ", ".join(strategies) or "n/a"
+    strategy = config.get("strategy") or "pipeline"  # the config's default
+    if strategy != "pipeline":
+        return str(strategy)
+    models = config.get("models") or {}
+
+    def off(role: str) -> bool:
+        spec = models.get(role)
+        return isinstance(spec, dict) and str(spec.get("model") or "").strip().lower() == NO_MODEL
+
+    parts = []
+    if (config.get("juniors") or {}).get("k") == 0:
+        parts.append("no juniors (k=0)")
+    parts += [f"no {role}" for role in ("senior", "principal") if off(role)]
+    parts += [f"{stage} plug-in {impl}" for stage in ("senior", "principal")
+              if (impl := (config.get(stage) or {}).get("impl"))]
+    return ", ".join(parts) or "full"
 
 
 def bootstrap_interval(outcomes: list[bool], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -86,6 +159,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
     per_stage["total"] = [t.total_cost for t in tasks]
     cost_sum = {stage: float(sum(values)) for stage, values in per_stage.items()}
     seconds = [t.seconds for t in tasks]
+    credits = [passed / required for passed, required in (t.fail_to_pass for t in tasks if t.fail_to_pass)]
     return RunStats(
         run_id=run.run_id, strategies=run.strategies, tasks=len(tasks), scored=len(verdicts),
         resolved=sum(verdicts), rate=sum(verdicts) / len(verdicts) if verdicts else None,
@@ -95,6 +169,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         cost_sum=cost_sum,
         principal_share=(cost_sum.get("principal", 0.0) / cost_sum["total"]
                          if cost_sum["total"] > 0 and "principal" in stages else None),
+        cost_share={stage: cost_sum[stage] / cost_sum["total"] for stage in stages} if cost_sum["total"] > 0 else {},
         tokens_sum={stage: {kind: sum(_tokens(t, stage, kind) for t in tasks) for kind in TOKEN_KINDS}
                     for stage in stages},
         tokens_mean={stage: {kind: _mean([_tokens(t, stage, kind) for t in tasks]) for kind in TOKEN_KINDS}
@@ -109,6 +184,8 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         reused_juniors=Counter(t.prediction["juniors_reused_from"] for t in tasks
                                if t.prediction.get("juniors_reused_from")),
         unfinished=len(run.unfinished),
+        variant=pipeline_variant(run.config, run.strategies),
+        f2p_credit=_mean(credits), f2p_tasks=len(credits),
     )
 
 

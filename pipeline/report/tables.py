@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pipeline.report.coverage import NEAR_LINES, RunCoverage
 from pipeline.report.load import RunData
-from pipeline.report.stats import STAGES, TOKEN_KINDS, RunStats, efficiency
+from pipeline.report.stats import STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
 
 NA = "n/a"
 
@@ -54,33 +54,67 @@ def resolved_cell(s: RunStats) -> str:
 
 
 def efficiency_cell(s: RunStats, baseline: RunStats) -> str:
+    """Where the run stands against the baseline: dominates (cheaper or as cheap, and better or as good), dominated,
+    the resolve rate each added dollar buys (dearer and better), or what a saving costs (cheaper and worse)."""
     if s.run_id == baseline.run_id:
         return "baseline"
-    value = efficiency(s, baseline)
-    if value is None:
-        if None in (s.rate, baseline.rate):
-            return f"{NA} (no resolve rate)"
-        if None in (s.dollars_per_task, baseline.dollars_per_task):
-            return f"{NA} (no cost)"
-        return "undefined (cost does not rise)"
-    gain = s.rate - baseline.rate
-    added = s.dollars_per_task - baseline.dollars_per_task
-    return f"{value:+.3f} per $ ({gain * 100:+.1f} pp for {money(added)}/task more)"
+    found = compare(s, baseline)
+    if found.kind == "unknown":
+        return f"{NA} ({found.why})"
+    rate = "the same resolve rate" if found.kind == "same" or abs(found.gain) <= 1e-9 else f"{found.gain * 100:+.1f} pp"
+    cost = ("at the same cost" if abs(found.added) <= 1e-8 else
+            f"for {money(abs(found.added))}/task {'more' if found.added > 0 else 'less'}")
+    if found.kind == "dearer and better":
+        return f"{efficiency(s, baseline):+.3f} per $ ({rate} {cost})"
+    if found.kind == "cheaper and worse":
+        return f"cheaper and worse: {rate} {cost}"
+    if found.kind == "same":
+        return "same cost and resolve rate"
+    return f"{found.kind}: {rate} {cost}"
+
+
+def ratio_cell(s: RunStats, baseline: RunStats) -> str:
+    """Dollars per task as a multiple of the baseline's."""
+    if s.run_id == baseline.run_id:
+        return "1.00× (baseline)"
+    ratio = cost_ratio(s, baseline)
+    if ratio is None:
+        return f"{NA} (no cost)" if None in (s.dollars_per_task, baseline.dollars_per_task) else \
+            f"{NA} (the baseline cost nothing)"
+    return f"{ratio:.2f}×" + (f" (1/{1 / ratio:.1f})" if 0 < ratio < 1 else "")
+
+
+def credit_cell(s: RunStats) -> str:
+    """The FAIL_TO_PASS share passed, mean over the tasks whose eval kept per-test results."""
+    if s.f2p_credit is None:
+        return f"{NA} (no per-test results)" if s.tasks else NA
+    of = f" of {s.scored} scored" if s.f2p_tasks != s.scored else ""
+    return f"{s.f2p_credit:.1%} (mean over {s.f2p_tasks} task{'s' if s.f2p_tasks != 1 else ''}{of})"
+
+
+def shares_cell(s: RunStats) -> str:
+    if not s.cost_share:
+        return NA
+    return " · ".join(f"{stage} {share:.0%}" for stage, share in s.cost_share.items())
 
 
 def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
     headers = ["", *(s.run_id for s in stats)]
     rows = [["strategy", *(", ".join(s.strategies) or NA for s in stats)],
+            ["pipeline variant", *(s.variant for s in stats)],
             ["tasks", *(f"{s.tasks}" + (f" (+{s.unfinished} unfinished)" if s.unfinished else "") for s in stats)],
-            ["resolved (95% CI)", *(resolved_cell(s) for s in stats)]]
+            ["resolved (95% CI)", *(resolved_cell(s) for s in stats)],
+            ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)]]
     if baseline is not None:
         rows.append([f"efficiency vs {baseline.run_id}", *(efficiency_cell(s, baseline) for s in stats)])
+        rows.append([f"$/task vs {baseline.run_id}", *(ratio_cell(s, baseline) for s in stats)])
     rows.append(["$/task mean (median)", *(_mean_median(s.cost_mean["total"], s.cost_median["total"], money)
                                            for s in stats)])
     for stage in _stages(stats):
         rows.append([f"  {stage} $/task mean (median)",
                      *(_mean_median(s.cost_mean.get(stage), s.cost_median.get(stage), money) for s in stats)])
     rows.append(["principal share of spend", *(percent(s.principal_share) for s in stats)])
+    rows.append(["spend by stage", *(shares_cell(s) for s in stats)])
     rows.append(["$ in all", *(money(s.cost_sum["total"]) for s in stats)])
     for stage in _stages(stats):
         rows.append([f"{stage} tokens/task in / cached / out",
@@ -93,10 +127,17 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
         rows.append(["juniors reused from", *(_counts(s.reused_juniors, "tasks") for s in stats)])
     notes = ["Resolve rate over scored tasks (a verdict in the prediction or eval/result.json; infrastructure errors "
              "are not scored); interval: percentile bootstrap, 2000 resamples, seed 0.",
+             "Partial credit: the share of a task's FAIL_TO_PASS tests that passed, averaged over the tasks whose "
+             "eval/result.json lists per-test outcomes (runs scored before it did show n/a).",
+             "Pipeline variant, from the run's config.yaml: full, or the ablation (no juniors (k=0), no senior, "
+             "no principal); other strategies by name.",
              "Time is the sum of a task's stage seconds; 'in all' adds tasks, so a parallel run took less wall time."]
     if baseline is not None:
-        notes.append("Efficiency: (resolve rate - baseline's) / (dollars per task - baseline's), the resolve rate "
-                     "each added dollar buys; undefined when the cost does not rise.")
+        notes.append("Efficiency against the baseline, on point estimates (see the intervals): 'dominates' when the "
+                     "run costs no more per task and resolves more, or resolves as many for less; 'dominated' the "
+                     "reverse; when it is dearer and better, the resolve rate each added dollar buys, (resolve rate - "
+                     "baseline's) / (dollars per task - baseline's). $/task vs baseline: the run's mean dollars per "
+                     "task over the baseline's.")
     if any(s.reused_juniors for s in stats):
         notes.append("Reused junior rollouts keep their cost in the junior column, though the run they came from "
                      "paid it.")
@@ -127,10 +168,11 @@ def failures(stats: list[RunStats]) -> Table:
 def per_task(run: RunData, stages: list[str]) -> Table:
     rows = []
     for t in run.tasks:
-        rows.append([t.instance_id, t.category, money(t.total_cost), *(money(t.cost(s)) for s in stages),
+        f2p = f"{t.fail_to_pass[0]}/{t.fail_to_pass[1]}" if t.fail_to_pass else NA
+        rows.append([t.instance_id, t.category, f2p, money(t.total_cost), *(money(t.cost(s)) for s in stages),
                      seconds(t.seconds), t.prediction.get("source") or NA, (t.prediction.get("error") or "")[:100]])
-    table = Table(f"Tasks of {run.run_id}", ["instance", "outcome", "$", *(f"{s} $" for s in stages), "time",
-                                             "source", "error"], rows)
+    table = Table(f"Tasks of {run.run_id}", ["instance", "outcome", "F2P passed", "$", *(f"{s} $" for s in stages),
+                                             "time", "source", "error"], rows)
     if not rows:
         table.notes.append("No finished task (predictions.jsonl is missing or empty).")
     return table
