@@ -378,3 +378,24 @@ def test_a_rerun_after_kill_9_goes_on_with_what_is_left_and_never_above(tmp_path
     assert brief["senior_exit"] == "cost_limit"
     result = json.loads((paths.principal / "result.json").read_text())
     assert "budget" in (result["error"] or "") and result["calls"] == 0  # the principal call was not made
+
+
+def test_no_reserve_is_held_for_a_principal_switched_off(tmp_path, local_repo):
+    """With --principal-model none nothing would ever spend the reserve: juniors and the senior get all of per_task."""
+    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.task import seeded_run_budget, task_job
+
+    spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": PRICES}
+    jobs = {}
+    for principal in ("scripted", "none"):
+        directory = tmp_path / principal
+        directory.mkdir()
+        models = {"junior": spec, "senior": spec, "principal": spec if principal == "scripted" else {"model": "none"}}
+        (directory / "config.yaml").write_text(yaml.safe_dump({
+            "models": models, "juniors": {"k": 1}, "budgets": {"per_task": 1.0, "principal_reserve": 0.3},
+            "containers": {"impl": "local_opener:open_local"}}))
+        settings, _ = prepare_run(dataset="bundled", config=resolve_config(directory / "config.yaml"),
+                                  run_id=principal, runs_dir=directory / "runs")
+        jobs[principal] = task_job(demo_task(local_repo), settings, seeded_run_budget(settings))
+    assert jobs["scripted"].stage_budget is not None and jobs["scripted"].stage_budget.limit == pytest.approx(0.7)
+    assert jobs["none"].stage_budget is None

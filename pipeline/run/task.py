@@ -113,7 +113,8 @@ def task_job(task: Task, run: RunSettings, run_budget: Budget) -> TaskJob:
     budget = run_budget.child(f"task {task.instance_id}", budgets.per_task)
     budget.seed(sum(row.cost for row in rows))
     stage_budget = None
-    if budgets.principal_reserve and budgets.per_task is not None and "principal" in run.roles:
+    if (budgets.principal_reserve and budgets.per_task is not None and "principal" in run.roles
+            and run.config.plays("principal")):  # no reserve for a principal switched off
         stage_budget = budget.child(f"task {task.instance_id} (juniors and senior; ${budgets.principal_reserve:g} "
                                     "held back for the principal)", budgets.per_task - budgets.principal_reserve)
         stage_budget.seed(sum(row.cost for row in rows if row.role in ("junior", "senior")))
