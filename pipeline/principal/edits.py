@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import PurePosixPath
 
+from pipeline.repopath import WHOLE_REPOSITORY, from_root, without_diff_prefix
+
 __all__ = ["Edit", "EditApplyError", "EditFormatError", "apply_edits", "parse_edits"]
 
 SEARCH_MARKER = re.compile(r"<{5,9}\s*SEARCH")
@@ -46,7 +48,6 @@ MAX_COMPARED_WINDOWS = 40
 WORD = re.compile(r"\w+")
 DELETE_LINE = re.compile(r"(?:[-*]\s+)?\**DELETE\**:?\s+(\S+)")
 NUMBERED = re.compile(r"[ \t]*\d+ \|(?: |$)")  # the line-number column of the context (senior/brief.py `_render`)
-DIFF_PREFIXES = ("a/", "b/")
 
 
 @dataclass(frozen=True)
@@ -222,36 +223,22 @@ def _lines(text: str) -> list[str]:
 
 
 def _repo_path(raw: str, roots: Iterable[str] = ()) -> str:
-    path = raw.strip().replace("\\", "/")
-    for root in roots:  # the repository's own absolute path (/app/pkg/a.py): the path from its root
-        prefix = root.rstrip("/") + "/"
-        if root.rstrip("/") and path.startswith(prefix):
-            path = path[len(prefix):].lstrip("/")
-            break
-    if path.startswith(("/", "~")) or re.match(r"[A-Za-z]:", path) or ".." in path.split("/"):
-        raise _Failure(
-            "path escapes the repository. Use a path relative to the repository root, "
-            "without '..' and without a leading '/' (e.g. src/pkg/module.py)."
-        )
-    parts = [part for part in path.split("/") if part not in ("", ".")]
-    if not parts:
-        raise _Failure("the path is empty.")
-    if ".git" in parts:
+    path, problem = from_root(raw, roots)
+    if problem == WHOLE_REPOSITORY:
+        raise _Failure("the path is empty or names the repository itself; name a file.")
+    if problem:
+        raise _Failure(f"path escapes the repository: it {problem}. Use a path relative to the repository "
+                       "root, without '..' out of it and without a leading '/' (e.g. src/pkg/module.py).")
+    if ".git" in path.split("/"):
         raise _Failure("edits inside .git are not allowed.")
-    return "/".join(parts)
+    return path
 
 
 def _resolve(path: str, load: Callable[[str], _File | None], repo_files: list[str] | None) -> str:
-    """``path``, or without a diff's ``a/``/``b/`` prefix when no such file exists and the rest names a file (or
-    a new file where the repository has no such folder). ``load(path)``: the file as the edits so far left it."""
-    head, _, rest = path.partition("/")
-    if f"{head}/" not in DIFF_PREFIXES or not rest or load(path) is not None:
-        return path
-    if load(rest) is not None:
-        return rest
-    if repo_files is not None and not any(name.startswith(f"{head}/") for name in repo_files):
-        return rest
-    return path
+    """``path`` without a diff's ``a/``/``b/`` prefix where that is what the model meant (see
+    ``without_diff_prefix``). ``load(path)``: the file as the edits so far left it."""
+    folders = None if repo_files is None else {name.split("/", 1)[0] for name in repo_files if "/" in name}
+    return without_diff_prefix(path, lambda name: load(name) is not None, folders=folders)
 
 
 def _unnumbered(lines: list[str], every: bool = True) -> list[str] | None:

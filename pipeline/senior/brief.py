@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Callable
+
+from pipeline.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
 
 _JSON_BLOCK = re.compile(r"^```json[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 MIN_PARTIAL_LINES = 8
@@ -317,41 +318,23 @@ def normalise_span_path(path: str, root: str | None = None,
                         exists: Callable[[str], bool] | None = None) -> tuple[str, str | None]:
     """A span's file as a path from the repository root, and why it cannot be one (else None).
 
-    Real models write the path they were shown: ``/app/pkg/a.py`` (``root``, the repository's folder),
-    ``./pkg/a.py``, ``pkg//a.py``, ``pkg/a.py:10-20``, or a diff's ``a/pkg/a.py`` (stripped only when that
-    file is missing and ``pkg/a.py`` ``exists``). Refused: the whole repository (``.``, ``/``, the root), a
-    directory (a trailing ``/``), and anything outside the repository (an absolute path elsewhere, ``..``).
+    Beyond what ``pipeline.repopath.from_root`` reads (``/app/pkg/a.py``, ``./pkg/a.py``, ``pkg//a.py``): quotes
+    and backticks, a ``:10-20`` or ``#L10-L20`` suffix, a diff's ``a/pkg/a.py`` or the root's name without its
+    slash (``app/pkg/a.py``), stripped only when that file is missing and the rest ``exists``. Refused besides:
+    a directory (a trailing ``/``).
     """
-    text = path.strip().strip("`'\"").strip()
-    text = _LINE_SUFFIX.sub("", text).strip()
-    prefix = root.rstrip("/") if root else ""
-    if prefix and (text == prefix or text == prefix + "/"):
-        return text, "names the whole repository, not a file; a span is one file and a range of its lines"
-    if prefix and text.startswith(prefix + "/"):
-        text = text[len(prefix) + 1:]
-    parts = [part for part in text.split("/") if part not in ("", ".")]
-    if text.startswith(("/", "~")) and parts:
-        where = f" ({prefix})" if prefix else ""
-        return text, f"is an absolute path outside the repository{where}; name the file from the repository root"
-    if not parts:
-        return text, "names the whole repository, not a file; a span is one file and a range of its lines"
-    normal = posixpath.normpath("/".join(parts))
-    if normal == ".." or normal.startswith("../"):
-        return text, "reaches outside the repository"
-    if normal == ".":
-        return text, "names the whole repository, not a file; a span is one file and a range of its lines"
+    text = _LINE_SUFFIX.sub("", path.strip().strip("`'\"").strip()).strip()
+    normal, problem = from_root(text, [root] if root else [])
+    if problem == WHOLE_REPOSITORY:
+        return normal, f"{WHOLE_REPOSITORY}; a span is one file and a range of its lines"
+    if problem:
+        return normal, problem
     if text.endswith("/"):
         return normal, "names a directory, not a file; a span is one file and a range of its lines"
-    head, _, tail = normal.partition("/")
-    if (head in ("a", "b", prefix.rsplit("/", 1)[-1]) and tail and exists is not None and not exists(normal)
-            and exists(tail)):
-        normal = tail  # a diff's a/ or b/ prefix, or the root's name without its slash (app/pkg/a.py)
+    if exists is not None:
+        heads = (*DIFF_HEADS, root.rstrip("/").rsplit("/", 1)[-1]) if root else DIFF_HEADS
+        normal = without_diff_prefix(normal, exists, heads=heads)
     return normal, None
-
-
-def span_path_problem(path: str) -> str | None:
-    """Why ``path`` cannot be a span's file (the whole repository, a directory, outside the repository), or None."""
-    return normalise_span_path(path)[1]
 
 
 def check_spans(spans: list[BriefSpan], read_lines: Callable[[str], list[str] | None],
