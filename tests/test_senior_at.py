@@ -122,3 +122,35 @@ def test_senior_at_refuses_bad_pool_sizes(project):
     (project["dir"] / "runs" / "r").mkdir(parents=True)
     done = swepipe(project, "coverage", "runs/r", "--dataset", "tasks.jsonl", "--senior-at", "1,two", check=False)
     assert done.returncode == 2 and "'two' is not a pool size" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_senior_the_budget_stopped_goes_on_from_its_trajectory_when_rerun(project):
+    """The first senior call fits the (task, k) budget, the second (after a long observation) does not: no brief
+    is saved. A rerun with a bigger budget goes on from the saved trajectory: the first reply is not paid again."""
+    swepipe(project, "run", "--dataset", "tasks.jsonl", "--config", "config.yaml", "--run-id", "r")
+    run = project["dir"] / "runs" / "r"
+    paths = RunLayout(run).task(project["task"].instance_id)
+    script = yaml.safe_load((project["dir"] / "script.yaml").read_text())
+    script["senior"] = [bash("seq 1 50000"), reply(brief_from_patch(project["task"].patch))]  # ~290 kB seen
+    (project["dir"] / "script.yaml").write_text(yaml.safe_dump(script))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["limits"]["observation_limit"] = 400_000  # so the second call's prompt (and worst case) is ~10x the first's
+
+    def coverage_with(per_task):
+        config["budgets"]["per_task"] = per_task
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        return swepipe(project, "coverage", str(run), "--dataset", "tasks.jsonl", "--senior-at", "1")
+
+    coverage_with(0.03)
+    directory = paths.root / "analysis" / "senior-at-01"
+    first = analysis_rows(paths)
+    assert [r.error for r in first] == [None] and not (directory / "brief.json").exists()
+    assert json.loads((directory / "trajectory.json").read_text())["exit_reason"] == "cost_limit"
+
+    done = coverage_with(1.0)
+    assert "1 run now" in done.stdout
+    rows = analysis_rows(paths)
+    assert rows[:1] == first and len(rows) == 2 and rows[1].error is None  # one new call: the brief
+    brief = json.loads((directory / "brief.json").read_text())
+    assert brief["source"] == "senior" and brief["senior_steps"] == 2

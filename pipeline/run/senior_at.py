@@ -12,8 +12,8 @@ draw the senior model's own curve, not only its point at k = K.
 - Resumable: a (task, k) with a brief.json is done and never paid again; one cut short (Ctrl-C, SIGTERM,
   a killed process) resumes from its saved trajectory. At k = K the run's own brief (senior/brief.json) is
   used. A k above a task's K is skipped with a note.
-- A senior stopped by the budget saves no brief (its trajectory is set aside as trajectory.cost_limit.json),
-  so a rerun with more budget runs it afresh.
+- A senior stopped by the budget saves no brief; a rerun with more budget goes on from its saved trajectory,
+  paying only for the steps it had not taken.
 """
 
 from __future__ import annotations
@@ -174,6 +174,9 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     budget = run_budget.child(f"analysis {task.instance_id} k={k}", config.budgets.per_task)
     job = TaskJob(task=task, config=config, paths=paths, run_id=settings.layout.run_id,
                   image_template=settings.image_template, budget=budget)
+    saved = directory / "trajectory.json"
+    if saved.is_file():  # an earlier session's steps count against this (task, k)'s limit (the run's has them)
+        budget.seed(float(json.loads(saved.read_text(encoding="utf-8")).get("cost", 0.0)))
     before = _analysis_spend(paths.ledger)
     records = [json.loads(rollout_path(paths.junior, i).read_text(encoding="utf-8")) for i in range(k)]
     pool = build_pool(task.instance_id, records)
@@ -188,10 +191,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
             record = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
         record.pop("context", None)  # context.md holds it
         if record.get("senior_exit") == "cost_limit":
-            failure = f"the budget stopped the senior ({record.get('senior_error')})"
-            trajectory = directory / "trajectory.json"
-            if trajectory.exists():
-                trajectory.replace(directory / "trajectory.cost_limit.json")
+            failure = f"the budget stopped the senior ({record.get('senior_error')}); a rerun goes on from there"
             raise _NotSaved
         return {**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
                                        "seconds": round(time.monotonic() - started, 2)}}

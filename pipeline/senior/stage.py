@@ -92,7 +92,8 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                           check_submission=lambda reply: _problem(reply, files, root),
                           last_step_note=render("senior_last_step.md.j2", tools=tools).strip())
             agent.resume()
-            run = agent.record if agent.finished else agent.run()
+            # A session the budget stopped goes on from where it was (with a budget that allows it now).
+            run = agent.record if agent.finished and agent.record.exit_reason != "cost_limit" else agent.run()
             if run.exit_reason == "submitted":
                 brief = parse_brief(run.submission or "")
             else:
