@@ -105,5 +105,9 @@ RunsDir = Annotated[Path, typer.Option(help="Where run directories live.")]
 ConfigFile = Annotated[Optional[Path], typer.Option(
     "--config", help="YAML run configuration (models, budgets, limits).")]
 JuniorModel = Annotated[Optional[str], typer.Option(help="litellm model string for the junior role.")]
-SeniorModel = Annotated[Optional[str], typer.Option(help="litellm model string for the senior role.")]
-PrincipalModel = Annotated[Optional[str], typer.Option(help="litellm model string for the principal role.")]
+SeniorModel = Annotated[Optional[str], typer.Option(
+    help="litellm model string for the senior role; none: no senior call, the principal gets the candidates and "
+         "the code expansion (an ablation).")]
+PrincipalModel = Annotated[Optional[str], typer.Option(
+    help="litellm model string for the principal role; none: no frontier call, the senior's chosen candidate (else "
+         "the most-voted that applies) is submitted (an ablation).")]

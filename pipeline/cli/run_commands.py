@@ -23,12 +23,8 @@ def run(
     selection: opt.TaskSelection,
     config: opt.ConfigFile = None,
     junior_model: opt.JuniorModel = None,
-    senior_model: Annotated[Optional[str], typer.Option(
-        help="litellm model string for the senior role; none: no senior call, the principal gets the candidates "
-             "and the code expansion (an ablation).")] = None,
-    principal_model: Annotated[Optional[str], typer.Option(
-        help="litellm model string for the principal role; none: no frontier call, the senior's chosen candidate "
-             "(else the most-voted that applies) is submitted (an ablation).")] = None,
+    senior_model: opt.SeniorModel = None,
+    principal_model: opt.PrincipalModel = None,
     strategy: Annotated[Optional[str], typer.Option(help=f"{', '.join(STRATEGIES)}, or a Strategy class as "
                                                    "package.module:Class (default from config: pipeline).")] = None,
     solo_model: Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")] = None,
