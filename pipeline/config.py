@@ -124,16 +124,38 @@ class TeamConfig(BaseModel):
     mode: Literal["blocking", "async"] = Field(
         default="blocking", description="blocking: the lead waits for the workers it delegated to; async: they run "
                                         "on threads while the lead works")
-    size: int = Field(default=3, ge=1, le=16, description="workers at a time (the cap when sizing is lead)")
+    size: int | None = Field(default=None, ge=1, le=16, description="workers at a time: the whole team when sizing "
+                             "is fixed (default 3); the most the lead may run at once when sizing is lead (default 16, "
+                             "the study's range)")
     sizing: Literal["fixed", "lead"] = Field(
         default="lead", description="fixed: every delegation uses the whole team; lead: the lead picks 1..size")
+    submit_guard: bool = Field(default=True, description="refuse the lead's submit while workers run or reports are "
+                               "unread (off: the lead may finish early and the workers' later work is lost, the "
+                               "study's async failure mode)")
+    directory: bool = Field(default=True, description="workers see the team directory (the other workers and their "
+                            "tasks); off: each worker is unaware of the others, the study's baseline")
+    lead_prompt: Literal["minimal", "piv"] = Field(
+        default="minimal", description="the lead's system prompt: minimal, or piv (plan, implement, verify)")
     messages: bool = Field(default=True, description="agents may message each other")
     worker_max_steps: int | None = Field(default=None, gt=0, description="commands per worker (default max_steps)")
     report_chars: int = Field(default=4000, gt=100, description="longest worker report the lead reads")
 
     @property
+    def team_size(self) -> int:
+        """The team's size: ``size``, else 3 for a fixed team and 16 for a lead that sizes its own."""
+        return self.size or (3 if self.sizing == "fixed" else 16)
+
+    @property
     def allowed_stages(self) -> tuple[str, ...]:
         return ("planning", "implementation", "verification") if self.stages == "all" else (self.stages,)
+
+
+class SoloConfig(BaseModel):
+    """The solo baseline: one agent end to end."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt: Literal["minimal", "piv"] = Field(
+        default="minimal", description="the agent's system prompt: minimal, or piv (plan, implement, verify)")
 
 
 class RunConfig(BaseModel):
@@ -150,6 +172,7 @@ class RunConfig(BaseModel):
     senior: SeniorConfig = Field(default_factory=SeniorConfig)
     principal: PrincipalConfig = Field(default_factory=PrincipalConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
+    solo: SoloConfig = Field(default_factory=SoloConfig)
 
     @model_validator(mode="after")
     def _something_finds_the_code(self) -> RunConfig:

@@ -50,10 +50,10 @@ class Lead:
                               f"not {', '.join(refused)}")
         if s.sizing == "fixed":
             if len(delegations) == 1:
-                delegations = delegations * s.size
-            elif len(delegations) != s.size:
-                raise ActionError(f"your team has exactly {s.size} workers and each delegation uses all of them: "
-                                  f"give one task (every worker gets it) or a list of {s.size}")
+                delegations = delegations * s.team_size
+            elif len(delegations) != s.team_size:
+                raise ActionError(f"your team has exactly {s.team_size} workers and each delegation uses all of them: "
+                                  f"give one task (every worker gets it) or a list of {s.team_size}")
         require_free(team, len(delegations))
         with team.lock:
             started = []
@@ -173,7 +173,7 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
         lead.agent.record.messages = prompt(
             "team_lead_system.md.j2", "team_lead_instance.md.j2", workdir=str(workspace.workdir),
             command_timeout=int(limits.command_timeout), max_steps=limits.max_steps, task_text=task_text,
-            mode=team.settings.mode, stages=list(team.settings.allowed_stages), size=team.settings.size,
+            mode=team.settings.mode, stages=list(team.settings.allowed_stages), size=team.settings.team_size,
             sizing=team.settings.sizing, messages=team.settings.messages,
             worker_max_steps=team.worker_limits.max_steps, directory=team.directory_text(),
             tools=limits.action_format == "tools")

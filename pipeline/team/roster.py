@@ -66,7 +66,7 @@ class Team:
 
     def directory_text(self) -> str:
         s = self.settings
-        lines = [f"Team ({s.mode} lead, {'exactly' if s.sizing == 'fixed' else 'at most'} {s.size} worker(s) "
+        lines = [f"Team ({s.mode} lead, {'exactly' if s.sizing == 'fixed' else 'at most'} {s.team_size} worker(s) "
                  f"at a time, stages: {', '.join(s.allowed_stages)}):", f"- lead: {self.lead_status}"]
         with self.lock:
             lines += [f"- {worker.status_line()}" for worker in self.workers.values()]
@@ -123,6 +123,6 @@ class Team:
             counts = {stage: sum(1 for r in records if r["stage"] == stage) for stage in STAGES}
             s = self.settings
             write_json_atomic(self.directory / "delegations.json", {
-                "mode": s.mode, "stages": s.stages, "size": s.size, "sizing": s.sizing, "started": self.started,
+                "mode": s.mode, "stages": s.stages, "size": s.team_size, "sizing": s.sizing, "started": self.started,
                 "counts": {**counts, "total": len(records)}, "delegations": records})
             write_json_atomic(self.directory / "messages.json", self.messages)

@@ -187,7 +187,7 @@ def stop_all(workers: list[Worker], by: str, timeout: float) -> None:
 
 
 def require_free(team, wanted: int) -> None:
-    free = team.settings.size - len(team.running())
+    free = team.settings.team_size - len(team.running())
     if wanted > free:
-        raise ActionError(f"that needs {wanted} worker(s) but only {free} of {team.settings.size} are free; "
+        raise ActionError(f"that needs {wanted} worker(s) but only {free} of {team.settings.team_size} are free; "
                           "wait for or stop running workers first")
