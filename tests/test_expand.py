@@ -345,3 +345,19 @@ def test_merge_spans():
         Span("a.py", 1, 8, "hunk; defines g", "hunk"),
         Span("b.py", 40, 50, "window", "window")]
     assert merge_spans([]) == []
+
+
+def test_a_spec_folder_is_tests_only_when_it_holds_tests(tmp_path):
+    """A spec/ folder with test files in it is a test folder (its helpers too); a package's spec/ source folder is
+    not."""
+    helper = "from shop.tax import round_tax\n\n\ndef rounded_three():\n    return round_tax(3)\n"
+    spec_test = "from spec.helpers import rounded_three\n\n\ndef test_three():\n    assert rounded_three() == 0.6\n"
+    common = {"shop/__init__.py": "", "shop/tax.py": TAX}
+    repo, base = make_repo(tmp_path / "with-tests", {**common, "spec/__init__.py": "", "spec/helpers.py": helper,
+                                                     "spec/test_three.py": spec_test})
+    spans = expand(repo, base, [patch_of(repo, {"shop/tax.py": FIXED_TAX})])
+    assert {s.kind for s in find(spans, "spec/helpers.py")} == {"test"}
+
+    repo, base = make_repo(tmp_path / "source", {**common, "shop/spec/__init__.py": "", "shop/spec/helpers.py": helper})
+    spans = expand(repo, base, [patch_of(repo, {"shop/tax.py": FIXED_TAX})])
+    assert {s.kind for s in find(spans, "shop/spec/helpers.py")} == {"caller"}

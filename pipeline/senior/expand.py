@@ -92,6 +92,23 @@ class _Repo:
         self._sources: dict[str, str | None] = {}
         self._defs: dict[str, list[Definition]] = {}
         self._greps: dict[tuple, list[tuple[str, int, str]] | None] = {}
+        self._files: list[str] | None = None
+
+    def is_test(self, path: str) -> bool:
+        """``is_test_path`` knowing the repository's files: a spec/ or testing/ folder holds tests only when
+        files named like tests are in it."""
+        maybe = "spec/" in path or "testing/" in path
+        return is_test_path(path, self.files() if maybe else None)
+
+    def files(self) -> list[str]:
+        if self._files is None:
+            try:
+                listing = self.runtime.run(f"{GIT_QUIET} -c core.quotePath=false ls-files", timeout=60,
+                                           output_limit=None)
+                self._files = listing.output.splitlines() if listing.ok else []
+            except Exception:  # noqa: BLE001 - a listing that fails only makes spec/ folders count as source
+                self._files = []
+        return self._files
 
     def source(self, path: str) -> str | None:
         if path not in self._sources:
@@ -321,7 +338,7 @@ def _sites_of(repo: _Repo, name: str, globs: tuple[str, ...], changed: set[tuple
     callers: list[Span] = []
     tests: list[Span] = []
     for path in dict.fromkeys(path for path, _, _ in hits):
-        test = is_test_path(path)
+        test = repo.is_test(path)
         bucket, limit = (tests, max_tests) if test else (callers, max_callers)
         source = repo.source(path)
         if source is None or len(bucket) >= limit:
