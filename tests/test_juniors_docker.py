@@ -131,7 +131,8 @@ def test_rollouts_command_prints_the_pool(tmp_path, run_id):
     import sys
 
     script = tmp_path / "script.yaml"
-    script.write_text(yaml.safe_dump({"junior": [[APPLY_FIX, SUBMIT], [bash("ls"), SUBMIT]]}))
+    scratch = bash("printf 'print(1)\\n' > reproduce_bug.py")  # a rollout's scratch script, left in the tree
+    script.write_text(yaml.safe_dump({"junior": [[APPLY_FIX, SUBMIT], [scratch, SUBMIT]]}))
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"models": {"junior": {"model": f"scripted/{script}",
                                                             "prices": {"input": 1, "output": 1}}}}))
@@ -141,6 +142,7 @@ def test_rollouts_command_prints_the_pool(tmp_path, run_id):
     assert done.returncode == 0, done.stderr
     assert "1 distinct patch(es) from 2 rollouts" in done.stdout
     assert "no source edit from rollout(s) 1" in done.stdout
+    assert "dropped from rollout 1: reproduce_bug.py (" in done.stdout  # and why
     task_dir = tmp_path / "out" / run_id / "tasks" / TASK.instance_id
     pool = json.loads((task_dir / "junior" / "pool.json").read_text())
     assert pool["candidates"][0]["rollouts"] == [0]

@@ -199,5 +199,8 @@ def _print_pool(pool, records) -> None:
     if pool.failed:
         console.print(f"[red]no diff could be taken from rollout(s) {', '.join(map(str, pool.failed))}[/red] "
                       "(patch_error in their records)")
+    for drop in pool.dropped:
+        console.print(f"dropped from rollout {drop['rollout']}: {drop['file']} ({drop['reason']})", soft_wrap=True,
+                      markup=False)
     console.print(f"total ${sum(r['cost'] for r in records):.4f}; exit reasons: "
                   + ", ".join(sorted({r['exit_reason'] for r in records})))
