@@ -29,3 +29,4 @@ def main() -> None:
 
 # Registering the commands; in this order they appear in --help.
 from pipeline.cli import dataset_commands, eval_command, report_commands, run_commands  # noqa: E402,F401
+from pipeline.cli import sweep_command  # noqa: E402,F401

@@ -1,0 +1,130 @@
+"""swepipe sweep: a grid of team configurations and their solo baselines over one task set, one run
+directory per cell, then reward and efficiency against the baseline by team size and by cell."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pipeline.cli import app, console
+from pipeline.cli import options as opt
+from pipeline.errors import SwepipeError
+
+Values = Optional[str]
+
+
+@app.command()
+@opt.selects_tasks()
+def sweep(
+    selection: opt.TaskSelection,
+    config: opt.ConfigFile = None,
+    grid: Annotated[Optional[Path], typer.Option(
+        "--grid", help="YAML grid file: sizes, stages, modes, lead_models, worker_models, lead_prompts, "
+                       "solo_prompts (lists), sizing; an option given on the command line replaces that axis.")] = None,
+    sizes: Annotated[Values, typer.Option(help="Team sizes, e.g. 1,2,4 (1 to 16; default from config).")] = None,
+    stages: Annotated[Values, typer.Option(
+        help="Stages the workers serve: planning, implementation, verification, all (default from config).")] = None,
+    modes: Annotated[Values, typer.Option(help="Lead modes: blocking, async (default from config).")] = None,
+    lead_models: Annotated[Values, typer.Option(
+        help="Lead models (litellm model strings); each also plays the solo baseline (default from config).")] = None,
+    worker_models: Annotated[Values, typer.Option(help="Worker models (default from config).")] = None,
+    lead_prompts: Annotated[Values, typer.Option(help="Lead prompts: minimal, piv (default from config).")] = None,
+    solo_prompts: Annotated[Values, typer.Option(
+        help="Solo baseline prompts: minimal, piv (default: the lead prompts; a team cell is compared with the "
+             "solo cell of its lead model and prompt).")] = None,
+    sizing: Annotated[Optional[str], typer.Option(
+        help="fixed: every delegation uses the whole team of the cell's size (default); lead: the lead picks up to "
+             "that many workers.")] = None,
+    baseline: Annotated[Optional[Path], typer.Option(
+        help="An existing run (id under --runs-dir, or its directory) to compare every team cell with, instead of "
+             "running solo baseline cells.")] = None,
+    sweep_id: Annotated[Optional[str], typer.Option(
+        help="Sweep id: its cells are <runs-dir>/<sweep-id>/<cell>; the same id resumes the sweep "
+             "(default: sweep-<time>).")] = None,
+    runs_dir: opt.RunsDir = Path("runs"),
+    workers: Annotated[int, typer.Option(help="Tasks run at once within a cell (cells run one after another).")] = 1,
+    evaluate: Annotated[bool, typer.Option(
+        "--evaluate", help="Score each prediction with the hidden tests (needed for reward).")] = False,
+    run_scripts: opt.RunScripts = None,
+    dockerfiles: opt.Dockerfiles = None,
+    image_template: opt.ImageTemplate = None,
+    timeout: opt.Timeout = 1800,
+    eval_network: opt.EvalNetwork = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the grid (one line per cell, its run directory) and its worst-case cost from the "
+                          "budgets; run and write nothing.")] = False,
+    report_only: Annotated[bool, typer.Option(
+        "--report", help="Only write the report of an existing sweep (--sweep-id): sweep.md and figures.")] = False,
+) -> None:
+    """Run a grid of team configurations (size, stage, mode, lead and worker model, prompt) and their solo
+    baselines over the tasks, each cell its own resumable run directory; then plot reward and efficiency against
+    the baseline by team size and by cell."""
+    from pipeline.run.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
+                                    run_sweep)
+
+    if report_only:
+        if not sweep_id:
+            raise SwepipeError("swepipe sweep --report needs the --sweep-id of a sweep (or its directory)")
+        _report(resolve_sweep_root(sweep_id, runs_dir))
+        return
+    from pipeline.config import load_config
+
+    cfg = load_config(config)
+    axes = {"sizes": sizes, "stages": stages, "modes": modes, "lead_models": lead_models,
+            "worker_models": worker_models, "lead_prompts": lead_prompts, "solo_prompts": solo_prompts}
+    the_grid = build_grid(cfg, read_grid_file(grid) if grid else {}, axes, sizing, grid_file=grid)
+    baseline_dir = _baseline(baseline, runs_dir) if baseline else None
+    tasks = selection.load()
+    if not tasks:
+        raise SwepipeError("no task selected: the sweep would run nothing")
+    root_id = sweep_id or time.strftime("sweep-%Y%m%d-%H%M%S")
+    root = resolve_sweep_root(root_id, runs_dir)
+    plan = plan_sweep(cfg, the_grid, tasks, sweep_id=root.name, runs_dir=root.parent, baseline=baseline_dir)
+    if dry_run:
+        for line in dry_run_lines(plan):
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
+        return
+    interactive = sys.stderr.isatty()
+    console.print(f"sweep {plan.sweep_id}: {len(plan.cells)} cell(s) x {len(tasks)} task(s) -> {plan.root}",
+                  soft_wrap=True, highlight=False)
+    outcome = run_sweep(plan, dataset=selection.dataset, workers=workers, evaluate=evaluate, run_scripts=run_scripts,
+                        dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
+                        eval_network=eval_network, show_progress=interactive, log=_line, announce=_line)
+    if outcome.stopped:
+        from pipeline import stopping
+        from pipeline.runtime import containers
+
+        containers.remove_all_tracked()
+        console.print(f"stopped: what finished is saved in each cell's run directory ({plan.root / 'sweep.json'} "
+                      f"lists them); run the same command again (--sweep-id {plan.sweep_id}) to resume without "
+                      "paying twice for what was done", soft_wrap=True, highlight=False)
+        stopping.exit_now(stopping.exit_code())
+    _report(plan.root)
+    if outcome.infra_errors:
+        console.print(f"[red]{sum(outcome.infra_errors.values())} task(s) in {len(outcome.infra_errors)} cell(s) "
+                      "could not run (Docker or image trouble); the same --sweep-id retries them[/red]")
+        raise typer.Exit(1)
+
+
+def _line(text: str) -> None:
+    console.print(text, soft_wrap=True, highlight=False, markup=False)
+
+
+def _baseline(baseline: Path, runs_dir: Path) -> Path:
+    candidate = baseline if baseline.is_dir() else runs_dir / baseline
+    if not (candidate / "predictions.jsonl").is_file():
+        raise SwepipeError(f"--baseline {baseline}: no run with predictions at {candidate}")
+    return candidate.resolve()
+
+
+def _report(root: Path) -> None:
+    from pipeline.report.sweep import load_sweep, terminal_table, write_sweep_report
+
+    report = load_sweep(root)
+    console.print(terminal_table(report))
+    written = write_sweep_report(report)
+    console.print("wrote " + ", ".join(str(path) for path in written.values()), soft_wrap=True, highlight=False)
