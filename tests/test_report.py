@@ -338,3 +338,73 @@ def test_report_says_a_cheaper_better_ablation_dominates_the_baseline(tmp_path):
         in markdown
     assert "| spend by stage | solo 100% | junior 50% · senior 0% · principal 50% |" in markdown
     assert "dominates" in done.stdout
+
+
+# -- reward (the study's: the share of FAIL_TO_PASS and PASS_TO_PASS tests passed) and efficiency on it ------------
+
+
+def outcome(f2p_passed: int, f2p_failed: int, p2p_passed: int, p2p_failed: int, p2p_missing: int = 0) -> dict:
+    """An eval result.json with per-test outcomes for both lists."""
+    f2p_names = [f"test_new_{n}" for n in range(f2p_passed + f2p_failed)]
+    p2p_names = [f"test_old_{n}" for n in range(p2p_passed + p2p_failed + p2p_missing)]
+    resolved = not f2p_failed and not p2p_failed and not p2p_missing
+    return {"resolved": resolved, "category": "resolved" if resolved else "tests_failed",
+            "FAIL_TO_PASS": {"passed": f2p_names[:f2p_passed], "failed": f2p_names[f2p_passed:], "missing": []},
+            "PASS_TO_PASS": {"passed": p2p_names[:p2p_passed], "failed": p2p_names[p2p_passed:p2p_passed + p2p_failed],
+                             "missing": p2p_names[p2p_passed + p2p_failed:]}}
+
+
+def test_reward_is_the_share_of_all_the_tasks_tests_that_passed(tmp_path):
+    broken_p2p = outcome(2, 0, 3, 0)
+    broken_p2p["PASS_TO_PASS"] = ["test_old_0"]  # not per-test outcomes: no reward, though FAIL_TO_PASS reads
+    run = make_run(tmp_path, "reward", PIPELINE, [
+        {"id": "a", "cost": {"junior": 0.1}, "eval": outcome(2, 0, 8, 0)},  # resolved: 10/10
+        {"id": "b", "cost": {"junior": 0.1}, "eval": outcome(2, 0, 5, 2, p2p_missing=1)},  # F2P pass, P2P break: 7/10
+        {"id": "c", "cost": {"junior": 0.1}, "eval": outcome(0, 4, 6, 0)},  # 6/10
+        {"id": "d", "cost": {"junior": 0.1}, "eval": {"resolved": False, "category": "infra_error"}},  # unscored
+        {"id": "e", "cost": {"junior": 0.1}, "eval": {"resolved": False, "category": "tests_failed"}},  # old result
+        {"id": "f", "cost": {"junior": 0.1}, "eval": broken_p2p},
+        {"id": "g", "cost": {"junior": 0.1}, "resolved": False, "eval": outcome(1, 0, 1, 0)},  # contradicts
+    ])
+    loaded = load_run(run)
+    assert [t.reward for t in loaded.tasks] == [(10, 10), (7, 10), (6, 10), None, None, None, None]
+    assert loaded.tasks[1].fail_to_pass == (2, 2)  # every new test passes, yet the task is not resolved
+    s = run_stats(loaded)
+    assert (s.reward_tasks, s.reward) == (3, pytest.approx((1 + 0.7 + 0.6) / 3))
+    row = next(r for r in overview([s], None).rows if r[0] == "reward (tests passed)")
+    assert row[1] == "76.7% (mean over 3 tasks of 6 scored)"
+    table = per_task(loaded, s.stages)
+    column = table.headers.index("reward (tests passed)")
+    assert [r[column] for r in table.rows] == ["10/10 = 100%", "7/10 = 70%", "6/10 = 60%", "n/a", "n/a", "n/a", "n/a"]
+
+
+def test_runs_scored_before_per_test_results_have_no_reward(runs):
+    s = stats_of(runs, "pipe")
+    assert (s.reward, s.reward_tasks) == (None, 0)
+    assert next(r for r in overview([s], None).rows if r[0] == "reward (tests passed)")[1] == \
+        "n/a (no per-test results)"
+    solo = stats_of(runs, "solo")
+    assert efficiency(s, solo, "reward") is None
+    assert efficiency_cell(s, solo, "reward") == "n/a (no per-test results)"
+
+
+def test_reward_efficiency_beside_the_resolve_rate_one(tmp_path):
+    solo = make_run(tmp_path, "solo", {"strategy": "solo"}, [
+        {"id": "a", "cost": {"solo": 0.20}, "strategy": "solo", "eval": outcome(0, 2, 8, 0)},  # 8/10
+        {"id": "b", "cost": {"solo": 0.20}, "strategy": "solo", "eval": outcome(0, 2, 6, 2)}])  # 6/10
+    team = make_run(tmp_path, "team", {"strategy": "team"}, [
+        {"id": "a", "cost": {"lead": 0.3, "worker": 0.2}, "strategy": "team", "eval": outcome(1, 1, 8, 0)},  # 9/10
+        {"id": "b", "cost": {"lead": 0.3, "worker": 0.2}, "strategy": "team", "eval": outcome(0, 2, 8, 0)}])  # 8/10
+    base, s = run_stats(load_run(solo)), run_stats(load_run(team))
+    assert (base.reward, s.reward) == (pytest.approx(0.7), pytest.approx(0.85))
+    assert efficiency(s, base, "reward") == pytest.approx(0.15 / 0.30)  # reward per added dollar per task
+    assert efficiency(s, base) == 0.0  # neither resolves a task: no resolve rate bought
+    assert efficiency_cell(s, base) == "dominated: the same resolve rate for $0.3000/task more"
+    assert efficiency_cell(s, base, "reward") == "+0.500 per $ (+15.0 pp for $0.3000/task more)"
+    cheaper = dataclasses.replace(s, cost_mean={"total": 0.1})
+    assert efficiency_cell(cheaper, base, "reward") == "dominates: +15.0 pp for $0.1000/task less"
+    assert efficiency_cell(dataclasses.replace(s, reward=0.7, cost_mean={"total": 0.2}), base, "reward") == \
+        "same cost and reward"
+    rows = {r[0]: r[1:] for r in overview([base, s], base).rows}
+    assert rows["reward efficiency vs solo"] == ["baseline", "+0.500 per $ (+15.0 pp for $0.3000/task more)"]
+    assert rows["efficiency vs solo"][1] == "dominated: the same resolve rate for $0.3000/task more"

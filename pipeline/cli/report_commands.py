@@ -18,13 +18,15 @@ def report(
     runs: Annotated[list[Path], typer.Argument(help="Run directories (runs/<run-id>), shown side by side.")],
     baseline: Annotated[Optional[Path], typer.Option(
         help="Run to compare against (normally the solo agent): "
-             "efficiency = added resolve rate per added dollar per task.")] = None,
+             "efficiency = added resolve rate (and, the study's, added reward: share of tests passed) per "
+             "added dollar per task.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (offline, figures "
                                                  "embedded) to this file.")] = None,
     selection: opt.TaskSelection = opt.TaskSelection(),
 ) -> None:
-    """Resolve rate, dollars, tokens and time by stage, exit reasons and coverage of run directories (no model,
-    no Docker); writes report.md, report.html and figures/ into the first run's directory."""
+    """Resolve rate, reward, dollars, tokens and time by stage, exit reasons, coverage and, for team runs, the team
+    analysis of run directories (no model, no Docker); writes report.md, report.html and figures/ into the first
+    run's directory."""
     from pipeline.report.build import build_report, write_report
     from pipeline.report.render import rich_table
 

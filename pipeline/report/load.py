@@ -57,20 +57,33 @@ class TaskRecord:
         """(passed, required) FAIL_TO_PASS tests from the eval result's per-test outcome; None without one (a run
         scored before results kept per-test outcomes, an infrastructure error, a result that contradicts the
         prediction's verdict, a task with no FAIL_TO_PASS test)."""
+        return self.tests_passed(("FAIL_TO_PASS",))
+
+    @property
+    def reward(self) -> tuple[int, int] | None:
+        """The study's reward as (passed, required) over FAIL_TO_PASS and PASS_TO_PASS together; None as for
+        ``fail_to_pass`` (and when either list is missing)."""
+        return self.tests_passed(("FAIL_TO_PASS", "PASS_TO_PASS"))
+
+    def tests_passed(self, kinds: tuple[str, ...]) -> tuple[int, int] | None:
+        """(passed, required) over the eval result's per-test outcomes of ``kinds``: the one reader of them."""
         result = self.eval_result
         if not isinstance(result, dict) or result.get("category") == "infra_error":
             return None
         verdict = self.resolved
         if verdict is not None and result.get("resolved") is not None and bool(result["resolved"]) != verdict:
             return None
-        outcome = result.get("FAIL_TO_PASS")
-        if not isinstance(outcome, dict) or not isinstance(outcome.get("passed"), list):
-            return None
-        groups = [outcome.get(kind) or [] for kind in ("passed", "failed", "missing")]
-        if not all(isinstance(group, list) for group in groups):
-            return None
-        required = sum(len(group) for group in groups)
-        return (len(groups[0]), required) if required else None
+        passed = required = 0
+        for kind in kinds:
+            outcome = result.get(kind)
+            if not isinstance(outcome, dict) or not isinstance(outcome.get("passed"), list):
+                return None
+            groups = [outcome.get(group) or [] for group in ("passed", "failed", "missing")]
+            if not all(isinstance(group, list) for group in groups):
+                return None
+            passed += len(groups[0])
+            required += sum(len(group) for group in groups)
+        return (passed, required) if required else None
 
     def cost(self, stage: str) -> float:
         return float((self.prediction.get("cost") or {}).get(stage) or 0.0)

@@ -1,5 +1,5 @@
-"""Numbers of one run: resolve rate with a bootstrap interval, partial credit, dollars, tokens and time by stage,
-exit reasons, which variant of the pipeline ran; and how a run compares with a baseline."""
+"""Numbers of one run: resolve rate with a bootstrap interval, partial credit, reward (tests passed), dollars,
+tokens and time by stage, exit reasons, which variant of the pipeline ran; and how a run compares with a baseline."""
 
 from __future__ import annotations
 
@@ -54,31 +54,38 @@ class RunStats:
     variant: str = "n/a"  # which pipeline ran: full, no senior, no juniors (k=0), no principal, vote, solo, ...
     f2p_credit: float | None = None  # mean over tasks with per-test results of the FAIL_TO_PASS share passed
     f2p_tasks: int = 0  # tasks with per-test results
+    reward: float | None = None  # the study's reward: mean over tasks with per-test results of the share of their
+    reward_tasks: int = 0  # FAIL_TO_PASS and PASS_TO_PASS tests passed; and how many tasks that mean is over
 
     @property
     def dollars_per_task(self) -> float | None:
         return self.cost_mean.get("total")
 
 
+METRICS = {"rate": "resolve rate", "reward": "reward"}  # what a comparison with a baseline may be on
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """A run against a baseline, by resolve rate and dollars per task (point estimates)."""
+    """A run against a baseline, by resolve rate (or reward) and dollars per task (point estimates)."""
 
     kind: str  # dominates | dominated | dearer and better | cheaper and worse | same | unknown
-    gain: float | None = None  # resolve rate - the baseline's
+    gain: float | None = None  # resolve rate (or reward) - the baseline's
     added: float | None = None  # dollars per task - the baseline's
     why: str | None = None  # for unknown: what is missing
 
 
-def compare(run: RunStats, baseline: RunStats) -> Comparison:
+def compare(run: RunStats, baseline: RunStats, metric: str = "rate") -> Comparison:
     """``dominates``: at most the baseline's cost and a higher resolve rate, or the same rate for less;
     ``dominated``: at least its cost and a lower rate, or the same rate for more; otherwise a trade-off
-    (dearer and better, cheaper and worse), or the same on both."""
-    if None in (run.rate, baseline.rate):
-        return Comparison("unknown", why="no resolve rate")
+    (dearer and better, cheaper and worse), or the same on both. ``metric``: "rate" (resolve rate) or "reward"
+    (the share of tests passed)."""
+    mine, theirs = getattr(run, metric), getattr(baseline, metric)
+    if None in (mine, theirs):
+        return Comparison("unknown", why="no resolve rate" if metric == "rate" else "no per-test results")
     if None in (run.dollars_per_task, baseline.dollars_per_task):
         return Comparison("unknown", why="no cost")
-    gain = run.rate - baseline.rate
+    gain = mine - theirs
     added = run.dollars_per_task - baseline.dollars_per_task
     better, worse = gain > RATE_EPSILON, gain < -RATE_EPSILON
     dearer, cheaper = added > COST_EPSILON, added < -COST_EPSILON
@@ -139,15 +146,16 @@ def bootstrap_interval(outcomes: list[bool], level: float = 0.95, resamples: int
     return float(low), float(high)
 
 
-def efficiency(run: RunStats, baseline: RunStats) -> float | None:
-    """Resolve rate gained per added dollar per task against ``baseline``; None when the cost does not rise
-    (or either rate or cost is unknown)."""
-    if None in (run.rate, baseline.rate, run.dollars_per_task, baseline.dollars_per_task):
+def efficiency(run: RunStats, baseline: RunStats, metric: str = "rate") -> float | None:
+    """Resolve rate (``metric="reward"``: reward, the study's efficiency) gained per added dollar per task against
+    ``baseline``; None when the cost does not rise (or either value or cost is unknown)."""
+    mine, theirs = getattr(run, metric), getattr(baseline, metric)
+    if None in (mine, theirs, run.dollars_per_task, baseline.dollars_per_task):
         return None
     added = run.dollars_per_task - baseline.dollars_per_task
     if added <= COST_EPSILON:  # float noise in equal means is no added cost
         return None
-    return (run.rate - baseline.rate) / added
+    return (mine - theirs) / added
 
 
 def run_stats(run: RunData, seed: int = 0) -> RunStats:
@@ -160,6 +168,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
     cost_sum = {stage: float(sum(values)) for stage, values in per_stage.items()}
     seconds = [t.seconds for t in tasks]
     credits = [passed / required for passed, required in (t.fail_to_pass for t in tasks if t.fail_to_pass)]
+    rewards = [passed / required for passed, required in (t.reward for t in tasks if t.reward)]
     return RunStats(
         run_id=run.run_id, strategies=run.strategies, tasks=len(tasks), scored=len(verdicts),
         resolved=sum(verdicts), rate=sum(verdicts) / len(verdicts) if verdicts else None,
@@ -185,7 +194,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
                                if t.prediction.get("juniors_reused_from")),
         unfinished=len(run.unfinished),
         variant=pipeline_variant(run.config, run.strategies),
-        f2p_credit=_mean(credits), f2p_tasks=len(credits),
+        f2p_credit=_mean(credits), f2p_tasks=len(credits), reward=_mean(rewards), reward_tasks=len(rewards),
     )
 
 

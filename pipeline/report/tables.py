@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pipeline.report.coverage import NEAR_LINES, RunCoverage
 from pipeline.report.load import RunData
-from pipeline.report.stats import STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
+from pipeline.report.stats import METRICS, STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
 
 NA = "n/a"
 
@@ -53,23 +53,25 @@ def resolved_cell(s: RunStats) -> str:
     return f"{s.resolved}/{s.scored} = {s.rate:.1%} [{low:.1%}, {high:.1%}]{unscored}"
 
 
-def efficiency_cell(s: RunStats, baseline: RunStats) -> str:
+def efficiency_cell(s: RunStats, baseline: RunStats, metric: str = "rate") -> str:
     """Where the run stands against the baseline: dominates (cheaper or as cheap, and better or as good), dominated,
-    the resolve rate each added dollar buys (dearer and better), or what a saving costs (cheaper and worse)."""
+    the resolve rate (``metric="reward"``: reward) each added dollar buys (dearer and better), or what a saving
+    costs (cheaper and worse)."""
     if s.run_id == baseline.run_id:
         return "baseline"
-    found = compare(s, baseline)
+    found = compare(s, baseline, metric)
     if found.kind == "unknown":
         return f"{NA} ({found.why})"
-    rate = "the same resolve rate" if found.kind == "same" or abs(found.gain) <= 1e-9 else f"{found.gain * 100:+.1f} pp"
+    name = METRICS[metric]
+    rate = f"the same {name}" if found.kind == "same" or abs(found.gain) <= 1e-9 else f"{found.gain * 100:+.1f} pp"
     cost = ("at the same cost" if abs(found.added) <= 1e-8 else
             f"for {money(abs(found.added))}/task {'more' if found.added > 0 else 'less'}")
     if found.kind == "dearer and better":
-        return f"{efficiency(s, baseline):+.3f} per $ ({rate} {cost})"
+        return f"{efficiency(s, baseline, metric):+.3f} per $ ({rate} {cost})"
     if found.kind == "cheaper and worse":
         return f"cheaper and worse: {rate} {cost}"
     if found.kind == "same":
-        return "same cost and resolve rate"
+        return f"same cost and {name}"
     return f"{found.kind}: {rate} {cost}"
 
 
@@ -92,6 +94,14 @@ def credit_cell(s: RunStats) -> str:
     return f"{s.f2p_credit:.1%} (mean over {s.f2p_tasks} task{'s' if s.f2p_tasks != 1 else ''}{of})"
 
 
+def reward_cell(s: RunStats) -> str:
+    """The study's reward: the share of a task's tests (FAIL_TO_PASS and PASS_TO_PASS) passed, mean over tasks."""
+    if s.reward is None:
+        return f"{NA} (no per-test results)" if s.tasks else NA
+    of = f" of {s.scored} scored" if s.reward_tasks != s.scored else ""
+    return f"{s.reward:.1%} (mean over {s.reward_tasks} task{'s' if s.reward_tasks != 1 else ''}{of})"
+
+
 def shares_cell(s: RunStats) -> str:
     if not s.cost_share:
         return NA
@@ -104,9 +114,12 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
             ["pipeline variant", *(s.variant for s in stats)],
             ["tasks", *(f"{s.tasks}" + (f" (+{s.unfinished} unfinished)" if s.unfinished else "") for s in stats)],
             ["resolved (95% CI)", *(resolved_cell(s) for s in stats)],
-            ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)]]
+            ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)],
+            ["reward (tests passed)", *(reward_cell(s) for s in stats)]]
     if baseline is not None:
         rows.append([f"efficiency vs {baseline.run_id}", *(efficiency_cell(s, baseline) for s in stats)])
+        rows.append([f"reward efficiency vs {baseline.run_id}",
+                     *(efficiency_cell(s, baseline, "reward") for s in stats)])
         rows.append([f"$/task vs {baseline.run_id}", *(ratio_cell(s, baseline) for s in stats)])
     rows.append(["$/task mean (median)", *(_mean_median(s.cost_mean["total"], s.cost_median["total"], money)
                                            for s in stats)])
@@ -129,6 +142,8 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
              "are not scored); interval: percentile bootstrap, 2000 resamples, seed 0.",
              "Partial credit: the share of a task's FAIL_TO_PASS tests that passed, averaged over the tasks whose "
              "eval/result.json lists per-test outcomes (runs scored before it did show n/a).",
+             "Reward (the study's): the share of a task's FAIL_TO_PASS and PASS_TO_PASS tests together that passed, "
+             "averaged over the same tasks (a resolved task scores 100%).",
              "Pipeline variant, from the run's config.yaml: full, or the ablation (no juniors (k=0), no senior, "
              "no principal); other strategies by name.",
              "Time is the sum of a task's stage seconds; 'in all' adds tasks, so a parallel run took less wall time."]
@@ -136,8 +151,9 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
         notes.append("Efficiency against the baseline, on point estimates (see the intervals): 'dominates' when the "
                      "run costs no more per task and resolves more, or resolves as many for less; 'dominated' the "
                      "reverse; when it is dearer and better, the resolve rate each added dollar buys, (resolve rate - "
-                     "baseline's) / (dollars per task - baseline's). $/task vs baseline: the run's mean dollars per "
-                     "task over the baseline's.")
+                     "baseline's) / (dollars per task - baseline's). Reward efficiency, the study's: the same on "
+                     "reward, (reward - baseline's) / (dollars per task - baseline's). $/task vs baseline: the run's "
+                     "mean dollars per task over the baseline's.")
     if any(s.reused_juniors for s in stats):
         notes.append("Reused junior rollouts keep their cost in the junior column, though the run they came from "
                      "paid it.")
@@ -169,10 +185,11 @@ def per_task(run: RunData, stages: list[str]) -> Table:
     rows = []
     for t in run.tasks:
         f2p = f"{t.fail_to_pass[0]}/{t.fail_to_pass[1]}" if t.fail_to_pass else NA
-        rows.append([t.instance_id, t.category, f2p, money(t.total_cost), *(money(t.cost(s)) for s in stages),
+        reward = f"{t.reward[0]}/{t.reward[1]} = {t.reward[0] / t.reward[1]:.0%}" if t.reward else NA
+        rows.append([t.instance_id, t.category, f2p, reward, money(t.total_cost), *(money(t.cost(s)) for s in stages),
                      seconds(t.seconds), t.prediction.get("source") or NA, (t.prediction.get("error") or "")[:100]])
-    table = Table(f"Tasks of {run.run_id}", ["instance", "outcome", "F2P passed", "$", *(f"{s} $" for s in stages),
-                                             "time", "source", "error"], rows)
+    table = Table(f"Tasks of {run.run_id}", ["instance", "outcome", "F2P passed", "reward (tests passed)", "$",
+                                             *(f"{s} $" for s in stages), "time", "source", "error"], rows)
     if not rows:
         table.notes.append("No finished task (predictions.jsonl is missing or empty).")
     return table
