@@ -7,6 +7,8 @@ from pathlib import Path
 
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
+from pipeline.report import team as team_tab
+from pipeline.report import team_figures
 from pipeline.report.coverage import RunCoverage, run_coverage
 from pipeline.report.load import RunData, load_run
 from pipeline.report.render import html_page, markdown
@@ -23,6 +25,7 @@ class Report:
     baseline: RunStats | None
     coverage: list[RunCoverage]  # runs with a pool, or the first run's (all n/a) when none has one
     notes: list[str] = field(default_factory=list)
+    team: list[team_tab.TeamRun] = field(default_factory=list)  # the runs with team tasks: the team analysis
 
     @property
     def title(self) -> str:
@@ -31,6 +34,10 @@ class Report:
     def tables(self, per_task_limit: int | None = None, per_task: bool = True) -> list[tab.Table]:
         """Every table; the per-task ones only when ``per_task`` and a run has at most ``per_task_limit`` tasks."""
         shown = [tab.overview(self.stats, self.baseline), tab.failures(self.stats), tab.exits(self.stats)]
+        if self.team:
+            shown += [team_tab.team_overview(self.team), team_tab.lead_model_table(self.team)]
+            shown += [team_tab.team_by_task(run) for run in self.team
+                      if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit)]
         for coverage in self.coverage:
             shown += [tab.coverage_table(coverage)]
             if per_task and coverage.tasks and (per_task_limit is None or len(coverage.tasks) <= per_task_limit):
@@ -52,6 +59,14 @@ class Report:
             png = fig.coverage_curves(coverage)
             if png:
                 made[f"coverage-{_safe(coverage.run_id)}.png"] = (f"Coverage against pool size: {coverage.run_id}", png)
+        for run in self.team:
+            drawn = team_figures.timeline_figure(run)
+            if drawn:
+                made[f"team-timeline-{_safe(run.run_id)}.png"] = (f"Lead and workers over time: {run.run_id}{drawn[1]}",
+                                                                  drawn[0])
+        if self.team:
+            made["team.png"] = ("Team analysis: delegations by stage, messages by direction, the lead blocked, "
+                                "delegation by lead model", team_figures.summary_figure(self.team))
         png = fig.pareto(self.stats, self.baseline)
         if png:
             made["pareto.png"] = ("Resolve rate against dollars per task"
@@ -79,7 +94,7 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
     else:
         every = [run_coverage(run, patches, seed=seed) for run in runs]
         coverage = [c for c in every if c.tasks] or [every[first]]
-    return Report(runs, stats, base_stats, coverage, notes)
+    return Report(runs, stats, base_stats, coverage, notes, team_tab.team_runs(runs))
 
 
 def write_report(report: Report, out_dir: Path, html_path: Path | None = None) -> dict[str, Path]:
