@@ -70,37 +70,61 @@ class DockerRuntime:
             raise RuntimeUnavailable(f"cannot start a container of {image}: {exc}") from exc
         containers.track(self.container)
         self._api = self._client.api
-        self._lock = threading.Lock()
-        self._session: CommandSession | None = None
+        self._lock = threading.Lock()  # guards the command servers below; no command runs under it
+        self._sessions: list[CommandSession] = []  # every live command server, the first started first
+        self._idle: list[CommandSession] = []  # those not running a command now
         self._use_session = command_server
 
-    def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT) -> CommandResult:
-        """Run ``command`` in the workdir; through the command server when the image has python3."""
+    @property
+    def _session(self) -> CommandSession | None:
+        """The first live command server (None: not started yet, or the image has no python3)."""
         with self._lock:
-            if self._session is None and self._use_session:
-                self._start_session()
-            if self._session is not None:
-                return self._run_in_session(command, timeout, output_limit)
+            return self._sessions[0] if self._sessions else None
+
+    def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT) -> CommandResult:
+        """Run ``command`` in the workdir; through the command server when the image has python3.
+
+        Calls from several threads run at once (a team's workers share one container): each takes an
+        idle command server, or starts one more.
+        """
+        session = self._take_session()
+        if session is None:
             return self._run_with_exec(command, timeout, output_limit)
-
-    def _start_session(self) -> None:
         try:
-            if not self._server_in_image:
-                self.write_file(SERVER_PATH, SERVER_SOURCE)
-            self._session = CommandSession(self._api, self.container.id, str(self.workdir), self._env)
-        except (SessionUnavailable, RuntimeUnavailable, DockerException):
-            self._use_session = False  # e.g. no python3 in the image: one `docker exec` per command
+            return self._run_in_session(session, command, timeout, output_limit)
+        finally:
+            with self._lock:
+                if session in self._sessions:  # not dropped: ready for the next command
+                    self._idle.append(session)
 
-    def _run_in_session(self, command: str, timeout: float, output_limit: int | None) -> CommandResult:
+    def _take_session(self) -> CommandSession | None:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            if not self._use_session:
+                return None
+            try:
+                if not self._server_in_image and not self._sessions:
+                    self.write_file(SERVER_PATH, SERVER_SOURCE)
+                session = CommandSession(self._api, self.container.id, str(self.workdir), self._env)
+            except (SessionUnavailable, RuntimeUnavailable, DockerException):
+                if not self._sessions:
+                    self._use_session = False  # e.g. no python3 in the image: one `docker exec` per command
+                return None
+            self._sessions.append(session)
+            return session
+
+    def _run_in_session(self, session: CommandSession, command: str, timeout: float,
+                        output_limit: int | None) -> CommandResult:
         started = time.monotonic()
         try:
-            header, head, tail = self._session.request(command, timeout, output_limit, str(self.workdir),
-                                                       deadline=started + timeout + CLIENT_GRACE)
+            header, head, tail = session.request(command, timeout, output_limit, str(self.workdir),
+                                                 deadline=started + timeout + CLIENT_GRACE)
         except TimeoutError:
-            self._drop_session(kill=True)
+            self._drop_session(kill=True, session=session)
             return CommandResult(-1, "", True, time.monotonic() - started, 0, 0)
         except (StreamClosed, OSError, ValueError, KeyError):
-            self._drop_session(kill=False)
+            self._drop_session(kill=False, session=session)
             self._require_running()
             return CommandResult(-1, "[swepipe: the command server stopped during this command and was restarted]",
                                  False, time.monotonic() - started, 0, 0)
@@ -125,8 +149,14 @@ class DockerRuntime:
         return (f"the command ran into container {self.container.name}'s limits: {named}. "
                 "What it started was killed.")
 
-    def _drop_session(self, kill: bool) -> None:
-        session, self._session = self._session, None
+    def _drop_session(self, kill: bool, session: CommandSession | None = None) -> None:
+        """Close a command server (by default the first) that failed; the next command starts another."""
+        with self._lock:
+            session = session or (self._sessions[0] if self._sessions else None)
+            if session is None:
+                return
+            self._sessions = [s for s in self._sessions if s is not session]
+            self._idle = [s for s in self._idle if s is not session]
         session.close()
         if kill:
             self._quiet(f"kill -KILL {session.server_pid}")
@@ -276,8 +306,10 @@ class DockerRuntime:
                          self.container.name)
 
     def stop(self) -> None:
-        if self._session is not None:
-            self._session.close()
+        with self._lock:
+            sessions, self._sessions, self._idle = self._sessions, [], []
+        for session in sessions:
+            session.close()
         containers.remove(self.container)
 
     def __enter__(self) -> DockerRuntime:
