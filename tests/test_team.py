@@ -146,16 +146,19 @@ def test_blocking_lead_delegates_three_planners_and_uses_their_reports(tmp_path,
 
 
 def test_worker_writes_outside_its_folders_are_reported_to_the_lead(tmp_path, workspace):
+    # One worker after the other (a blocking lead): each ran alone, so each change is surely its own.
     script = {
-        "lead": [action("delegate", [{"stage": "implementation", "task": "Fix calc.py.", "writable": ["calc.py"]},
-                                     {"stage": "implementation", "task": "Document it.", "writable": ["docs/"]}]),
+        "lead": [action("delegate", {"stage": "implementation", "task": "Fix calc.py.", "writable": ["calc.py"]}),
+                 action("delegate", {"stage": "implementation", "task": "Document it.", "writable": ["docs/"]}),
                  SUBMIT],
         "worker": [[bash(FIX), report("fixed calc.py")],
                    [bash("mkdir -p docs && echo add > docs/add.md && echo oops >> README"), report("documented")]],
     }
     result, directory, _ = team(tmp_path, workspace, script)
-    seen = trajectory(directory, "lead")["messages"][3]["content"]
-    assert "worker-0 changed: calc.py" in seen
+    lead = trajectory(directory, "lead")
+    assert "worker-0 changed: calc.py" in lead["messages"][3]["content"]
+    seen = lead["messages"][5]["content"]
+    assert "worker-1 changed: README, docs/add.md" in seen and "may have changed" not in seen
     assert "WARNING: worker-1 may change docs, but changed README" in seen
     records = delegations(directory)["delegations"]
     assert records[0]["changed_files"] == ["calc.py"] and records[0]["writes_outside"] == []

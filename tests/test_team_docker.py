@@ -74,3 +74,39 @@ def test_async_team_resolves_tinyq_in_one_container(tmp_path):
     rows = Ledger.read(paths.ledger)
     assert {(r.stage, r.role) for r in rows} == {("team", "lead"), ("team", "worker")}
     assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=team"}) == []
+
+
+@pytest.mark.slow
+def test_workers_commands_run_at_the_same_time_in_one_container(tmp_path):
+    """Two workers sleep 3 s each in the task's one container: the sleeps overlap (each its own command server),
+    and a file written outside a worker's folders while the other sleeps is still reported to the lead."""
+    task = TINYQ
+    wait_for_marker = "for i in $(seq 200); do [ -e /tmp/w0 ] && break; sleep 0.1; done"
+    script = {
+        "lead": [block("delegate", [
+                     {"stage": "planning", "task": "Read the queue.", "writable": []},
+                     {"stage": "implementation", "task": "Document retries.", "writable": ["docs/"]}]),
+                 SUBMIT],
+        "worker": [[bash("touch /tmp/w0 && sleep 3 && echo slept"), report("tinyq/queue.py holds the retries")],
+                   [bash(f"{wait_for_marker} && sleep 1 && echo stray >> NOTES.txt && sleep 3"), report("documented")]],
+    }
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"models": {"lead": spec, "worker": spec},
+                                                          "limits": {"max_steps": 8}}))
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--strategy", "team", "--instance-ids",
+                           task.instance_id, "--config", "config.yaml", "--run-id", "concurrent"],
+                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "COLUMNS": "250"},
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    team_dir = RunLayout(tmp_path / "runs" / "concurrent").task(task.instance_id).root / "team"
+    journal = [json.loads(line) for line in (team_dir / "commands.jsonl").read_text().splitlines()]
+    sleeps = sorted((e for e in journal if e["agent"].startswith("worker")), key=lambda e: e["started"])
+    assert [e["agent"] for e in sleeps] == ["worker-0", "worker-1"] and all(e["exit_code"] == 0 for e in sleeps)
+    assert sleeps[1]["started"] < sleeps[0]["ended"]  # overlapped: not one after the other
+    records = json.loads((team_dir / "delegations.json").read_text())["delegations"]
+    # NOTES.txt was written while worker-0 slept too, so it is pinned on neither for sure, but reported for both.
+    assert records[1]["possible_writes_outside"] == {"NOTES.txt": ["worker-0"]}
+    lead = json.loads((team_dir / "lead.trajectory.json").read_text())
+    assert "WARNING: worker-1 may change docs, but NOTES.txt changed while it ran" in lead["steps"][0]["output"]
+    assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=concurrent"}) == []

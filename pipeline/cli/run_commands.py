@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 from rich.table import Table
@@ -37,13 +37,26 @@ def run(
         help="Team: blocking (the lead waits for its workers) or async (workers run while it works; "
              "default from config: blocking).")] = None,
     team_size: Annotated[Optional[int], typer.Option(
-        help="Team: workers at a time, 1 to 16 (default from config: 3).")] = None,
+        help="Team: workers at a time, 1 to 16 (default from config: 3 for a fixed team; a lead that sizes its "
+             "own may run up to 16).")] = None,
     team_sizing: Annotated[Optional[str], typer.Option(
         help="Team: fixed (every delegation uses the whole team) or lead (the lead picks up to --team-size; "
              "default).")] = None,
     team_messages: Annotated[Optional[bool], typer.Option(
         "--team-messages/--no-team-messages",
         help="Team: let agents message each other (default from config: yes).")] = None,
+    team_submit_guard: Annotated[Optional[Literal["on", "off"]], typer.Option(
+        help="Team: on refuses the lead's submit while workers run or reports are unread; off lets it submit, "
+             "stops the workers and records their later work as lost (default from config: on).")] = None,
+    team_directory: Annotated[Optional[Literal["on", "off"]], typer.Option(
+        help="Team: on, workers see the team directory (each other and their tasks); off, each knows only its "
+             "own task (default from config: on).")] = None,
+    lead_prompt: Annotated[Optional[Literal["minimal", "piv"]], typer.Option(
+        help="Team: the lead's prompt, minimal or piv (plan, implement, verify; default from config: "
+             "minimal).")] = None,
+    solo_prompt: Annotated[Optional[Literal["minimal", "piv"]], typer.Option(
+        help="Solo: the agent's prompt, minimal or piv (plan, implement, verify; default from config: "
+             "minimal).")] = None,
     k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task, 0 to 64; 0: no juniors, the senior "
                                                    "explores alone (default from config: 10).")] = None,
     workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
@@ -71,7 +84,10 @@ def run(
         "junior": junior_model, "senior": senior_model, "principal": principal_model, "solo": solo_model,
         "lead": lead_model, "worker": worker_model},
         team={"stages": team_stages, "mode": team_mode, "size": team_size, "sizing": team_sizing,
-              "messages": team_messages})
+              "messages": team_messages, "submit_guard": _on(team_submit_guard), "directory": _on(team_directory),
+              "lead_prompt": lead_prompt})
+    if solo_prompt is not None:
+        cfg = cfg.model_copy(update={"solo": cfg.solo.model_copy(update={"prompt": solo_prompt})})
     if print_config:
         print(commented_yaml(cfg), end="")
         return
@@ -91,6 +107,10 @@ def run(
     if summary.stopped:
         _stopped(summary, settings)
     _print_run(summary, settings)
+
+
+def _on(value: str | None) -> bool | None:
+    return None if value is None else value == "on"
 
 
 def _log_line(text: str) -> None:

@@ -43,13 +43,18 @@ def rollout_temperature(temperatures: list[float] | None, model_temperature: flo
     return spread_temperature(index)
 
 
-def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, **options) -> Agent:
-    """The agent that works on the task's issue end to end in ``runtime`` (a junior, the solo baseline)."""
+def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, system_prompt: str = "minimal",
+               **options) -> Agent:
+    """The agent that works on the task's issue end to end in ``runtime`` (a junior, the solo baseline);
+    ``system_prompt`` piv: the plan-implement-verify prompt (``solo.prompt``) instead of the minimal one."""
     limits = job.config.limits
-    system = "agent_system_tools.md.j2" if limits.action_format == "tools" else "agent_system.md.j2"
+    tools = limits.action_format == "tools"
+    system = "agent_system_tools.md.j2" if tools else "agent_system.md.j2"
+    if system_prompt == "piv":
+        system = "agent_system_piv.md.j2"
     messages = prompt(system, "agent_instance.md.j2", workdir=str(runtime.workdir),
                       command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
-                      task_text=render_task_prompt(job.task))
+                      task_text=render_task_prompt(job.task), tools=tools)
     return Agent(name, client, runtime, budget, limits, messages=messages, **options)
 
 

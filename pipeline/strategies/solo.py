@@ -24,7 +24,7 @@ class SoloStrategy(BaseStrategy):
             runtime = job.open_runtime("solo", background=True)
             try:
                 agent = task_agent(job, "solo", job.client("solo"), runtime, job.budget,
-                                   trajectory_path=directory / "trajectory.json")
+                                   system_prompt=job.config.solo.prompt, trajectory_path=directory / "trajectory.json")
                 agent.resume()
                 run = agent.record if agent.finished else agent.run()
                 patch = runtime.diff()
@@ -33,7 +33,7 @@ class SoloStrategy(BaseStrategy):
             job.seconds["solo"] = round(time.monotonic() - started, 2)
             patchtext.write(directory / "patch.diff", patch)
             return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "cost": run.cost,
-                    "patch": patch}
+                    "prompt": job.config.solo.prompt, "patch": patch}
 
         result = once(directory / "result.json", make)
         return {"model_patch": result["patch"], "source": "solo" if result["patch"].strip() else "none",

@@ -18,7 +18,7 @@ class TeamStrategy(BaseStrategy):
 
     def run_task(self, job: TaskJob) -> dict:
         """Writes tasks/<id>/team/{lead,worker-N}.trajectory.json, commands.jsonl, delegations.json,
-        messages.json, result.json and patch.diff."""
+        messages.json, lead_waits.json, result.json and patch.diff (and submission.json with the guard off)."""
         directory = job.paths.root / "team"
         job.stage = "team"
 
@@ -38,4 +38,5 @@ class TeamStrategy(BaseStrategy):
         result = once(directory / "result.json", make)
         return {"model_patch": result["patch"], "source": "team" if result["patch"].strip() else "none",
                 "error": result.get("error"), "exit_reason": result["exit_reason"],
-                "workers": result.get("workers", 0), "delegations": result.get("delegations")}
+                "workers": result.get("workers", 0), "delegations": result.get("delegations"),
+                "lost_work": result.get("lost_work", [])}

@@ -12,7 +12,8 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render
 from pipeline.runtime.base import Runtime
-from pipeline.team.actions import ActionError, parse_delegations, parse_message, parse_names, parse_resume
+from pipeline.storage import write_json_atomic
+from pipeline.team.actions import ActionError, parse_delegations, parse_names, parse_resume
 from pipeline.team.roster import Team
 from pipeline.team.workers import Worker, require_free, stop_all
 from pipeline.team.workspace import SharedWorkspace
@@ -24,6 +25,9 @@ class Lead:
     def __init__(self, team: Team):
         self.team, self.settings = team, team.settings
         self.agent: Agent | None = None
+        # With the submit guard off: the moment the lead submitted (time, its patch, the tree's snapshot, and how
+        # many steps each running worker had made), saved as submission.json.
+        self.submission: dict | None = None
 
     @property
     def step(self) -> int:
@@ -83,8 +87,14 @@ class Lead:
         """Wait for ``workers`` to end, then hand over everything that arrived for the lead."""
         self.team.lead_status = f"waiting for {', '.join(w.name for w in workers)}" if workers else "working"
         deadline = time.monotonic() + self.team.lead_limits.wall_time
+        started = time.time()
         for worker in workers:
             worker.done.wait(max(0.0, deadline - time.monotonic()))
+        if workers:  # the lead sat idle from ``started`` until now (lead_waits.json)
+            with self.team.lock:
+                self.team.lead_waits.append({"start": started, "end": time.time(),
+                                             "workers": [w.name for w in workers]})
+                self.team.save()
         if self.team.infra_error is not None:
             raise self.team.infra_error
         stopping.check()
@@ -136,17 +146,53 @@ class Lead:
         return "\n\n".join(item.text for item in self.team.lead_inbox.take(lambda item: item.sender == name))
 
     def message(self, body: str) -> str:
-        to, text = parse_message(body)
-        return self.team.send("lead", to, text)
+        return self.team.message_action("lead", body)
 
     def guard(self) -> str | None:
-        """Refuse a submission while work is still out: running workers or reports not yet read."""
+        """Refuse a submission while work is still out: running workers or reports not yet read.
+
+        With the submit guard off nothing is refused: the moment is recorded instead, since the task's
+        patch is the tree as the lead submitted it, and what running workers do from then on is lost.
+        """
+        if not self.settings.submit_guard:
+            self._note_submission()
+            return None
         running = self.team.running()
         if running:
             return render("team_submit_refused.md.j2", running=[w.status_line() for w in running], arrived="")
         if self.team.lead_inbox.peek():
             return render("team_submit_refused.md.j2", running=[], arrived=self._arrived())
         return None
+
+    def _note_submission(self) -> None:
+        team = self.team
+        running = team.running()
+        steps = {w.name: len(w.agent.record.steps) for w in running}
+        at = time.time()
+        self.submission = {"time": at, "lead_step": self.step, "running": steps,
+                           "snapshot": team.workspace.snapshot(), "patch": team.workspace.diff()}
+        write_json_atomic(team.directory / "submission.json", self.submission)
+
+    def lost_work(self) -> tuple[list[dict], list[str]]:
+        """What the workers running at the submission did after it (their replies, commands and the files those
+        changed), once they have stopped; and every path that changed after it."""
+        submission, workspace = self.submission, self.team.workspace
+        at, before, after = submission["time"], submission["snapshot"], workspace.snapshot()
+        changed_after = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+        lost = []
+        for name, steps_before in submission["running"].items():
+            worker = self.team.workers[name]
+            steps = worker.agent.record.steps[steps_before:]
+            with workspace.lock:
+                commands = sorted((e for e in workspace.commands.values()
+                                   if e["agent"] == name and e.get("ended", at) > at), key=lambda e: e["ended"])
+            touched = {path for e in commands for path in e.get("changed", [])}
+            lost.append({"worker": name, "steps": len(steps), "cost": round(sum(s.cost for s in steps), 8),
+                         "commands": [{"command": e["command"], "started": e.get("started"), "ended": e["ended"],
+                                       "exit_code": e.get("exit_code"),
+                                       "started_before_submit": e.get("started", at) < at} for e in commands],
+                         "files": sorted(touched & set(changed_after))})
+        return lost, changed_after
 
     def _stop_timeout(self) -> float:
         return self.team.worker_limits.command_timeout + STOP_GRACE
@@ -170,13 +216,14 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     if lead.agent.resume(replay=False):
         _restore(team, lead)
     else:
+        s = team.settings
+        system = "team_lead_system_piv.md.j2" if s.lead_prompt == "piv" else "team_lead_system.md.j2"
         lead.agent.record.messages = prompt(
-            "team_lead_system.md.j2", "team_lead_instance.md.j2", workdir=str(workspace.workdir),
+            system, "team_lead_instance.md.j2", workdir=str(workspace.workdir),
             command_timeout=int(limits.command_timeout), max_steps=limits.max_steps, task_text=task_text,
-            mode=team.settings.mode, stages=list(team.settings.allowed_stages), size=team.settings.team_size,
-            sizing=team.settings.sizing, messages=team.settings.messages,
-            worker_max_steps=team.worker_limits.max_steps, directory=team.directory_text(),
-            tools=limits.action_format == "tools")
+            mode=s.mode, stages=list(s.allowed_stages), size=s.team_size, sizing=s.sizing, messages=s.messages,
+            guard=s.submit_guard, sees_team=s.directory, worker_max_steps=team.worker_limits.max_steps,
+            directory=team.directory_text(), tools=limits.action_format == "tools")
     team.lead_status = "working"
     team.save()
     try:
@@ -187,9 +234,21 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
         team.abandoned = True
         stop_all(team.running(), "end of task", 0 if stopping.requested() else lead._stop_timeout())
         raise
+    submission = lead.submission if run.exit_reason == "submitted" else None
     stopped = [w.name for w in team.running()]
-    stop_all(team.running(), "end of task", lead._stop_timeout())
-    team.save()
+    # Submitted with the guard off while workers ran: they are stopped as the stop action does, and their
+    # work from the submission on is lost; the patch is the tree as the lead submitted it.
+    early = bool(submission and submission["running"])
+    stop_all(team.running(), "lead submitted" if early else "end of task", lead._stop_timeout())
+    changed_after: list[str] = []
+    if early:
+        team.lost_work, changed_after = lead.lost_work()
+        for lost in team.lost_work:
+            team.workers[lost["worker"]].record["lost_work"] = lost
+    with team.lock:
+        for worker in team.workers.values():  # every command has ended: who changed what is as sure as it gets
+            worker.attribute_writes()
+        team.save()
     unread = sorted({item.sender for item in team.lead_inbox.peek() if item.kind == "report"})
     records = [w.record for w in team.workers.values()]
     return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "workers": len(records),
@@ -197,7 +256,11 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
                             for stage in ("planning", "implementation", "verification")},
             "stopped_at_end": stopped, "unread_reports": unread,
             "writes_outside": {r["worker"]: r["writes_outside"] for r in records if r["writes_outside"]},
-            "resumed": run.resumed, "patch": workspace.diff()}
+            "possible_writes_outside": {r["worker"]: r["possible_writes_outside"] for r in records
+                                        if r.get("possible_writes_outside")},
+            "submit_guard": team.settings.submit_guard, "lost_work": team.lost_work,
+            "files_changed_after_submit": changed_after,
+            "resumed": run.resumed, "patch": submission["patch"] if submission else workspace.diff()}
 
 
 def _restore(team: Team, lead: Lead) -> None:
@@ -212,8 +275,14 @@ def _restore(team: Team, lead: Lead) -> None:
     done["lead"] = sum(1 for s in lead.agent.record.steps if s.action == "bash" and s.exit_code is not None)
     team.workspace.replay(done)
     team.restore_messages(messages)
+    lead.submission = team.read("submission.json", None)
+    submitted = lead.agent.finished and lead.agent.record.exit_reason == "submitted" and lead.submission
     for worker in team.workers.values():
         if worker.state == "reported":  # its report had not reached the lead
             worker.post_report()
+        elif worker.state == "running" and submitted:  # the lead had submitted (guard off): nothing goes on
+            worker.state = worker.record["state"] = "stopped"
+            worker.record["stopped_by"] = "lead submitted"
+            worker.done.set()
         elif worker.state == "running":
             worker.go_on()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from pipeline.agent.actions import FormatError
 from pipeline.agent.inbox import Inbox, InboxItem
 from pipeline.config import RunConfig
 from pipeline.storage import write_json_atomic
-from pipeline.team.actions import STAGES, ActionError, worker_name
+from pipeline.team.actions import STAGES, ActionError, parse_message, worker_name
 
 
 class Team:
@@ -28,19 +29,24 @@ class Team:
         self.lead_inbox = Inbox()
         self.lead_status = "reading the issue"
         self.lock = threading.RLock()
-        self.messages: list[dict] = []
+        self.messages: list[dict] = []  # every message sent, and every malformed attempt (malformed: true)
+        self.lead_waits: list[dict] = []  # {start, end, workers}: the lead blocked waiting on workers (Unix seconds)
+        self.lost_work: list[dict] = []  # with the submit guard off: what workers did after the lead submitted
         self.started = time.time()
         self.infra_error: Exception | None = None  # Docker failed under a worker: the task is retried
         self.abandoned = False  # the task was cut short: what workers do from now on is not recorded
 
     def saved(self) -> tuple[dict, list[dict]]:
-        """What delegations.json and messages.json held when an earlier session of this task ended."""
-        def read(name: str, empty):
-            try:
-                return json.loads((self.directory / name).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return empty
-        return read("delegations.json", {}), read("messages.json", [])
+        """What delegations.json and messages.json held when an earlier session of this task ended
+        (lead_waits.json goes straight back into ``lead_waits``)."""
+        self.lead_waits = self.read("lead_waits.json", [])
+        return self.read("delegations.json", {}), self.read("messages.json", [])
+
+    def read(self, name: str, empty):
+        try:
+            return json.loads((self.directory / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return empty
 
     def restore_messages(self, messages: list[dict]) -> None:
         """Messages of an earlier session; those not yet read go back into their recipients' inboxes."""
@@ -74,11 +80,26 @@ class Team:
             lines.append("- no workers yet")
         return "\n".join(lines)
 
+    def message_action(self, sender: str, body: str) -> str:
+        """A ```message block of ``sender``: sent, or on record as malformed (and the sender told why)."""
+        try:
+            to, text = parse_message(body)
+            return self.send(sender, to, text)
+        except (FormatError, ActionError) as error:
+            with self.lock:
+                self.messages.append({"id": len(self.messages), "from": sender, "to": _addressee(body), "text": body,
+                                      "sent": self.elapsed(), "time": time.time(), "delivered": None,
+                                      "malformed": True, "problem": str(error)})
+                self.save()
+            raise
+
     def send(self, sender: str, to: str, text: str) -> str:
         """Deliver a message before each recipient's next turn; the sender's observation says to whom."""
         if not self.settings.messages:
             raise ActionError("messages are turned off for this team")
         to = to.strip().lower()
+        if sender != "lead" and not self.settings.directory and to != "lead":
+            raise ActionError("you can send messages to the lead only (to: lead)")
         with self.lock:
             if to == "all":
                 recipients = ["lead", *self.workers]
@@ -96,7 +117,7 @@ class Team:
             notes = []
             for recipient in recipients:
                 entry = {"id": len(self.messages), "from": sender, "to": recipient, "text": text,
-                         "sent": self.elapsed(), "delivered": None}
+                         "sent": self.elapsed(), "time": time.time(), "delivered": None, "malformed": False}
                 self.messages.append(entry)
                 self._post(entry)
                 if recipient != "lead" and self.workers[recipient].state != "running":
@@ -124,5 +145,14 @@ class Team:
             s = self.settings
             write_json_atomic(self.directory / "delegations.json", {
                 "mode": s.mode, "stages": s.stages, "size": s.team_size, "sizing": s.sizing, "started": self.started,
-                "counts": {**counts, "total": len(records)}, "delegations": records})
+                "submit_guard": s.submit_guard, "directory": s.directory, "lead_prompt": s.lead_prompt,
+                "counts": {**counts, "total": len(records)},
+                "lost_work": self.lost_work, "delegations": records})
             write_json_atomic(self.directory / "messages.json", self.messages)
+            write_json_atomic(self.directory / "lead_waits.json", self.lead_waits)
+
+
+def _addressee(body: str) -> str | None:
+    """The ``to:`` a malformed message block names, when one can be read."""
+    match = re.search(r"^\s*to\s*:\s*(\S[^\n]*)$", body or "", re.MULTILINE)
+    return match.group(1).strip().strip("'\"") if match else None

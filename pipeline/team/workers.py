@@ -12,7 +12,7 @@ from pipeline.errors import RuntimeUnavailable
 from pipeline.stopping import Stopped
 from pipeline.prompts import render
 from pipeline.storage import write_text_atomic
-from pipeline.team.actions import ActionError, Delegation, inside, parse_message, report_block
+from pipeline.team.actions import ActionError, Delegation, inside, report_block
 
 
 class Worker:
@@ -22,18 +22,19 @@ class Worker:
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
         s = team.settings
+        # Times: delegated_at, started_at and ended_at are Unix seconds; offset and the sessions' started and
+        # ended are seconds since the team started (delegations.json's "started").
         self.record = {"worker": self.name, "by": "lead", "stage": delegation.stage, "task": delegation.task,
                        "writable": delegation.writable, "lead_step": lead_step, "delegated_at": time.time(),
+                       "started_at": time.time(), "ended_at": None,
                        "offset": team.elapsed(), "sessions": [], "state": self.state, "exit_reason": None,
                        "error": None, "steps": 0, "seconds": 0.0, "cost": 0.0, "input_tokens": 0, "output_tokens": 0,
-                       "changed_files": [], "writes_outside": [], "report": None, "collected": None, "stopped_by": None}
-        actions = {"directory": lambda body: team.directory_text()}
+                       "changed_files": [], "writes_outside": [], "possibly_changed": {}, "possible_writes_outside": {},
+                       "report": None, "collected": None, "stopped_by": None, "lost_work": None}
+        # With the directory off a worker knows of no other worker: no listing, and messages to the lead only.
+        actions = {"directory": lambda body: team.directory_text()} if s.directory else {}
         if s.messages:
-            def message(body: str) -> str:
-                to, text = parse_message(body)
-                return team.send(self.name, to, text)
-
-            actions["message"] = message
+            actions["message"] = lambda body: team.message_action(self.name, body)
         self.agent = Agent(self.name, team.worker_client, team.workspace.for_agent(self.name),
                            team.budget.child(self.name, team.worker_budget), team.worker_limits,
                            agent_index=number, trajectory_path=team.directory / f"{self.name}.trajectory.json",
@@ -59,7 +60,7 @@ class Worker:
             self.agent.new_session()
         with self.team.lock:
             self.record["sessions"].append({"lead_step": lead_step, "started": self.team.elapsed(),
-                                            "instructions": instructions})
+                                            "started_at": time.time(), "instructions": instructions})
             self.team.save()  # on disk before it acts, so a resumed task knows the session began
         self.go_on()
 
@@ -77,12 +78,13 @@ class Worker:
     def _prompt(self) -> list[dict]:
         """Its task alone, its folders and the team directory as it stands when it starts."""
         limits = self.team.worker_limits
+        sees_team = self.team.settings.directory
         return prompt("team_worker_system.md.j2", "team_worker_instance.md.j2", name=self.name,
                       stage=self.delegation.stage, task=self.delegation.task,
                       writable=describe(self.delegation.writable), workdir=str(self.team.workspace.workdir),
                       command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
-                      messages=self.team.settings.messages, directory=self.team.directory_text(),
-                      tools=limits.action_format == "tools")
+                      messages=self.team.settings.messages, sees_team=sees_team,
+                      directory=self.team.directory_text() if sees_team else "", tools=limits.action_format == "tools")
 
     def _session(self) -> None:
         try:
@@ -107,19 +109,32 @@ class Worker:
         report = report_block(run.submission or "") if run.exit_reason == "submitted" else None
         if report and len(report) > s.report_chars:
             report = report[:s.report_chars] + f"\n[... report cut at {s.report_chars} characters]"
-        changed = sorted(self.agent.changed_files)
-        outside = [path for path in changed if not inside(path, self.delegation.writable)]
         with self.team.lock:
             stopped = run.exit_reason == "stopped"
             self.state = "stopped" if stopped else "reported"
             if self.record["sessions"]:
-                self.record["sessions"][-1].update(ended=self.team.elapsed(), exit_reason=run.exit_reason)
+                self.record["sessions"][-1].update(ended=self.team.elapsed(), ended_at=time.time(),
+                                                   exit_reason=run.exit_reason)
             self.record.update(state=self.state, exit_reason=run.exit_reason, error=run.error, steps=len(run.steps),
                                seconds=run.seconds, cost=round(run.cost, 8), input_tokens=run.input_tokens,
-                               output_tokens=run.output_tokens, changed_files=changed, writes_outside=outside,
-                               report=report)
+                               output_tokens=run.output_tokens, report=report, ended_at=time.time())
+            self.attribute_writes()
             self.post_report()
             self.team.save()
+
+    def attribute_writes(self) -> None:
+        """Its changed files from the workspace's record: those surely its own (``changed_files``), and those that
+        changed while other agents' commands ran too (``possibly_changed``: path -> the others); each kind's
+        paths outside its folders."""
+        if not self.team.workspace.attributed(self.name):
+            return
+        writes = self.team.workspace.writes(self.name)
+        writable = self.delegation.writable
+        sure = [path for path, others in writes.items() if not others]
+        maybe = {path: others for path, others in writes.items() if others}
+        self.record.update(changed_files=sure, writes_outside=[p for p in sure if not inside(p, writable)],
+                           possibly_changed=maybe,
+                           possible_writes_outside={p: o for p, o in maybe.items() if not inside(p, writable)})
 
     def post_report(self) -> None:
         """Its report (or why it has none) into the lead's inbox."""
@@ -128,6 +143,8 @@ class Worker:
         text = render("team_report.md.j2", name=self.name, stage=self.delegation.stage, report=record["report"],
                       exit_reason=record["exit_reason"], error=record["error"], steps=record["steps"],
                       last_commands=last, changed=record["changed_files"], outside=record["writes_outside"],
+                      maybe=record.get("possibly_changed") or {},
+                      maybe_outside=record.get("possible_writes_outside") or {},
                       writable=describe(self.delegation.writable))
         self.team.lead_inbox.put(InboxItem(self.name, "report", text, on_delivery=self._collected))
 

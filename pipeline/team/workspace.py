@@ -1,18 +1,39 @@
-"""The one workspace a team shares: commands serialised and journalled, and which files each command changed."""
+"""The one workspace a team shares: commands run concurrently, journalled, and which files each may have changed.
+
+Workers share one working tree, as a real team does, so their commands (tests, builds, edits) run at
+the same time, each with its own timeout. Nothing traces a process's writes, so a change is pinned on
+commands by time: each command's *window* runs from a snapshot of the tree taken before it starts to
+one taken after it ends, and every change between the two is attributed to it. When other agents'
+commands overlapped that window, a change may be theirs: ``writes`` names, per path, the other agents
+whose own windows also saw that path change (or that are still running), and a path nobody else can
+have changed is the agent's for sure. A stray write is therefore always reported: for sure when its
+author ran alone, as possibly its author's (naming the others) when several ran at once.
+
+The journal (``commands.jsonl``) holds one line per agent command, written when it **finished**, so
+the file is in finishing order; each line also has the command's start order (``seq``), its start and
+end times (Unix seconds), the paths its window saw change and the commands it overlapped. A resumed
+team replays the journal in file order, one command at a time: the working tree comes back as it was
+whenever concurrent commands changed different files or the one that finished later wrote last.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 from pipeline.runtime.base import GIT_QUIET, CommandResult, Runtime
 from pipeline.runtime.output import DEFAULT_LIMIT
 from pipeline.storage import append_jsonl, write_text_atomic
 
+JOURNAL_ORDER = "finished"  # the journal's lines are in the order their commands finished
 _MARK = "@@swepipe-team@@"
 # Dirty paths (status and content hash) of the working tree; hashes of regular files in one git process.
+# GIT_OPTIONAL_LOCKS=0: the status never takes .git/index.lock, so an agent's own git command running at
+# the same time is not refused.
 SNAPSHOT = (
+    'export GIT_OPTIONAL_LOCKS=0; '
     f'st=$({GIT_QUIET} -c core.quotepath=off status --porcelain=v1 -uall --no-renames 2>/dev/null | head -n 2000); '
     'files=$(printf "%s\\n" "$st" | while IFS= read -r l; do p="${l:3}"; '
     '[ -n "$p" ] && [ -f "$p" ] && printf "%s\\n" "$p"; done); '
@@ -22,10 +43,10 @@ SNAPSHOT = (
 
 
 class SharedWorkspace:
-    """A Runtime whose calls are serialised by one lock (LocalRuntime has none of its own).
+    """A Runtime several agents use at once (through ``for_agent``); commands are not serialised.
 
-    Each agent acts through its own view (``for_agent``), which writes every command it ran to the
-    journal, in order, so that a resumed team rebuilds the working tree by replaying them.
+    ``lock`` guards only the bookkeeping (who is running, the journal, the snapshot cache): no command
+    runs under it. The runtime must take concurrent ``run`` calls (LocalRuntime and DockerRuntime do).
     """
 
     def __init__(self, runtime: Runtime, journal: Path | None = None):
@@ -33,37 +54,89 @@ class SharedWorkspace:
         self.workdir, self.base_commit = runtime.workdir, runtime.base_commit
         self.journal = journal
         self.lock = threading.RLock()
-        self._generation = 0  # commands run so far; a snapshot taken at the same generation is still true
+        self._seq = 0  # agent commands started so far (their start order)
+        self._running: dict[int, dict] = {}  # seq -> the journal entry of a command whose window is open
+        self.commands: dict[int, dict] = {}  # seq -> the journal entry of a finished command
+        self._executing = 0  # commands whose process runs now (agent commands and file writes)
+        self._starts = 0  # how many ever started: a snapshot is still true while this is unchanged and none runs
         self._snapshot: tuple[int, dict[str, str]] | None = None
 
     def for_agent(self, name: str) -> AgentView:
         return AgentView(self, name)
 
+    # -- commands ----------------------------------------------------------------------------
+
     def run(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT,
             agent: str | None = None) -> CommandResult:
-        with self.lock:
-            self._generation += 1
-            result = self.runtime.run(command, timeout=timeout, output_limit=output_limit)
-            if agent is not None and self.journal is not None:
-                append_jsonl(self.journal, {"agent": agent, "command": command, "timeout": timeout,
-                                            "exit_code": result.exit_code})
-            return result
+        """An agent's command (journalled, its window's changes recorded), or with no agent a read of the tree."""
+        if agent is None:
+            return self.runtime.run(command, timeout=timeout, output_limit=output_limit)
+        return self.run_tracked(command, timeout, output_limit, agent)[0]
 
     def run_tracked(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT,
-                    agent: str | None = None) -> tuple[CommandResult, set[str]]:
-        """Run ``command`` and name the repository paths it changed (nobody else runs in between)."""
+                    agent: str = "") -> tuple[CommandResult, set[str]]:
+        """Run ``command`` for ``agent``; the paths that changed in its window (see the module's docstring)."""
         with self.lock:
+            self._seq += 1
+            entry = {"seq": self._seq, "agent": agent, "command": command, "timeout": timeout,
+                     "overlapped": sorted(self._running)}
+            for other in self._running.values():
+                other["overlapped"].append(entry["seq"])
+            self._running[entry["seq"]] = entry  # open before the first snapshot: the window covers it
+        try:
             before = self.snapshot()
-            result = self.run(command, timeout=timeout, output_limit=output_limit, agent=agent)
+            with self.lock:
+                self._executing += 1
+                self._starts += 1
+            entry["started"] = time.time()
+            try:
+                result = self.runtime.run(command, timeout=timeout, output_limit=output_limit)
+            finally:
+                entry["ended"] = time.time()
+                with self.lock:
+                    self._executing -= 1
             after = self.snapshot()
+        except BaseException:
+            with self.lock:
+                self._running.pop(entry["seq"], None)
+            raise
         changed = {path for path in before.keys() | after.keys() if before.get(path) != after.get(path)}
+        with self.lock:
+            self._running.pop(entry["seq"], None)
+            entry.update(exit_code=result.exit_code, changed=sorted(changed))
+            self.commands[entry["seq"]] = entry
+            if self.journal is not None:
+                append_jsonl(self.journal, entry)  # under the lock: the file is in finishing order
         return result, changed
 
+    def writes(self, agent: str) -> dict[str, list[str]]:
+        """Each path ``agent``'s commands saw change, with the other agents that may have changed it instead
+        (those whose overlapping commands saw it change too, or are still running); [] when it was surely
+        ``agent``."""
+        found: dict[str, set[str]] = {}
+        with self.lock:
+            for entry in self.commands.values():
+                if entry["agent"] != agent:
+                    continue
+                others = [self.commands.get(seq) or self._running.get(seq) for seq in entry.get("overlapped", [])]
+                others = [o for o in others if o is not None and o["agent"] != agent]
+                for path in entry.get("changed", []):
+                    suspects = found.setdefault(path, set())
+                    suspects.update(o["agent"] for o in others if "changed" not in o or path in o["changed"])
+        return {path: sorted(suspects) for path, suspects in sorted(found.items())}
+
+    def attributed(self, agent: str) -> bool:
+        """Whether every command of ``agent`` on record says what it changed (a journal from before this record
+        does not: its workers' earlier records stand)."""
+        with self.lock:
+            return all("changed" in e for e in self.commands.values() if e["agent"] == agent)
+
     def replay(self, completed: dict[str, int]) -> int:
-        """Run again the journal's commands that the agents' saved trajectories show as done, in order.
+        """Run again the journal's commands that the agents' saved trajectories show as done, in its order.
 
         ``completed`` is, per agent, how many of its commands its trajectory holds with their
         output; a command run after the last save is left out, as its agent will run it again.
+        The journal is in finishing order (``JOURNAL_ORDER``), and so is the replay, one command at a time.
         """
         if self.journal is None or not self.journal.exists():
             return 0
@@ -78,35 +151,47 @@ class SharedWorkspace:
             seen[agent] = seen.get(agent, 0) + 1
             if seen[agent] <= completed.get(agent, 0):
                 kept.append(entry)
+        for entry in kept:
+            with self.lock:
+                self._starts += 1
+            self.runtime.run(entry["command"], timeout=entry.get("timeout", 60), output_limit=1000)
         with self.lock:
-            for entry in kept:
-                self._generation += 1
-                self.runtime.run(entry["command"], timeout=entry.get("timeout", 60), output_limit=1000)
+            for number, entry in enumerate(kept, 1):
+                entry.setdefault("seq", number)
+                self.commands[entry["seq"]] = entry
+            self._seq = max([self._seq, *self.commands])
         # The journal now says exactly what the working tree holds.
         write_text_atomic(self.journal, "".join(json.dumps(entry) + "\n" for entry in kept))
         return len(kept)
 
     def snapshot(self) -> dict[str, str]:
+        """The dirty paths of the tree; reused while nothing has run since it was taken."""
         with self.lock:
-            if self._snapshot is not None and self._snapshot[0] == self._generation:
+            if self._snapshot is not None and self._snapshot[0] == self._starts and not self._executing:
                 return self._snapshot[1]
-            result = self.runtime.run(SNAPSHOT, timeout=120, output_limit=None)
-            state = _parse_snapshot(result.output) if result.exit_code == 0 else {}
-            self._snapshot = (self._generation, state)
-            return state
+            starts, idle = self._starts, not self._executing
+        result = self.runtime.run(SNAPSHOT, timeout=120, output_limit=None)
+        state = _parse_snapshot(result.output) if result.exit_code == 0 else {}
+        with self.lock:
+            if idle and not self._executing and self._starts == starts:  # nothing ran while it was taken
+                self._snapshot = (starts, state)
+        return state
 
     def read_file(self, path: str) -> bytes:
-        with self.lock:
-            return self.runtime.read_file(path)
+        return self.runtime.read_file(path)
 
     def write_file(self, path: str, data: bytes | str) -> None:
         with self.lock:
-            self._generation += 1
+            self._executing += 1
+            self._starts += 1
+        try:
             self.runtime.write_file(path, data)
+        finally:
+            with self.lock:
+                self._executing -= 1
 
     def diff(self) -> str:
-        with self.lock:
-            return self.runtime.diff()
+        return self.runtime.diff()
 
     def stop(self) -> None:
         self.runtime.stop()
