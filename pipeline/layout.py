@@ -48,6 +48,14 @@ class TaskPaths:
     def eval(self) -> Path:
         return self.root / "eval"
 
+    @property
+    def analysis(self) -> Path:
+        """``swepipe coverage --senior-at``: senior-at-NN/ holds the senior's brief on the first NN rollouts."""
+        return self.root / "analysis"
+
+    def senior_at(self, k: int) -> Path:
+        return self.analysis / f"senior-at-{k:02d}"
+
 
 @dataclass(frozen=True)
 class RunLayout:

@@ -46,13 +46,13 @@ from pathlib import Path
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from pipeline.layout import TaskPaths
 from pipeline.report.load import RunData, TaskRecord
 
 MAX_EXACT_ROLLOUTS = 6
 SAMPLED_ORDERINGS = 200
 DEFAULT_LINE_TOKENS = 10.0  # per line of unknown text when a task has no known line to measure
 NEAR_LINES = 5  # a base line "next to" a gold added line: at most this many lines from where the gold adds it
-ANALYSIS_DIR = "analysis"  # tasks/<id>/analysis/senior-at-NN/: the senior run on the first NN rollouts
 _HEADER = re.compile(r"^### (.+):(\d+)-(\d+)$")
 _NUMBERED = re.compile(r"^\s*(\d+) \|(?: (.*))?$")
 _SENIOR_AT = re.compile(r"^senior-at-(\d+)$")
@@ -64,11 +64,6 @@ def squash(text: str) -> str:
 
 def _tokens_of(text: str) -> float:
     return (len(text) + 1) / 4  # characters (and the newline) / 4
-
-
-def senior_at_dir(task_root: Path, k: int) -> Path:
-    """Where the senior's brief on the first ``k`` rollouts of a task lives."""
-    return Path(task_root) / ANALYSIS_DIR / f"senior-at-{k:02d}"
 
 
 @dataclass(frozen=True)
@@ -309,8 +304,9 @@ def _senior_briefs(task: TaskRecord, task_root: Path | None,
     """k -> the senior's brief on the first k rollouts (the run's own at k = K, else tasks/<id>/analysis); and
     the analysis briefs' context.md texts and expansion_text.json records (base-commit text, all of it)."""
     briefs, contexts, base_texts = {}, [], []
-    if task_root is not None and (task_root / ANALYSIS_DIR).is_dir():
-        for directory in sorted((task_root / ANALYSIS_DIR).iterdir()):
+    analysis = TaskPaths(task_root).analysis if task_root is not None else None
+    if analysis is not None and analysis.is_dir():
+        for directory in sorted(analysis.iterdir()):
             match = _SENIOR_AT.match(directory.name)
             record = _read_json(directory / "brief.json") if match else None
             k = int(match.group(1)) if match else 0

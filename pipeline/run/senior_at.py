@@ -33,7 +33,6 @@ from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import rollout_path
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.report.coverage import senior_at_dir
 from pipeline.tasks import Task
 
 STAGE = "analysis"  # the ledger's stage of every call made here
@@ -154,7 +153,7 @@ def _plan(layout: RunLayout, tasks: list[Task], ks: list[int], summary: SeniorAt
                 summary.notes.append(f"{_short(task)} k={k}: skipped, the task has K={big_k} rollouts")
             elif k == big_k and (paths.senior / "brief.json").is_file():
                 summary.reused += 1  # the run's own brief
-            elif (senior_at_dir(paths.root, k) / "brief.json").is_file():
+            elif (paths.senior_at(k) / "brief.json").is_file():
                 summary.reused += 1
             elif missing := [i for i in range(k) if not rollout_path(paths.junior, i).is_file()]:
                 summary.notes.append(f"{_short(task)} k={k}: skipped, rollout(s) {missing} are not on disk")
@@ -170,7 +169,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
 
     task, k, config = item.task, item.k, settings.config
     paths = settings.layout.task(task.instance_id)
-    directory = senior_at_dir(paths.root, k)
+    directory = paths.senior_at(k)
     budget = run_budget.child(f"analysis {task.instance_id} k={k}", config.budgets.per_task)
     job = TaskJob(task=task, config=config, paths=paths, run_id=settings.layout.run_id,
                   image_template=settings.image_template, budget=budget)
