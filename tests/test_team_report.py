@@ -266,3 +266,13 @@ def test_report_command_on_a_team_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Team: delegation, messages, the lead's waits" in done.stdout and "2/6 = 33%" in done.stdout
     assert (run / "figures" / "team-timeline-blocking.png").exists()
+
+
+def test_runs_of_a_sweep_are_labelled_by_what_sets_them_apart():
+    from pipeline.report.team_figures import distinct_labels
+
+    cells = [f"team-s{size}-implementation-{mode}-lead_a-worker_b-minimal" for size in (1, 4) for mode in
+             ("blocking", "async")]
+    assert distinct_labels(cells) == ["s1 blocking", "s1 async", "s4 blocking", "s4 async"]
+    assert distinct_labels(["only-one-run"]) == ["only-one-run"]
+    assert distinct_labels(["a-b", "b-a"]) == ["a-b", "b-a"]  # same words: the ids themselves

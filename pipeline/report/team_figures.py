@@ -73,7 +73,7 @@ def timeline_figure(run: TeamRun, limit: int = MAX_TIMELINE_TASKS) -> tuple[byte
                        f"{'s' if total != 1 else ''})", fontsize=9)
         axes.grid(axis="x", alpha=0.3)
     _legend(figure, used, 3 if columns == 1 else 4)
-    figure.suptitle(f"{run.run_id}: lead and workers over time", fontsize=11)
+    figure.suptitle(f"lead and workers over time\n{short_id(run.run_id, 90)}", fontsize=10)
     left_out = drawable - len(shown)
     note = (f" ({len(shown)} of {drawable} tasks with team records: those that delegated first, then by "
             "instance id; every task is in the per-task table)" if left_out else "")
@@ -121,11 +121,22 @@ def summary_data(runs: list[TeamRun]) -> dict:
     }
 
 
+def distinct_labels(names: list[str], width: int = 22) -> list[str]:
+    """Short labels for run ids that share most of their words (a sweep's cells): the ``-``-separated parts that
+    not every id has, e.g. team-s2-implementation-async-... -> "s2 async"; a lone id is only shortened."""
+    parts = [name.split("-") for name in names]
+    common = set.intersection(*(set(p) for p in parts)) if len(parts) > 1 else set()
+    labels = [" ".join(part for part in p if part not in common) or name for p, name in zip(parts, names)]
+    if len(set(labels)) < len(labels):  # two ids differ only in word order: keep them apart
+        labels = names
+    return [short_id(label, width) for label in labels]
+
+
 def summary_figure(runs: list[TeamRun]) -> bytes | None:
     data = summary_data(runs)
     if not data["runs"]:
         return None
-    names = [short_id(name, 22) for name in data["runs"]]
+    names = distinct_labels(data["runs"])
     positions = list(range(len(names)))
     figure = _figure(max(11.0, 3.2 * 4), 4.6)
     panels = figure.subplots(1, 4)
@@ -148,12 +159,12 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
         bottom = [b + v for b, v in zip(bottom, values)]
     top = max(bottom, default=0)
     for x, (height, share, per_task) in enumerate(zip(bottom, data["malformed"], data["directions"]["worker→lead"])):
-        label = f"{share:.0%} malformed" if share is not None else "no message" if per_task is not None else None
+        label = f"{share:.0%}" if share is not None else "none" if per_task is not None else None
         if label:
             axes.annotate(label, (x, height), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
                           color="#c9545d" if share else "#555555")
     _na_marks(axes, positions, [v is None for v in data["directions"]["worker→lead"]])
-    _finish(axes, names, "messages by direction", "messages per task (mean)", top)
+    _finish(axes, names, "messages by direction (on top: % malformed)", "messages per task (mean)", top)
 
     axes = panels[2]
     shares = data["blocked_share"]
@@ -177,7 +188,8 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
         axes.annotate(label, (x, mean or 0.0), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
     _finish(axes, model_names, "delegation by lead model", "delegations per task (mean)", max(values, default=0),
             legend=False)
-    figure.suptitle("team analysis: " + ", ".join(data["runs"]), fontsize=11)
+    title = data["runs"][0] if len(data["runs"]) == 1 else f"{len(data['runs'])} runs, labelled by what sets them apart"
+    figure.suptitle(f"team analysis: {short_id(title, 110)}", fontsize=11)
     return _png(figure)
 
 
