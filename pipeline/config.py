@@ -71,6 +71,9 @@ class Containers(BaseModel):
                              "quotas (overlay2 on xfs with pquota, btrfs, zfs), e.g. 10g (default 10g; elsewhere "
                              "file_size and the command timeout bound a runaway write)")
     network: bool = Field(default=False, description="give agents' containers the network")
+    image_cache_gb: float | None = Field(default=None, gt=0, description="disk budget for the run's task images "
+                                         "and their sanitised copies: after each task, those of finished tasks are "
+                                         "removed least recently used first down to it (default: no limit)")
     impl: str | None = Field(default=None, description="import string of a replacement for "
                              "pipeline.runtime.factory:open_runtime (same signature)")
 

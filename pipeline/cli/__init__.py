@@ -11,7 +11,7 @@ from pipeline.errors import SwepipeError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
-images_app = typer.Typer(no_args_is_help=True, help="Build the Docker images the bundled tasks run in.")
+images_app = typer.Typer(no_args_is_help=True, help="Build, check and prune the Docker images tasks run in.")
 app.add_typer(images_app, name="images")
 console = Console()
 

@@ -135,3 +135,72 @@ def images_build(
         print(f"{image.image}: " + ("up to date" if image.cached else f"built in {image.seconds:.1f} s"))
     fresh = [b for b in built if not b.cached]
     print(f"{len(built)} image(s), {len(fresh)} built, in {time.monotonic() - started:.1f} s")
+
+
+def _task_image_names(selected, image_template: str | None, config: Path | None, dataset: str) -> tuple[list, float]:
+    """The image names of the selected tasks (by the run's template) and the config's image cache budget."""
+    from pipeline.config import load_config
+    from pipeline.datasets import defaults_for
+    from pipeline.runtime.images import image_name
+
+    cfg = load_config(config)
+    template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template
+    return [image_name(template, task.to_row()) for task in selected], cfg.containers.image_cache_gb
+
+
+@images_app.command("check")
+@opt.selects_tasks()
+def images_check(
+    selection: opt.TaskSelection,
+    image_template: opt.ImageTemplate = None,
+    config: opt.ConfigFile = None,
+    registry_timeout: Annotated[float, typer.Option(
+        help="Seconds one registry query may take before the registry counts as unreachable.")] = 20.0,
+) -> None:
+    """Before a long run: which of the tasks' images are present, their sizes, the disk the run needs against
+    containers.image_cache_gb and Docker's free disk, and whether the registry has the missing ones."""
+    from pipeline.runtime.image_cache import gb, preflight
+
+    names, budget = _task_image_names(selection.load(), image_template, config, selection.dataset)
+    check = preflight(names, budget, registry_timeout=registry_timeout)
+    table = Table(title=f"images of {len(names)} task(s) from {selection.dataset}")
+    for column in ("image", "local", "size", "registry"):
+        table.add_column(column, overflow="fold")
+    for status in check.images:
+        table.add_row(status.name, "present" if status.present else "[red]missing[/red]",
+                      gb(status.size) if status.present else "-", status.registry or "-")
+    console.print(table)
+    console.print(check.line(), soft_wrap=True)
+    if check.budget_bytes is not None and check.needed_bytes > check.budget_bytes:
+        console.print(f"the images take more than the cache budget ({gb(check.budget_bytes)}): a run removes those of "
+                      "finished tasks as it goes, and pulls or rebuilds them if they are needed again", soft_wrap=True)
+    if not check.ok:
+        console.print(f"[bold red]{check.problem()}[/bold red]", soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@images_app.command("prune")
+@opt.selects_tasks()
+def images_prune(
+    selection: opt.TaskSelection,
+    keep_gb: Annotated[Optional[float], typer.Option(
+        help="Disk to keep for the images, in GB (default: containers.image_cache_gb from --config, else 0: "
+             "remove every one not in use).")] = None,
+    image_template: opt.ImageTemplate = None,
+    config: opt.ConfigFile = None,
+) -> None:
+    """Remove swepipe's cached sanitised images and the selected tasks' images, least recently used first, until
+    they take at most --keep-gb; never an image a running swepipe container uses."""
+    from pipeline.runtime.image_cache import GB, gb, prune
+
+    names, budget = _task_image_names(selection.load(), image_template, config, selection.dataset)
+    keep = keep_gb if keep_gb is not None else (budget or 0.0)
+    if keep < 0:
+        raise SwepipeError("--keep-gb must be 0 or more")
+    result = prune(names, int(keep * GB), all_sanitised=True)
+    for ref in result.removed:
+        print(f"removed {ref}")
+    for ref in result.kept_in_use:
+        print(f"kept {ref} (in use)")
+    print(f"images took {gb(result.before)}, now {gb(result.after)} (keep {gb(keep * GB)}); "
+          f"removed {len(result.removed)} image name(s)")

@@ -74,6 +74,9 @@ def run(
     eval_network: opt.EvalNetwork = False,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved config (every option, "
                                                "its value and what it means) as YAML, and run nothing.")] = False,
+    skip_image_check: Annotated[bool, typer.Option(
+        "--skip-image-check", help="Start without checking first that every task's image is present or on its "
+                                   "registry (see `swepipe images check`).")] = False,
 ) -> None:
     """Run a strategy (by default the pipeline: juniors, senior, principal) over the tasks, resumably, and
     optionally score it."""
@@ -99,6 +102,10 @@ def run(
     interactive = sys.stderr.isatty()
     try:
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
+        if not skip_image_check and (settings.config.containers.impl is None or settings.evaluation is not None):
+            from pipeline.runtime.image_cache import check_run_images
+
+            check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
         summary = run_tasks(selected, settings, workers=workers, show_progress=interactive,
                             log=None if interactive else _log_line)
     finally:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pipeline import stopping
 from pipeline.parallel import run_with_progress
 from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
+from pipeline.runtime.image_cache import RunImageCache
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
 
@@ -55,9 +56,17 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
         else:
             todo.append(task)
     lock = threading.Lock()
+    image_cache = RunImageCache.for_run(run, log=log)  # None unless containers.image_cache_gb is set
 
     def one(task: Task) -> None:
-        prediction = run_one_task(task, run, run_budget, log=log)
+        if image_cache is None:
+            prediction = run_one_task(task, run, run_budget, log=log)
+        else:
+            image_cache.start(task)
+            try:
+                prediction = run_one_task(task, run, run_budget, log=log)
+            finally:
+                image_cache.finish(task)  # prune the finished tasks' images down to the budget
         if log:
             log(task_line(prediction, summary.roles))
         with lock:

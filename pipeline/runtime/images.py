@@ -86,8 +86,15 @@ def prepare_image(name: str, base_commit: str, *, platform: str | None = None, w
                   sanitise: bool = True, show_progress: bool = False, limits: ContainerLimits | None = None) -> str:
     """The image a task's container should start from: ``name`` made available locally and, when
     ``sanitise``, its cached sanitised image (which also carries the command server)."""
+    from pipeline.runtime.image_cache import touch
+
     source = ensure_image(name, platform=platform, show_progress=show_progress)
-    return sanitised_image(source, base_commit, workdir, limits=limits) if sanitise else source.id
+    touch(source.id)  # least recently used first, when the image cache is pruned
+    if not sanitise:
+        return source.id
+    sanitised = sanitised_image(source, base_commit, workdir, limits=limits)
+    touch(sanitised)
+    return sanitised
 
 
 def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: float = 3600,

@@ -1,0 +1,435 @@
+"""The image lifecycle: which task images a run needs and whether they can be had (the preflight), the disk
+they take, and pruning them (least recently used first) down to a disk budget, never one a running container uses.
+
+Disk is counted as Docker stores it: by layer, each layer once, however many images share it (a task image's
+sanitised copy adds only its own top layer).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+
+from pipeline.runtime import containers
+
+REGISTRY_TIMEOUT = 20.0  # seconds one manifest query may take before the registry counts as unreachable
+GB = 10 ** 9  # as `docker images` counts
+
+_used: dict[str, float] = {}  # image id -> when this process last used it (prepare_image, a finished task)
+_used_lock = threading.Lock()
+
+
+def touch(ref: str) -> None:
+    """Record that the image ``ref`` (an id or a name) was just used (least-recently-used order for pruning)."""
+    with _used_lock:
+        _used[ref] = time.time()
+
+
+def last_used(image) -> float:
+    """When ``image`` was last used: in this process if it was, else when it was created or last tagged."""
+    with _used_lock:
+        used = [_used[ref] for ref in (image.id, *image.tags) if ref in _used]
+    if used:
+        return max(used)
+    stamps = [_epoch(image.attrs.get("Created")), _epoch((image.attrs.get("Metadata") or {}).get("LastTagTime"))]
+    return max(stamps)
+
+
+def _epoch(stamp: str | None) -> float:
+    if not stamp or stamp.startswith("0001-"):
+        return 0.0
+    from datetime import datetime
+
+    text = stamp.rstrip("Z").split(".")[0]
+    try:
+        return datetime.fromisoformat(text + "+00:00").timestamp()
+    except ValueError:
+        return 0.0
+
+
+# ---------------------------------------------------------------- disk
+
+
+_layers: dict[str, list[tuple[object, int]]] = {}
+
+
+def layers(image_id: str) -> list[tuple[object, int]]:
+    """The layers of an image as (identity, bytes); an identity is the chain of layers up to it, so two images
+    that share a base share its identities."""
+    if image_id in _layers:
+        return _layers[image_id]
+    api = containers.client().api
+    diff_ids = (api.inspect_image(image_id).get("RootFS") or {}).get("Layers") or []
+    sizes = [entry.get("Size", 0) for entry in reversed(api.history(image_id))]  # oldest first
+    nonzero = [s for s in sizes if s]
+    if len(nonzero) == len(diff_ids):
+        found = [(tuple(diff_ids[:i + 1]), size) for i, size in enumerate(nonzero)]
+    else:
+        # Empty layers (0 bytes) cannot be told from metadata-only history entries: pair the sizes with the
+        # newest layers, whose chain identities are unique to this image, so nothing shared is undercounted.
+        found = [((image_id, i), size) for i, size in enumerate(nonzero)]
+    _layers[image_id] = found
+    return found
+
+
+def disk_bytes(image_ids: Iterable[str]) -> int:
+    """Bytes the images take together, each shared layer counted once."""
+    seen: dict[object, int] = {}
+    for image_id in set(image_ids):
+        try:
+            seen.update(layers(image_id))
+        except (NotFound, ImageNotFound):
+            continue
+    return sum(seen.values())
+
+
+def docker_free_bytes() -> int | None:
+    """Free disk under Docker's data root, when that folder is on this machine (None for a remote engine)."""
+    try:
+        root = containers.client().info().get("DockerRootDir")
+        return shutil.disk_usage(root).free if root else None
+    except (OSError, DockerException):
+        return None
+
+
+def gb(size: int | float | None) -> str:
+    return "?" if size is None else f"{size / GB:.2f} GB"
+
+
+# ---------------------------------------------------------------- preflight
+
+
+@dataclass
+class ImageStatus:
+    name: str
+    image_id: str | None = None
+    size: int = 0  # bytes of its own layers, alone
+    registry: str | None = None  # for a missing image: available | missing (...) | unknown (...)
+
+    @property
+    def present(self) -> bool:
+        return self.image_id is not None
+
+    @property
+    def obtainable(self) -> bool:
+        return self.present or self.registry == "available"
+
+
+def local_image(name: str):
+    """The local image ``name``, or None."""
+    try:
+        return containers.client().images.get(name)
+    except ImageNotFound:
+        return None
+
+
+def registry_status(name: str, timeout: float = REGISTRY_TIMEOUT) -> str:
+    """Whether the registry holds ``name`` (a manifest query through the engine, with the user's `docker login`
+    credentials): ``available``, ``missing (...)``, or ``unknown (...)`` when it could not be asked; never longer
+    than ``timeout`` seconds."""
+    answer: dict[str, str] = {}
+
+    def ask() -> None:
+        try:
+            containers.client().api.inspect_distribution(name)
+            answer["status"] = "available"
+        except APIError as exc:
+            answer["status"] = _classify(exc)
+        except DockerException as exc:
+            answer["status"] = f"unknown (registry unreachable: {_short(exc)})"
+        except Exception as exc:  # noqa: BLE001 - a connection error surfaces as requests' own types
+            answer["status"] = f"unknown (registry unreachable: {_short(exc)})"
+
+    thread = threading.Thread(target=ask, name=f"manifest {name}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return answer.get("status") or f"unknown (registry unreachable: no answer in {timeout:.0f} s)"
+
+
+def _classify(exc: APIError) -> str:
+    text = _short(exc)
+    lowered = text.lower()
+    code = getattr(exc, "status_code", None)
+    if code == 429 or "toomanyrequests" in lowered or "rate limit" in lowered:
+        return f"unknown (registry rate limit, 429: {text})"
+    if any(word in lowered for word in ("manifest unknown", "not found", "does not exist", "name unknown")):
+        return f"missing ({text})"
+    if any(word in lowered for word in ("unauthorized", "denied", "authentication required")):
+        return f"missing or private ({text}; `docker login` to the registry if it is private)"
+    return f"unknown (registry unreachable: {text})"
+
+
+def _short(exc: BaseException, width: int = 200) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+@dataclass
+class Preflight:
+    images: list[ImageStatus]
+    needed_bytes: int  # every image the tasks need, shared layers once (missing ones: unknown, not counted)
+    free_bytes: int | None
+    budget_bytes: int | None
+
+    @property
+    def missing(self) -> list[ImageStatus]:
+        return [i for i in self.images if not i.present]
+
+    @property
+    def unobtainable(self) -> list[ImageStatus]:
+        return [i for i in self.images if not i.obtainable]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unobtainable
+
+    def line(self) -> str:
+        parts = [f"images: {len(self.images) - len(self.missing)} of {len(self.images)} present "
+                 f"({gb(self.needed_bytes)})"]
+        pullable = [i for i in self.missing if i.obtainable]
+        if pullable:
+            parts.append(f"{len(pullable)} to pull")
+        if self.unobtainable:
+            parts.append(f"{len(self.unobtainable)} cannot be had")
+        if self.budget_bytes is not None:
+            parts.append(f"cache budget {gb(self.budget_bytes)}")
+        if self.free_bytes is not None:
+            parts.append(f"{gb(self.free_bytes)} free for Docker")
+        return ", ".join(parts)
+
+    def problem(self) -> str:
+        """Why the run cannot have its images, naming them (the first few)."""
+        shown = self.unobtainable[:5]
+        more = len(self.unobtainable) - len(shown)
+        names = "; ".join(f"{i.name}: {i.registry}" for i in shown) + (f"; and {more} more" if more else "")
+        return (f"{len(self.unobtainable)} image(s) are missing locally and no registry confirmed it has them: "
+                f"{names}. Build them (bundled tasks: `swepipe images build`), `docker login` to their registry, "
+                "or fix --image-template")
+
+
+def preflight(names: Iterable[str], budget_gb: float | None = None, registry_timeout: float = REGISTRY_TIMEOUT,
+              ask_registry: bool = True) -> Preflight:
+    """Which of the images ``names`` are present, their sizes and total, and for missing ones whether the
+    registry has them (asked in parallel, each query bounded by ``registry_timeout``)."""
+    statuses = []
+    for name in dict.fromkeys(names):
+        image = local_image(name)
+        status = ImageStatus(name)
+        if image is not None:
+            status.image_id = image.id
+            status.size = disk_bytes([image.id])
+        statuses.append(status)
+    missing = [s for s in statuses if not s.present]
+    if missing and ask_registry:
+        threads = []
+        for status in missing:
+            def ask(status=status):
+                status.registry = registry_status(status.name, registry_timeout)
+            threads.append(threading.Thread(target=ask, daemon=True))
+        for thread in threads[:16]:
+            thread.start()
+        for index, thread in enumerate(threads):
+            thread.join()
+            if index + 16 < len(threads):
+                threads[index + 16].start()
+    elif missing:
+        for status in missing:
+            status.registry = "unknown (registry not asked)"
+    return Preflight(statuses, disk_bytes(s.image_id for s in statuses if s.present), docker_free_bytes(),
+                     None if budget_gb is None else int(budget_gb * GB))
+
+
+# ---------------------------------------------------------------- pruning
+
+
+def images_in_use() -> set[str]:
+    """Ids of the images a running swepipe container (any run, any process) was started from."""
+    found = containers.client().containers.list(filters={"label": containers.LABEL, "status": "running"})
+    return {c.attrs.get("Image") for c in found if c.attrs.get("Image")}
+
+
+def sanitised_images(sources: set[str] | None = None) -> list:
+    """swepipe's cached sanitised images (of the task images ``sources``, by id, when given)."""
+    found = containers.client().images.list(name=containers.SANITISED_REPOSITORY)
+    if sources is None:
+        return found
+    return [i for i in found if (i.labels or {}).get("swepipe.source_image") in sources]
+
+
+@dataclass
+class PruneResult:
+    before: int
+    after: int
+    removed: list[str] = field(default_factory=list)
+    kept_in_use: list[str] = field(default_factory=list)
+
+
+def prune(task_images: Iterable[str], keep_bytes: int, *, all_sanitised: bool = False,
+          protect: Iterable[str] = ()) -> PruneResult:
+    """Remove the task images named ``task_images`` and their sanitised copies (every cached sanitised image too
+    with ``all_sanitised``), least recently used first, until what they take together is at most ``keep_bytes``.
+
+    A task image goes with its sanitised copies (removing one alone frees nothing they share). Never removed: an
+    image a running swepipe container uses, or one in ``protect`` (names or ids: the images of tasks running now).
+    """
+    client = containers.client()
+    groups: dict[str, dict] = {}  # task image id (or a lone sanitised image's id) -> its names and images
+    for name in dict.fromkeys(task_images):
+        image = local_image(name)
+        if image is not None:
+            group = groups.setdefault(image.id, {"names": [], "images": {image.id: image}})
+            group["names"].append(name)
+    sources = None if all_sanitised else set(groups)
+    for copy in sanitised_images(sources):
+        source = (copy.labels or {}).get("swepipe.source_image")
+        key = source if source in groups else copy.id
+        group = groups.setdefault(key, {"names": [], "images": {}})
+        group["images"][copy.id] = copy
+        group["names"].extend(t for t in copy.tags if t not in group["names"])
+    protected = set(protect)
+    protected |= {local.id for name in protect if (local := local_image(name)) is not None}
+    in_use = images_in_use()
+
+    def total() -> int:
+        return disk_bytes(i for g in groups.values() for i in g["images"])
+
+    result = PruneResult(before=total(), after=0)
+    order = sorted(groups, key=lambda key: max(last_used(i) for i in groups[key]["images"].values()))
+    current = result.before
+    for key in order:
+        if current <= keep_bytes:
+            break
+        group = groups[key]
+        ids = set(group["images"])
+        busy = ids & (in_use | protected) or any(n in protected for n in group["names"])
+        if busy:
+            result.kept_in_use.extend(group["names"] or sorted(ids))
+            continue
+        result.removed.extend(_remove_group(client, group))
+        if not group["images"]:
+            del groups[key]
+        current = total()
+    result.after = total() if groups else 0
+    return result
+
+
+def _remove_group(client, group: dict) -> list[str]:
+    """Remove a group's sanitised copies first, then the task image's names (its other tags stay); an image a
+    container (even a stopped one) still uses is refused by Docker and kept. Removed images leave the group."""
+    removed = []
+    copies = [i for i in group["images"].values() if (i.labels or {}).get("swepipe.source_image")]
+    others = [i for i in group["images"].values() if i not in copies]
+    for image in [*copies, *others]:
+        refs = (image.tags or [image.id]) if image in copies else [n for n in group["names"] if n in image.tags]
+        for ref in refs:
+            try:
+                client.images.remove(ref, force=False)
+            except NotFound:
+                pass
+            except APIError:
+                return removed  # in use (a container created from it meanwhile): keep the rest of the group
+            removed.append(ref)
+        del group["images"][image.id]
+        with _used_lock:
+            for ref in (image.id, *image.tags):
+                _used.pop(ref, None)
+    return removed
+
+
+def run_image_names(tasks, image_template: str) -> list[str]:
+    from pipeline.runtime.images import image_name
+
+    return [image_name(image_template, task.to_row()) for task in tasks]
+
+
+def check_run_images(tasks, settings, announce=print, registry_timeout: float = REGISTRY_TIMEOUT) -> Preflight:
+    """The preflight at the start of a run: one summary line; RuntimeUnavailable when an image cannot be had
+    (so the run stops in its first minute, not an hour in)."""
+    from pipeline.errors import RuntimeUnavailable
+
+    finished = settings.layout.finished()
+    todo = [t for t in tasks if t.instance_id not in finished]
+    check = preflight(run_image_names(todo, settings.image_template), settings.config.containers.image_cache_gb,
+                      registry_timeout=registry_timeout)
+    announce(check.line())
+    if not check.ok:
+        raise RuntimeUnavailable(check.problem() + "; or pass --skip-image-check")
+    return check
+
+
+class RunImageCache:
+    """A run's image budget (``containers.image_cache_gb``): after each task, the images of the run's finished
+    tasks (and their sanitised copies) are pruned least recently used first down to the budget, never those of
+    tasks running at that moment nor any a running swepipe container uses. Each prune is a line of
+    ``image_cache.jsonl`` in the run directory, with the disk all the run's images present take after it."""
+
+    def __init__(self, image_template: str, budget_gb: float, record_path=None, log=None):
+        self.template = image_template
+        self.keep = int(budget_gb * GB)
+        self.record_path = record_path
+        self.log = log
+        self.running: dict[str, str] = {}  # instance id -> image name
+        self.finished: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.prune_lock = threading.Lock()
+
+    @classmethod
+    def for_run(cls, run, log=None) -> RunImageCache | None:
+        containers_config = run.config.containers
+        if containers_config.image_cache_gb is None or containers_config.impl is not None:
+            return None  # no budget, or a runtime that does not use the run's images
+        return cls(run.image_template, containers_config.image_cache_gb, run.layout.root / "image_cache.jsonl", log)
+
+    def _name(self, task) -> str | None:
+        from pipeline.errors import SwepipeError
+
+        try:
+            return run_image_names([task], self.template)[0]
+        except SwepipeError:
+            return None  # a template the task cannot fill: the task itself records that error
+
+    def start(self, task) -> None:
+        name = self._name(task)
+        with self.lock:
+            if name is not None:
+                self.running[task.instance_id] = name
+            self.finished.pop(task.instance_id, None)
+
+    def finish(self, task) -> PruneResult | None:
+        """Prune after ``task``; a Docker fault here is logged, never the task's result."""
+        with self.lock:
+            name = self.running.pop(task.instance_id, None) or self._name(task)
+            if name is None:
+                return None
+            self.finished[task.instance_id] = name
+        touch(name)
+        try:
+            with self.prune_lock:
+                with self.lock:
+                    busy = set(self.running.values())
+                    candidates = [n for n in self.finished.values() if n not in busy]
+                    everything = [*self.running.values(), *self.finished.values()]
+                result = prune(candidates, self.keep, protect=busy)
+                present = {i.id for n in everything if (i := local_image(n)) is not None}
+                used = disk_bytes([*present, *(c.id for c in sanitised_images(present))])
+        except (DockerException, OSError) as exc:
+            if self.log:
+                self.log(f"image cache: could not prune after {task.instance_id}: {exc}")
+            return None
+        if self.record_path is not None:
+            from pipeline.storage import append_jsonl
+
+            append_jsonl(self.record_path, {"after_task": task.instance_id, "time": round(time.time(), 3),
+                                            "keep_bytes": self.keep, "run_images_bytes": used,
+                                            "removed": result.removed, "kept_in_use": result.kept_in_use,
+                                            "running": sorted(busy)})
+        if self.log and result.removed:
+            self.log(f"image cache: removed {len(result.removed)} image(s) of finished tasks; the run's images "
+                     f"take {gb(used)} (budget {gb(self.keep)})")
+        return result
