@@ -38,7 +38,9 @@ def test_local_model_runs_every_stage_and_records_it(tmp_path):
     paths = layout.task(TASK.instance_id)
     rows = Ledger.read(paths.ledger)
     answered = [r for r in rows if r.error is None]
-    assert answered and all(r.input_tokens > 0 and r.output_tokens > 0 for r in answered)  # real token counts
+    # Real token counts from the server. A reply may be empty (the model stops at once: 0 output tokens, as at
+    # rollout 1's temperature 1.0 on its last step), so output is checked over the whole run.
+    assert answered and all(r.input_tokens > 0 for r in answered) and sum(r.output_tokens for r in answered) > 0
     assert all(r.cost == 0 for r in rows)  # declared free
     assert {r.stage for r in rows} >= {"junior", "principal"}
 
