@@ -201,3 +201,15 @@ def test_run_with_a_budget_smaller_than_its_images_holds_it_after_each_task(tmp_
     left = [i.id for n in names if (i := image_cache.local_image(n)) is not None]
     assert image_cache.disk_bytes([*left, *(c.id for c in image_cache.sanitised_images(set(left)))]) <= budget
     assert not client.containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=budget"})
+
+
+def test_a_registry_that_does_not_answer_is_asked_once_per_wave_not_once_per_image(silent_registry):
+    """731 images on an unreachable registry must not take 731 timeouts: after the first answer of 'unknown', the
+    host's other images are not asked again."""
+    from pipeline.runtime.image_cache import preflight
+
+    names = [f"{silent_registry}/swepipe/none:task-{n}" for n in range(40)]
+    result = preflight(names, registry_timeout=2)
+    answers = [status.registry for status in result.images]
+    assert all(answer.startswith("unknown (registry unreachable: ") for answer in answers)
+    assert sum("(not asked again)" in answer for answer in answers) == 40 - 16  # only the first wave waited

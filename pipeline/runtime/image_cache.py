@@ -128,6 +128,12 @@ def local_image(name: str):
         return None
 
 
+def registry_host(name: str) -> str:
+    """The registry an image name points at (``docker.io`` unless its first part names a host)."""
+    first, slash, _ = name.partition("/")
+    return first if slash and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
 def registry_status(name: str, timeout: float = REGISTRY_TIMEOUT) -> str:
     """Whether the registry holds ``name`` (a manifest query through the engine, with the user's `docker login`
     credentials): ``available``, ``missing (...)``, or ``unknown (...)`` when it could not be asked; never longer
@@ -228,9 +234,16 @@ def preflight(names: Iterable[str], budget_gb: float | None = None, registry_tim
     missing = [s for s in statuses if not s.present]
     if missing and ask_registry:
         threads = []
+        given_up: dict[str, str] = {}  # registry host -> why it could not be asked: the rest of its images are not
         for status in missing:
             def ask(status=status):
+                host = registry_host(status.name)
+                if host in given_up:  # unreachable or rate-limited: asking each of 731 images would take minutes
+                    status.registry = f"{given_up[host]} (not asked again)"
+                    return
                 status.registry = registry_status(status.name, registry_timeout)
+                if status.registry.startswith("unknown ("):
+                    given_up.setdefault(host, status.registry)
             threads.append(threading.Thread(target=ask, daemon=True))
         for thread in threads[:16]:
             thread.start()
