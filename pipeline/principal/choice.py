@@ -9,39 +9,27 @@ own ``junior_top`` fallback); else nothing.
 
 from __future__ import annotations
 
-import time
-
 from pipeline import patchtext
-from pipeline.config import RunConfig
-from pipeline.job import TaskJob, once
+from pipeline.job import TaskJob
 from pipeline.juniors.pool import CandidatePool
-from pipeline.principal.stage import _fallback, check_applies
+from pipeline.principal.stage import Principal, _fallback, check_applies
 from pipeline.runtime.base import Runtime
 
 SENIOR_CHOICE = "senior_choice"  # the prediction's source: the candidate the brief names
 JUNIOR_TOP = "junior_top"  # the most-voted candidate that applies
 
 
-class SeniorChoice:
+class SeniorChoice(Principal):
     """A principal stage that calls no model (``role = None``): ``write(job, pool, brief)`` returns the result
     record with the candidate's ``patch`` and its ``source`` (senior_choice, junior_top or none)."""
 
     role = None  # no model role: nothing is called, priced or started for the principal
 
-    def __init__(self, config: RunConfig):
-        self.config = config
-
-    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
-        def make() -> dict:
-            started = time.monotonic()
-            with job.open_runtime("principal") as runtime:
-                result = choose(pool, brief, runtime)
-            job.seconds["principal"] = round(time.monotonic() - started, 2)
-            job.paths.principal.mkdir(parents=True, exist_ok=True)
-            patchtext.write(job.paths.principal / "patch.diff", result["patch"])
-            return result
-
-        return once(job.paths.principal / "result.json", make)
+    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
+        result = choose(pool, brief, runtime)
+        job.paths.principal.mkdir(parents=True, exist_ok=True)
+        patchtext.write(job.paths.principal / "patch.diff", result["patch"])
+        return result
 
 
 def senior_candidate(brief: dict, pool: CandidatePool) -> tuple[int | None, str | None]:

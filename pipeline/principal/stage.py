@@ -46,12 +46,11 @@ class Principal:
         self.config = config
 
     def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
-        """The patch of an earlier session of this task, or one from the principal model now."""
+        """The patch of an earlier session of this task, or a new one (``make_patch``) in the principal's workspace."""
         def make() -> dict:
             started = time.monotonic()
             with job.open_runtime("principal") as runtime:
-                result = run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
-                                       self.config.principal, job.paths.principal, job.count_tokens)
+                result = self.make_patch(job, pool, brief, runtime)
             job.seconds["principal"] = round(time.monotonic() - started, 2)
             return result
 
@@ -59,6 +58,11 @@ class Principal:
         if "patch" not in result:  # written before results held their patch
             result["patch"] = patchtext.read(job.paths.principal / "patch.diff")
         return result
+
+    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
+        """The result record, patch.diff written: from the principal model's one call."""
+        return run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
+                             self.config.principal, job.paths.principal, job.count_tokens)
 
 
 def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelClient, budget: Budget,
