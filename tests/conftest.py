@@ -73,3 +73,21 @@ def leaky_repo(tmp_path_factory):
     (repo / "node_modules").mkdir()
     (repo / "node_modules" / "dep.js").write_text("module.exports = 1\n")
     return {"path": repo, "base": base, "gold": gold}
+
+
+@pytest.fixture
+def local_repo(leaky_repo, monkeypatch):
+    """leaky_repo, as the repository tests/local_opener.py opens (containers.impl "local_opener:open_local")."""
+    monkeypatch.setenv("SWEPIPE_TEST_REPO", str(leaky_repo["path"]))
+    monkeypatch.setenv("SWEPIPE_TEST_BASE", leaky_repo["base"])
+    return leaky_repo
+
+
+def demo_task(leaky_repo, number=1):
+    """A task on leaky_repo: add() subtracts."""
+    from pipeline.tasks import Task
+
+    return Task(instance_id=f"demo__calc-{number}", repo="demo/calc", base_commit=leaky_repo["base"],
+                problem_statement="add() subtracts instead of adding.", repo_language="python",
+                fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[], before_repo_set_cmd="",
+                dockerhub_tag="unused")

@@ -18,7 +18,9 @@ from pipeline.models.ledger import Ledger
 from pipeline.principal.choice import choose
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
+from conftest import demo_task
 from scripted_pipeline import SUBMIT, apply_patch_command, brief_from_patch, edits_from_patch, patch_per_file
+from test_run_docker import swepipe
 
 PRICES = {"input": 1.0, "output": 2.0}
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}
@@ -49,20 +51,6 @@ def diff(old: str, new: str) -> str:
 
 RIGHT, OTHER = diff("a - b", "a + b"), diff("a - b", "b + a")
 STALE = diff("a * b", "a + b")  # its context is not in the base file: it does not apply
-
-
-def demo_task(repo) -> Task:
-    return Task(instance_id="demo__calc-1", repo="demo/calc", base_commit=repo["base"],
-                problem_statement="add() subtracts instead of adding.", repo_language="python",
-                fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[], before_repo_set_cmd="",
-                dockerhub_tag="unused")
-
-
-@pytest.fixture
-def local_repo(leaky_repo, monkeypatch):
-    monkeypatch.setenv("SWEPIPE_TEST_REPO", str(leaky_repo["path"]))
-    monkeypatch.setenv("SWEPIPE_TEST_BASE", leaky_repo["base"])
-    return leaky_repo
 
 
 def pool_of(*patches_and_votes):
@@ -230,14 +218,6 @@ def test_needed_roles_leave_out_what_is_switched_off():
 
 
 # -- end to end on a bundled task in Docker, scored with the hidden tests ----------------------------------------
-
-def swepipe(*args, cwd, check=True):
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "250"}, stdin=subprocess.DEVNULL)
-    if check:
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
 
 def bundled(name: str) -> Task:
     from pipeline.tasks import load_tasks

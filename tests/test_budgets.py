@@ -25,7 +25,7 @@ from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import DEFAULT_MAX_TOKENS, ModelCallFailed, ModelClient, count_input_tokens
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
-from pipeline.tasks import Task
+from conftest import demo_task
 
 TESTS = Path(__file__).parent
 LOCAL = Containers(impl="local_opener:open_local")
@@ -38,20 +38,6 @@ def bash(command, usage=None, delay=None):
     if delay:
         reply["delay"] = delay
     return reply
-
-
-def demo_task(leaky_repo, number=1) -> Task:
-    return Task(instance_id=f"demo__calc-{number}", repo="demo/calc", base_commit=leaky_repo["base"],
-                problem_statement="add() subtracts instead of adding.", repo_language="python",
-                fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[], before_repo_set_cmd="",
-                dockerhub_tag="unused")
-
-
-@pytest.fixture
-def local_repo(leaky_repo, monkeypatch):
-    monkeypatch.setenv("SWEPIPE_TEST_REPO", str(leaky_repo["path"]))
-    monkeypatch.setenv("SWEPIPE_TEST_BASE", leaky_repo["base"])
-    return leaky_repo
 
 
 def script_client(tmp_path, script, role="principal", **spec):
