@@ -161,6 +161,18 @@ class SoloConfig(BaseModel):
         default="minimal", description="the agent's system prompt: minimal, or piv (plan, implement, verify)")
 
 
+class ExecutorConfig(BaseModel):
+    """Where a run's tasks run: threads on this machine, or Ray across a cluster (``pip install 'swepipe[ray]'``).
+    One task is the unit either way; its stages run in order on one machine, which holds its image."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["threads", "ray"] = Field(default="threads", description="threads (this machine) or ray")
+    ray_address: str = Field(default="auto", description="the Ray cluster to join: auto (the one `ray start` "
+                             "began on this machine) or ray://host:port")
+    slots_per_task: int | None = Field(default=None, ge=1, description="docker_slots one task holds on its node "
+                                       "(default: its most containers at once, juniors.k, at least 1)")
+
+
 class RunConfig(BaseModel):
     """Everything a run is configured with; stages receive these models as they are."""
 
@@ -176,6 +188,7 @@ class RunConfig(BaseModel):
     principal: PrincipalConfig = Field(default_factory=PrincipalConfig)
     team: TeamConfig = Field(default_factory=TeamConfig)
     solo: SoloConfig = Field(default_factory=SoloConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
     @model_validator(mode="after")
     def _something_finds_the_code(self) -> RunConfig:

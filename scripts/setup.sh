@@ -32,6 +32,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "setup: installing swepipe into .venv (the first time builds llama-cpp-python: a few minutes)"
 # pip's notes about this machine's extra package indexes are noise; real errors still stop the script.
-.venv/bin/pip install -q -e '.[test,local]' 2> >(grep -v "^WARNING: Location" >&2)
+.venv/bin/pip install -q -e '.[test,local,ray]' 2> >(grep -v "^WARNING: Location" >&2)
 
 .venv/bin/swepipe images build
