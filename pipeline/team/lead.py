@@ -65,7 +65,9 @@ class Lead:
                 worker = Worker(len(team.workers), delegation, team, self.step)
                 team.workers[worker.name] = worker
                 started.append(worker)
-            team.lead_status = f"delegated to {', '.join(w.name for w in started)}"
+            names = ', '.join(w.name for w in started)
+            # A blocking lead is waiting from this moment: a worker that lists the team as it starts sees so.
+            team.lead_status = f"waiting for {names}" if s.mode == "blocking" else f"delegated to {names}"
             team.save()
         for worker in started:
             worker.start(self.step)
