@@ -1,6 +1,7 @@
 """The ReAct loop against a real workspace (a local clone) and the real litellm path."""
 
 import json
+import time
 
 import yaml
 
@@ -128,6 +129,56 @@ def test_an_interrupted_rollout_resumes_without_paying_twice(tmp_path, leaky_rep
     # The budget is charged what this session paid; what the first paid is seeded by the resumer (from the
     # ledger for the task and run, from the trajectory for the agent's own), never charged again here.
     assert budget.spent == pytest.approx(run.cost - saved["cost"]) == pytest.approx(again.ledger.rows[0].cost)
+
+
+class Killed(BaseException):
+    """The process dying (a SIGKILL) at a chosen point, as far as the code after that point can tell."""
+
+
+class DyingLedger(Ledger):
+    """A ledger whose process dies at its ``at``-th row: just after the row is on disk, or just before."""
+
+    def __init__(self, path, at, after_writing):
+        super().__init__(path)
+        self.at, self.after_writing, self.count = at, after_writing, 0
+
+    def append(self, row):
+        self.count += 1
+        if self.count == self.at and not self.after_writing:
+            raise Killed
+        super().append(row)
+        if self.count == self.at:
+            raise Killed
+
+
+@pytest.mark.parametrize("after_writing", [True, False], ids=["after-its-ledger-row", "before-its-ledger-row"])
+def test_a_reply_paid_just_before_a_kill_is_not_paid_again(tmp_path, leaky_repo, after_writing):
+    """The kill comes after the second reply was paid for, before the trajectory has it: the resumed agent
+    gets that reply from its journal, and each conversation position has exactly one ledger row."""
+    replies, trajectory, ledger = [FIX, "```bash\ngrep -c return calc.py\n```", SUBMIT], tmp_path / "t.json", \
+        tmp_path / "ledger.jsonl"
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"junior": [replies]}))
+
+    def client(rows):
+        return ModelClient(ModelSpec(model=f"scripted/{script}", prices=Prices(input=1, output=1)), "junior", rows,
+                           task="t", scope=str(tmp_path))
+
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as first, pytest.raises(Killed):
+        run_agent(client(DyingLedger(ledger, at=2, after_writing=after_writing)), first, "fix", Budget("r"),
+                  Limits(), trajectory_path=trajectory)
+    killed_at = time.time()
+    assert len(json.loads(trajectory.read_text())["steps"]) == 1  # the second reply is in no trajectory
+    seeded = sum(row.cost for row in Ledger.read(ledger))  # what a resumed task's budget starts from
+    budget = Budget("r")
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as second:
+        run = run_agent(client(Ledger(ledger)), second, "fix", budget, Limits(), trajectory_path=trajectory)
+    assert run.exit_reason == "submitted" and [s.reply for s in run.steps] == replies
+    rows = Ledger.read(ledger)
+    assert len(rows) == 3 and len({row.call for row in rows}) == 3  # one row per position, none paid twice
+    assert rows[1].time < killed_at  # the second position's row is the first session's call, not a new one
+    assert budget.spent + seeded == pytest.approx(sum(row.cost for row in rows)) == pytest.approx(run.cost)
+    assert not list(tmp_path.glob("*.reply"))  # the journal goes once the trajectory holds its reply
 
 
 def tool(name, **arguments):

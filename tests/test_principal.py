@@ -166,11 +166,12 @@ BRIEF = {"analysis": "add() uses the wrong operator.", "context": "### calc.py:1
 
 
 def principal(tmp_path, workspace, replies, pool, statement="add() subtracts instead of adding.",
-              directory=None, settings=None, brief=None):
-    script = tmp_path / f"principal-{len(list(tmp_path.glob('principal-*.yaml')))}.yaml"
+              directory=None, settings=None, brief=None, ledger=None, script=None):
+    script = script or tmp_path / f"principal-{len(list(tmp_path.glob('principal-*.yaml')))}.yaml"
     script.write_text(yaml.safe_dump({"principal": replies}))
     client = ModelClient(ModelSpec(model=f"scripted/{script}", prices=Prices(input=1.0, output=2.0)), "principal",
-                         Ledger(tmp_path / "ledger.jsonl"), task="t", scope=str(script), backoff_base=0.001)
+                         ledger or Ledger(tmp_path / "ledger.jsonl"), task="t", scope=str(script),
+                         backoff_base=0.001)
     directory = directory or tmp_path / "principal"
     result = run_principal(demo_task(statement), brief or BRIEF, pool, client, Budget("task"), workspace,
                            settings or PrincipalConfig(), directory, words)
@@ -223,6 +224,24 @@ def test_a_resumed_principal_reuses_the_reply_and_keeps_the_request_as_sent(tmp_
                          settings=PrincipalConfig(show_candidates=0))
     assert again["patch"] == result["patch"] and again["calls"] == 1
     assert (directory / "request.json").read_text() == sent
+
+
+def test_a_principal_killed_after_paying_for_its_reply_does_not_pay_again(tmp_path, workspace):
+    """The process dies once the reply's ledger row is written, before replies.json has the reply."""
+    from test_agent_loop import DyingLedger, Killed
+
+    pool = pool_of((CALC_FIX, "submitted"))
+    edit = "calc.py\n```\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n```\n"
+    script = tmp_path / "principal.yaml"  # one model for both sessions
+    with pytest.raises(Killed):
+        principal(tmp_path, workspace, [edit], pool, ledger=DyingLedger(tmp_path / "ledger.jsonl", 1, True),
+                  script=script)
+    directory = tmp_path / "principal"
+    assert not (directory / "replies.json").exists()
+    # Resumed: the same conversation position; a new call would add a ledger row.
+    again, _ = principal(tmp_path, workspace, [edit], pool, directory=directory, script=script)
+    assert again["source"] == "principal" and "+    return a + b" in again["patch"]
+    assert len(Ledger.read(tmp_path / "ledger.jsonl")) == 1 and not (directory / "reply.journal").exists()
 
 
 def test_a_real_reply_with_line_numbers_an_app_path_and_a_deletion_becomes_a_clean_diff(tmp_path, workspace):

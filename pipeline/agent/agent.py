@@ -108,6 +108,9 @@ class Agent:
         self.client, self.runtime, self.budget, self.limits = client, runtime, budget, limits
         self.agent_index, self.temperature, self.seed = agent_index, temperature, seed
         self.trajectory_path = trajectory_path
+        # The paid reply not yet in the trajectory (models.client): beside it, named so no *.json glob takes it.
+        self.reply_journal = (trajectory_path.with_name(trajectory_path.name.removesuffix(".json") + ".reply")
+                              if trajectory_path is not None else None)
         self.actions = actions or {}  # action kind -> handler(body) -> observation
         self.check_submission = check_submission  # a problem with the submission counts as a format error
         self.guard_submission = guard_submission  # a refusal to let it submit yet does not
@@ -196,6 +199,7 @@ class Agent:
                 self.deliver()
                 step = self.query()
                 self.save()  # the reply is paid for: a crash from here on must not lose it
+                self.forget_journal()
                 self.handle(step)
                 self.note_steps_left()
                 self.save()
@@ -219,7 +223,8 @@ class Agent:
         try:
             completion = self.client.complete(
                 self.record.messages, self.budget, agent=self.name, agent_index=self.agent_index,
-                temperature=self.temperature, seed=self.seed, tools=tools_for(self.allowed) if self.tools else None)
+                temperature=self.temperature, seed=self.seed, tools=tools_for(self.allowed) if self.tools else None,
+                journal=self.reply_journal)
         except CostLimitExceeded as error:
             self._add_billed(getattr(error, "billed", None))
             raise Stop("cost_limit", str(error)) from None
@@ -384,6 +389,11 @@ class Agent:
             return self.record.seconds
         started, before = self._clock
         return before + time.monotonic() - started
+
+    def forget_journal(self) -> None:
+        """The trajectory holds the last reply now: its journal is not needed (nor kept after the agent)."""
+        if self.reply_journal is not None:
+            self.reply_journal.unlink(missing_ok=True)
 
     def save(self) -> None:
         with self._lock:

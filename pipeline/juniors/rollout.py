@@ -73,7 +73,9 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
         agent = task_agent(job, name, client, runtime, budget, agent_index=index, temperature=temperature,
                            seed=juniors.seed + index, trajectory_path=trajectory)
         if agent.resume():
-            budget.seed(agent.record.cost)  # its own limit counts what it spent before; the task's has it already
+            # Its own limit counts what it spent before, as the task's does: from the ledger, which also has a
+            # reply paid for just before a crash that only the reply journal kept.
+            budget.seed(client.spent_by(name))
         run = agent.record if agent.finished else agent.run()
         record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
         _take_patch(runtime, record, juniors.max_patch_bytes)

@@ -1,12 +1,20 @@
-"""One role's model client: a reservation of the worst case, litellm call with retries, price, ledger row."""
+"""One role's model client: a reservation of the worst case, litellm call with retries, price, ledger row.
+
+A caller that saves replies (an agent's trajectory, the principal's replies) passes a journal: the paid reply
+is written there before its ledger row, so a process killed before the caller saved it does not pay for the
+same conversation position again; the resumed caller asks again and gets the journal's reply.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import time
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from pipeline import stopping
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
@@ -14,6 +22,7 @@ from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.secrets import redact
+from pipeline.storage import write_json_atomic
 
 
 DEFAULT_MAX_TOKENS = 4096  # the longest reply of a model litellm knows no output limit for
@@ -162,6 +171,10 @@ class ModelClient:
 
             register_scripted()
 
+    def spent_by(self, agent: str) -> float:
+        """What ``agent`` spent through this role in earlier sessions of the task (its ledger rows)."""
+        return self.ledger.spent(self.stage, agent)
+
     def worst_case(self, messages: list[dict], tools: list[dict] | None = None) -> float:
         """The most one call with ``messages`` can cost: its input tokens (``count_input_tokens``) at the input
         price (or the cached price, if higher) plus ``max_tokens`` at the output price. 0 for a free model."""
@@ -174,11 +187,13 @@ class ModelClient:
 
     def complete(self, messages: list[dict], budget: Budget, *, agent: str = "", agent_index: int = 0,
                  temperature: float | None = None, seed: int | None = None,
-                 tools: list[dict] | None = None) -> Completion:
+                 tools: list[dict] | None = None, journal: Path | None = None) -> Completion:
         """One reply; raises CostLimitExceeded before a call the budget cannot pay, ModelCallFailed after.
 
         Every attempt first reserves the call's worst case (``worst_case``) against ``budget`` and every
         budget above it, and is settled to what the provider reports afterwards, a failed attempt too.
+        With ``journal``, the reply is written there before its ledger row, and a journal that holds the
+        reply to these very messages is returned instead of calling again (``_journaled``).
         """
         from pipeline.models.litellm_setup import litellm
 
@@ -195,6 +210,9 @@ class ModelClient:
                             ("seed", seed)):
             if value is not None:
                 params[name] = value
+        key = _call_key(params) if journal is not None else ""
+        if journal is not None and (kept := self._journaled(journal, key, budget)) is not None:
+            return kept
         worst = self.worst_case(messages, tools)
         started, retries, billed = time.monotonic(), 0, Usage()  # billed: what failed attempts cost
         while True:
@@ -226,7 +244,8 @@ class ModelClient:
                 raise
             else:
                 try:
-                    return self._record_success(response, agent, started, retries, reservation, billed)
+                    return self._record_success(response, agent, started, retries, reservation, billed,
+                                                journal, key)
                 finally:
                     reservation.release()  # only if recording failed before settling: a no-op otherwise
 
@@ -235,21 +254,42 @@ class ModelClient:
         return delay * random.uniform(0.5, 1.0)
 
     def _record_success(self, response, agent: str, started: float, retries: int, reservation: Reservation,
-                        billed: Usage) -> Completion:
+                        billed: Usage, journal: Path | None, key: str) -> Completion:
         used = usage_of(getattr(response, "usage", None)) or Usage()
         cost = self.prices.cost(used.input, used.cached, used.output)
         reservation.settle(cost)
         latency = time.monotonic() - started
-        self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
-                                     input_tokens=used.input + billed.input, cached_tokens=used.cached + billed.cached,
-                                     output_tokens=used.output + billed.output, cost=cost + billed.cost,
-                                     latency=round(latency, 4), retries=retries, task=self.task, agent=agent))
+        row = LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
+                        input_tokens=used.input + billed.input, cached_tokens=used.cached + billed.cached,
+                        output_tokens=used.output + billed.output, cost=cost + billed.cost,
+                        latency=round(latency, 4), retries=retries, task=self.task, agent=agent,
+                        call=uuid.uuid4().hex)
         message = response.choices[0].message
         calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
                  for call in (getattr(message, "tool_calls", None) or [])]
         # The call's whole cost, failed attempts included, so an agent's record adds up to the ledger.
-        return Completion(message.content or "", used.input + billed.input, used.cached + billed.cached,
-                          used.output + billed.output, cost + billed.cost, latency, retries, calls)
+        completion = Completion(message.content or "", used.input + billed.input, used.cached + billed.cached,
+                                used.output + billed.output, cost + billed.cost, latency, retries, calls)
+        if journal is not None:  # first the reply, then its row: a kill in between loses no reply
+            write_json_atomic(journal, {"key": key, "completion": asdict(completion), "row": asdict(row)})
+        self.ledger.append(row)
+        return completion
+
+    def _journaled(self, journal: Path, key: str, budget: Budget) -> Completion | None:
+        """The reply ``journal`` holds for the call ``key``, if it does. A reply whose ledger row the kill
+        came before gets its row now, and its cost is charged; one with its row was counted when the
+        budgets were seeded from the ledger."""
+        try:
+            saved = json.loads(journal.read_text(encoding="utf-8"))
+            if saved.get("key") != key:
+                return None
+            completion, row = Completion(**saved["completion"]), LedgerRow(**saved["row"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        if not self.ledger.has_call(row.call):
+            budget.reserve(0.0).settle(row.cost)
+            self.ledger.append(row)
+        return completion
 
     def _record_failure(self, agent: str, started: float, retries: int, error: str, billed: Usage) -> None:
         """A call that gave no reply, with the tokens and cost its attempts were billed (0 when the provider
@@ -259,6 +299,12 @@ class ModelClient:
                                      output_tokens=billed.output, cost=billed.cost,
                                      latency=round(time.monotonic() - started, 4), retries=retries,
                                      error=error, task=self.task, agent=agent))
+
+
+def _call_key(params: dict) -> str:
+    """What identifies a call's conversation position: the model and everything it is sent."""
+    sent = {name: params.get(name) for name in ("model", "messages", "tools", "temperature", "seed")}
+    return hashlib.sha256(json.dumps(sent, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
 
 def _describe(error: Exception) -> str:

@@ -26,6 +26,7 @@ class LedgerRow:
     task: str = ""
     agent: str = ""  # e.g. rollout-03
     time: float = field(default_factory=time.time)
+    call: str = ""  # the call's id, which its reply journal names too (models.client)
 
 
 class Ledger:
@@ -47,6 +48,16 @@ class Ledger:
     def total_cost(self, **match: str) -> float:
         with self._lock:
             return sum(r.cost for r in self.rows if all(getattr(r, k) == v for k, v in match.items()))
+
+    def has_call(self, call: str) -> bool:
+        """Whether a row of the call ``call`` is in this ledger (its file, when it has one)."""
+        rows = Ledger.read(self.path) if self.path is not None else list(self.rows)
+        return any(row.call == call for row in rows)
+
+    def spent(self, stage: str, agent: str) -> float:
+        """What ``agent`` of ``stage`` spent in this ledger's file (earlier sessions of its task)."""
+        rows = Ledger.read(self.path) if self.path is not None else []
+        return sum(row.cost for row in rows if row.stage == stage and row.agent == agent)
 
     @staticmethod
     def read(path: Path) -> list[LedgerRow]:

@@ -96,7 +96,7 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
             calls = calls[:attempt] + [{"attempt": attempt + 1, "messages": list(messages)}]
             write_json_atomic(request_path, {"calls": calls})  # before the call: what the model is sent
             try:
-                completion = client.complete(messages, budget)
+                completion = client.complete(messages, budget, journal=directory / "reply.journal")
             except (ModelCallFailed, CostLimitExceeded) as failure:
                 error = f"principal call failed: {failure}"
                 break
@@ -104,6 +104,7 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
             replies.append({"content": content, "cost": completion.cost, "input_tokens": completion.input_tokens,
                             "output_tokens": completion.output_tokens})
             write_json_atomic(replies_path, replies)
+            (directory / "reply.journal").unlink(missing_ok=True)  # replies.json has it now
         try:
             patch = apply_to_base(content, runtime, repo_files)
             error = None

@@ -47,7 +47,8 @@ class Worker:
         worker = cls(int(record["worker"].split("-")[1]), delegation, team, record["lead_step"])
         worker.record.update(record)
         if worker.agent.resume(replay=False):  # the team's journal rebuilds the workspace
-            worker.agent.budget.seed(worker.agent.record.cost)  # its own limit; the task's has it from the ledger
+            # Its own limit counts what it spent before, from the ledger as the task's does (models.client).
+            worker.agent.budget.seed(team.worker_client.spent_by(worker.name))
         worker.state = record["state"]
         if worker.state != "running":
             worker.done.set()
