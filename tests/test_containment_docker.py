@@ -16,6 +16,7 @@ from pipeline.config import Containers, Juniors, Limits, RunConfig
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.job import TaskJob
+from pipeline.juniors.rollout import _take_patch
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
@@ -223,7 +224,9 @@ def test_fork_bomb_and_disk_fillers_end_their_own_rollouts_while_another_submits
         assert step["output"] is not None and record["patch"] == ""
         saved = json.loads((tmp_path / "junior" / f"rollout-{record['index']:02d}.json").read_text())
         assert saved["exit_reason"] == "resource_limit"
-        if record["index"] != 2:
+        # 2's runaway file is still there when its diff is taken; 4's bomb may run into the limit only after its
+        # last command, so the diff meets it (both the rollout's own doing, as its exit says).
+        if record["index"] not in (2, 4):
             assert "patch_error" not in record
     assert "File size limit exceeded" in records[2]["trajectory"]["steps"][0]["output"]
     assert "No space left on device" in records[3]["trajectory"]["steps"][0]["output"]
@@ -235,6 +238,31 @@ def test_fork_bomb_and_disk_fillers_end_their_own_rollouts_while_another_submits
                       EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts,
                                    run_id=run_id))
     assert result["resolved"] and result["network"] is False
+
+
+# Forks once the command that started it has returned, until the process limit refuses one; then it stops
+# (Python's fork does not retry) and its children soon end, so a later command neither runs into the limit
+# nor finds it full: only the counter says it was hit.
+LATE_FORKS = ("python3 -c 'import os, time\ntime.sleep(2)\nfor _ in range(400):\n    pid = os.fork()\n"
+              "    if pid == 0:\n        time.sleep(1)\n        os._exit(0)\n' > /dev/null 2>&1 & echo started")
+
+
+def test_a_limit_hit_between_commands_ends_the_rollout_that_left_its_cause_behind(run_id):
+    """A process the agent left in the background runs into the process limit after its command returned and
+    before the next one (here: the harness taking the diff of a rollout that submitted). That is the rollout's
+    doing, so it ends ``resource_limit`` with the limit named, not an infrastructure error and not a clean
+    submission."""
+    chosen = fill_defaults(Containers(pids_limit=64), concurrent=1)
+    with open_runtime(TASK, "rollout-00", chosen, run_id=run_id, image_template=TEMPLATE) as runtime:
+        started = runtime.run(LATE_FORKS, timeout=30)
+        assert started.output.strip() == "started"
+        time.sleep(8)  # the forks happen, and end, while no command runs
+        record = {"exit_reason": "submitted", "error": None}
+        _take_patch(runtime, record, max_bytes=1_000_000)
+        assert record["exit_reason"] == "resource_limit" and record["agent_exit_reason"] == "submitted"
+        assert "process limit (64 processes" in record["error"] and record["patch"] == ""
+        assert runtime.run("echo alive", timeout=30).output == "alive\n"  # reported once, not again
+    assert labelled(run_id) == []
 
 
 def test_swepipe_run_sizes_limits_records_them_and_scores_with_eval_network(tmp_path):

@@ -13,6 +13,7 @@ from pipeline.juniors.pool import layout_probe, probe_entries
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, changed_submodules
+from pipeline.runtime.limits import ResourceLimitHit
 from pipeline.storage import write_json_atomic
 
 
@@ -120,6 +121,10 @@ def _take_patch(runtime, record: dict, max_bytes: int) -> None:
     except DiffFailed as error:
         record.update(patch="", patch_error=str(error), agent_exit_reason=record.get("exit_reason"),
                       exit_reason="patch_error")
+        return
+    except ResourceLimitHit as hit:  # what the agent left running (a fork bomb in the background) hit a limit
+        record.update(patch="", patch_error=str(hit), error=record.get("error") or str(hit),
+                      agent_exit_reason=record.get("exit_reason"), exit_reason="resource_limit")
         return
     except SwepipeError as error:
         if record.get("exit_reason") not in _WORKSPACE_FAILED:

@@ -52,6 +52,31 @@ def counters():
     return found
 
 
+# The counters as the last command (of any command server of this container) left them: a limit a process left
+# running in the background runs into between commands is then the next command's report, not lost. In /tmp,
+# the container's own tmpfs, so that no image ever carries another container's counters.
+BASELINE = os.path.join(TMP, ".swepipe-counters")
+
+
+def baseline():
+    try:
+        with open(BASELINE) as handle:
+            saved = json.load(handle)
+        return {kind: int(value) for kind, value in saved.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return counters()
+
+
+def save_baseline(now):
+    temporary = "%s.%d" % (BASELINE, os.getpid())
+    try:
+        with open(temporary, "w") as handle:
+            json.dump(now, handle)
+        os.replace(temporary, BASELINE)
+    except OSError:
+        pass  # a read-only place: each command then compares with its own start
+
+
 def risen(before, now):
     return [kind for kind in sorted(now) if now[kind] > before.get(kind, now[kind])]
 
@@ -140,15 +165,17 @@ def run(request):
     env = dict(os.environ)
     env.update(request.get("env") or {})
     started = time.monotonic()
-    watched, tmp_was_full = counters(), tmp_full()
+    watched, tmp_was_full = baseline(), tmp_full()
     try:
         proc = subprocess.Popen(["bash", "-c", request["command"]], cwd=request.get("cwd") or None, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     except OSError as error:
-        hit = risen(watched, counters())  # no process left to start one: something still forks in the background
+        now = counters()
+        hit = risen(watched, now)  # no process left to start one: something still forks in the background
         if hit:
             kill_session(0, everything=True)
+        save_baseline(now)
         return ({"exit_code": 127, "timed_out": False, "total": 0, "limits": hit},
                 ("cannot start bash: %s\n" % error).encode(), b"")
     fd, timed_out, hit = proc.stdout.fileno(), False, []
@@ -197,6 +224,7 @@ def run(request):
     if tmp_full() and not tmp_was_full:
         hit.append("tmp")
         empty_tmp()  # what filled it goes, so that the harness's own commands (the diff) have room again
+    save_baseline(counters())
     return {"exit_code": exit_code, "timed_out": timed_out, "total": total, "limits": hit}, bytes(head), tail
 
 
