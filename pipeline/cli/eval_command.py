@@ -34,6 +34,9 @@ def eval_(
     eval_network: opt.EvalNetwork = False,
     block_network: Annotated[bool, typer.Option(
         hidden=True, help="Kept for old scripts: the tests run with no network unless --eval-network.")] = False,
+    skip_image_check: Annotated[bool, typer.Option(
+        "--skip-image-check", help="Start without checking first that every image to score in is present or on "
+                                   "its registry (see `swepipe images check`).")] = False,
 ) -> None:
     """Score predictions with the hidden tests, by the official SWE-Bench Pro protocol."""
     from pipeline.datasets import defaults_for
@@ -57,9 +60,21 @@ def eval_(
                             run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
                             timeout=timeout, platform=platform, network=eval_network, run_id=run_id,
                             limits=container_limits(concurrent=workers))
+    if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
+        _check_images(loaded, tasks_, out, settings, redo)
     summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo, attempts=attempts,
                                    show_progress=sys.stderr.isatty())
     print_summary(summary, out, console)
+
+
+def _check_images(loaded, tasks_, out: Path, settings, redo: bool) -> None:
+    from pipeline.runtime.image_cache import require_images, run_image_names
+
+    wanted = {p.instance_id for p in loaded}
+    todo = [t for t in tasks_
+            if t.instance_id in wanted and (redo or not (out / t.instance_id / "result.json").exists())]
+    if todo:
+        require_images(run_image_names(todo, settings.image_template), announce=console.print)
 
 
 def _run_id_for(predictions: Path) -> str:

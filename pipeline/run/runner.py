@@ -56,7 +56,8 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
         else:
             todo.append(task)
     lock = threading.Lock()
-    image_cache = RunImageCache.for_run(run, log=log)  # None unless containers.image_cache_gb is set
+    # Prefetches the next queued task's image and, with containers.image_cache_gb, prunes (None for a runtime plug-in)
+    image_cache = RunImageCache.for_run(run, log=log, queue=todo)
 
     def one(task: Task) -> None:
         if image_cache is None:
@@ -86,6 +87,9 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
                           describe=summary.line, show=show_progress)
     except (KeyboardInterrupt, stopping.Stopped):
         summary.stopped = True
+    finally:
+        if image_cache is not None:
+            image_cache.close()
     return summary
 
 

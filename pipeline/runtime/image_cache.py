@@ -7,14 +7,16 @@ sanitised copy adds only its own top layer).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from pipeline import stopping
 from pipeline.runtime import containers
 
 REGISTRY_TIMEOUT = 20.0  # seconds one manifest query may take before the registry counts as unreachable
@@ -364,40 +366,142 @@ def run_image_names(tasks, image_template: str) -> list[str]:
 def check_run_images(tasks, settings, announce=print, registry_timeout: float = REGISTRY_TIMEOUT) -> Preflight:
     """The preflight at the start of a run: one summary line; RuntimeUnavailable when an image cannot be had
     (so the run stops in its first minute, not an hour in)."""
-    from pipeline.errors import RuntimeUnavailable
-
     finished = settings.layout.finished()
     todo = [t for t in tasks if t.instance_id not in finished]
-    check = preflight(run_image_names(todo, settings.image_template), settings.config.containers.image_cache_gb,
-                      registry_timeout=registry_timeout)
+    return require_images(run_image_names(todo, settings.image_template), settings.config.containers.image_cache_gb,
+                          announce, registry_timeout)
+
+
+def require_images(names: Iterable[str], budget_gb: float | None = None, announce=print,
+                   registry_timeout: float = REGISTRY_TIMEOUT) -> Preflight:
+    """The preflight of `swepipe run` and `swepipe eval`: one summary line; RuntimeUnavailable when an image
+    cannot be had."""
+    from pipeline.errors import RuntimeUnavailable
+
+    check = preflight(names, budget_gb, registry_timeout=registry_timeout)
     announce(check.line())
     if not check.ok:
         raise RuntimeUnavailable(check.problem() + "; or pass --skip-image-check")
     return check
 
 
-class RunImageCache:
-    """A run's image budget (``containers.image_cache_gb``): after each task, the images of the run's finished
-    tasks (and their sanitised copies) are pruned least recently used first down to the budget, never those of
-    tasks running at that moment nor any a running swepipe container uses. Each prune is a line of
-    ``image_cache.jsonl`` in the run directory, with the disk all the run's images present take after it."""
+# ---------------------------------------------------------------- prefetch
 
-    def __init__(self, image_template: str, budget_gb: float, record_path=None, log=None):
+
+def run_images_bytes(names: Iterable[str]) -> int:
+    """Disk the images ``names`` that are present take, with their sanitised copies, shared layers once."""
+    present = {i.id for n in dict.fromkeys(names) if (i := local_image(n)) is not None}
+    return disk_bytes([*present, *(c.id for c in sanitised_images(present))])
+
+
+def prefetch_image(name: str, platform: str | None = None, *, keep_bytes: int | None = None,
+                   counted: Iterable[str] = (), prunable: Iterable[str] = (),
+                   protect: Callable[[], Iterable[str]] = tuple, lock=None) -> dict:
+    """Pull ``name`` ahead of the task that needs it, on the machine that will run it: a plain function, called by
+    the thread executor's prefetch thread (``RunImageCache``) and callable on a cluster node the same way.
+
+    Within a disk budget ``keep_bytes`` for the run's images ``counted`` (with their sanitised copies): Docker
+    cannot tell an image's size before pulling it, so it is estimated as the largest counted image present (none
+    present: nothing to estimate from, nothing pulled); images of ``prunable`` (finished tasks) are removed least
+    recently used first to make room, never one in ``protect()`` (names in use: called when it matters) or used
+    by a running container; if it still does not fit, nothing is pulled. An image that, once pulled, takes more
+    than estimated and pushes the run's images past the budget is removed again (its task pulls it when it
+    starts). ``lock`` (a context manager) is held while room is made and while that last check runs.
+
+    One try: a failure (a rate limit too) is no error, the task pulls the image itself, with retries. Returns a
+    record: ``outcome`` present | pulled | skipped | failed | removed, with ``reason``, ``bytes`` and ``seconds``.
+    """
+    started = time.monotonic()
+    try:
+        guard = lock if lock is not None else contextlib.nullcontext()
+        record = _prefetch(name, platform, keep_bytes, [n for n in dict.fromkeys(counted) if n != name],
+                           list(dict.fromkeys(prunable)), protect, guard)
+    except stopping.Stopped:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failed prefetch is no error: the task pulls the image itself
+        record = {"outcome": "failed", "reason": _short(exc, 500)}
+    return {"prefetch": name, **record, "seconds": round(time.monotonic() - started, 2)}
+
+
+def _prefetch(name, platform, keep_bytes, counted, prunable, protect, guard) -> dict:
+    from pipeline.runtime.images import ensure_image
+
+    if local_image(name) is not None:
+        return {"outcome": "present"}
+    record: dict = {}
+    if keep_bytes is not None:
+        with guard:
+            sizes = [disk_bytes([i.id]) for n in counted if (i := local_image(n)) is not None]
+            if not sizes:
+                return {"outcome": "skipped", "reason": "no image of the run is present to estimate its size by"}
+            estimate = record["estimate_bytes"] = max(sizes)
+            used = run_images_bytes(counted)
+            if used + estimate > keep_bytes:
+                busy = set(protect())
+                candidates = [n for n in prunable if n not in busy]
+                if candidates:  # make room: what the candidates may keep so that the rest and this one fit
+                    others = used - run_images_bytes(candidates)
+                    record["removed"] = prune(candidates, max(0, keep_bytes - estimate - others), protect=busy).removed
+                    used = run_images_bytes(counted)
+            if used + estimate > keep_bytes:
+                return {**record, "outcome": "skipped",
+                        "reason": f"the run's images take {gb(used)}; with this one (about {gb(estimate)}, the "
+                                  f"largest of the run's) they would pass the budget of {gb(keep_bytes)}"}
+    image = ensure_image(name, platform=platform, show_progress=False, attempts=1)
+    touch(image.id)
+    record.update(outcome="pulled", bytes=disk_bytes([image.id]))
+    if keep_bytes is not None:
+        with guard:
+            used = run_images_bytes([*counted, name])
+            if used > keep_bytes and name not in set(protect()):
+                try:
+                    containers.client().images.remove(name, force=False)
+                    record.update(outcome="removed", reason=f"it takes {gb(record['bytes'])}, more than estimated: "
+                                                            f"the run's images would take {gb(used)}, past the budget")
+                except APIError:
+                    pass  # gone already, or a container uses it now (its task started): in use, kept
+    return record
+
+
+class RunImageCache:
+    """A run's images on this machine (thread executor).
+
+    Prefetch: while tasks run, the image of the next queued task is pulled in the background (``prefetch_image``,
+    one at a time, once the running tasks have their own images, within the budget), so that task rarely waits on
+    a pull.
+
+    The budget (``containers.image_cache_gb``, optional): after each task, the images of the run's finished tasks
+    (and their sanitised copies) are pruned least recently used first down to the budget, never those of tasks
+    running at that moment nor any a running swepipe container uses; a prefetched image whose task has not started
+    goes too if that is not enough (its task pulls it again). Each prune and each prefetch is a line of
+    ``image_cache.jsonl`` in the run directory, a prune's with the disk all the run's images present take after it.
+    """
+
+    def __init__(self, image_template: str, budget_gb: float | None, record_path=None, log=None,
+                 queue=(), platform: str | None = None):
         self.template = image_template
-        self.keep = int(budget_gb * GB)
+        self.keep = None if budget_gb is None else int(budget_gb * GB)
         self.record_path = record_path
         self.log = log
+        self.platform = platform
         self.running: dict[str, str] = {}  # instance id -> image name
         self.finished: dict[str, str] = {}
-        self.lock = threading.Lock()
+        self.prefetched: dict[str, str] = {}  # instance id of a task not started yet -> its image, pulled ahead
+        self.queue = list(queue)  # tasks not started yet, in the order they start
+        self.tried: set[str] = set()  # image names a prefetch was tried for
+        self.lock = threading.RLock()
         self.prune_lock = threading.Lock()
+        self.wake = threading.Event()
+        self.closed = threading.Event()
+        self.thread: threading.Thread | None = None
 
     @classmethod
-    def for_run(cls, run, log=None) -> RunImageCache | None:
+    def for_run(cls, run, log=None, queue=()) -> RunImageCache | None:
         containers_config = run.config.containers
-        if containers_config.image_cache_gb is None or containers_config.impl is not None:
-            return None  # no budget, or a runtime that does not use the run's images
-        return cls(run.image_template, containers_config.image_cache_gb, run.layout.root / "image_cache.jsonl", log)
+        if containers_config.impl is not None:
+            return None  # a runtime that does not use the run's images
+        return cls(run.image_template, containers_config.image_cache_gb, run.layout.root / "image_cache.jsonl", log,
+                   queue=queue, platform=containers_config.platform)
 
     def _name(self, task) -> str | None:
         from pipeline.errors import SwepipeError
@@ -413,35 +517,131 @@ class RunImageCache:
             if name is not None:
                 self.running[task.instance_id] = name
             self.finished.pop(task.instance_id, None)
+            self.prefetched.pop(task.instance_id, None)
+            self.queue = [t for t in self.queue if t.instance_id != task.instance_id]
+            if self.thread is None and self.queue and not self.closed.is_set():
+                self.thread = threading.Thread(target=self._prefetch_loop, name="image prefetch", daemon=True)
+                self.thread.start()
+        self.wake.set()
+
+    def close(self) -> None:
+        """Stop prefetching (a pull in flight is abandoned: its task is not going to start)."""
+        self.closed.set()
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(timeout=1.0)
+
+    # ---------------------------------------------------------------- prefetch
+
+    def _next(self):
+        """The next queued task and its image, when a prefetch is due for it: while tasks run, once they have their
+        own images (a running task's pull goes first)."""
+        with self.lock:
+            if not self.running or not self.queue:
+                return None
+            task, running = self.queue[0], set(self.running.values())
+        name = self._name(task)
+        if name is None or name in self.tried or name in running:
+            return None
+        if any(local_image(n) is None for n in running):
+            return None
+        return task, name
+
+    def _prefetch_loop(self) -> None:
+        while not self.closed.is_set() and not stopping.requested():
+            with self.lock:
+                if not self.queue:
+                    return  # every task has started
+            self.wake.wait(1.0)
+            self.wake.clear()
+            target = self._next()
+            if target is None or self.closed.is_set():
+                continue
+            task, name = target
+            self.tried.add(name)
+            try:
+                record = self._prefetch(task, name)
+            except stopping.Stopped:
+                return
+            if record["outcome"] == "present" or self.closed.is_set():
+                continue
+            if record["outcome"] == "pulled":
+                with self.lock:
+                    if any(t.instance_id == task.instance_id for t in self.queue):
+                        self.prefetched[task.instance_id] = name
+            self._record({"for_task": task.instance_id, **record})
+            if self.log and record["outcome"] == "failed":
+                self.log(f"image prefetch of {name} failed (its task pulls it itself): {record.get('reason')}")
+
+    def __enter__(self):  # held by a prefetch while it makes room and checks the budget: both locks, in the order
+        self.prune_lock.acquire()  # finish() takes them
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+        self.prune_lock.release()
+
+    def _prefetch(self, task, name) -> dict:
+        with self.lock:
+            counted = [*self.running.values(), *self.finished.values(), *self.prefetched.values()]
+            prunable = [n for n in self.finished.values() if n not in self._busy()]
+        return prefetch_image(name, self.platform, keep_bytes=self.keep, counted=counted, prunable=prunable,
+                              protect=self._busy, lock=self)
+
+    def _busy(self) -> set[str]:
+        with self.lock:
+            return {*self.running.values(), *self.prefetched.values()}
+
+    def _record(self, row: dict) -> None:
+        if self.record_path is not None:
+            from pipeline.storage import append_jsonl
+
+            append_jsonl(self.record_path, {**row, "time": round(time.time(), 3)})
+
+    # ---------------------------------------------------------------- the budget
 
     def finish(self, task) -> PruneResult | None:
-        """Prune after ``task``; a Docker fault here is logged, never the task's result."""
+        """Prune after ``task`` (with a budget); a Docker fault here is logged, never the task's result."""
         with self.lock:
             name = self.running.pop(task.instance_id, None) or self._name(task)
             if name is None:
+                self.wake.set()
                 return None
             self.finished[task.instance_id] = name
         touch(name)
+        self.wake.set()
+        if self.keep is None:
+            return None
         try:
             with self.prune_lock:
                 with self.lock:
-                    busy = set(self.running.values())
+                    busy = self._busy()
                     candidates = [n for n in self.finished.values() if n not in busy]
-                    everything = [*self.running.values(), *self.finished.values()]
+                    everything = [*self.running.values(), *self.finished.values(), *self.prefetched.values()]
                 result = prune(candidates, self.keep, protect=busy)
-                present = {i.id for n in everything if (i := local_image(n)) is not None}
-                used = disk_bytes([*present, *(c.id for c in sanitised_images(present))])
+                used = run_images_bytes(everything)
+                if used > self.keep:
+                    with self.lock:  # not enough: images pulled ahead for tasks not started yet go too
+                        for instance_id, ahead in list(self.prefetched.items()):
+                            if used <= self.keep:
+                                break
+                            if ahead in self.running.values():
+                                continue
+                            dropped = prune([ahead], 0, protect=set(self.running.values()))
+                            result.removed.extend(dropped.removed)
+                            if dropped.removed:
+                                del self.prefetched[instance_id]  # not prefetched again: its task pulls it
+                            used = run_images_bytes(everything)
+                with self.lock:
+                    running, ahead = sorted(set(self.running.values())), sorted(set(self.prefetched.values()))
         except (DockerException, OSError) as exc:
             if self.log:
                 self.log(f"image cache: could not prune after {task.instance_id}: {exc}")
             return None
-        if self.record_path is not None:
-            from pipeline.storage import append_jsonl
-
-            append_jsonl(self.record_path, {"after_task": task.instance_id, "time": round(time.time(), 3),
-                                            "keep_bytes": self.keep, "run_images_bytes": used,
-                                            "removed": result.removed, "kept_in_use": result.kept_in_use,
-                                            "running": sorted(busy)})
+        self._record({"after_task": task.instance_id, "keep_bytes": self.keep, "run_images_bytes": used,
+                      "removed": result.removed, "kept_in_use": result.kept_in_use, "running": running,
+                      "prefetched": ahead})
         if self.log and result.removed:
             self.log(f"image cache: removed {len(result.removed)} image(s) of finished tasks; the run's images "
                      f"take {gb(used)} (budget {gb(self.keep)})")

@@ -1,4 +1,5 @@
-"""The image layer: task image names, pulling a missing image with progress, and the sanitised image cache.
+"""The image layer: task image names, pulling a missing image with progress (a registry's rate limit retried),
+and the sanitised image cache.
 
 ``prepare_image`` gives the image a task's container starts from; it starts no runtime itself (its
 scratch container for sanitising is driven through the Docker SDK directly).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import random
 import string
 import tarfile
 import threading
@@ -16,6 +18,7 @@ import time
 from docker.errors import APIError, DockerException, ImageNotFound
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
+from pipeline import stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV
@@ -37,22 +40,103 @@ def image_name(template: str, fields: dict[str, str]) -> str:
     return template.format(**fields)
 
 
-def ensure_image(name: str, platform: str | None = None, show_progress: bool = True):
-    """The local image ``name``, pulled first (with a progress bar) when it is missing."""
-    docker_client = containers.client()
+PULL_ATTEMPTS = 5  # tries of a pull a registry answers with its rate limit (429); other errors are not retried
+PULL_BACKOFF = 5.0  # seconds before the second try, doubled for each one after, times a jitter in [0.5, 1]
+PULL_MAX_WAIT = 60.0  # the longest one wait may be
+
+_pull_locks: dict[str, threading.Lock] = {}  # image name -> held while it is pulled (by a task or a prefetch)
+_pull_locks_guard = threading.Lock()
+
+
+def ensure_image(name: str, platform: str | None = None, show_progress: bool = True, *,
+                 attempts: int | None = None):
+    """The local image ``name``, pulled first (with a progress bar) when it is missing.
+
+    One pull of an image at a time in this process: a task that needs an image being pulled (by another task or
+    by a prefetch) waits for that pull (a stop cuts the wait short) and pulls it itself only if it failed. A
+    registry's rate limit is retried ``attempts`` times in all (``pull_image``).
+    """
+    found = _local(name)
+    if found is not None:
+        return found
+    with _pull_locks_guard:
+        lock = _pull_locks.setdefault(name, threading.Lock())
+    while not lock.acquire(timeout=0.2):
+        stopping.check()
     try:
-        return docker_client.images.get(name)
+        found = _local(name)  # pulled meanwhile
+        if found is not None:
+            return found
+        pull_image(name, platform, show_progress=show_progress, attempts=attempts)
+        try:
+            return containers.client().images.get(name)
+        except DockerException as exc:
+            raise RuntimeUnavailable(f"image {name} was pulled but cannot be found ({exc}); check --platform") from exc
+    finally:
+        lock.release()
+
+
+def _local(name: str):
+    try:
+        return containers.client().images.get(name)
     except ImageNotFound:
-        pass
+        return None
+
+
+def rate_limited(exc: BaseException) -> bool:
+    """Whether a registry refused a request for its rate limit (Docker Hub: 429 ``toomanyrequests``)."""
+    response = getattr(exc, "response", None)
+    text = " ".join(str(getattr(exc, "explanation", None) or exc).split()).lower()
+    return (getattr(response, "status_code", None) == 429 or "toomanyrequests" in text
+            or "too many requests" in text or "rate limit" in text)
+
+
+def pull_image(name: str, platform: str | None = None, *, show_progress: bool = False, attempts: int | None = None,
+               backoff: float | None = None, max_wait: float | None = None) -> None:
+    """Pull ``name`` through the Docker engine, with the user's `docker login` credentials (the SDK sends those
+    of ``~/.docker/config.json``, ``$DOCKER_CONFIG``, its credential store or helpers, for the image's registry).
+
+    A pull the registry refuses for its rate limit is tried ``attempts`` times in all, waiting exponentially
+    longer between tries (with jitter, each wait at most ``max_wait``; a stop ends the wait with ``Stopped``);
+    then, or at once for any other error, RuntimeUnavailable says why and what to do.
+    """
+    from pipeline.runtime.image_cache import registry_host
+
+    attempts = max(1, PULL_ATTEMPTS if attempts is None else attempts)
+    backoff = PULL_BACKOFF if backoff is None else backoff
+    max_wait = PULL_MAX_WAIT if max_wait is None else max_wait
     repository, _, tag = name.rpartition(":") if ":" in name.split("/")[-1] else (name, "", "latest")
-    try:
-        _pull(repository, tag or "latest", platform, show_progress)
-        return docker_client.images.get(name)
-    except DockerException as exc:
-        raise RuntimeUnavailable(
-            f"image {name} is not available locally and could not be pulled ({exc}). "
-            "Build it (bundled tasks: `swepipe images build`), or check --image-template and --platform."
-        ) from exc
+    waited = 0.0
+    for attempt in range(1, attempts + 1):
+        stopping.check()
+        try:
+            _pull(repository, tag or "latest", platform, show_progress)
+            return
+        except DockerException as exc:
+            if not rate_limited(exc):
+                raise RuntimeUnavailable(
+                    f"image {name} is not available locally and could not be pulled ({exc}). "
+                    "Build it (bundled tasks: `swepipe images build`), or check --image-template and --platform."
+                ) from exc
+            if attempt == attempts:
+                host = registry_host(name)
+                login = "`docker login`" if host == "docker.io" else f"`docker login {host}`"
+                raise RuntimeUnavailable(
+                    f"image {name}: the registry {host} refused the pull with its rate limit (429 too many "
+                    f"requests: {_short(exc)}), {attempts} time(s) over {waited:.0f} s of waiting. {login} on "
+                    "every machine that pulls (an account's limit is higher than an anonymous one), or point "
+                    "--image-template at a registry mirror or a private registry that holds the images, then run "
+                    "the command again"
+                ) from exc
+            wait = min(max_wait, backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            if stopping.STOP.wait(wait):
+                raise stopping.Stopped("the run is stopping") from exc
+            waited += wait
+
+
+def _short(exc: BaseException, width: int = 300) -> str:
+    text = " ".join(str(getattr(exc, "explanation", None) or exc).split())
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _pull(repository: str, tag: str, platform: str | None, show_progress: bool) -> None:
