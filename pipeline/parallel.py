@@ -12,6 +12,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 STOP_GRACE = 5.0  # seconds running work gets, once a stop is requested, to notice it and save
 
 
+def progress_bar(label: str, show: bool = True) -> Progress:
+    """The progress bar every executor shows: label, bar, done/total, a description, elapsed time."""
+    columns = (TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.description}"), TimeElapsedColumn())
+    return Progress(*columns, disable=not show)
+
+
 def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: int, total: int,
                       done_already: int = 0, describe: Callable[[], str] = lambda: "",
                       show: bool = True) -> None:
@@ -21,9 +28,7 @@ def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: i
     items are cancelled and running ones get a few seconds to notice and save; threads still blocked
     after that (in a model call) are abandoned, not waited for.
     """
-    columns = (TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, disable=not show) as progress:
+    with progress_bar(label, show) as progress:
         bar = progress.add_task(describe(), total=total, completed=done_already)
         executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=label)
         try:

@@ -36,6 +36,15 @@ def check() -> None:
         raise Stopped("the run is stopping")
 
 
+def request() -> None:
+    """Stop as the first signal does, from code, without raising KeyboardInterrupt (on a cluster worker, when
+    the driver stops the run): nothing new starts, the cleanups run, work in hand ends with Stopped."""
+    if STOP.is_set():
+        return
+    STOP.set()
+    run_cleanups()
+
+
 def on_stop(cleanup: Callable[[], object]) -> None:
     """Run ``cleanup`` when a stop is requested (once; errors in it are ignored)."""
     if cleanup not in _cleanups:

@@ -2,6 +2,11 @@
 
 Every file swepipe writes goes through here (``write_json_atomic``, ``write_text_atomic``,
 ``write_code_atomic``, ``append_jsonl``, ``redact_file``), so it passes the redactor of ``pipeline.secrets``.
+
+A process may also mirror its writes (``set_mirror``): every write under a root is then also handed, as
+(op, path relative to the root, bytes), to a sink, in the order the files were changed. A Ray worker runs a
+task in a scratch copy of the run directory and sends its writes to the driver, the one process that writes
+the run directory itself (pipeline.run.ray_executor).
 """
 
 from __future__ import annotations
@@ -21,6 +26,75 @@ from pipeline.secrets import redact, redact_data, redact_values
 TORN_SUFFIX = ".torn"
 _TEMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # what _replace's mkstemp names look like
 _append_lock = threading.Lock()
+
+
+class Mirror:
+    """Where the writes under ``root`` also go: ``sink(op, relative_path, data)`` with op ``write`` (the file's
+    whole new content) or ``append`` (bytes added at its end). Called under one lock, right after the local
+    write, so the sink sees the writes in the order the files took them, also with many writing threads."""
+
+    def __init__(self, root: Path, sink):
+        self.root = Path(os.path.abspath(root))
+        self.sink = sink
+        self.lock = threading.RLock()
+
+    def relative(self, path: Path) -> str | None:
+        try:
+            return Path(os.path.abspath(path)).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+
+_mirror: Mirror | None = None
+
+
+def set_mirror(root: Path, sink) -> Mirror:
+    """Mirror every write under ``root`` to ``sink`` (see ``Mirror``) in this process, until ``clear_mirror``."""
+    global _mirror
+    _mirror = Mirror(root, sink)
+    return _mirror
+
+
+def clear_mirror() -> None:
+    global _mirror
+    _mirror = None
+
+
+def apply_mirrored(root: Path, op: str, relative: str, data: bytes) -> None:
+    """The other end of a mirror: one write a mirrored process made, applied under ``root`` (never outside it).
+
+    The bytes were redacted where they were written; this process's own secret values are taken out too."""
+    path = Path(os.path.abspath(Path(root) / relative))
+    if not path.is_relative_to(Path(os.path.abspath(root))) or path == Path(os.path.abspath(root)):
+        raise ValueError(f"a mirrored write outside {root}: {relative!r}")
+    if op == "unlink":
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    clean = redact_values(data.decode("utf-8", errors="surrogateescape")).encode("utf-8", errors="surrogateescape")
+    if op == "write":
+        _replace_bytes(path, clean)
+    elif op == "append":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _append_lock, open(path, "ab", buffering=0) as handle:
+            written = 0
+            while written < len(clean):
+                written += handle.write(clean[written:])
+    else:
+        raise ValueError(f"unknown mirrored write {op!r}")
+
+
+@contextlib.contextmanager
+def _mirrored(path: Path):
+    """Yield a function that hands the write just made to the mirror's sink (a no-op when nothing mirrors
+    ``path``); the local write and the hand-over happen under the mirror's lock."""
+    mirror = _mirror
+    relative = mirror.relative(path) if mirror is not None else None
+    if relative is None:
+        yield lambda op, data: None
+        return
+    with mirror.lock:
+        yield lambda op, data: mirror.sink(op, relative, data)
 
 
 def write_json_atomic(path: Path, data) -> None:
@@ -46,15 +120,17 @@ def _replace(path: Path, text: str) -> None:
 
 def _replace_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with _mirrored(path) as mirror:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        mirror("write", data)
 
 
 def remove_stale_temp_files(root: Path, older_than: float = 60.0) -> list[Path]:
@@ -93,7 +169,7 @@ def append_jsonl(path: Path, record: dict) -> None:
     glues onto it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(redact_data(record)) + "\n").encode("utf-8")
-    with _append_lock, open(path, "a+b", buffering=0) as handle:
+    with _mirrored(path) as mirror, _append_lock, open(path, "a+b", buffering=0) as handle:
         size = handle.seek(0, os.SEEK_END)
         if size:
             handle.seek(size - 1)
@@ -102,6 +178,7 @@ def append_jsonl(path: Path, record: dict) -> None:
         written = 0
         while written < len(line):
             written += handle.write(line[written:])
+        mirror("append", line)
 
 
 def repair_jsonl(path: Path) -> str | None:

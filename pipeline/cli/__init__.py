@@ -23,10 +23,14 @@ def main() -> None:
     try:
         app()
     except SwepipeError as error:
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {error}", highlight=False)
+        from rich.markup import escape
+
+        # escaped: an error's own brackets (pip install 'swepipe[ray]') are text, not markup
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         sys.exit(2)
 
 
 # Registering the commands; in this order they appear in --help.
 from pipeline.cli import dataset_commands, eval_command, report_commands, run_commands  # noqa: E402,F401
 from pipeline.cli import sweep_command  # noqa: E402,F401
+from pipeline.cli import export_command  # noqa: E402,F401

@@ -83,10 +83,23 @@ def validate(
 def cleanup(
     run_id: Annotated[Optional[str], typer.Option(help="Only containers of this run.")] = None,
     images: Annotated[bool, typer.Option("--images", help="Also remove the cached sanitised images.")] = False,
+    executor: opt.Executor = None,
+    ray_address: opt.RayAddress = None,
 ) -> None:
-    """Remove containers (and optionally cached images) that swepipe left behind."""
+    """Remove containers (and optionally cached images) that swepipe left behind (with --executor ray: a run's
+    containers on every node of the cluster)."""
     from pipeline.runtime import containers
 
+    if (executor or "threads") == "ray":
+        from pipeline.run.ray_executor import cleanup_nodes, connect
+
+        if not run_id:
+            raise SwepipeError("swepipe cleanup --executor ray needs --run-id (the run whose containers go)")
+        for node, names in cleanup_nodes(connect(ray_address or "auto"), run_id).items():
+            print(f"{node}: removed {len(names)} container(s)" + (f": {', '.join(names)}" if names else ""))
+        return
+    if executor not in (None, "threads"):
+        raise SwepipeError(f"--executor {executor}: expected threads or ray")
     removed = containers.remove_labelled(run_id)
     print(f"removed {len(removed)} container(s)" + (f": {', '.join(removed)}" if removed else ""))
     if images:

@@ -111,3 +111,25 @@ SeniorModel = Annotated[Optional[str], typer.Option(
 PrincipalModel = Annotated[Optional[str], typer.Option(
     help="litellm model string for the principal role; none: no frontier call, the senior's chosen candidate (else "
          "the most-voted that applies) is submitted (an ablation).")]
+Executor = Annotated[Optional[str], typer.Option(
+    "--executor", help="Where tasks run: threads (this machine) or ray (a Ray cluster; pip install 'swepipe[ray]'; "
+                       "default from config: threads).")]
+RayAddress = Annotated[Optional[str], typer.Option(
+    "--ray-address", help="The Ray cluster: auto (the one `ray start` began on this machine), host:port or "
+                          "ray://host:port (default from config: auto).")]
+
+
+def with_executor(cfg, executor: str | None, ray_address: str | None):
+    """``cfg`` with the executor flags on top (checked as the config file's values are)."""
+    from pydantic import ValidationError
+
+    from pipeline.errors import SwepipeError
+
+    given = {key: value for key, value in (("kind", executor), ("ray_address", ray_address)) if value is not None}
+    if not given:
+        return cfg
+    try:
+        chosen = type(cfg.executor).model_validate({**cfg.executor.model_dump(), **given})
+    except ValidationError as error:
+        raise SwepipeError("; ".join(f"--executor/--ray-address: {e['msg']}" for e in error.errors())) from None
+    return cfg.model_copy(update={"executor": chosen})

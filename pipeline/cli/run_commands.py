@@ -77,6 +77,8 @@ def run(
     skip_image_check: Annotated[bool, typer.Option(
         "--skip-image-check", help="Start without checking first that every task's image is present or on its "
                                    "registry (see `swepipe images check`).")] = False,
+    executor: opt.Executor = None,
+    ray_address: opt.RayAddress = None,
 ) -> None:
     """Run a strategy (by default the pipeline: juniors, senior, principal) over the tasks, resumably, and
     optionally score it."""
@@ -91,10 +93,15 @@ def run(
               "lead_prompt": lead_prompt})
     if solo_prompt is not None:
         cfg = cfg.model_copy(update={"solo": cfg.solo.model_copy(update={"prompt": solo_prompt})})
+    cfg = opt.with_executor(cfg, executor, ray_address)
     if print_config:
         print(commented_yaml(cfg), end="")
         return
     selected = selection.load()
+    if cfg.executor.kind == "ray":  # Ray missing or no cluster there: said now, before the run directory exists
+        from pipeline.run.ray_executor import connect
+
+        connect(cfg.executor.ray_address)
     settings, server = prepare_run(dataset=selection.dataset, config=cfg, run_id=run_id, runs_dir=runs_dir,
                                    evaluate=evaluate, reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts,
                                    dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,

@@ -1,12 +1,15 @@
 """Scheduling tasks: several at a time, predictions appended as they finish, progress on screen.
 
-Kept apart from run_one_task so another executor (a cluster engine, one Docker host per node) can
-drive the same per-task function.
+Kept apart from run_one_task so another executor (a Ray cluster, one Docker host per node:
+pipeline.run.ray_executor) drives the same per-task function and the same bookkeeping (``plan``,
+``record_prediction``).
 """
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,22 +47,20 @@ class RunSummary:
 def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True,
               log: Callable[[str], None] | None = None) -> RunSummary:
     """Run the tasks not finished yet; ``log`` gets one plain line per finished task (for logs, where
-    no progress bar is drawn)."""
-    summary = RunSummary(roles=run.roles)
+    no progress bar is drawn). The config's executor says where: threads here, or a Ray cluster."""
+    if run.config.executor.kind == "ray":
+        from pipeline.run.ray_executor import run_tasks_on_ray
+
+        return run_tasks_on_ray(tasks, run, show_progress=show_progress, log=log)
+    summary, todo = plan(tasks, run)
     run_budget = seeded_run_budget(run)  # what earlier sessions of this run spent still counts against it
-    finished = run.layout.finished()
-    todo = []
-    for task in tasks:
-        if task.instance_id in finished:
-            summary.predictions[task.instance_id] = finished[task.instance_id]
-            summary.skipped.append(task.instance_id)
-        else:
-            todo.append(task)
     lock = threading.Lock()
     # Prefetches the next queued task's image and, with containers.image_cache_gb, prunes (None for a runtime plug-in)
     image_cache = RunImageCache.for_run(run, log=log, queue=todo)
+    node = socket.gethostname()
 
     def one(task: Task) -> None:
+        started = time.monotonic()
         if image_cache is None:
             prediction = run_one_task(task, run, run_budget, log=log)
         else:
@@ -68,19 +69,9 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
                 prediction = run_one_task(task, run, run_budget, log=log)
             finally:
                 image_cache.finish(task)  # prune the finished tasks' images down to the budget
-        if log:
-            log(task_line(prediction, summary.roles))
+        prediction.update(node=node, wall_seconds=round(time.monotonic() - started, 2))
         with lock:
-            if prediction.get("infra_error"):
-                append_jsonl(run.layout.root / "infra_errors.jsonl", prediction)
-                summary.infra_errors[task.instance_id] = prediction["error"]
-                return
-            append_jsonl(run.layout.predictions, prediction)
-            summary.predictions[task.instance_id] = prediction
-            if run.evaluation is not None:
-                write_json_atomic(run.layout.root / "eval_results.json",
-                                  {i: p["resolved"] for i, p in sorted(summary.predictions.items())
-                                   if p.get("resolved") is not None})
+            record_prediction(summary, run, prediction, log)
 
     try:
         run_with_progress("run", todo, one, workers=workers, total=len(tasks), done_already=len(summary.skipped),
@@ -91,6 +82,38 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
         if image_cache is not None:
             image_cache.close()
     return summary
+
+
+def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
+    """The run's summary with the tasks an earlier session finished, and the tasks left to run."""
+    summary = RunSummary(roles=run.roles)
+    finished = run.layout.finished()
+    todo = []
+    for task in tasks:
+        if task.instance_id in finished:
+            summary.predictions[task.instance_id] = finished[task.instance_id]
+            summary.skipped.append(task.instance_id)
+        else:
+            todo.append(task)
+    return summary, todo
+
+
+def record_prediction(summary: RunSummary, run: RunSettings, prediction: dict,
+                      log: Callable[[str], None] | None = None) -> None:
+    """A finished task, whichever executor ran it: its line in predictions.jsonl (or infra_errors.jsonl: left
+    unfinished for a rerun), the summary, eval_results.json. One caller at a time."""
+    if log:
+        log(task_line(prediction, summary.roles))
+    if prediction.get("infra_error"):
+        append_jsonl(run.layout.root / "infra_errors.jsonl", prediction)
+        summary.infra_errors[prediction["instance_id"]] = prediction["error"]
+        return
+    append_jsonl(run.layout.predictions, prediction)
+    summary.predictions[prediction["instance_id"]] = prediction
+    if run.evaluation is not None:
+        write_json_atomic(run.layout.root / "eval_results.json",
+                          {i: p["resolved"] for i, p in sorted(summary.predictions.items())
+                           if p.get("resolved") is not None})
 
 
 def task_line(prediction: dict, roles: tuple[str, ...]) -> str:
