@@ -1,0 +1,48 @@
+"""swepipe export: a run's predictions for the official or the swebench harness, its trajectories for viewers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pipeline.cli import app, console
+from pipeline.cli import options as opt
+from pipeline.errors import SwepipeError
+
+
+@app.command()
+def export(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="A run id (under --runs-dir) or a run directory.")],
+    format_: Annotated[str, typer.Option(
+        "--format", metavar="official|swebench|trajectories",
+        help="official: SWE-Bench Pro's harness input, a JSON list of {instance_id, patch, prefix}; swebench: "
+             "{instance_id, model_patch, model_name_or_path}, a JSON list (.json) or JSON Lines (.jsonl); "
+             "trajectories: <instance_id>/<agent>.traj.json per agent, as mini-swe-agent saves them.")] = "official",
+    output: Annotated[Optional[Path], typer.Option(
+        help="The file to write (default runs/<id>/export/<format>.json); for trajectories, the directory "
+             "(required).")] = None,
+    prefix: Annotated[Optional[str], typer.Option(
+        help="The official prefix / swebench model_name_or_path of every prediction (default: the run id).")] = None,
+    runs_dir: opt.RunsDir = Path("runs"),
+) -> None:
+    """Write a run's predictions as the official SWE-Bench Pro harness or swebench reads them, or every agent's
+    trajectory in mini-swe-agent's .traj.json form. Tasks without a prediction yet are left out and counted."""
+    from pipeline.report.export import FORMATS, export_predictions, export_trajectories, resolve_run
+
+    if format_ not in FORMATS:
+        raise SwepipeError(f"unknown --format {format_!r}: choose one of {', '.join(FORMATS)}")
+    if format_ == "trajectories":
+        if output is None:
+            raise SwepipeError("--format trajectories needs --output DIR: the directory the .traj.json files go to")
+        if prefix is not None:
+            raise SwepipeError("--prefix names the predictions of the official and swebench formats; trajectories "
+                               "have none")
+    root = resolve_run(run, runs_dir)
+    if format_ == "trajectories":
+        summary = export_trajectories(root, output)
+    else:
+        summary = export_predictions(root, format_, output, prefix)
+    console.print(f"wrote {summary.path}", soft_wrap=True, highlight=False)
+    console.print(summary.line(), soft_wrap=True, highlight=False)

@@ -1,0 +1,393 @@
+"""`swepipe export`: a run's predictions in the forms other tools read, and its agents' trajectories.
+
+- ``official``: the input of SWE-Bench Pro's ``swe_bench_pro_eval.py``, a JSON list of
+  ``{"instance_id", "patch", "prefix"}`` (the harness names its output files ``<prefix>_output.json``, so the
+  prefix is a plain file name).
+- ``swebench``: swebench's predictions, ``{"instance_id", "model_patch", "model_name_or_path"}``; a JSON list
+  in a ``.json`` file, JSON Lines in a ``.jsonl`` file (the harness tells the two apart by the suffix, and reads
+  no other).
+- ``trajectories``: one ``<instance_id>/<agent>.traj.json`` per agent, in the shape mini-swe-agent saves
+  (``{"info": {"exit_status", "submission", "model_stats": {"instance_cost", "api_calls"}, "config", ...},
+  "messages": [...], "trajectory_format": "mini-swe-agent-1"}``), so its inspector and analysis scripts open
+  them.
+
+Only tasks with a prediction are exported: an unfinished task (a killed run, an infrastructure error) has none
+yet, and is counted in the summary. Everything is written through ``pipeline.storage``, so secrets stay out;
+patches keep their bytes (JSON escapes a byte that is not UTF-8 as ``\\udcXX``, as in the run directory).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import SwepipeError
+from pipeline.layout import RunLayout, TaskPaths
+from pipeline.secrets import redact_data, redact_values
+from pipeline.storage import write_code_atomic, write_json_atomic
+
+FORMATS = ("official", "swebench", "trajectories")
+TRAJECTORY_FORMAT = "mini-swe-agent-1"
+TRAJECTORY_SUFFIX = ".traj.json"
+_PATCH_KEY = {"official": "patch", "swebench": "model_patch"}
+_NAME_KEY = {"official": "prefix", "swebench": "model_name_or_path"}
+
+
+# -- the run ----------------------------------------------------------------------------------------------
+
+
+def resolve_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
+    """The run directory named by ``run``: a directory, or a run id under ``runs_dir``."""
+    text = str(run)
+    candidates = [Path(text)] + ([runs_dir / text] if text and "/" not in text and text not in (".", "..") else [])
+    folders = [path for path in candidates if path.is_dir()]
+    if not folders:
+        raise SwepipeError(f"unknown run {text!r}: no directory {Path(text)} and no run {text!r} under "
+                           f"{runs_dir}/ (pass a run id or runs/<run-id>)")
+    for root in folders:
+        if RunLayout(root).predictions.exists() or (root / "tasks").is_dir():
+            return root
+    raise SwepipeError(f"{folders[0]} is not a run directory (it has no predictions.jsonl and no tasks/)")
+
+
+@dataclass
+class RunPredictions:
+    """predictions.jsonl as export reads it: the last line of each instance wins (as a rerun's does)."""
+
+    records: dict[str, dict]
+    torn: bool = False  # the last line was cut short by a killed write
+    unreadable: list[int] = field(default_factory=list)  # other lines that are not a prediction
+    unfinished: list[str] = field(default_factory=list)  # tasks of the run without a prediction
+
+
+def read_predictions(root: Path) -> RunPredictions:
+    layout = RunLayout(root)
+    found = RunPredictions(records={})
+    if layout.predictions.is_file():
+        text = layout.predictions.read_text(encoding="utf-8", errors="surrogateescape")
+        lines = text.splitlines()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            record = _prediction(line)
+            if record is not None:
+                found.records[record["instance_id"]] = record
+            elif number == len(lines) and not text.endswith("\n"):
+                found.torn = True
+            else:
+                found.unreadable.append(number)
+    started = {p.name for p in (root / "tasks").iterdir() if p.is_dir()} if (root / "tasks").is_dir() else set()
+    started |= _infra_error_ids(root / "infra_errors.jsonl")
+    found.unfinished = sorted(started - set(found.records))
+    return found
+
+
+def _prediction(line: str) -> dict | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("instance_id"), str) or not record["instance_id"]:
+        return None
+    if record.get("model_patch") is not None and not isinstance(record["model_patch"], str):
+        return None
+    return record
+
+
+def _infra_error_ids(path: Path) -> set[str]:
+    ids = set()
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("instance_id"), str):
+                ids.add(record["instance_id"])
+    return ids
+
+
+def _require_predictions(root: Path, found: RunPredictions) -> None:
+    if found.records:
+        return
+    waiting = f" ({len(found.unfinished)} task(s) unfinished)" if found.unfinished else ""
+    raise SwepipeError(f"run {root.name} ({root}) has no predictions yet{waiting}: nothing to export; finish it "
+                       "with `swepipe run` and the same --run-id")
+
+
+# -- summary ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExportSummary:
+    path: Path
+    format: str
+    exported: int = 0
+    empty: int = 0  # predictions whose patch is empty, exported empty
+    not_utf8: int = 0  # patches with bytes that are not UTF-8
+    files: int = 0  # trajectories: .traj.json files written
+    by_agent: dict[str, int] = field(default_factory=dict)
+    left_out: RunPredictions | None = None
+
+    def line(self) -> str:
+        """One line: what was exported and what was left out, and why."""
+        if self.format == "trajectories":
+            agents = ", ".join(f"{kind} {count}" for kind, count in sorted(self.by_agent.items()))
+            parts = [f"{self.files} trajectories of {self.exported} task(s)" + (f" ({agents})" if agents else "")]
+        else:
+            parts = [f"{self.exported} prediction(s) exported"]
+            if self.empty:
+                parts.append(f"{self.empty} with an empty patch, exported empty (the harness scores it unresolved)")
+            if self.not_utf8:
+                parts.append(f"{self.not_utf8} patch(es) with bytes that are not UTF-8, kept as \\udcXX escapes "
+                             "(swepipe eval applies them byte for byte; a harness that writes the patch as UTF-8 "
+                             "text cannot)")
+        found = self.left_out
+        if found is not None:
+            if found.unfinished:
+                parts.append(f"{len(found.unfinished)} task(s) without a prediction left out (unfinished or an "
+                             "infrastructure error; `swepipe run` with the same --run-id finishes them)")
+            if found.torn:
+                parts.append("the last line of predictions.jsonl was cut short by a killed write and is left out")
+            if found.unreadable:
+                parts.append(f"unreadable line(s) {', '.join(map(str, found.unreadable))} of predictions.jsonl "
+                             "left out")
+        return "; ".join(parts)
+
+
+# -- official and swebench ------------------------------------------------------------------------------
+
+
+def default_output(root: Path, fmt: str) -> Path:
+    return root / "export" / (fmt if fmt == "trajectories" else f"{fmt}.json")
+
+
+def export_predictions(root: Path, fmt: str, output: Path | None = None, name: str | None = None) -> ExportSummary:
+    """Write the run's predictions in ``fmt`` (official or swebench) to ``output`` (default
+    runs/<id>/export/<fmt>.json); ``name`` is the prefix / model_name_or_path (default: the run id)."""
+    if fmt not in _PATCH_KEY:
+        raise SwepipeError(f"unknown export format {fmt!r} for predictions: choose official or swebench")
+    path = output or default_output(root, fmt)
+    if path.is_dir():
+        raise SwepipeError(f"--output {path} is a directory; give the file to write (e.g. {path / (fmt + '.json')})")
+    jsonl = fmt == "swebench" and path.suffix == ".jsonl"
+    if fmt == "swebench" and path.suffix not in (".json", ".jsonl"):
+        raise SwepipeError(f"--output {path}: swebench's harness reads only .json (a JSON list) or .jsonl "
+                           "(JSON Lines) predictions; name the file so")
+    name = default_name(root) if name is None else name
+    if fmt == "official" and ("/" in name or "\0" in name or name in (".", "..")):
+        raise SwepipeError(f"--prefix {name!r}: the official harness names its files <prefix>_output.json, so the "
+                           "prefix must be a plain file name (no '/')")
+    found = read_predictions(root)
+    _require_predictions(root, found)
+    summary = ExportSummary(path=path, format=fmt, left_out=found)
+    entries = []
+    for instance_id, record in sorted(found.records.items()):
+        patch = record.get("model_patch") or ""
+        summary.exported += 1
+        summary.empty += not patch.strip()
+        summary.not_utf8 += _has_undecodable_bytes(patch)
+        entries.append({"instance_id": instance_id, _PATCH_KEY[fmt]: patch, _NAME_KEY[fmt]: name})
+    if jsonl:
+        # write_code_atomic only takes the environment's secret values out, so the patches stay whole; every
+        # other field was redacted in full by redact_data, as write_json_atomic does.
+        write_code_atomic(path, "".join(json.dumps(redact_data(entry)) + "\n" for entry in entries))
+    else:
+        write_json_atomic(path, entries)
+    return summary
+
+
+def default_name(root: Path) -> str:
+    """The run id, as a plain file name: it names the run, and through its config.yaml, its models."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in root.name) or "swepipe"
+
+
+def _has_undecodable_bytes(text: str) -> bool:
+    return any(0xDC80 <= ord(c) <= 0xDCFF for c in text)
+
+
+# -- trajectories -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Trajectory:
+    agent: str  # the file's name without .traj.json: junior-rollout-00, senior, principal, solo, lead, worker-1
+    kind: str  # junior, senior, principal, solo, lead, worker
+    messages: list[dict]
+    exit_status: str | None
+    submission: str | None
+    submission_is_patch: bool
+    cost: float
+    api_calls: int
+    model: dict
+    extra: dict
+
+
+def export_trajectories(root: Path, output: Path) -> ExportSummary:
+    """Write <output>/<instance_id>/<agent>.traj.json for every agent of every task with a prediction."""
+    if output.exists() and not output.is_dir():
+        raise SwepipeError(f"--output {output} is a file; trajectories are written into a directory")
+    found = read_predictions(root)
+    _require_predictions(root, found)
+    layout = RunLayout(root)
+    summary = ExportSummary(path=output, format="trajectories", left_out=found)
+    for instance_id, prediction in sorted(found.records.items()):
+        if Path(instance_id).name != instance_id or instance_id in (".", ".."):
+            raise SwepipeError(f"{layout.predictions}: instance id {instance_id!r} is not a plain file name, so it "
+                               "cannot name a folder of trajectories")
+        summary.exported += 1
+        for trajectory in task_trajectories(layout.task(instance_id), prediction):
+            write_trajectory(output / instance_id / f"{trajectory.agent}{TRAJECTORY_SUFFIX}", trajectory,
+                             run_id=root.name, instance_id=instance_id)
+            summary.files += 1
+            summary.by_agent[trajectory.kind] = summary.by_agent.get(trajectory.kind, 0) + 1
+    return summary
+
+
+def task_trajectories(paths: TaskPaths, prediction: dict) -> list[Trajectory]:
+    """Every agent's trajectory a task left: its juniors, senior and principal, or its solo agent, or its team's
+    lead and workers. A record that is missing or unreadable is skipped (an ablated stage has none)."""
+    models = prediction.get("models") if isinstance(prediction.get("models"), dict) else {}
+    found = []
+    for path in sorted(paths.junior.glob("rollout-*.json")) if paths.junior.is_dir() else []:
+        rollout = _read_json(path)
+        if isinstance(rollout, dict) and isinstance(rollout.get("trajectory"), dict):
+            found.append(_from_agent_run(
+                f"junior-{path.stem}", "junior", rollout["trajectory"],
+                submission=rollout.get("patch"), is_patch=True,
+                model={"model_name": rollout.get("model") or models.get("junior"),
+                       "temperature": rollout.get("temperature"), "seed": rollout.get("seed")},
+                extra={"reused_from": rollout.get("reused_from"), "patch_source": rollout.get("patch_source")},
+                exit_reason=rollout.get("exit_reason")))
+    senior = _read_json(paths.senior / "trajectory.json")
+    if isinstance(senior, dict):
+        found.append(_from_agent_run("senior", "senior", senior, submission=senior.get("submission"),
+                                     is_patch=False, model={"model_name": models.get("senior")}))
+    principal = _principal(paths.principal, models.get("principal"))
+    if principal is not None:
+        found.append(principal)
+    solo = _read_json(paths.root / "solo" / "trajectory.json")
+    if isinstance(solo, dict):
+        result = _read_json(paths.root / "solo" / "result.json") or {}
+        found.append(_from_agent_run("solo", "solo", solo, submission=result.get("patch"), is_patch=True,
+                                     model={"model_name": models.get("solo")}))
+    team = paths.root / "team"
+    for path in sorted(team.glob("*.trajectory.json")) if team.is_dir() else []:
+        record = _read_json(path)
+        if not isinstance(record, dict):
+            continue
+        name = path.name.removesuffix(".trajectory.json")
+        kind = "lead" if name == "lead" else "worker"
+        if kind == "lead":  # the lead hands in the team's patch; a worker, its report
+            submission, is_patch = (_read_json(team / "result.json") or {}).get("patch"), True
+        else:
+            submission, is_patch = record.get("submission"), False
+        found.append(_from_agent_run(name, kind, record, submission=submission, is_patch=is_patch,
+                                     model={"model_name": models.get(kind)}))
+    return found
+
+
+def _from_agent_run(agent: str, kind: str, record: dict, *, submission, is_patch: bool, model: dict,
+                    extra: dict | None = None, exit_reason: str | None = None) -> Trajectory:
+    """A trajectory from an agent's saved record (pipeline.agent.AgentRun.to_dict()). Each step is one assistant
+    message, in order; its numbers (cost, tokens, command, exit code, seconds) go in that message's ``extra``."""
+    steps = [s for s in record.get("steps") or [] if isinstance(s, dict)]
+    messages, step = [], 0
+    for message in record.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        message = dict(message)
+        if message.get("role") == "assistant" and step < len(steps):
+            message["extra"] = {**(message.get("extra") if isinstance(message.get("extra"), dict) else {}),
+                                **_step_extra(steps[step])}
+            step += 1
+        messages.append(message)
+    reason = exit_reason if exit_reason is not None else record.get("exit_reason")
+    return Trajectory(
+        agent=agent, kind=kind, messages=messages, exit_status=reason or None,
+        submission=submission if isinstance(submission, str) else None, submission_is_patch=is_patch,
+        cost=float(record.get("cost") or 0.0), api_calls=len(steps),
+        model={key: value for key, value in model.items() if value is not None},
+        extra={"name": record.get("name"), "error": record.get("error"), "steps": len(steps),
+               "input_tokens": record.get("input_tokens"), "output_tokens": record.get("output_tokens"),
+               "seconds": record.get("seconds"), "resumed": record.get("resumed"),
+               **{key: value for key, value in (extra or {}).items() if value is not None}})
+
+
+def _step_extra(step: dict) -> dict:
+    keys = ("index", "action", "command", "exit_code", "timed_out", "format_error", "cost", "input_tokens",
+            "output_tokens", "model_seconds", "command_seconds", "seconds", "changed_files")
+    return {("step" if key == "index" else key): step[key] for key in keys
+            if key in step and step[key] not in (None, [], "")}
+
+
+def _principal(directory: Path, model: str | None) -> Trajectory | None:
+    """The principal's calls as one conversation: each call's new messages (the opening system and user
+    message, or the retry's user message) and its reply, so two messages a call after the system prompt."""
+    request = _read_json(directory / "request.json")
+    calls = request.get("calls") if isinstance(request, dict) else None
+    if not isinstance(calls, list) or not calls:
+        return None
+    replies = _read_json(directory / "replies.json")
+    replies = [r for r in replies if isinstance(r, dict)] if isinstance(replies, list) else []
+    result = _read_json(directory / "result.json")
+    result = result if isinstance(result, dict) else {}
+    messages: list[dict] = []
+    for number, call in enumerate(calls):
+        sent = [m for m in (call.get("messages") if isinstance(call, dict) else None) or [] if isinstance(m, dict)]
+        messages.extend(dict(m) for m in sent[len(messages):])  # what this call added to the conversation
+        if number < len(replies):
+            reply = replies[number]
+            messages.append({"role": "assistant", "content": reply.get("content") or "",
+                             "extra": {"step": number, **{key: reply[key] for key in
+                                                          ("cost", "input_tokens", "output_tokens") if key in reply}}})
+    source, error = result.get("source"), result.get("error")
+    if source == "principal":
+        status = "submitted"
+    elif isinstance(error, str) and error.startswith("principal call failed"):
+        status = "model_error"
+    elif result:
+        status = "format_errors"  # every reply's edits were unusable
+    else:
+        status = None  # the stage did not finish
+    return Trajectory(
+        agent="principal", kind="principal", messages=messages, exit_status=status,
+        submission=result.get("patch") if source == "principal" else "", submission_is_patch=True,
+        cost=float(sum(r.get("cost") or 0.0 for r in replies)), api_calls=len(replies),
+        model={"model_name": model} if model else {},
+        extra={"source": source, "error": error, "failed_attempts": result.get("failed_attempts"),
+               "calls": len(calls), "input_tokens": sum(r.get("input_tokens") or 0 for r in replies),
+               "output_tokens": sum(r.get("output_tokens") or 0 for r in replies)})
+
+
+def write_trajectory(path: Path, trajectory: Trajectory, *, run_id: str, instance_id: str) -> None:
+    """One .traj.json in mini-swe-agent's shape; swepipe's own details under info.swepipe and each assistant
+    message's ``extra``."""
+    data = {
+        "info": {
+            "exit_status": trajectory.exit_status,
+            "submission": None,
+            "model_stats": {"instance_cost": trajectory.cost, "api_calls": trajectory.api_calls},
+            "config": {"agent_type": f"swepipe.{trajectory.kind}", "model": trajectory.model},
+            "swepipe": {"run_id": run_id, "instance_id": instance_id, "agent": trajectory.agent,
+                        "role": trajectory.kind, **trajectory.extra},
+        },
+        "messages": trajectory.messages,
+        "trajectory_format": TRAJECTORY_FORMAT,
+    }
+    clean = redact_data(data)
+    submission = trajectory.submission
+    # A patch keeps its bytes (only the environment's secret values go, as for patches everywhere); any other
+    # submission is text, redacted in full like the rest.
+    clean["info"]["submission"] = (None if submission is None else
+                                   redact_values(submission) if trajectory.submission_is_patch
+                                   else redact_data(submission))
+    write_code_atomic(path, json.dumps(clean, indent=2) + "\n")
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
