@@ -59,10 +59,11 @@ def run_cleanups() -> None:
             pass
 
 
-def install() -> None:
-    """Take over SIGINT and SIGTERM; call it from the main thread before any work starts."""
+def install(again: bool = False) -> None:
+    """Take over SIGINT and SIGTERM; call it from the main thread before any work starts. ``again`` takes them
+    back from a library that set its own handlers since (Ray's client ends the process on SIGTERM)."""
     global _installed
-    if _installed or threading.current_thread() is not threading.main_thread():
+    if (_installed and not again) or threading.current_thread() is not threading.main_thread():
         return
     _installed = True
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -419,7 +419,7 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
     assert proc.returncode == 0, output[-3000:]
     assert "was lost" in output and "attempt 2 of 3" in output
     prediction = layout.finished()[task.instance_id]
-    assert prediction["source"] == "principal" and prediction["resolved"] is None
+    assert prediction["source"] == "principal" and prediction["model_patch"]
     assert prediction["node"] in ("node-b", "node-c") and prediction["node"] != victim._ray_params.node_name
     paid = _paid_positions(Ledger.read(paths.ledger))
     assert set(paid) == {"rollout-00", "rollout-01"}

@@ -93,6 +93,8 @@ def connect(address: str = "auto"):
     except Exception as error:  # noqa: BLE001 - whatever Ray raises, the user needs the same advice
         raise SwepipeError(f"cannot join the Ray cluster at {target} ({type(error).__name__}: {error}); "
                            f"{START_HINT}") from None
+    if stopping._installed:
+        stopping.install(again=True)  # ray.init set its own SIGTERM handler, which would end the driver at once
     return ray
 
 
