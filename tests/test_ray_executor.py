@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -301,7 +302,7 @@ def test_two_nodes_give_the_thread_executors_files_written_by_the_driver(cluster
         assert on_ray[name] == on_threads[name], name
     # The workers ran in scratch copies: the driver alone wrote here, and no worker's scratch is left.
     assert len(ray_run.predictions.read_text().splitlines()) == 2
-    assert not list(Path("/tmp").glob("swepipe-task-*"))
+    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-onray-*"))
     assert _no_containers_left("onray")
     # The report's task table names the node of each task.
     swepipe("report", str(ray_run.root), cwd=tmp_path)
@@ -364,6 +365,7 @@ def test_sigterm_to_the_driver_stops_every_node_and_the_run_resumes(cluster, tmp
     assert proc.returncode == 143, output[-3000:]
     assert "run the same command again" in " ".join(output.split())
     assert _no_containers_left("stopped")  # every node's (one Docker engine serves the local cluster)
+    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-stopped-*"))
     assert layout.finished() == {}
     paid_before = {t.instance_id: _paid_positions(Ledger.read(layout.task(t.instance_id).ledger))
                    for t in (FIRST, SECOND)}
@@ -430,3 +432,4 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
         assert all(n >= steps_saved for n in twice) and len(twice) <= 1, (agent, positions, steps_saved)
         assert set(positions) == {0, 1, 2}
     assert _no_containers_left("lost")
+    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-lost-*"))  # the dead worker's scratch too

@@ -250,7 +250,7 @@ def work_on_node(shipment: TaskShipment) -> dict:
 
     key, put = shipment.key, _sender(shipment.queue)
     node_id = ray.get_runtime_context().get_node_id()
-    base = Path(tempfile.mkdtemp(prefix="swepipe-task-"))
+    base = Path(tempfile.mkdtemp(prefix=scratch_prefix(shipment.run.layout.run_id)))
     scratch = base / shipment.run.layout.run_id
     sent: dict[str, str] = {}  # what the driver holds: relative path -> sha256
     for relative, data in shipment.files.items():
@@ -359,10 +359,17 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def scratch_prefix(run_id: str) -> str:
+    return f"swepipe-task-{run_id}-"
+
+
 def remove_run_containers(run_id: str) -> tuple[str, list[str]]:
-    """A Ray task pinned to one node: the run's containers there removed."""
+    """A Ray task pinned to one node: the run's containers there removed, and the scratch folders a worker that
+    was killed left (call it when none of the run's tasks runs there)."""
     from pipeline.runtime import containers
 
+    for left in Path(tempfile.gettempdir()).glob(scratch_prefix(run_id) + "*"):
+        shutil.rmtree(left, ignore_errors=True)
     try:
         return socket.gethostname(), containers.remove_labelled(run_id)
     except Exception as error:  # noqa: BLE001 - a node without Docker: say so, the others go on
