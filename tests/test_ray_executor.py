@@ -366,6 +366,15 @@ def test_sigterm_to_the_driver_stops_every_node_and_the_run_resumes(cluster, tmp
     assert "run the same command again" in " ".join(output.split())
     assert _no_containers_left("stopped")  # every node's (one Docker engine serves the local cluster)
     assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-stopped-*"))
+    # After a crash, `swepipe cleanup --executor ray` removes what a run left on every node.
+    from pipeline.runtime import containers
+    from pipeline.runtime.base_image import BASE_IMAGE
+
+    left = containers.client().containers.create(BASE_IMAGE, "sleep 60", labels=containers.labels("stopped"))
+    cleaned = swepipe("cleanup", "--run-id", "stopped", "--executor", "ray", "--ray-address", cluster.address,
+                      cwd=tmp_path)
+    assert left.name in cleaned.stdout and {"head:", "node-b:", "node-c:"} <= set(cleaned.stdout.split())
+    assert _no_containers_left("stopped")
     assert layout.finished() == {}
     paid_before = {t.instance_id: _paid_positions(Ledger.read(layout.task(t.instance_id).ledger))
                    for t in (FIRST, SECOND)}
