@@ -406,7 +406,11 @@ def eval_inputs(task: Task, run: RunSettings) -> dict[str, bytes]:
 
 
 def slots_per_task(run: RunSettings) -> int:
-    return run.config.executor.slots_per_task or max(1, run.config.juniors.k)
+    """The docker_slots a task holds: the config's, else its most containers at once (K rollouts side by side;
+    1 for a strategy without juniors), as prepare_run sizes container limits."""
+    if run.config.executor.slots_per_task:
+        return run.config.executor.slots_per_task
+    return max(1, run.config.juniors.k) if "junior" in run.roles else 1
 
 
 SYSTEM_ERRORS_NAMES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "RaySystemError",
