@@ -21,7 +21,8 @@ def report(
              "efficiency = added resolve rate (and, the study's, added reward: share of tests passed) per "
              "added dollar per task.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (offline, figures "
-                                                 "embedded) to this file.")] = None,
+                                                 "embedded) to this file, and a page per task beside it "
+                                                 "(<name>_tasks/).")] = None,
     selection: opt.TaskSelection = opt.TaskSelection(),
 ) -> None:
     """Resolve rate, reward, dollars, tokens and time by stage, exit reasons, coverage and, for team runs, the team
@@ -31,11 +32,13 @@ def report(
     from pipeline.report.render import rich_table
 
     try:
-        patches = {t.instance_id: t.patch for t in selection.load()}
+        tasks = selection.load()
+        patches = {t.instance_id: t.patch for t in tasks}
+        problems = {t.instance_id: t.problem_statement for t in tasks}  # for the task pages
     except SwepipeError as error:
         console.print(f"[yellow]no coverage: {error}[/yellow]")
-        patches = None
-    built = build_report(runs, patches, baseline=baseline)
+        patches = problems = None
+    built = build_report(runs, patches, baseline=baseline, problems=problems)
     for table in built.tables(per_task=False):
         console.print(rich_table(table))
     written = write_report(built, runs[0], html)

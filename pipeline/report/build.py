@@ -13,6 +13,7 @@ from pipeline.report.coverage import RunCoverage, run_coverage
 from pipeline.report.load import RunData, load_run
 from pipeline.report.render import html_page, markdown
 from pipeline.report.stats import RunStats, run_stats
+from pipeline.report.task_page import PageSet, write_task_pages
 from pipeline.storage import write_text_atomic
 
 PER_TASK_ROWS_IN_MARKDOWN = 30
@@ -26,6 +27,8 @@ class Report:
     coverage: list[RunCoverage]  # runs with a pool, or the first run's (all n/a) when none has one
     notes: list[str] = field(default_factory=list)
     team: list[team_tab.TeamRun] = field(default_factory=list)  # the runs with team tasks: the team analysis
+    gold: dict[str, str] | None = None  # instance id -> the dataset's gold patch (task pages), when it was read
+    problems: dict[str, str] | None = None  # instance id -> the dataset's problem statement (task pages)
 
     @property
     def title(self) -> str:
@@ -34,17 +37,22 @@ class Report:
     def tables(self, per_task_limit: int | None = None, per_task: bool = True) -> list[tab.Table]:
         """Every table; the per-task ones only when ``per_task`` and a run has at most ``per_task_limit`` tasks."""
         shown = [tab.overview(self.stats, self.baseline), tab.failures(self.stats), tab.exits(self.stats)]
+        number = {run.run_id: n for n, run in reversed(list(enumerate(self.runs)))}  # run id -> its first run
         if self.team:
             shown += [team_tab.team_overview(self.team), team_tab.lead_model_table(self.team)]
-            shown += [team_tab.team_by_task(run) for run in self.team
-                      if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit)]
+            for run in self.team:
+                if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit):
+                    shown.append(team_tab.team_by_task(run))
+                    shown[-1].row_tasks = [(number.get(run.run_id, -1), t.instance_id) for t in run.tasks]
         for coverage in self.coverage:
             shown += [tab.coverage_table(coverage)]
             if per_task and coverage.tasks and (per_task_limit is None or len(coverage.tasks) <= per_task_limit):
                 shown.append(tab.coverage_by_task(coverage))
-        for run, stats in zip(self.runs, self.stats):
+                shown[-1].row_tasks = [(number.get(coverage.run_id, -1), t.instance_id) for t in coverage.tasks]
+        for index, (run, stats) in enumerate(zip(self.runs, self.stats)):
             if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit):
                 shown.append(tab.per_task(run, stats.stages))
+                shown[-1].row_tasks = [(index, t.instance_id) for t in run.tasks]
         return shown
 
     def figures(self) -> dict[str, tuple[str, bytes]]:
@@ -75,8 +83,9 @@ class Report:
 
 
 def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, baseline: str | Path | None = None,
-                 seed: int = 0) -> Report:
-    """``patches``: instance id -> gold patch (None: no coverage, e.g. when the dataset cannot be read)."""
+                 seed: int = 0, problems: dict[str, str] | None = None) -> Report:
+    """``patches``: instance id -> gold patch (None: no coverage, e.g. when the dataset cannot be read);
+    ``problems``: instance id -> problem statement, for the task pages."""
     runs = [load_run(path) for path in run_dirs]
     base_run, first = None, 0  # first: where the runs asked for start
     if baseline is not None:
@@ -94,12 +103,14 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
     else:
         every = [run_coverage(run, patches, seed=seed) for run in runs]
         coverage = [c for c in every if c.tasks] or [every[first]]
-    return Report(runs, stats, base_stats, coverage, notes, team_tab.team_runs(runs))
+    return Report(runs, stats, base_stats, coverage, notes, team_tab.team_runs(runs), gold=patches, problems=problems)
 
 
-def write_report(report: Report, out_dir: Path, html_path: Path | None = None) -> dict[str, Path]:
+def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
+                 task_pages: bool = True) -> dict[str, Path]:
     """report.md, report.html and figures/*.png into ``out_dir`` (the first run's directory); the HTML also
-    at ``html_path`` when given. Returns what was written."""
+    at ``html_path`` when given; and beside each HTML file a page per finished task (``<stem>_tasks/<run>/<instance
+    id>.html``, pipeline.report.task_page), linked from the task tables. Returns what was written."""
     figures_dir = out_dir / "figures"
     made = report.figures()
     if made:
@@ -109,13 +120,23 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None) -
         (figures_dir / name).write_bytes(png)
         written[name] = figures_dir / name
     lead = list(report.notes)
+    html_paths = list(dict.fromkeys([out_dir / "report.html", *([html_path] if html_path else [])]))
+    links: dict[tuple[int, str], list[str]] = {}
+    if task_pages:
+        for path in html_paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        links = write_task_pages(report.runs, html_paths, report.gold, report.problems)
+        for path in html_paths:
+            written[f"{PageSet(path).directory}/"] = PageSet(path).directory
     text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN),
-                    {caption: f"figures/{name}" for name, (caption, _) in made.items()}, lead)
+                    {caption: f"figures/{name}" for name, (caption, _) in made.items()}, lead,
+                    {key: hrefs[0] for key, hrefs in links.items()})
     write_text_atomic(out_dir / "report.md", text)
     written["report.md"] = out_dir / "report.md"
-    page = html_page(report.title, report.tables(), {caption: png for caption, png in made.values()}, lead)
-    for path in dict.fromkeys([out_dir / "report.html", *([html_path] if html_path else [])]):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    tables = report.tables()
+    for number, path in enumerate(html_paths):
+        page = html_page(report.title, tables, {caption: png for caption, png in made.values()}, lead,
+                         {key: hrefs[number] for key, hrefs in links.items()})
         write_text_atomic(path, page)
         written[str(path)] = path
     return written

@@ -246,13 +246,8 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
     if not indices:
         return None
     big_k = len(indices)
-    briefs, contexts, base_texts = _senior_briefs(task, task_root, big_k)
-    base = _read_json(task_root / "senior" / "expansion_text.json") if task_root else None
-    texts = _line_texts([task.context_text or "", *contexts], raw_candidates, [base, *base_texts])
-    known = [t for lines in texts.values() for t in lines.values()]
-    line_tokens = sum(map(_tokens_of, known)) / len(known) if known else DEFAULT_LINE_TOKENS
+    briefs, measure, base = _task_measure(task, gold, task_root, big_k)
     expansion = task.expansion_by_candidate or {}
-    measure = _Measure(gold, texts, line_tokens)
     cache: dict[frozenset, tuple[Point, Point]] = {}
 
     def context(keys) -> tuple[list[_Candidate], list[tuple[str, int, int]], list[tuple[str, int, int]]]:
@@ -299,6 +294,60 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
                         complete_text=not isinstance(base, dict) or base.get("complete", True) is not False)
 
 
+def _task_measure(task: TaskRecord, gold: GoldEdits, task_root: Path | None, big_k: int):
+    """(the senior's briefs by k, the task's coverage measure, its expansion_text.json record)."""
+    briefs, contexts, base_texts = _senior_briefs(task, task_root, big_k)
+    base = _read_json(task_root / "senior" / "expansion_text.json") if task_root else None
+    texts = _line_texts([task.context_text or "", *contexts], (task.pool or {}).get("candidates") or [],
+                        [base, *base_texts])
+    known = [t for lines in texts.values() for t in lines.values()]
+    line_tokens = sum(map(_tokens_of, known)) / len(known) if known else DEFAULT_LINE_TOKENS
+    return briefs, _Measure(gold, texts, line_tokens), base
+
+
+@dataclass
+class GoldLineCoverage:
+    """Which gold lines each context of one task covers, by the same rules as the curves (``_Measure``):
+    context name ("cand.", "+exp.", "sent") -> (removed (file, base line number), added (file, squashed text))."""
+
+    gold: GoldEdits
+    contexts: dict[str, tuple[set, set]]
+
+
+def gold_line_coverage(task: TaskRecord, patch: str, shown_candidates: int | None = 0,
+                       task_root: Path | None = None) -> GoldLineCoverage | None:
+    """Per gold line, whether the task's contexts at k = K held it: 'cand.' (every candidate's hunks and added
+    lines), '+exp.' (plus their code expansion) and 'sent' (what the principal got: the brief's context_spans
+    and the candidates it was shown). None when the gold patch does not parse or is empty; contexts the run
+    does not have (no pool, no brief) are left out."""
+    try:
+        gold = gold_edits(patch) if patch and patch.strip() else None
+    except UnidiffParseError:
+        gold = None
+    if gold is None:
+        return None
+    pool = task.pool or {}
+    candidates = [_candidate(c) for c in pool.get("candidates") or []]
+    big_k = len({i for c in pool.get("candidates") or [] for i in c.get("rollouts") or []}
+                | set(pool.get("empty") or []) | set(pool.get("unparsable") or []) | set(pool.get("failed") or []))
+    _, measure, _ = _task_measure(task, gold, task_root, big_k)
+    contexts: dict[str, tuple[set, set]] = {}
+    if task.pool:
+        own = [r for c in candidates for r in c.ranges]
+        expansion = task.expansion_by_candidate or {}
+        extra = [span for c in candidates for span in _spans(expansion.get(c.key))]
+        contexts["cand."] = measure.covered(own, candidates)
+        contexts["+exp."] = measure.covered(own + extra, candidates)
+    if task.brief is not None and task.brief.get("context_spans") is not None:
+        shown = candidates if shown_candidates is None else candidates[:shown_candidates]
+        contexts["sent"] = measure.covered(_spans(task.brief["context_spans"]), shown)
+    return GoldLineCoverage(gold, contexts)
+
+
+def shown_candidates(config: dict) -> int | None:
+    return _shown_candidates(config)
+
+
 def _senior_briefs(task: TaskRecord, task_root: Path | None,
                    big_k: int) -> tuple[dict[int, _Brief], list[str], list]:
     """k -> the senior's brief on the first k rollouts (the run's own at k = K, else tasks/<id>/analysis); and
@@ -341,15 +390,20 @@ class _Measure:
                     self.near[pair].add(number)
         self.cost = {file: {n: _tokens_of(text) for n, text in lines.items()} for file, lines in texts.items()}
 
-    def __call__(self, spans: list[tuple[str, int, int]], chosen: list[_Candidate]) -> Point:
-        lines: dict[str, set[int]] = {}
-        for file, start, end in spans:
-            lines.setdefault(file, set()).update(range(start, end + 1))
-        gold = self.gold
-        removed = (sum(n in lines.get(f, ()) for f, n in gold.removed) / len(gold.removed)) if gold.removed else None
+    def covered(self, spans: list[tuple[str, int, int]], chosen: list[_Candidate]) -> tuple[set, set]:
+        """The gold removed lines (file, number) and added lines (file, squashed text) this context covers."""
+        lines = _lines(spans)
         proposed = set().union(*(c.added for c in chosen)) if chosen else set()
-        added = (sum(pair in proposed or not self.near[pair].isdisjoint(lines.get(pair[0], ())) for pair in gold.added)
-                 / len(gold.added)) if gold.added else None
+        return ({(f, n) for f, n in self.gold.removed if n in lines.get(f, ())},
+                {pair for pair in self.gold.added
+                 if pair in proposed or not self.near[pair].isdisjoint(lines.get(pair[0], ()))})
+
+    def __call__(self, spans: list[tuple[str, int, int]], chosen: list[_Candidate]) -> Point:
+        lines = _lines(spans)
+        gold = self.gold
+        removed_in, added_in = self.covered(spans, chosen)
+        removed = len(removed_in) / len(gold.removed) if gold.removed else None
+        added = len(added_in) / len(gold.added) if gold.added else None
         files_seen = set(lines) | {f for c in chosen for f in c.files}
         files = float(gold.files <= files_seen) if gold.files else None
         exact, unknown = 0.0, 0
@@ -361,6 +415,13 @@ class _Measure:
         guessed = unknown * self.line_tokens
         tokens = exact + guessed + sum(c.added_tokens for c in chosen)
         return Point(removed, added, files, tokens, guessed / tokens if tokens else 0.0)
+
+
+def _lines(spans: list[tuple[str, int, int]]) -> dict[str, set[int]]:
+    lines: dict[str, set[int]] = {}
+    for file, start, end in spans:
+        lines.setdefault(file, set()).update(range(start, end + 1))
+    return lines
 
 
 def _next_to(number: int, places) -> bool:

@@ -21,15 +21,21 @@ figure { margin: 1em 0; } img { max-width: 100%; border: 1px solid #eee; }
 """
 
 
-def markdown(title: str, tables: list[Table], figures: dict[str, str], lead: list[str] | None = None) -> str:
-    """``figures`` maps a caption to the image's path relative to the Markdown file."""
+def markdown(title: str, tables: list[Table], figures: dict[str, str], lead: list[str] | None = None,
+             links: dict[tuple[int, str], str] | None = None) -> str:
+    """``figures`` maps a caption to the image's path relative to the Markdown file; ``links`` (run number,
+    instance id) to a task page's path relative to it (the first cell of a task's row links there)."""
     parts = [f"# {title}", ""] + ([*lead, ""] if lead else [])
     for table in tables:
         parts += [f"## {table.title}", ""]
         if table.rows:
             parts.append("| " + " | ".join(_md(h) for h in table.headers) + " |")
             parts.append("|" + "|".join("---" for _ in table.headers) + "|")
-            parts += ["| " + " | ".join(_md(c) for c in row) + " |" for row in table.rows]
+            for row, href in zip(table.rows, _row_links(table, links)):
+                cells = [_md(c) for c in row]
+                if href and cells:
+                    cells[0] = f"[{cells[0]}]({href})"
+                parts.append("| " + " | ".join(cells) + " |")
             parts.append("")
         parts += [f"_{note}_" + "  " for note in table.notes]
         parts.append("")
@@ -39,15 +45,21 @@ def markdown(title: str, tables: list[Table], figures: dict[str, str], lead: lis
     return "\n".join(parts).rstrip() + "\n"
 
 
-def html_page(title: str, tables: list[Table], figures: dict[str, bytes], lead: list[str] | None = None) -> str:
-    """One self-contained page: the figures are embedded as base64 PNG, nothing is fetched."""
+def html_page(title: str, tables: list[Table], figures: dict[str, bytes], lead: list[str] | None = None,
+              links: dict[tuple[int, str], str] | None = None) -> str:
+    """One self-contained page: the figures are embedded as base64 PNG, nothing is fetched. ``links``: as for
+    ``markdown``, the task pages beside it."""
     body = [f"<h1>{html.escape(title)}</h1>", *(f"<p>{html.escape(line)}</p>" for line in lead or [])]
     for table in tables:
         body.append(f"<h2>{html.escape(table.title)}</h2>")
         if table.rows:
             body.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in table.headers)
                         + "</tr></thead><tbody>")
-            body += ["<tr>" + "".join(f"<td>{_html_cell(c)}</td>" for c in row) + "</tr>" for row in table.rows]
+            for row, href in zip(table.rows, _row_links(table, links)):
+                cells = [_html_cell(c) for c in row]
+                if href and cells:
+                    cells[0] = f'<a href="{html.escape(href)}">{cells[0]}</a>'
+                body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
             body.append("</tbody></table>")
         body += [f'<p class="note">{html.escape(note)}</p>' for note in table.notes]
     if figures:
@@ -76,6 +88,12 @@ def rich_table(table: Table):
     from rich.text import Text
 
     return Group(shown, *(Text(note, style="dim") for note in table.notes), Text(""))
+
+
+def _row_links(table: Table, links: dict[tuple[int, str], str] | None) -> list[str | None]:
+    if not links or not table.row_tasks or len(table.row_tasks) != len(table.rows):
+        return [None] * len(table.rows)
+    return [links.get(key) for key in table.row_tasks]
 
 
 def _md(text: str) -> str:

@@ -18,6 +18,7 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
+    row_tasks: list[tuple[int, str]] | None = None  # (run number in the report, instance id) per row: its task page
 
 
 def short_id(instance_id: str, width: int = 34) -> str:
