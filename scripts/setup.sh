@@ -9,6 +9,7 @@ missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v git >/dev/null || missing+=(git)
+command -v chromium >/dev/null || missing+=(chromium)  # the browser test of the report's task pages
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   apt-get update -q
