@@ -66,6 +66,13 @@ def test_solo_run_costs_come_from_its_ledgers(runs):
     assert s.agent_exits == Counter(submitted=2, step_limit=1) and s.junior_exits == Counter()
 
 
+def test_the_overview_shows_each_stage_s_prompt_cache_hits(runs):
+    """Of the solo run's 8000 input tokens the provider read 2000 from its cache; the pipeline run had none."""
+    text = "\n".join(" | ".join(row) for row in overview([stats_of(runs, "solo"), stats_of(runs, "pipe")], None).rows)
+    line = next(row for row in text.splitlines() if row.startswith("prompt cache hits"))
+    assert line.split(" | ")[1:] == ["solo 25.0%", "junior 0.0%, senior 0.0%, principal 0.0%"]
+
+
 def test_run_where_every_task_failed(runs):
     s = stats_of(runs, "failed")
     # the infra error is unscored

@@ -20,6 +20,7 @@ from pipeline import stopping
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
+from pipeline.models.prompt_cache import needs_markers, with_cache_markers
 from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.secrets import redact
 from pipeline.storage import write_json_atomic
@@ -42,14 +43,16 @@ class Usage:
     """Tokens and dollars of one or more attempts of a call."""
 
     input: int = 0
-    cached: int = 0
+    cached: int = 0  # of input: read from the provider's prompt cache
     output: int = 0
     cost: float = 0.0
     error: str = ""  # the last failed attempt's error
+    cache_write: int = 0  # of input: written to the prompt cache
 
     def add(self, other: Usage, cost: float, error: str = "") -> None:
         self.input, self.cached, self.output = self.input + other.input, self.cached + other.cached, \
             self.output + other.output
+        self.cache_write += other.cache_write
         self.cost += cost
         self.error = error or self.error
 
@@ -64,6 +67,7 @@ class Completion:
     latency: float
     retries: int
     tool_calls: list[dict] = field(default_factory=list)  # [{id, name, arguments (JSON text)}]
+    cache_write_tokens: int = 0
 
 
 def default_max_tokens(model: str) -> int:
@@ -122,10 +126,12 @@ def _usage_counts(get) -> Usage:
             return 0
 
     details = get("prompt_tokens_details", None)
-    cached = details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", 0)
+    detail = (details.get if isinstance(details, dict) else lambda key: getattr(details, key, 0))
+    cached, written = detail("cached_tokens"), detail("cache_creation_tokens")
     return Usage(input=number(get("prompt_tokens", None) or get("input_tokens", None)),
                  cached=number(cached or get("cache_read_input_tokens", None)),
-                 output=number(get("completion_tokens", None) or get("output_tokens", None)))
+                 output=number(get("completion_tokens", None) or get("output_tokens", None)),
+                 cache_write=number(get("cache_creation_input_tokens", None) or written))
 
 
 def reported_usage(error: Exception) -> Usage:
@@ -179,7 +185,7 @@ class ModelClient:
         """The most one call with ``messages`` can cost: its input tokens (``count_input_tokens``) at the input
         price (or the cached price, if higher) plus ``max_tokens`` at the output price. 0 for a free model."""
         prices = self.prices
-        input_price = max(prices.input, prices.cached_input or 0.0)
+        input_price = prices.highest_input
         if not input_price and not prices.output:
             return 0.0
         tokens = count_input_tokens(self.spec.model, messages, tools) if input_price else 0
@@ -199,7 +205,8 @@ class ModelClient:
 
         stopping.check()  # no new call once the run is stopping
         params = dict(self.spec.extra)
-        params.update(model=self.spec.model, messages=messages, timeout=self.spec.timeout,
+        sent = with_cache_markers(messages) if needs_markers(self.spec) else messages
+        params.update(model=self.spec.model, messages=sent, timeout=self.spec.timeout,
                       metadata={METADATA_KEY: {"scope": self.scope, "role": self.role, "agent": agent_index}})
         if self.spec.api_base and self.spec.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
             params["api_key"] = "unused"  # self-hosted OpenAI-compatible servers want some key, not a secret
@@ -213,7 +220,7 @@ class ModelClient:
         key = _call_key(params) if journal is not None else ""
         if journal is not None and (kept := self._journaled(journal, key, budget)) is not None:
             return kept
-        worst = self.worst_case(messages, tools)
+        worst = self.worst_case(sent, tools)
         started, retries, billed = time.monotonic(), 0, Usage()  # billed: what failed attempts cost
         while True:
             try:
@@ -227,7 +234,7 @@ class ModelClient:
                 response = litellm.completion(**params)
             except Exception as error:  # noqa: BLE001 - sorted below; every provider error is recorded
                 used = reported_usage(error)
-                cost = self.prices.cost(used.input, used.cached, used.output)
+                cost = self.prices.cost(used.input, used.cached, used.output, used.cache_write)
                 reservation.settle(cost)
                 billed.add(used, cost, _describe(error))
                 if isinstance(error, _never_retried()) or not isinstance(error, _retryable_errors()):
@@ -256,11 +263,12 @@ class ModelClient:
     def _record_success(self, response, agent: str, started: float, retries: int, reservation: Reservation,
                         billed: Usage, journal: Path | None, key: str) -> Completion:
         used = usage_of(getattr(response, "usage", None)) or Usage()
-        cost = self.prices.cost(used.input, used.cached, used.output)
+        cost = self.prices.cost(used.input, used.cached, used.output, used.cache_write)
         reservation.settle(cost)
         latency = time.monotonic() - started
         row = LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
                         input_tokens=used.input + billed.input, cached_tokens=used.cached + billed.cached,
+                        cache_write_tokens=used.cache_write + billed.cache_write,
                         output_tokens=used.output + billed.output, cost=cost + billed.cost,
                         latency=round(latency, 4), retries=retries, task=self.task, agent=agent,
                         call=uuid.uuid4().hex)
@@ -269,7 +277,8 @@ class ModelClient:
                  for call in (getattr(message, "tool_calls", None) or [])]
         # The call's whole cost, failed attempts included, so an agent's record adds up to the ledger.
         completion = Completion(message.content or "", used.input + billed.input, used.cached + billed.cached,
-                                used.output + billed.output, cost + billed.cost, latency, retries, calls)
+                                used.output + billed.output, cost + billed.cost, latency, retries, calls,
+                                used.cache_write + billed.cache_write)
         if journal is not None:  # first the reply, then its row: a kill in between loses no reply
             write_json_atomic(journal, {"key": key, "completion": asdict(completion), "row": asdict(row)})
         self.ledger.append(row)
@@ -296,6 +305,7 @@ class ModelClient:
         reported none)."""
         self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
                                      input_tokens=billed.input, cached_tokens=billed.cached,
+                                     cache_write_tokens=billed.cache_write,
                                      output_tokens=billed.output, cost=billed.cost,
                                      latency=round(time.monotonic() - started, 4), retries=retries,
                                      error=error, task=self.task, agent=agent))

@@ -17,7 +17,8 @@ class LedgerRow:
     role: str
     model: str
     input_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens: written to it (priced apart where the provider does)
     output_tokens: int = 0
     cost: float = 0.0
     latency: float = 0.0

@@ -11,7 +11,7 @@ def resolve_prices(spec: ModelSpec, role: str) -> Prices:
     if spec.prices is not None:
         return spec.prices
     if spec.free or spec.is_scripted:
-        return Prices(input=0, output=0, cached_input=0)
+        return Prices(input=0, output=0, cached_input=0, cache_write_input=0)
     from pipeline.models.litellm_setup import litellm
 
     try:
@@ -19,9 +19,10 @@ def resolve_prices(spec: ModelSpec, role: str) -> Prices:
     except Exception:  # noqa: BLE001 - litellm raises several types for "not in the map"
         info = None
     if info and info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
-        cached = info.get("cache_read_input_token_cost")
+        cached, written = info.get("cache_read_input_token_cost"), info.get("cache_creation_input_token_cost")
         return Prices(input=info["input_cost_per_token"] * 1e6, output=info["output_cost_per_token"] * 1e6,
-                      cached_input=None if cached is None else cached * 1e6)
+                      cached_input=None if cached is None else cached * 1e6,
+                      cache_write_input=None if written is None else written * 1e6)
     raise SwepipeError(
         f"the {role} model {spec.model!r} has no known price: litellm's price map does not list it. "
         f"Give prices in the config (models.{role}.prices: {{input: ..., output: ..., cached_input: ...}}, "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,12 +25,24 @@ class Prices(BaseModel):
     model_config = ConfigDict(extra="forbid")
     input: float = Field(ge=0)
     output: float = Field(ge=0)
-    cached_input: float | None = Field(default=None, ge=0, description="defaults to the input price")
+    cached_input: float | None = Field(default=None, ge=0, description="input read from the provider's prompt "
+                                       "cache (default: the input price)")
+    cache_write_input: float | None = Field(default=None, ge=0, description="input written to the prompt cache, "
+                                            "where the provider charges for that (Anthropic: 1.25 x input; "
+                                            "default: the input price)")
 
-    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int) -> float:
+    def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int, cache_write_tokens: int = 0) -> float:
+        """Dollars for a call; ``input_tokens`` counts all input, the cached and cache-written ones included."""
         cached_price = self.input if self.cached_input is None else self.cached_input
-        uncached = max(input_tokens - cached_tokens, 0)
-        return (uncached * self.input + cached_tokens * cached_price + output_tokens * self.output) / 1e6
+        write_price = self.input if self.cache_write_input is None else self.cache_write_input
+        uncached = max(input_tokens - cached_tokens - cache_write_tokens, 0)
+        return (uncached * self.input + cached_tokens * cached_price + cache_write_tokens * write_price
+                + output_tokens * self.output) / 1e6
+
+    @property
+    def highest_input(self) -> float:
+        """The most one input token can cost (read, written to the cache, or neither): what a worst case uses."""
+        return max(self.input, self.cached_input or 0.0, self.cache_write_input or 0.0)
 
 
 class ModelSpec(BaseModel):
@@ -50,6 +62,10 @@ class ModelSpec(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict, description="further litellm.completion parameters")
     prices: Prices | None = Field(default=None, description="for models litellm's price map does not know")
     free: bool = Field(default=False, description="declare the model costs nothing (self-hosted)")
+    prompt_cache: Literal["auto", "on", "off"] = Field(
+        default="auto", description="mark the stable start of each conversation for the provider's prompt cache: "
+        "auto marks it where the provider needs markers (Anthropic, also on Bedrock and Vertex) and relies on "
+        "automatic caching elsewhere (OpenAI, DeepSeek, Gemini); on marks it always; off never")
 
     @field_validator("extra")
     @classmethod

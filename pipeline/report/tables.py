@@ -54,6 +54,13 @@ def resolved_cell(s: RunStats) -> str:
     return f"{s.resolved}/{s.scored} = {s.rate:.1%} [{low:.1%}, {high:.1%}]{unscored}"
 
 
+def cache_hits_cell(stats: RunStats) -> str:
+    """The share of each stage's input tokens the provider read from its prompt cache (priced as cached)."""
+    parts = [f"{stage} {percent(used['cached'] / used['input'])}" for stage in stats.stages
+             if (used := stats.tokens_sum.get(stage)) and used.get("input")]
+    return ", ".join(parts) or NA
+
+
 def efficiency_cell(s: RunStats, baseline: RunStats, metric: str = "rate") -> str:
     """Where the run stands against the baseline: dominates (cheaper or as cheap, and better or as good), dominated,
     the resolve rate (``metric="reward"``: reward) each added dollar buys (dearer and better), or what a saving
@@ -134,6 +141,7 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
         rows.append([f"{stage} tokens/task in / cached / out",
                      *(" / ".join(count(s.tokens_mean[stage][k]) for k in TOKEN_KINDS) if stage in s.stages else NA
                        for s in stats)])
+    rows.append(["prompt cache hits (cached / input tokens)", *(cache_hits_cell(s) for s in stats)])
     rows.append(["time/task mean (median)", *(_mean_median(s.seconds_mean, s.seconds_median, seconds)
                                               for s in stats)])
     rows.append(["time in all (sum over tasks)", *(seconds(s.seconds_total) if s.tasks else NA for s in stats)])
