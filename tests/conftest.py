@@ -91,3 +91,13 @@ def demo_task(leaky_repo, number=1):
                 problem_statement="add() subtracts instead of adding.", repo_language="python",
                 fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[], before_repo_set_cmd="",
                 dockerhub_tag="unused")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster on 127.0.0.1 (tests/ray_cluster.py): a head with no docker slots, two nodes with two."""
+    from ray_cluster import local_cluster, no_containers_left
+
+    with local_cluster() as started:
+        yield started
+    no_containers_left()

@@ -24,6 +24,8 @@ from pipeline.storage import apply_mirrored, append_jsonl, clear_mirror, set_mir
 from pipeline.tasks import load_tasks
 from scripted_pipeline import (SUBMIT, apply_patch_command, bash, edits_from_patch,
                                patch_per_file, reply)
+from ray_cluster import cluster_pids as _cluster_pids, listening as _listening
+from ray_cluster import no_containers_left as _no_containers_left
 from test_run_docker import pipeline_script, setup, swepipe
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
@@ -169,64 +171,6 @@ def test_unreachable_address_is_a_clear_error_within_seconds(tmp_path):
 
 # ---------------------------------------------------------------- on a local cluster
 
-SLOTS = 2  # per node: one task of k = 2 juniors at a time
-
-
-def _cluster_pids(cluster) -> set[int]:
-    roots = {info.process.pid for node in cluster.list_all_nodes()
-             for infos in node.all_processes.values() for info in infos if info.process is not None}
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, grew = set(roots), True
-    while grew:
-        more = {pid for pid, parent in parents.items() if parent in found} - found
-        found |= more
-        grew = bool(more)
-    return found
-
-
-def _listening(pids: set[int]) -> list[str]:
-    """Local addresses the cluster's processes listen on (TCP and UDP)."""
-    out = subprocess.run(["ss", "-H", "-ltunp"], capture_output=True, text=True).stdout
-    found = []
-    for line in out.splitlines():
-        owners = {int(pid) for pid in re.findall(r"pid=(\d+)", line)}
-        if owners & pids:
-            found.append(line.split()[4])
-    return found
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A head (the run's actors, no docker slots) and two nodes with SLOTS docker_slots each, on 127.0.0.1."""
-    from ray.cluster_utils import Cluster
-
-    local = Cluster(initialize_head=True, head_node_args={
-        "node_ip_address": "127.0.0.1", "num_cpus": 1, "resources": {"docker_slots": 0}, "node_name": "head",
-        "include_dashboard": False})
-    try:
-        for name in ("node-b", "node-c"):
-            local.add_node(node_ip_address="127.0.0.1", num_cpus=1, resources={"docker_slots": SLOTS},
-                           node_name=name)
-        local.wait_for_nodes()
-        yield local
-    finally:
-        local.shutdown()
-        _no_containers_left()
-
-
-def _no_containers_left(run_id: str | None = None):
-    from pipeline.runtime import containers
-
-    wanted = f"{containers.RUN_LABEL}={run_id}" if run_id else containers.LABEL
-    return containers.client().containers.list(all=True, filters={"label": wanted}) == []
-
-
 def positional(script: list) -> list:
     """The replies with a distinct prompt size per conversation position, so a ledger row names its position."""
     return [{**r, "usage": {"prompt_tokens": 1000 + n, "completion_tokens": 100}} if isinstance(r, dict) else r
@@ -243,7 +187,10 @@ def slow_script(task, sleep: float):
     return script
 
 
-VOLATILE = re.compile(r"time|seconds|latency|duration|elapsed|started|finished|^node$|^call$|pid", re.I)
+# Container limits differ on purpose: the thread executor sizes them from this machine and --workers, a node from
+# its own machine and docker_slots (tests/test_ray_eval.py checks those); ray records them in limits.json.
+VOLATILE = re.compile(r"time|seconds|latency|duration|elapsed|started|finished|^node$|^call$|pid|^limits$", re.I)
+LIMITS = ("cpus", "memory", "pids_limit", "tmp_size", "file_size", "disk")
 
 
 def _normal(value):
@@ -261,7 +208,7 @@ def _contents(root: Path) -> dict[str, object]:
     found = {}
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
-        if not path.is_file() or path.name in (".lock", "stdout.log", "stderr.log"):
+        if not path.is_file() or path.name in (".lock", "stdout.log", "stderr.log", "limits.json"):
             continue
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".jsonl":
@@ -272,6 +219,8 @@ def _contents(root: Path) -> dict[str, object]:
         elif path.name == "config.yaml":
             config = yaml.safe_load(text)
             config.pop("executor", None)
+            for name in LIMITS:
+                config["containers"].pop(name, None)
             found[relative] = config
         else:
             found[relative] = text
