@@ -46,6 +46,11 @@ class Limits(BaseModel):
     observation_limit: int = Field(default=10_000, gt=100, description="bytes of command output shown")
     action_format: Literal["text", "tools"] = Field(
         default="text", description="text: one ```bash block per reply; tools: bash/submit function calls")
+    compact_after: int | None = Field(default=None, ge=0, description="send only the last N observations whole, "
+                                      "older ones cut to compact_chars at each end (the trajectory keeps them "
+                                      "whole); unset: every observation whole")
+    compact_chars: int = Field(default=1000, ge=50, description="characters kept at each end of an older "
+                               "observation when compact_after is set")
 
 
 class Containers(BaseModel):

@@ -7,6 +7,7 @@ import yaml
 
 from pipeline.agent.actions import FormatError, parse_action
 from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.compact import compact_history
 from pipeline.config import Limits
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
@@ -179,6 +180,41 @@ def test_a_reply_paid_just_before_a_kill_is_not_paid_again(tmp_path, leaky_repo,
     assert rows[1].time < killed_at  # the second position's row is the first session's call, not a new one
     assert budget.spent + seeded == pytest.approx(sum(row.cost for row in rows)) == pytest.approx(run.cost)
     assert not list(tmp_path.glob("*.reply"))  # the journal goes once the trajectory holds its reply
+
+
+def test_compact_history_cuts_only_older_long_observations_and_leaves_the_record_whole():
+    long = "a" * 3000 + "MIDDLE" + "z" * 3000
+    messages = [{"role": "system", "content": long}, {"role": "user", "content": long},
+                {"role": "assistant", "content": "1"}, {"role": "user", "content": long},
+                {"role": "assistant", "content": "2"}, {"role": "user", "content": "short"},
+                {"role": "assistant", "content": "3"}, {"role": "tool", "content": long, "tool_call_id": "c"}]
+    sent = compact_history(messages, keep_whole=2, keep_chars=100)
+    assert sent[:3] == messages[:3] and sent[5:] == messages[5:]  # the task, and the last two observations
+    assert sent[3]["content"].startswith("a" * 100) and sent[3]["content"].endswith("z" * 100)
+    assert "MIDDLE" not in sent[3]["content"] and "5806 characters of this older observation left out" in \
+        sent[3]["content"]
+    assert messages[3]["content"] == long  # the record is not changed
+    assert compact_history(messages, keep_whole=0, keep_chars=100)[7]["content"] != long
+
+
+def test_a_compacted_rollout_sends_fewer_tokens_and_its_trajectory_keeps_every_output(tmp_path, leaky_repo):
+    noisy = "```bash\npython3 -c \"print('x' * 6000)\"\n```"
+    replies = [noisy, noisy, noisy, SUBMIT]
+    inputs = {}
+    for compact in (None, 1):
+        with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as runtime:
+            (tmp_path / str(compact)).mkdir()
+            client = junior(tmp_path / str(compact), replies)
+            trajectory = tmp_path / f"{compact}.json"
+            limits = Limits(compact_after=compact, compact_chars=200, observation_limit=20000)
+            run = run_agent(client, runtime, "fix", Budget("r"), limits, trajectory_path=trajectory)
+        assert run.exit_reason == "submitted"
+        inputs[compact] = [row.input_tokens for row in client.ledger.rows]
+        saved = json.loads(trajectory.read_text())
+        assert sum("x" * 6000 in m["content"] for m in saved["messages"]) == 3  # whole on disk either way
+    # The first two calls see at most one observation: the same. Then each older one is cut to 400 characters.
+    assert inputs[1][:2] == inputs[None][:2]
+    assert inputs[None][2] - inputs[1][2] > 1000 and inputs[None][3] - inputs[1][3] > 2 * 1000
 
 
 def tool(name, **arguments):

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.agent.actions import BASH, Action, ActionError, FormatError, parse_action, parse_tool_action, tools_for
+from pipeline.agent.compact import compact_history
 from pipeline.agent.inbox import Inbox
 from pipeline.config import Limits
 from pipeline import stopping
@@ -221,8 +222,11 @@ class Agent:
     def query(self) -> Step:
         """Ask the model for its next reply and record it."""
         try:
+            limits = self.limits
+            sent = (self.record.messages if limits.compact_after is None else
+                    compact_history(self.record.messages, limits.compact_after, limits.compact_chars))
             completion = self.client.complete(
-                self.record.messages, self.budget, agent=self.name, agent_index=self.agent_index,
+                sent, self.budget, agent=self.name, agent_index=self.agent_index,
                 temperature=self.temperature, seed=self.seed, tools=tools_for(self.allowed) if self.tools else None,
                 journal=self.reply_journal)
         except CostLimitExceeded as error:
