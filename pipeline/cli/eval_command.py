@@ -37,6 +37,8 @@ def eval_(
     skip_image_check: Annotated[bool, typer.Option(
         "--skip-image-check", help="Start without checking first that every image to score in is present or on "
                                    "its registry (see `swepipe images check`).")] = False,
+    executor: opt.Executor = None,
+    ray_address: opt.RayAddress = None,
 ) -> None:
     """Score predictions with the hidden tests, by the official SWE-Bench Pro protocol."""
     from pipeline.datasets import defaults_for
@@ -51,6 +53,13 @@ def eval_(
     if block_network and eval_network:
         raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
                            "default, --eval-network turns it on")
+    executor, ray_address = executor or "threads", ray_address or "auto"
+    if executor not in ("threads", "ray"):
+        raise SwepipeError(f"--executor {executor}: expected threads or ray")
+    if executor == "ray":  # Ray missing or no cluster there: said now, before anything is scored
+        from pipeline.run.ray_executor import connect
+
+        connect(ray_address)
     loaded = load_predictions(predictions)
     tasks_ = selection.load()
     defaults = defaults_for(selection.dataset)
@@ -59,21 +68,37 @@ def eval_(
     settings = EvalSettings(image_template=image_template or defaults.image_template,
                             run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
                             timeout=timeout, platform=platform, network=eval_network, run_id=run_id,
-                            limits=container_limits(concurrent=workers))
+                            # with ray, sized on each node from its machine and docker_slots
+                            limits=None if executor == "ray" else container_limits(concurrent=workers))
     if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
-        _check_images(loaded, tasks_, out, settings, redo)
-    summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo, attempts=attempts,
-                                   show_progress=sys.stderr.isatty())
+        _check_images(loaded, tasks_, out, settings, redo, ray_address if executor == "ray" else None)
+    try:
+        summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo, attempts=attempts,
+                                       show_progress=sys.stderr.isatty(), executor=executor,
+                                       ray_address=ray_address)
+    except KeyboardInterrupt:
+        from pipeline import stopping
+
+        if executor != "ray":
+            raise
+        console.print(f"stopped: the scored instances are saved in {out}; run the same command again to score "
+                      "the rest", soft_wrap=True)
+        stopping.exit_now(stopping.exit_code())
     print_summary(summary, out, console)
 
 
-def _check_images(loaded, tasks_, out: Path, settings, redo: bool) -> None:
+def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: str | None = None) -> None:
     from pipeline.runtime.image_cache import require_images, run_image_names
 
     wanted = {p.instance_id for p in loaded}
     todo = [t for t in tasks_
             if t.instance_id in wanted and (redo or not (out / t.instance_id / "result.json").exists())]
-    if todo:
+    if todo and ray_address is not None:  # on every node of the cluster
+        from pipeline.run.ray_executor import check_images_on_nodes, connect
+
+        check_images_on_nodes(connect(ray_address), run_image_names(todo, settings.image_template),
+                              announce=console.print)
+    elif todo:
         require_images(run_image_names(todo, settings.image_template), announce=console.print)
 
 

@@ -46,7 +46,37 @@ class EvalSummary:
 
 def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
                          settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
-                         show_progress: bool = True) -> EvalSummary:
+                         show_progress: bool = True, executor: str = "threads",
+                         ray_address: str = "auto") -> EvalSummary:
+    """Score the predictions not scored yet into ``output_dir``: on this machine (``workers`` at a time), or with
+    ``executor="ray"`` one Ray task per instance on the cluster at ``ray_address`` (pipeline.run.ray_eval), the
+    same files and summary either way."""
+    summary, todo = plan_eval(predictions, tasks, output_dir, redo)
+    by_id = {task.instance_id: task for task in tasks}
+    if executor == "ray":
+        from pipeline.run.ray_eval import evaluate_on_ray
+
+        evaluate_on_ray([(by_id[p.instance_id], p.patch) for p in todo], summary, output_dir, settings,
+                        attempts=attempts, show_progress=show_progress, address=ray_address)
+        finish_eval(output_dir, summary)
+        return summary
+    lock = threading.Lock()
+
+    def one(prediction: Prediction) -> None:
+        task = by_id[prediction.instance_id]
+        result = score_one(task, prediction.patch, output_dir / task.instance_id, settings, attempts)
+        with lock:
+            record_result(output_dir, summary, result)
+
+    run_with_progress("eval", todo, one, workers=workers, total=len(todo), describe=lambda: _rate(summary),
+                      show=show_progress)
+    finish_eval(output_dir, summary)
+    return summary
+
+
+def plan_eval(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+              redo: bool) -> tuple[EvalSummary, list[Prediction]]:
+    """The summary with the instances an earlier run scored (unless ``redo``), and the predictions left to score."""
     by_id = {task.instance_id: task for task in tasks}
     summary = EvalSummary(dataset_size=len(tasks),
                           unknown=[p.instance_id for p in predictions if p.instance_id not in by_id])
@@ -60,29 +90,33 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
             summary.skipped.append(prediction.instance_id)
         else:
             todo.append(prediction)
-    lock = threading.Lock()
+    return summary, todo
 
-    def one(prediction: Prediction) -> None:
-        task = by_id[prediction.instance_id]
-        instance_dir = output_dir / task.instance_id
-        try:
-            result = evaluate(task, prediction.patch, instance_dir, settings)
-        except Exception as error:  # noqa: BLE001 - one broken instance must not end the run (a stop is no Exception)
-            result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
-                      "error": f"{type(error).__name__}: {error}"}
-        if not result["resolved"] and attempts > 1 and result["category"] != "infra_error":
-            result["attempts"] = _reattempt(task, prediction.patch, instance_dir, settings, result, attempts)
-            result["flaky_tests"] = _flaky(result)
-        write_json_atomic(instance_dir / "result.json", result)
-        with lock:
-            summary.results[task.instance_id] = result
-            _write_official(output_dir, summary)
 
-    run_with_progress("eval", todo, one, workers=workers, total=len(todo), describe=lambda: _rate(summary),
-                      show=show_progress)
+def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, attempts: int = 1) -> dict:
+    """One instance's result record (its artefacts written under ``instance_dir``, not its result.json): an
+    error is an infra_error, never raised (a stop is no Exception); unresolved ones rerun up to ``attempts``."""
+    try:
+        result = evaluate(task, patch, instance_dir, settings)
+    except Exception as error:  # noqa: BLE001 - one broken instance must not end the run (a stop is no Exception)
+        result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
+                  "error": f"{type(error).__name__}: {error}"}
+    if not result["resolved"] and attempts > 1 and result["category"] != "infra_error":
+        result["attempts"] = _reattempt(task, patch, instance_dir, settings, result, attempts)
+        result["flaky_tests"] = _flaky(result)
+    return result
+
+
+def record_result(output_dir: Path, summary: EvalSummary, result: dict) -> None:
+    """A scored instance: its result.json, the summary, the official files. One caller at a time."""
+    write_json_atomic(output_dir / result["instance_id"] / "result.json", result)
+    summary.results[result["instance_id"]] = result
+    _write_official(output_dir, summary)
+
+
+def finish_eval(output_dir: Path, summary: EvalSummary) -> None:
     _write_official(output_dir, summary)
     write_json_atomic(output_dir / "summary.json", summary.as_dict())
-    return summary
 
 
 def _reattempt(task, patch, instance_dir, settings, first, attempts) -> list[dict]:
