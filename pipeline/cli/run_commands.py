@@ -110,7 +110,10 @@ def run(
     try:
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
         if not skip_image_check and (settings.config.containers.impl is None or settings.evaluation is not None):
-            from pipeline.runtime.image_cache import check_run_images
+            if settings.config.executor.kind == "ray":  # on every node of the cluster
+                from pipeline.run.ray_executor import check_run_images_on_nodes as check_run_images
+            else:
+                from pipeline.runtime.image_cache import check_run_images
 
             check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
         summary = run_tasks(selected, settings, workers=workers, show_progress=interactive,

@@ -52,8 +52,12 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     # Container limits the config leaves unset: sized for ``workers`` tasks at once, each with K rollouts
     # when the strategy has juniors, and written into the run's config.yaml.
     # (k = 0: the senior's and principal's one container at a time.)
+    # With the ray executor they are left unset here and sized on the node that runs each task, from its machine
+    # and its docker_slots (pipeline.run.ray_executor; the task's limits.json records them).
     per_task = max(1, config.juniors.k) if "junior" in strategy_class(config.strategy).roles else 1
-    config = config.model_copy(update={"containers": fill_defaults(config.containers, max(1, workers) * per_task)})
+    if config.executor.kind != "ray":
+        config = config.model_copy(update={"containers": fill_defaults(config.containers,
+                                                                       max(1, workers) * per_task)})
     for role, spec in config.models.items():
         if not spec.is_none:  # a role switched off is never called, so it needs no price
             resolve_prices(spec, role)  # an unpriced model stops the run before its directory exists

@@ -26,10 +26,11 @@ _used: dict[str, float] = {}  # image id -> when this process last used it (prep
 _used_lock = threading.Lock()
 
 
-def touch(ref: str) -> None:
-    """Record that the image ``ref`` (an id or a name) was just used (least-recently-used order for pruning)."""
+def touch(ref: str, when: float | None = None) -> None:
+    """Record that the image ``ref`` (an id or a name) was just used, or at ``when`` (as another process on this
+    machine recorded it): the least-recently-used order for pruning."""
     with _used_lock:
-        _used[ref] = time.time()
+        _used[ref] = time.time() if when is None else when
 
 
 def last_used(image) -> float:
