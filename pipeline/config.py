@@ -83,6 +83,20 @@ class Containers(BaseModel):
                              "pipeline.runtime.factory:open_runtime (same signature)")
 
 
+class Schedule(BaseModel):
+    """Adaptive rollouts: start with `first`, add waves of `wave` up to K, stop once the pool has converged."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(default=False, description="off: all K rollouts start at once (fixed K)")
+    first: int = Field(default=3, ge=1, description="rollouts of the first wave (K0)")
+    wave: int = Field(default=2, ge=1, description="rollouts added by each later wave, up to juniors.k")
+    top_share: float | None = Field(default=0.6, gt=0, le=1, description="stop when the top source candidate holds "
+                                    "at least this share of the submitted rollouts' votes (unset: rule off)")
+    min_submitted: int = Field(default=3, ge=1, description="top_share needs at least this many submitted rollouts")
+    no_new_files: bool = Field(default=True, description="stop when a wave's candidates add no file to the pool's "
+                               "changed source files")
+
+
 class Juniors(BaseModel):
     """The junior stage: K independent rollouts of the cheap model."""
 
@@ -95,6 +109,7 @@ class Juniors(BaseModel):
     seed: int = Field(default=0, description="rollout i uses seed + i")
     max_patch_bytes: int = Field(default=4_000_000, ge=1000, description="largest candidate patch kept, in bytes; a "
                                  "rollout whose diff is bigger ends patch_too_large and its patch is dropped")
+    schedule: Schedule = Field(default_factory=Schedule)
 
 
 class SeniorConfig(BaseModel):
@@ -106,6 +121,15 @@ class SeniorConfig(BaseModel):
     max_steps: int = Field(default=15, gt=0, description="read-only commands the senior may run")
     context_tokens: int = Field(default=12_000, gt=100, description="budget of the context the principal gets")
     expansion_tokens: int = Field(default=6_000, gt=100, description="related code shown to the senior")
+
+
+class SkipWhen(BaseModel):
+    """Submit the top junior candidate without the senior and principal calls when the juniors agree strongly."""
+
+    model_config = ConfigDict(extra="forbid")
+    top_share: float | None = Field(default=None, gt=0, le=1, description="skip when the top source candidate holds "
+                                    "at least this share of the submitted rollouts' votes (unset: never skip)")
+    min_submitted: int = Field(default=3, ge=1, description="and at least this many rollouts submitted")
 
 
 class PrincipalConfig(BaseModel):
@@ -121,6 +145,7 @@ class PrincipalConfig(BaseModel):
     fallback: Literal["junior_top", "none"] = Field(
         default="junior_top", description="when the edits stay unusable after one retry: the most-voted "
                                           "applicable junior candidate, or nothing")
+    skip_when: SkipWhen = Field(default_factory=SkipWhen)
 
 
 class TeamConfig(BaseModel):

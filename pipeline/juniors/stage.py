@@ -1,33 +1,132 @@
-"""Stage 1: K rollouts of one task side by side; finished rollouts on disk (this run's or another's) are reused."""
+"""Stage 1: K rollouts of one task side by side (or in waves, with ``juniors.schedule``); finished rollouts on disk
+(this run's or another's) are reused."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from pipeline import stopping
 from pipeline.job import TaskJob
+from pipeline.juniors import schedule as waves
+from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import rollout_path, run_rollout
 from pipeline.storage import write_json_atomic
 
+_ROLLOUT_FILE = re.compile(r"^rollout-(\d+)\.json$")
+
+
+def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[dict], CandidatePool]:
+    """The junior stage as a strategy runs it: the rollouts (``run_juniors``) and their pool, written to
+    junior/pool.json with the schedule's decisions when ``juniors.schedule`` is on."""
+    records, schedule = _run(job, on_done)
+    pool = build_pool(job.task.instance_id, records)
+    write_pool(job, pool, schedule)
+    return records, pool
+
 
 def run_juniors(job: TaskJob, *, on_done=None) -> list[dict]:
-    """Rollouts 0..k-1 of the task in junior/; returns their records in index order."""
-    k, directory = job.config.juniors.k, job.paths.junior
+    """Rollouts 0..k-1 of the task in junior/ (with ``juniors.schedule`` on, 0..n-1 for the n its waves ran);
+    returns their records in index order."""
+    return _run(job, on_done)[0]
+
+
+def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict | None) -> None:
+    """junior/pool.json: the pool, and the schedule's record (``pipeline.juniors.schedule.record``) when on."""
+    data = pool.to_dict()
+    if schedule is not None:
+        data["schedule"] = schedule
+    write_json_atomic(job.paths.junior / "pool.json", data)
+
+
+def _run(job: TaskJob, on_done) -> tuple[list[dict], dict | None]:
+    juniors, directory = job.config.juniors, job.paths.junior
+    k = juniors.k
     directory.mkdir(parents=True, exist_ok=True)
-    if job.reuse_juniors_from is not None:
-        copy_rollouts(job.reuse_juniors_from.junior, directory, k)
+    started = time.monotonic()
+    if not juniors.schedule.enabled or k == 0:
+        if job.reuse_juniors_from is not None:
+            copy_rollouts(job.reuse_juniors_from.junior, directory, k)
+        records = _rollouts(job, range(k), on_done)
+        job.seconds["junior"] = round(time.monotonic() - started, 2)
+        return [records[index] for index in range(k)], None
+    records, schedule = _run_waves(job, on_done)
+    job.seconds["junior"] = round(time.monotonic() - started, 2)
+    return records, schedule
+
+
+def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
+    """The schedule: waves of rollouts until a rule says the pool has converged or K have run. A decision on disk
+    (junior/pool.json) is kept: a task whose schedule stopped starts no more rollouts, one cut short mid-wave
+    finishes that wave."""
+    settings, k, directory = job.config.juniors.schedule, job.config.juniors.k, job.paths.junior
+    recorded = _recorded_decisions(directory)
+    stop = next((d for d in recorded if d.get("decision") == "stop" and d.get("converged")), None)
+    if stop is not None and isinstance(stop.get("rollouts"), int) and 0 < stop["rollouts"] <= k \
+            and all(rollout_path(directory, i).exists() for i in range(stop["rollouts"])):
+        decisions = recorded[:recorded.index(stop) + 1]
+        records = _rollouts(job, range(stop["rollouts"]), on_done)
+        return [records[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, decisions, directory)
+    records: dict[int, dict] = {}
+    decisions: list[dict] = []
+    before: CandidatePool | None = None
+    for wave, size in enumerate(waves.wave_sizes(settings, k), start=1):
+        if job.reuse_juniors_from is not None:
+            copy_rollouts(job.reuse_juniors_from.junior, directory, size, start=len(records))
+        records.update(_rollouts(job, range(len(records), size), on_done, check_stop=True))
+        so_far = [records[i] for i in range(size)]
+        pool = build_pool(job.task.instance_id, so_far)
+        old = recorded[wave - 1] if wave <= len(recorded) else None
+        if old is not None and old.get("rollouts") == size and (old.get("decision") == "go on" or size >= k):
+            decision = old  # an earlier session's decision on the same rollouts
+        else:
+            decision = waves.judge(settings, k, wave, so_far, pool, before)
+        decisions.append(decision)
+        if decision is not old:  # on disk as soon as it is made
+            write_pool(job, pool, _schedule_record(settings, k, decisions, directory))
+        if decision["decision"] == "stop":
+            break
+        before = pool
+    run = decisions[-1]["rollouts"] if decisions else 0
+    return [records[i] for i in range(run)], _schedule_record(settings, k, decisions, directory)
+
+
+def _schedule_record(settings, k: int, decisions: list[dict], directory: Path) -> dict:
+    run = decisions[-1]["rollouts"] if decisions else 0
+    beyond = sorted(int(m.group(1)) for p in directory.iterdir() if (m := _ROLLOUT_FILE.match(p.name))
+                    and int(m.group(1)) >= run)
+    return waves.record(settings, k, decisions, beyond)
+
+
+def _recorded_decisions(directory: Path) -> list[dict]:
+    """The schedule's decisions an earlier session wrote into junior/pool.json ([] when none)."""
+    try:
+        data = json.loads((directory / "pool.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    schedule = data.get("schedule") if isinstance(data, dict) else None
+    decisions = schedule.get("decisions") if isinstance(schedule, dict) else None
+    return [d for d in decisions if isinstance(d, dict)] if isinstance(decisions, list) else []
+
+
+def _rollouts(job: TaskJob, indices: range, on_done, check_stop: bool = False) -> dict[int, dict]:
+    """The records of rollouts ``indices``: those on disk as they are, the others run side by side
+    (``check_stop``: none starts once the run is stopping, as between two waves)."""
+    directory = job.paths.junior
     records: dict[int, dict] = {}
     todo = []
-    for index in range(k):
+    for index in indices:
         previous = rollout_path(directory, index)
         if previous.exists():
             records[index] = json.loads(previous.read_text(encoding="utf-8"))
         else:
             todo.append(index)
-    started = time.monotonic()
     if todo:
+        if check_stop:
+            stopping.check()
         client = job.client("junior")
         with ThreadPoolExecutor(max_workers=len(todo),
                                 thread_name_prefix=f"junior-{job.task.instance_id[:20]}") as pool:
@@ -37,15 +136,14 @@ def run_juniors(job: TaskJob, *, on_done=None) -> list[dict]:
                 records[index] = future.result()
                 if on_done:
                     on_done(records[index])
-    job.seconds["junior"] = round(time.monotonic() - started, 2)
-    return [records[index] for index in range(k)]
+    return records
 
 
-def copy_rollouts(source: Path, target: Path, k: int) -> int:
-    """Finished rollouts of another run, taken as they are: their cost was paid there."""
+def copy_rollouts(source: Path, target: Path, k: int, start: int = 0) -> int:
+    """Finished rollouts ``start``..k-1 of another run, taken as they are: their cost was paid there."""
     target.mkdir(parents=True, exist_ok=True)
     copied = 0
-    for index in range(k):
+    for index in range(start, k):
         theirs, ours = rollout_path(source, index), rollout_path(target, index)
         if theirs.exists() and not ours.exists():
             record = json.loads(theirs.read_text(encoding="utf-8"))

@@ -7,9 +7,8 @@ from pathlib import Path
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import build_pool
-from pipeline.juniors.stage import run_juniors
-from pipeline.storage import write_json_atomic
+from pipeline.juniors.stage import junior_stage
+from pipeline.principal.skip import SkippedSenior, SkipPrincipal, skip_decision
 from pipeline.strategies.base import BaseStrategy, stage_class
 
 
@@ -36,21 +35,29 @@ class PipelineStrategy(BaseStrategy):
         return (*junior, *(role for role in roles if role and config.plays(role)))
 
     def run_task(self, job: TaskJob) -> dict:
-        records = run_juniors(job)  # none when k is 0: the senior explores alone
-        pool = build_pool(job.task.instance_id, records)
-        write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
+        records, pool = junior_stage(job)  # no rollouts when k is 0: the senior explores alone
         job.finished_stage("junior", f"{len(records)} rollouts, {len(pool.candidates)} distinct candidate(s), "
                                      f"${sum(r.get('cost', 0.0) for r in records):.4f}" if records else
                            "no juniors (k=0)")
+        senior, principal, skip = self.stages(job, pool, records)
         job.stage = "senior"
-        brief = self.senior.brief(job, pool)
-        job.finished_stage("senior", f"brief from the {brief.get('source', '?')}, {len(brief.get('spans', []))} "
-                                     "span(s)")
+        brief = senior.brief(job, pool)
+        job.finished_stage("senior", f"skipped: {skip['reason']}" if skip and skip["skip"] else
+                           f"brief from the {brief.get('source', '?')}, {len(brief.get('spans', []))} span(s)")
         job.stage = "principal"
-        result = self.principal.write(job, pool, brief)
+        result = principal.write(job, pool, brief)
         job.finished_stage("principal", f"patch from {result['source']}")
         return {"model_patch": result["patch"], "source": result["source"], "error": result.get("error"),
-                **reused_juniors(job, records)}
+                **({"skip_check": skip} if skip is not None else {}), **reused_juniors(job, records)}
+
+    def stages(self, job: TaskJob, pool, records: list[dict]) -> tuple[object, object, dict | None]:
+        """The senior and principal stages for this task, and the skip rule's decision (None when it is off):
+        the configured stages, or with principal.skip_when holding two that call no model and submit the top
+        candidate (pipeline.principal.skip)."""
+        decision = skip_decision(job, pool, records)
+        if decision is not None and decision["skip"]:
+            return SkippedSenior(self.config, decision), SkipPrincipal(self.config, decision), decision
+        return self.senior, self.principal, decision
 
 
 def _senior_class(config: RunConfig):

@@ -9,9 +9,7 @@ from __future__ import annotations
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import build_pool
-from pipeline.juniors.stage import run_juniors
-from pipeline.storage import write_json_atomic
+from pipeline.juniors.stage import junior_stage
 from pipeline.strategies.base import BaseStrategy
 from pipeline.strategies.pipeline import reused_juniors
 
@@ -33,9 +31,7 @@ class VoteStrategy(BaseStrategy):
         return ("junior",)
 
     def run_task(self, job: TaskJob) -> dict:
-        records = run_juniors(job)
-        pool = build_pool(job.task.instance_id, records)
-        write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
+        records, pool = junior_stage(job)
         # The pool lists candidates most-voted first; ties keep the order of the earliest rollout.
         top = pool.candidates[0] if pool.candidates else None
         return {"model_patch": top.patch if top else "", "source": "vote" if top else "none",

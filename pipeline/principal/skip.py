@@ -1,0 +1,96 @@
+"""``principal.skip_when``: when the juniors agree strongly, the top candidate is submitted without the senior and
+principal calls.
+
+The rule is judged on the task's pool as ``juniors.schedule`` judges it (``pipeline.juniors.schedule.agreement``):
+the pool's top candidate (most votes; ties: the earliest rollout) holds at least ``top_share`` of the submitted
+rollouts' votes, with at least ``min_submitted`` rollouts submitted. Failed rollouts and test-only patches are no
+votes for any candidate, so they never make agreement.
+
+When it holds, the pipeline runs two stages that call no model (``role = None``, like the principal-off ablation)
+in place of the senior and the principal: ``SkippedSenior`` records senior/brief.json with source ``skipped``,
+``SkipPrincipal`` records principal/result.json and patch.diff with the top candidate and source
+``skip:junior_top``. Nothing is called or paid. The decision is on disk: a rerun of a skipped task skips again,
+whatever the rule says now.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline import patchtext
+from pipeline.config import RunConfig
+from pipeline.job import TaskJob, once
+from pipeline.juniors.pool import CandidatePool
+from pipeline.juniors.schedule import agreement, agrees
+
+SKIP_SOURCE = "skip:junior_top"  # the prediction's source when the senior and principal were skipped
+SKIPPED_BRIEF = "skipped"  # the brief's source then
+
+
+def skip_decision(job: TaskJob, pool: CandidatePool, records: list[dict]) -> dict | None:
+    """The skip rule's decision on the task's pool (``skip``: whether the senior and principal are skipped, and
+    why), or None when ``principal.skip_when`` is off. A decision an earlier session recorded wins."""
+    recorded = _recorded(job.paths.senior / "brief.json", job.paths.principal / "result.json")
+    if recorded is not None:
+        return recorded
+    rule = job.config.principal.skip_when
+    if rule.top_share is None:
+        return None
+    measure = agreement(pool, records)
+    holds, reason = agrees(measure, rule.top_share, rule.min_submitted)
+    return {"skip": holds, "top_share_needed": rule.top_share, "min_submitted": rule.min_submitted, **measure,
+            "reason": reason}
+
+
+def _recorded(brief: Path, result: Path) -> dict | None:
+    for path, key in ((result, "source"), (brief, "source")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get(key) in (SKIP_SOURCE, SKIPPED_BRIEF) \
+                and isinstance(record.get("skipped"), dict):
+            return record["skipped"]
+    return None
+
+
+class SkippedSenior:
+    """The senior stage when the skip rule holds: no model, no workspace; brief.json says why."""
+
+    role = None
+
+    def __init__(self, config: RunConfig, decision: dict):
+        self.config, self.decision = config, decision
+
+    def brief(self, job: TaskJob, pool: CandidatePool) -> dict:
+        def make() -> dict:
+            job.paths.senior.mkdir(parents=True, exist_ok=True)
+            return {"source": SKIPPED_BRIEF, "analysis": f"(Skipped by principal.skip_when: "
+                                                         f"{self.decision['reason']}.)",
+                    "spans": [], "candidate": 1, "problems": [], "context_spans": None, "context_tokens": 0,
+                    "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
+                    "skipped": self.decision}
+
+        return {**once(job.paths.senior / "brief.json", make), "context": ""}
+
+
+class SkipPrincipal:
+    """The principal stage when the skip rule holds: the pool's top candidate, no model, no workspace."""
+
+    role = None
+
+    def __init__(self, config: RunConfig, decision: dict):
+        self.config, self.decision = config, decision
+
+    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
+        def make() -> dict:
+            top = pool.candidates[0] if pool.candidates else None
+            patch = top.patch if top else ""
+            job.paths.principal.mkdir(parents=True, exist_ok=True)
+            patchtext.write(job.paths.principal / "patch.diff", patch)
+            return {"source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
+                    "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
+                    "patch_lines": patch.count("\n"), "skipped": self.decision, "patch": patch}
+
+        return once(job.paths.principal / "result.json", make)
