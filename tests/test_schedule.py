@@ -260,6 +260,8 @@ def test_a_stopped_schedule_and_a_skip_go_through_to_the_report_and_coverage(tmp
     written = write_report(report, tmp_path / "report", task_pages=False)
     text = next(path for path in written.values() if path.suffix == ".md").read_text()
     assert "skip:junior_top" in text and "skipped" in text  # the prediction's source, the senior's "brief"
+    assert "| junior schedule: rollouts/task of K | 2.0 of 6 |" in text
+    assert "| junior schedule: how it stopped | top_share: 1 tasks |" in text
 
 
 def test_print_config_shows_the_schedule_and_the_skip_rule(tmp_path):

@@ -50,6 +50,8 @@ class RunStats:
     errors: Counter = field(default_factory=Counter)
     categories: Counter = field(default_factory=Counter)
     reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
+    schedule_stops: Counter = field(default_factory=Counter)  # juniors.schedule: how each task's waves ended -> tasks
+    scheduled_rollouts: list = field(default_factory=list)  # (rollouts run, K) of each task the schedule ran
     unfinished: int = 0
     variant: str = "n/a"  # which pipeline ran: full, no senior, no juniors (k=0), no principal, vote, solo, ...
     f2p_credit: float | None = None  # mean over tasks with per-test results of the FAIL_TO_PASS share passed
@@ -133,6 +135,23 @@ def pipeline_variant(config: dict, strategies: list[str]) -> str:
     return ", ".join(parts) or "full"
 
 
+def _scheduled(task: TaskRecord) -> bool:
+    return isinstance(task.pool, dict) and isinstance(task.pool.get("schedule"), dict)
+
+
+def schedule_stop(schedule: dict) -> str:
+    """How a task's junior schedule ended (junior/pool.json ``schedule``): the rules that held when it converged
+    ("top_share", "no_new_files", both joined by +), "K reached", or "unfinished"."""
+    decisions = [d for d in schedule.get("decisions") or [] if isinstance(d, dict)]
+    last = decisions[-1] if decisions else {}
+    if last.get("decision") != "stop":
+        return "unfinished"
+    if not last.get("converged"):
+        return "K reached"
+    held = [rule for rule, value in (last.get("rules") or {}).items() if value]
+    return "+".join(held) or "converged"
+
+
 def bootstrap_interval(outcomes: list[bool], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
                        seed: int = 0) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the mean of ``outcomes``; None for no outcome."""
@@ -192,6 +211,9 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         categories=_categories(tasks),
         reused_juniors=Counter(t.prediction["juniors_reused_from"] for t in tasks
                                if t.prediction.get("juniors_reused_from")),
+        schedule_stops=Counter(schedule_stop(t.pool["schedule"]) for t in tasks if _scheduled(t)),
+        scheduled_rollouts=[(t.pool["schedule"].get("rollouts_run"), t.pool["schedule"].get("k")) for t in tasks
+                            if _scheduled(t)],
         unfinished=len(run.unfinished),
         variant=pipeline_variant(run.config, run.strategies),
         f2p_credit=_mean(credits), f2p_tasks=len(credits), reward=_mean(rewards), reward_tasks=len(rewards),

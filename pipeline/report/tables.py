@@ -174,6 +174,9 @@ def exits(stats: list[RunStats]) -> Table:
     rows = [["junior rollout exits", *(_counts(s.junior_exits) for s in stats)],
             *([["agent exits (solo, team lead)", *(_counts(s.agent_exits) for s in stats)]]
               if any(s.agent_exits for s in stats) else []),
+            *([["junior schedule: rollouts/task of K", *(_scheduled_cell(s) for s in stats)],
+               ["junior schedule: how it stopped", *(_counts(s.schedule_stops, "tasks") for s in stats)]]
+              if any(s.schedule_stops for s in stats) else []),
             ["senior brief from", *(_counts(s.senior_sources) for s in stats)],
             ["prediction source", *(_counts(s.sources) for s in stats)],
             ["errors", *(_counts(s.errors, empty="none") for s in stats)]]
@@ -310,6 +313,16 @@ def _mean_median(mean: float | None, median: float | None, show) -> str:
 def _stages(stats: list[RunStats]) -> list[str]:
     found = list(dict.fromkeys(stage for s in stats for stage in s.stages))
     return [s for s in STAGES if s in found] + [s for s in found if s not in STAGES]
+
+
+def _scheduled_cell(stats: RunStats) -> str:
+    """Mean rollouts a task ran under juniors.schedule, of its K ("2.5 of 6"; K as a range when tasks differ)."""
+    pairs = [(run, k) for run, k in stats.scheduled_rollouts if isinstance(run, int) and isinstance(k, int)]
+    if not pairs:
+        return NA
+    ks = sorted({k for _, k in pairs})
+    of = str(ks[0]) if len(ks) == 1 else f"{ks[0]}-{ks[-1]}"
+    return f"{sum(run for run, _ in pairs) / len(pairs):.1f} of {of}"
 
 
 def _counts(counter: Counter, unit: str = "", empty: str = NA) -> str:
