@@ -281,3 +281,29 @@ def test_config_refuses_a_share_out_of_range():
         Schedule(top_share=1.5)
     with pytest.raises(ValueError):
         PrincipalConfig(skip_when={"top_share": 0})
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_swepipe_run_in_docker_stops_the_schedule_skips_and_resolves(tmp_path):
+    """`swepipe run` on a bundled task: two juniors apply the whole fix, the schedule stops after that first wave
+    of K=4, the skip rule submits their candidate with no senior or principal call, and the hidden tests pass."""
+    from pipeline.layout import RunLayout
+    from scripted_pipeline import apply_patch_command, write_config
+    from test_run_docker import TWO_FILES, swepipe
+
+    task = TWO_FILES
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[bash(apply_patch_command(task.patch)),
+                                                                      SUBMIT]]}))
+    write_config(tmp_path / "config.yaml", tmp_path / "script.yaml",
+                 juniors={"k": 4, "schedule": {"enabled": True, "first": 2, "wave": 2, "min_submitted": 2}},
+                 principal={"skip_when": {"top_share": 1.0, "min_submitted": 2}})
+    swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "sched", "--evaluate",
+            cwd=tmp_path)
+    layout = RunLayout(tmp_path / "runs" / "sched")
+    prediction = layout.finished()[task.instance_id]
+    assert prediction["source"] == "skip:junior_top" and prediction["resolved"] is True, prediction
+    paths = layout.task(task.instance_id)
+    assert sorted(p.name for p in paths.junior.glob("rollout-*.json")) == ["rollout-00.json", "rollout-01.json"]
+    assert json.loads((paths.junior / "pool.json").read_text())["schedule"]["decisions"][0]["decision"] == "stop"
+    assert {row.role for row in Ledger.read(paths.ledger)} == {"junior"}
