@@ -73,9 +73,14 @@ def eval_(
     if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
         _check_images(loaded, tasks_, out, settings, redo, ray_address if executor == "ray" else None)
     try:
-        summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo, attempts=attempts,
-                                       show_progress=sys.stderr.isatty(), executor=executor,
-                                       ray_address=ray_address)
+        if executor == "ray":
+            from pipeline.run.ray_eval import evaluate_predictions_on_ray
+
+            summary = evaluate_predictions_on_ray(loaded, tasks_, out, settings, redo=redo, attempts=attempts,
+                                                  show_progress=sys.stderr.isatty(), address=ray_address)
+        else:
+            summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo,
+                                           attempts=attempts, show_progress=sys.stderr.isatty())
     except KeyboardInterrupt:
         from pipeline import stopping
 

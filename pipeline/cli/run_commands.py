@@ -194,11 +194,9 @@ def rollouts(
     """Run the junior stage alone on one task and print the candidate pool (runs/<run-id>/tasks/<id>/junior)."""
     import time as _time
 
-    from pipeline.juniors.pool import build_pool
-    from pipeline.juniors.stage import run_juniors
+    from pipeline.juniors.stage import junior_stage
     from pipeline.run.setup import prepare_run, resolve_config
     from pipeline.run.task import seeded_run_budget, task_job
-    from pipeline.storage import write_json_atomic
 
     if k == 0:
         raise SwepipeError("swepipe rollouts -k 0 would run no rollout; pass -k N (N >= 1)")
@@ -211,13 +209,11 @@ def rollouts(
                                    image_template=image_template, announce=console.print)
     try:
         job = task_job(chosen, settings, seeded_run_budget(settings))
-        records = run_juniors(job, on_done=lambda r: console.print(f"rollout {r['index']:02d}: {r['exit_reason']}, "
-                                                                   f"{r['steps']} steps, ${r['cost']:.4f}"))
+        records, pool = junior_stage(job, on_done=lambda r: console.print(
+            f"rollout {r['index']:02d}: {r['exit_reason']}, {r['steps']} steps, ${r['cost']:.4f}"))
     finally:
         if server is not None:
             server.stop()
-    pool = build_pool(chosen.instance_id, records)
-    write_json_atomic(job.paths.junior / "pool.json", pool.to_dict())
     _print_pool(pool, records)
 
 

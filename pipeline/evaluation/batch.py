@@ -46,20 +46,11 @@ class EvalSummary:
 
 def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
                          settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
-                         show_progress: bool = True, executor: str = "threads",
-                         ray_address: str = "auto") -> EvalSummary:
-    """Score the predictions not scored yet into ``output_dir``: on this machine (``workers`` at a time), or with
-    ``executor="ray"`` one Ray task per instance on the cluster at ``ray_address`` (pipeline.run.ray_eval), the
-    same files and summary either way."""
+                         show_progress: bool = True) -> EvalSummary:
+    """Score the predictions not scored yet into ``output_dir`` on this machine, ``workers`` at a time (on a Ray
+    cluster: pipeline.run.ray_eval.evaluate_predictions_on_ray, the same files and summary)."""
     summary, todo = plan_eval(predictions, tasks, output_dir, redo)
     by_id = {task.instance_id: task for task in tasks}
-    if executor == "ray":
-        from pipeline.run.ray_eval import evaluate_on_ray
-
-        evaluate_on_ray([(by_id[p.instance_id], p.patch) for p in todo], summary, output_dir, settings,
-                        attempts=attempts, show_progress=show_progress, address=ray_address)
-        finish_eval(output_dir, summary)
-        return summary
     lock = threading.Lock()
 
     def one(prediction: Prediction) -> None:

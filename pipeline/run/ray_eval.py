@@ -15,7 +15,8 @@ import dataclasses
 from pathlib import Path
 
 from pipeline import stopping
-from pipeline.evaluation.batch import EvalSummary, _rate, record_result, score_one
+from pipeline.evaluation.batch import EvalSummary, _rate, finish_eval, plan_eval, record_result, score_one
+from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.run.ray_executor import (RESOURCE, RayDriver, connect, eval_inputs, local_eval_settings, node_sizing,
                                        on_node)
@@ -90,6 +91,18 @@ class RayEval(RayDriver):
     def give_up(self, item: tuple[Task, str], error: str) -> None:
         record_result(self.output_dir, self.summary, {"instance_id": item[0].instance_id, "resolved": False,
                                                       "category": "infra_error", "error": error})
+
+
+def evaluate_predictions_on_ray(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+                                settings: EvalSettings, *, redo: bool = False, attempts: int = 1,
+                                show_progress: bool = True, address: str = "auto") -> EvalSummary:
+    """``evaluate_predictions`` on the cluster at ``address``: the same plan, files and summary."""
+    summary, todo = plan_eval(predictions, tasks, output_dir, redo)
+    by_id = {task.instance_id: task for task in tasks}
+    evaluate_on_ray([(by_id[p.instance_id], p.patch) for p in todo], summary, output_dir, settings,
+                    attempts=attempts, show_progress=show_progress, address=address)
+    finish_eval(output_dir, summary)
+    return summary
 
 
 def evaluate_on_ray(items: list[tuple[Task, str]], summary: EvalSummary, output_dir: Path, settings: EvalSettings,
