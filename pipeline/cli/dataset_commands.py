@@ -91,7 +91,8 @@ def cleanup(
     from pipeline.runtime import containers
 
     if (executor or "threads") == "ray":
-        from pipeline.run.ray_executor import cleanup_nodes, connect
+        from pipeline.run.ray_connect import connect
+        from pipeline.run.ray_driver import cleanup_nodes
 
         if not run_id:
             raise SwepipeError("swepipe cleanup --executor ray needs --run-id (the run whose containers go)")

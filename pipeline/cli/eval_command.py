@@ -57,7 +57,7 @@ def eval_(
     if executor not in ("threads", "ray"):
         raise SwepipeError(f"--executor {executor}: expected threads or ray")
     if executor == "ray":  # Ray missing or no cluster there: said now, before anything is scored
-        from pipeline.run.ray_executor import connect
+        from pipeline.run.ray_connect import connect
 
         connect(ray_address)
     loaded = load_predictions(predictions)
@@ -99,7 +99,8 @@ def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: 
     todo = [t for t in tasks_
             if t.instance_id in wanted and (redo or not (out / t.instance_id / "result.json").exists())]
     if todo and ray_address is not None:  # on every node of the cluster
-        from pipeline.run.ray_executor import check_images_on_nodes, connect
+        from pipeline.run.ray_connect import connect
+        from pipeline.run.ray_preflight import check_images_on_nodes
 
         check_images_on_nodes(connect(ray_address), run_image_names(todo, settings.image_template),
                               announce=console.print)

@@ -99,7 +99,7 @@ def run(
         return
     selected = selection.load()
     if cfg.executor.kind == "ray":  # Ray missing or no cluster there: said now, before the run directory exists
-        from pipeline.run.ray_executor import connect
+        from pipeline.run.ray_connect import connect
 
         connect(cfg.executor.ray_address)
     settings, server = prepare_run(dataset=selection.dataset, config=cfg, run_id=run_id, runs_dir=runs_dir,
@@ -111,7 +111,7 @@ def run(
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
         if not skip_image_check and (settings.config.containers.impl is None or settings.evaluation is not None):
             if settings.config.executor.kind == "ray":  # on every node of the cluster
-                from pipeline.run.ray_executor import check_run_images_on_nodes as check_run_images
+                from pipeline.run.ray_preflight import check_run_images_on_nodes as check_run_images
             else:
                 from pipeline.runtime.image_cache import check_run_images
 

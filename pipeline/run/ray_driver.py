@@ -1,0 +1,340 @@
+"""The driver's side shared by a run and a scoring on the cluster (``RayDriver``): the write queue it alone
+applies to the run directory, lost nodes run again from what it holds, progress per node, stops and cleanup on
+every node."""
+
+from __future__ import annotations
+
+import contextlib
+import queue as queue_module
+import threading
+import time
+from pathlib import Path
+
+from pipeline import stopping
+from pipeline.errors import SwepipeError
+from pipeline.run.task import RunSettings
+from pipeline.tasks import Task
+from pipeline.run.ray_actors import StopFlag
+from pipeline.run.ray_connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
+from pipeline.run.ray_node import TEMP_SUFFIX, remove_run_containers
+
+
+ATTEMPTS = 3  # runs of a task whose node died, before it is left unfinished (an infra error)
+STOP_GRACE = 15.0  # seconds running tasks get, once the run stops, to notice and send what they saved
+STAGE_FOLDERS = ("junior", "senior", "principal", "eval", "solo", "team", "analysis")
+
+
+def snapshot(root: Path, prefix: str) -> dict[str, bytes]:
+    """Every file under ``root`` (temporary files left out), keyed by ``prefix``/its path under root."""
+    files = {}
+    if root.is_dir():
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not (path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)):
+                files[f"{prefix}/{path.relative_to(root).as_posix()}"] = path.read_bytes()
+    return files
+
+
+def eval_inputs(task: Task, evaluation) -> dict[str, bytes]:
+    """Scoring's run scripts and Dockerfiles of ``task``, when ``evaluation`` (EvalSettings or None) names folders
+    of them (a node need not have them)."""
+    files: dict[str, bytes] = {}
+    if evaluation is None:
+        return files
+    if evaluation.run_scripts:
+        files.update(snapshot(Path(evaluation.run_scripts) / task.instance_id, f"run_scripts/{task.instance_id}"))
+    if evaluation.dockerfiles:
+        for kind in ("base_dockerfile", "instance_dockerfile"):
+            files.update(snapshot(Path(evaluation.dockerfiles) / kind / task.instance_id,
+                                  f"dockerfiles/{kind}/{task.instance_id}"))
+    return files
+
+
+def slots_per_task(run: RunSettings) -> int:
+    """The docker_slots a task holds: the config's, else its most containers at once (K rollouts side by side;
+    1 for a strategy without juniors), as prepare_run sizes container limits."""
+    if run.config.executor.slots_per_task:
+        return run.config.executor.slots_per_task
+    return max(1, run.config.juniors.k) if "junior" in run.roles else 1
+
+
+SYSTEM_ERRORS_NAMES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "RaySystemError",
+                       "ObjectLostError", "OwnerDiedError", "ActorDiedError", "ActorUnavailableError",
+                       "OutOfMemoryError", "TaskUnschedulableError")
+
+
+class RayDriver:
+    """Driving Ray tasks that each hold ``slots`` docker_slots, whatever they do (a run's tasks: ``RayRun``;
+    scorings: pipeline.run.ray_eval): the writes they send applied under ``root`` by one driver thread (the driver
+    alone writes there), a lost node's work run again elsewhere (``ATTEMPTS`` runs at most), progress per node and
+    stage, and a stop that stops every node's work and removes the run's containers there (labelled ``run_id``).
+
+    A subclass names its items (``item_id``), sends one attempt (``ship``), and records a result (``completed``)
+    or an item given up on (``give_up``)."""
+
+    noun = "task"  # what one item is called in messages
+    label = "run"  # the progress bar's
+
+    def __init__(self, ray, root: Path, run_id: str, slots: int, show_progress: bool, log, *, has_work: bool,
+                 hint: str = ""):
+        from ray.util.queue import Queue
+
+        self.ray, self.root, self.run_id, self.slots, self.log = ray, root, run_id, slots, log
+        self.say = log or (lambda text: print(text, flush=True))
+        self.show = show_progress
+        self.system_errors = tuple(getattr(ray.exceptions, name) for name in SYSTEM_ERRORS_NAMES
+                                   if hasattr(ray.exceptions, name))
+        nodes = alive_nodes(ray)
+        self.labels = node_labels(nodes)
+        self.capacity = sum(int(node.get("Resources", {}).get(RESOURCE, 0)) // slots for node in nodes)
+        if has_work and self.capacity == 0:
+            offered = ", ".join(f"{self.labels[n['NodeID']]}: {n.get('Resources', {}).get(RESOURCE, 0):g}"
+                                for n in nodes)
+            raise SwepipeError(f"no node of the Ray cluster offers the {slots} {RESOURCE} a {self.noun} holds "
+                               f"({offered or 'no node'}); start nodes with --resources='{{\"{RESOURCE}\": N}}' "
+                               f"(N >= {slots}){hint}")
+        self.window = self.capacity + 1  # items submitted at once: the cluster's room, and one queued
+        self.queue = Queue(actor_options=head_affinity())
+        self.stop_flag = ray.remote(StopFlag).options(**head_affinity()).remote()
+        self.attempts: dict[str, int] = {}
+        self.current: dict[str, str] = {}  # item id -> key of its live attempt
+        self.pending: dict = {}  # object ref -> item
+        self.started: dict[str, str] = {}  # item id -> node label, once its attempt began
+        self.stage: dict[str, str] = {}
+        self.stopped = False
+        self.lock = threading.Lock()
+        self.flushes: dict[str, threading.Event] = {}
+        self.draining = threading.Event()
+        self.drainer = threading.Thread(target=self._drain, name="ray writes", daemon=True)
+        self.say(f"ray: {len(nodes)} node(s), {sum(n.get('Resources', {}).get(RESOURCE, 0) for n in nodes):g} "
+                 f"{RESOURCE}, {slots} per {self.noun}: up to {self.capacity} {self.noun}(s) at once")
+
+    # ---- what a subclass says
+
+    def item_id(self, item) -> str:
+        raise NotImplementedError
+
+    def ship(self, item, key: str):
+        """Start one attempt of ``item`` (its writes keyed ``key``); its object ref."""
+        raise NotImplementedError
+
+    def completed(self, item, result: dict) -> None:
+        raise NotImplementedError
+
+    def give_up(self, item, error: str) -> None:
+        raise NotImplementedError
+
+    def lost(self, key: str) -> str:
+        """An attempt's node died: what the subclass did about it, for the message (e.g. spend counted)."""
+        return ""
+
+    def stage_of(self, parts: list[str]) -> str | None:
+        """The stage a write under ``root`` (its path's parts) says its item is at."""
+        return None
+
+    def summary_line(self) -> str:
+        return ""
+
+    # ---- writes from the workers
+
+    def _drain(self) -> None:
+        while not self.draining.is_set():
+            try:
+                item = self.queue.get(block=True, timeout=0.5)
+            except queue_module.Empty:
+                continue
+            except Exception:  # noqa: BLE001 - the queue's actor went away: nothing more will come
+                if self.draining.wait(0.5):
+                    return
+                continue
+            try:
+                self._apply(item)
+            except Exception as error:  # noqa: BLE001 - one bad write must not stop the others
+                self.say(f"ray: could not apply a write from a worker ({type(error).__name__}: {error})")
+
+    def _apply(self, item: tuple) -> None:
+        from pipeline.storage import apply_mirrored
+
+        key, op, relative, data = item
+        if op == "flush":
+            self.flushes.pop(key).set()
+            return
+        item_id = key.rpartition("#")[0]
+        with self.lock:
+            if self.current.get(item_id) != key:
+                return  # a replaced attempt (its node was given up on): what it still sends is not kept
+            if op == "start":
+                self.started[item_id] = self.labels.get(relative) or relative[:8]
+                self.stage[item_id] = "starting"
+                return
+        if op == "log":
+            if self.log:
+                self.log(data.decode("utf-8", errors="replace"))
+            return
+        stage = self.stage_of(relative.split("/"))
+        if stage:
+            self.stage[item_id] = stage
+        apply_mirrored(self.root, op, relative, data)
+
+    def flush(self, timeout: float = CALL_TIMEOUT) -> bool:
+        """Wait until every write already in the queue is applied (a marker put after them comes back)."""
+        token = f"flush-{time.monotonic_ns()}"
+        event = self.flushes[token] = threading.Event()
+        try:
+            self.queue.put((token, "flush", "", b""), block=True, timeout=timeout)
+        except Exception:  # noqa: BLE001 - the queue is gone: nothing to wait for
+            return False
+        return event.wait(timeout)
+
+    # ---- items
+
+    def submit(self, item) -> None:
+        item_id = self.item_id(item)
+        self.attempts[item_id] = attempt = self.attempts.get(item_id, 0) + 1
+        key = f"{item_id}#{attempt}"
+        with self.lock:
+            self.current[item_id] = key
+            self.started.pop(item_id, None)
+            self.stage[item_id] = "queued"
+        self.pending[self.ship(item, key)] = item
+
+    def describe(self) -> str:
+        by_node: dict[str, list[str]] = {}
+        with self.lock:
+            for item_id, node in self.started.items():
+                by_node.setdefault(node, []).append(self.stage.get(item_id, "?"))
+        nodes = "; ".join(f"{node}: {len(stages)} ({', '.join(sorted(stages))})"
+                          for node, stages in sorted(by_node.items()))
+        return " | ".join(part for part in (self.summary_line(), nodes) if part)
+
+    def execute(self, todo: list, total: int, done_already: int = 0) -> bool:
+        """Run every item of ``todo``; False when a stop (Ctrl-C, SIGTERM) cut it short."""
+        from pipeline.parallel import progress_bar
+
+        self.drainer.start()
+        queue = list(todo)
+        try:
+            with progress_bar(self.label, self.show) as progress:
+                bar = progress.add_task(self.describe(), total=total, completed=done_already)
+                try:
+                    while queue or self.pending:
+                        while queue and len(self.pending) < self.window:
+                            self.submit(queue.pop(0))
+                        stopping.check()
+                        ready, _ = self.ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+                        for ref in ready:
+                            if self.finish(ref):
+                                progress.update(bar, advance=1)
+                        progress.update(bar, description=self.describe())
+                except (KeyboardInterrupt, stopping.Stopped):
+                    self.stopped = True
+                    self.stop_cluster()
+            if not self.stopped:
+                self.cleanup_nodes()  # containers left by a worker whose node was given up on
+        finally:
+            self.draining.set()
+            self.drainer.join(timeout=2)
+        return not self.stopped
+
+    def finish(self, ref) -> bool:
+        """Handle one returned Ray task; True when its item is done with (a result, or given up on)."""
+        item = self.pending.pop(ref)
+        item_id = self.item_id(item)
+        key = self.current[item_id]
+        try:
+            result = self.ray.get(ref)
+        except self.system_errors as error:
+            self.flush()  # what the dead attempt sent is in place before the next one starts
+            note = self.lost(key)
+            node = self.started.get(item_id, "its node")
+            reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error) else ''}"
+            if self.attempts[item_id] < ATTEMPTS and not stopping.requested():
+                self.say(f"{self.noun} {item_id}: {node} was lost ({reason}); running it again from what the "
+                         f"driver holds (attempt {self.attempts[item_id] + 1} of {ATTEMPTS})" + note)
+                self.submit(item)
+                return False
+            self._done(item, error=f"its node was lost {ATTEMPTS} times; last: {reason}")
+            return True
+        except self.ray.exceptions.TaskCancelledError:
+            return False  # cancelled by a stop
+        except self.ray.exceptions.RayError as error:
+            self.flush()
+            self._done(item, error=f"the Ray task failed: {type(error).__name__}: {error}")
+            return True
+        self.flush()
+        if result.get("stopped"):
+            return False
+        self._done(item, result=result)
+        return True
+
+    def _done(self, item, result: dict | None = None, error: str | None = None) -> None:
+        item_id = self.item_id(item)
+        with self.lock:
+            self.current.pop(item_id, None)
+            self.started.pop(item_id, None)
+            self.stage.pop(item_id, None)
+        if result is None:
+            self.give_up(item, error or "")
+        else:
+            self.completed(item, result)
+
+    def node_label(self, node_id: str | None) -> str | None:
+        if node_id is None:
+            return None
+        if node_id not in self.labels:
+            self.labels = node_labels(alive_nodes(self.ray)) | self.labels
+        return self.labels.get(node_id, node_id[:8])
+
+    # ---- stopping
+
+    def stop_cluster(self) -> None:
+        """The whole cluster's work stops: the flag every worker watches, queued Ray tasks cancelled, running ones
+        given a few seconds to save and say so, then the run's containers removed on every node."""
+        ray = self.ray
+        with contextlib.suppress(Exception):
+            ray.get(self.stop_flag.set.remote(), timeout=10)
+        with self.lock:
+            started = set(self.started)
+        for ref, item in list(self.pending.items()):
+            if self.item_id(item) not in started:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+        deadline = time.monotonic() + STOP_GRACE
+        while self.pending and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
+                for ref in ready:
+                    with contextlib.suppress(Exception):
+                        self.finish(ref)
+        for ref in list(self.pending):
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)  # still blocked after the grace: its worker goes
+        self.cleanup_nodes()
+        self.flush(timeout=10)
+
+    def cleanup_nodes(self) -> dict[str, list[str]]:
+        removed = cleanup_nodes(self.ray, self.run_id)
+        for node, names in removed.items():
+            if names:
+                self.say(f"ray: removed {len(names)} container(s) of run {self.run_id} on {node}")
+        return removed
+
+
+
+
+def cleanup_nodes(ray, run_id: str, timeout: float = 120.0) -> dict[str, list[str]]:
+    """The run's containers removed on every alive node (a Ray task pinned to each); node label -> names."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = alive_nodes(ray)
+    labels = node_labels(nodes)
+    remote = ray.remote(remove_run_containers)
+    refs = {remote.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node["NodeID"], soft=False)).remote(run_id): labels[node["NodeID"]] for node in nodes}
+    removed: dict[str, list[str]] = {}
+    for ref, label in refs.items():
+        try:
+            _, names = ray.get(ref, timeout=timeout)
+        except Exception as error:  # noqa: BLE001 - one node that does not answer: say so, go on
+            names = [f"(no answer: {type(error).__name__})"]
+        removed[label] = names
+    return removed

@@ -1,0 +1,345 @@
+"""The worker's side of a run or scoring on the cluster: a scratch folder whose writes go to the driver, the
+run's stop flag watched, container limits sized from the node, and the node's image cache."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline import stopping
+from pipeline.errors import SwepipeError
+from pipeline.layout import RunLayout
+from pipeline.models.budget import Budget
+from pipeline.run.task import RunSettings, run_one_task
+from pipeline.runtime.limits import container_limits, fill_defaults
+from pipeline.tasks import Task
+from pipeline.run.ray_actors import RemoteRunBudget
+from pipeline.run.ray_connect import CALL_TIMEOUT, RESOURCE
+
+
+STOP_POLL = 0.5  # seconds between a worker's looks at the run's stop flag
+TEMP_SUFFIX = ".tmp"
+
+
+@dataclasses.dataclass
+class TaskShipment:
+    """Everything one attempt of a task needs on its node, sent with the Ray task."""
+
+    task: Task
+    run: RunSettings  # as resolved on the driver; its layout is the driver's (only the run id is used)
+    key: str  # "<instance id>#<attempt>": the writes it sends are dropped once another attempt replaces it
+    files: dict[str, bytes]  # the task's folder as the driver holds it, relative to the run directory
+    eval_files: dict[str, bytes]  # run scripts and Dockerfiles for scoring, relative to their folders
+    queue: object  # ray.util.queue.Queue
+    budget: object | None  # RunBudgetKeeper actor, None when the run has no budget
+    run_limit: float | None
+    stop: object  # StopFlag actor
+
+
+@dataclasses.dataclass
+class OnNode:
+    """Where a Ray task works on its node: ``scratch`` stands for the driver's folder (the run directory, scoring's
+    output folder); what is written under it through pipeline.storage goes to the driver as it is made."""
+
+    node_id: str
+    base: Path  # the scratch folder's parent, removed afterwards (shipped run scripts go here too)
+    scratch: Path
+    key: str
+    put: Callable[[tuple], None]
+
+    def log(self, line: str) -> None:
+        self.put((self.key, "log", "", line.encode("utf-8")))
+
+
+@contextlib.contextmanager
+def on_node(run_id: str, key: str, queue, stop, files: dict[str, bytes], folder: str, name: str | None = None):
+    """A Ray task's work on its node, for the driver's attempt ``key``: ``files`` (paths relative to the driver's
+    folder) copied into a scratch folder named ``name`` (default ``run_id``), every write under it sent to the
+    driver through ``queue`` as it is made, the driver's ``stop`` flag watched (a stop stops this process's work
+    as a signal would); afterwards what else changed under ``folder`` is sent, and the scratch goes."""
+    import ray
+
+    from pipeline import storage
+
+    put = _sender(queue)
+    node_id = ray.get_runtime_context().get_node_id()
+    base = Path(tempfile.mkdtemp(prefix=scratch_prefix(run_id)))
+    scratch = base / (name or run_id)
+    scratch.mkdir(parents=True, exist_ok=True)
+    sent: dict[str, str] = {}  # what the driver holds: relative path -> sha256
+    for relative, data in files.items():
+        target = scratch / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        sent[relative] = _digest(data)
+
+    def sink(op: str, relative: str, data: bytes) -> None:  # under the mirror's lock, after the local write
+        put((key, op, relative, data))
+        sent[relative] = _digest(data if op == "write" else (scratch / relative).read_bytes())
+
+    if not ray.get(stop.is_set.remote(), timeout=CALL_TIMEOUT):
+        stopping.STOP.clear()  # this worker process may have served a stopped run before
+    watcher = _StopWatcher(stop)
+    put((key, "start", node_id, str(os.getpid()).encode()))
+    storage.set_mirror(scratch, sink)
+    try:
+        yield OnNode(node_id=node_id, base=base, scratch=scratch, key=key, put=put)
+    finally:
+        storage.clear_mirror()
+        watcher.close()
+        with contextlib.suppress(Exception):
+            _reconcile(scratch, folder, sent, put, key)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def work_on_node(shipment: TaskShipment) -> dict:
+    """A Ray task's body: run the task in a scratch copy of its folder, every write sent to the driver; container
+    limits the config leaves unset sized from this node; with containers.image_cache_gb, the node's images of the
+    run's finished tasks pruned afterwards."""
+    task = shipment.task
+    with on_node(shipment.run.layout.run_id, shipment.key, shipment.queue, shipment.stop, shipment.files,
+                 f"tasks/{task.instance_id}") as node:
+        run = _local_settings(shipment, node)
+        remote = RemoteRunBudget(shipment.budget, shipment.key) if shipment.budget is not None else None
+        run_budget = Budget("run", shipment.run_limit, remote=remote)
+        images = NodeImages.for_task(run, task, node)
+        started = time.monotonic()
+        try:
+            from pipeline.runtime import containers
+
+            containers.install_cleanup_handlers()  # a stop removes this process's containers at once
+            prediction = run_one_task(task, run, run_budget, log=node.log)
+            prediction["wall_seconds"] = round(time.monotonic() - started, 2)
+            return {"prediction": prediction, "node_id": node.node_id}
+        except stopping.Stopped:
+            return {"stopped": True, "node_id": node.node_id}
+        finally:
+            if images is not None:
+                images.finish(node)
+
+
+def _sender(queue) -> Callable[[tuple], None]:
+    def put(item: tuple) -> None:
+        queue.put(item, block=True, timeout=CALL_TIMEOUT)  # returns once the queue holds it: order kept
+    return put
+
+
+def _local_settings(shipment: TaskShipment, node: OnNode) -> RunSettings:
+    """The run's settings pointing at the scratch copy; rollouts reused from another run were copied into the
+    task's folder by the driver, and scoring's run scripts and Dockerfiles were shipped. Container limits the
+    config leaves unset are sized here, from this node, and recorded in the task's ``limits.json``."""
+    run = shipment.run
+    config = run.config
+    evaluation = local_eval_settings(run.evaluation, shipment.eval_files, node.base)
+    if config.containers.impl is None:
+        sizing = node_sizing(node.node_id)
+        config = config.model_copy(update={"containers": fill_defaults(config.containers, sizing["docker_slots"])})
+        limits = container_limits(config.containers)
+        if evaluation is not None:
+            evaluation = dataclasses.replace(evaluation, limits=limits)
+        from pipeline.storage import write_json_atomic
+
+        given = {field: getattr(run.config.containers, field) for field in LIMIT_FIELDS
+                 if getattr(run.config.containers, field) is not None}
+        write_json_atomic(node.scratch / "tasks" / shipment.task.instance_id / "limits.json",
+                          {**sizing, "limits": limits.describe(), "given": given})
+    return dataclasses.replace(run, config=config, layout=RunLayout(node.scratch), reuse_juniors_from=None,
+                               evaluation=evaluation)
+
+
+LIMIT_FIELDS = ("cpus", "memory", "pids_limit", "tmp_size", "file_size", "disk")
+
+
+def node_sizing(node_id: str) -> dict:
+    """What this node's container limits are sized from: its machine (CPUs, memory) and the docker_slots it
+    declared (the containers it runs at once)."""
+    import ray
+
+    from pipeline.runtime.limits import format_size, machine_cpus, machine_memory
+
+    slots = 1
+    with contextlib.suppress(Exception):
+        for found in ray.nodes():
+            if found.get("NodeID") == node_id:
+                slots = max(1, int(found.get("Resources", {}).get(RESOURCE, 1)))
+    return {"node": socket.gethostname(), "docker_slots": slots, "node_cpus": machine_cpus(),
+            "node_memory": format_size(machine_memory())}
+
+
+def local_eval_settings(evaluation, eval_files: dict[str, bytes], base: Path):
+    """Scoring's settings with the run scripts and Dockerfiles the driver shipped (written under ``base``)."""
+    if evaluation is None or not eval_files:
+        return evaluation
+    for relative, data in eval_files.items():
+        target = base / "eval-inputs" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return dataclasses.replace(
+        evaluation,
+        run_scripts=base / "eval-inputs" / "run_scripts" if evaluation.run_scripts else None,
+        dockerfiles=base / "eval-inputs" / "dockerfiles" if evaluation.dockerfiles else None)
+
+
+class NodeImages:
+    """The run's task images on one node, pruned within ``containers.image_cache_gb`` after each task there.
+
+    Ray tasks on a node run in separate processes, so the node's share of the run is a folder in its temporary
+    directory: which tasks run there now (their worker's pid) and which finished there. After a task, the images
+    of the run's tasks finished on the node (and their sanitised copies) are removed least recently used first
+    until the run's images there take at most the budget, never one a task running there holds or a running
+    swepipe container uses; each prune is a line of the run's ``image_cache.jsonl``, naming the node."""
+
+    def __init__(self, run_id: str, instance_id: str, image: str, keep_bytes: int):
+        self.state = node_state(run_id)
+        self.instance_id, self.image, self.keep = instance_id, image, keep_bytes
+        for folder in ("running", "finished"):
+            (self.state / folder).mkdir(parents=True, exist_ok=True)
+        self._write("running", {"image": self.image, "pid": os.getpid()})
+
+    @classmethod
+    def for_task(cls, run: RunSettings, task: Task, node: OnNode) -> NodeImages | None:
+        containers_config = run.config.containers
+        if containers_config.impl is not None or containers_config.image_cache_gb is None:
+            return None
+        from pipeline.runtime.image_cache import GB, run_image_names
+
+        try:
+            image = run_image_names([task], run.image_template)[0]
+        except SwepipeError:
+            return None  # a template the task cannot fill: the task itself records that error
+        return cls(run.layout.run_id, task.instance_id, image, int(containers_config.image_cache_gb * GB))
+
+    def _write(self, folder: str, record: dict) -> None:
+        import json
+
+        path = self.state / folder / f"{self.instance_id}.json"
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(record))
+        temporary.replace(path)
+
+    def _read(self, folder: str) -> list[dict]:
+        import json
+
+        found = []
+        for path in sorted((self.state / folder).glob("*.json")):
+            with contextlib.suppress(OSError, ValueError):
+                found.append(json.loads(path.read_text()))
+        return found
+
+    def finish(self, node: OnNode) -> dict | None:
+        """After the task (never fails it): this task's image counts as finished on the node, then the prune."""
+        import fcntl
+
+        from pipeline.runtime.image_cache import gb, prune, run_images_bytes, touch
+
+        (self.state / "running" / f"{self.instance_id}.json").unlink(missing_ok=True)
+        if stopping.requested():
+            return None  # a stop: no Docker work now
+        self._write("finished", {"image": self.image, "time": time.time()})
+        try:
+            with open(self.state / ".lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # one prune at a time on the node
+                running = {r["image"] for r in self._read("running") if _alive(r.get("pid"))}
+                finished = self._read("finished")
+                for record in finished:  # least recently used first: when each finished on this node
+                    touch(record["image"], record.get("time"))
+                names = list(dict.fromkeys(r["image"] for r in finished))
+                result = prune([n for n in names if n not in running], self.keep, protect=running)
+                used = run_images_bytes([*running, *names])
+        except Exception as exc:  # noqa: BLE001 - a Docker fault here is logged, never the task's result
+            node.log(f"image cache on {socket.gethostname()}: could not prune after {self.instance_id}: {exc}")
+            return None
+        row = {"after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
+               "run_images_bytes": used, "removed": result.removed, "kept_in_use": result.kept_in_use,
+               "running": sorted(running), "time": round(time.time(), 3)}
+        from pipeline.storage import append_jsonl
+
+        append_jsonl(node.scratch / "image_cache.jsonl", row)  # to the driver's run directory
+        if result.removed:
+            node.log(f"image cache on {socket.gethostname()}: removed {len(result.removed)} image(s) of finished "
+                     f"tasks; the run's images there take {gb(used)} (budget {gb(self.keep)})")
+        return row
+
+
+def node_state(run_id: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"swepipe-node-images-{run_id}"
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+class _StopWatcher:
+    """Polls the run's stop flag; when the driver stops the run, stops this process's work as a signal would."""
+
+    def __init__(self, flag):
+        self.flag, self.done = flag, threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="stop watcher", daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        import ray
+
+        while not self.done.wait(STOP_POLL):
+            try:
+                if ray.get(self.flag.is_set.remote(), timeout=CALL_TIMEOUT):
+                    stopping.request()
+                    return
+            except Exception:  # noqa: BLE001 - the head is unreachable: the driver decides what happens
+                continue
+
+    def close(self) -> None:
+        self.done.set()
+
+
+def _reconcile(scratch: Path, folder: str, sent: dict[str, str], put, key: str) -> None:
+    """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
+    sent whole, and files that went (a trajectory folded into its rollout record) are removed there too."""
+    root = scratch / folder
+    seen = set()
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        if not path.is_file() or (path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)):
+            continue
+        relative = path.relative_to(scratch).as_posix()
+        seen.add(relative)
+        data = path.read_bytes()
+        if sent.get(relative) != _digest(data):
+            put((key, "write", relative, data))
+    for relative in sorted(set(sent) - seen):
+        if relative.startswith(folder + "/"):
+            put((key, "unlink", relative, b""))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def scratch_prefix(run_id: str) -> str:
+    return f"swepipe-task-{run_id}-"
+
+
+def remove_run_containers(run_id: str) -> tuple[str, list[str]]:
+    """A Ray task pinned to one node: the run's containers there removed, and the scratch folders a worker that
+    was killed left (call it when none of the run's tasks runs there)."""
+    from pipeline.runtime import containers
+
+    for left in Path(tempfile.gettempdir()).glob(scratch_prefix(run_id) + "*"):
+        shutil.rmtree(left, ignore_errors=True)
+    shutil.rmtree(node_state(run_id), ignore_errors=True)
+    try:
+        return socket.gethostname(), containers.remove_labelled(run_id)
+    except Exception as error:  # noqa: BLE001 - a node without Docker: say so, the others go on
+        return socket.gethostname(), [f"(failed: {type(error).__name__}: {error})"]
