@@ -154,6 +154,17 @@ def test_report_files_are_written_into_the_first_run(runs, patches, tmp_path):
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing to fetch: opens offline
 
 
+def test_every_copy_of_the_html_report_says_the_same_time(runs, patches, tmp_path, monkeypatch):
+    """The copies are written one after the other; a clock that ticks in between must not make them differ."""
+    import time
+
+    ticks = iter(range(1000))
+    monkeypatch.setattr(time, "strftime", lambda *args: f"tick {next(ticks)}")
+    write_report(build_report([runs / "pipe"], patches), runs / "pipe", tmp_path / "copy" / "report.html")
+    page = (tmp_path / "copy" / "report.html").read_text()
+    assert page == (runs / "pipe" / "report.html").read_text() and "generated tick " in page
+
+
 def test_report_without_gold_patches_or_finished_tasks(runs):
     report = build_report([runs / "empty"], None)
     assert report.coverage == [] and "Coverage n/a" in report.notes[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,10 +135,10 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
                     {key: hrefs[0] for key, hrefs in links.items()})
     write_text_atomic(out_dir / "report.md", text)
     written["report.md"] = out_dir / "report.md"
-    tables = report.tables()
+    tables, generated = report.tables(), time.strftime("%Y-%m-%d %H:%M:%S")  # one time for every copy
     for number, path in enumerate(html_paths):
         page = html_page(report.title, tables, {caption: png for caption, png in made.values()}, lead,
-                         {key: hrefs[number] for key, hrefs in links.items()})
+                         {key: hrefs[number] for key, hrefs in links.items()}, generated)
         write_text_atomic(path, page)
         written[str(path)] = path
     return written

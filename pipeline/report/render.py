@@ -46,9 +46,9 @@ def markdown(title: str, tables: list[Table], figures: dict[str, str], lead: lis
 
 
 def html_page(title: str, tables: list[Table], figures: dict[str, bytes], lead: list[str] | None = None,
-              links: dict[tuple[int, str], str] | None = None) -> str:
+              links: dict[tuple[int, str], str] | None = None, generated: str | None = None) -> str:
     """One self-contained page: the figures are embedded as base64 PNG, nothing is fetched. ``links``: as for
-    ``markdown``, the task pages beside it."""
+    ``markdown``, the task pages beside it; ``generated``: the time it says it was made (default now)."""
     body = [f"<h1>{html.escape(title)}</h1>", *(f"<p>{html.escape(line)}</p>" for line in lead or [])]
     for table in tables:
         body.append(f"<h2>{html.escape(table.title)}</h2>")
@@ -68,7 +68,7 @@ def html_page(title: str, tables: list[Table], figures: dict[str, bytes], lead: 
             data = base64.b64encode(png).decode("ascii")
             body.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    generated = time.strftime("%Y-%m-%d %H:%M:%S")
+    generated = generated or time.strftime("%Y-%m-%d %H:%M:%S")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(body)
             + f'\n<p class="note">generated {generated} by swepipe report</p></body></html>\n')
