@@ -216,6 +216,8 @@ def _contents(root: Path) -> dict[str, object]:
             found[relative] = sorted(json.dumps(r, sort_keys=True) for r in rows)
         elif path.suffix == ".json":
             found[relative] = _normal(json.loads(text))
+        elif path.name == "entry.log":  # the scoring's stdout and stderr merged as they came: their order is the OS's
+            found[relative] = sorted(text.splitlines())
         elif path.name == "config.yaml":
             config = yaml.safe_load(text)
             config.pop("executor", None)
