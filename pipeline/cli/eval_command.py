@@ -53,9 +53,10 @@ def eval_(
     if block_network and eval_network:
         raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
                            "default, --eval-network turns it on")
-    executor, ray_address = executor or "threads", ray_address or "auto"
-    if executor not in ("threads", "ray"):
-        raise SwepipeError(f"--executor {executor}: expected threads or ray")
+    from pipeline.config import ExecutorConfig
+
+    chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
+    executor, ray_address = chosen.kind, chosen.ray_address
     if executor == "ray":  # Ray missing or no cluster there: said now, before anything is scored
         from pipeline.run.ray_connect import connect
 

@@ -119,17 +119,21 @@ RayAddress = Annotated[Optional[str], typer.Option(
                           "ray://host:port (default from config: auto).")]
 
 
-def with_executor(cfg, executor: str | None, ray_address: str | None):
-    """``cfg`` with the executor flags on top (checked as the config file's values are)."""
+def executor_settings(base, executor: str | None, ray_address: str | None):
+    """``base`` (an ExecutorConfig) with the executor flags on top, checked as the config file's values are."""
     from pydantic import ValidationError
 
     from pipeline.errors import SwepipeError
 
     given = {key: value for key, value in (("kind", executor), ("ray_address", ray_address)) if value is not None}
     if not given:
-        return cfg
+        return base
     try:
-        chosen = type(cfg.executor).model_validate({**cfg.executor.model_dump(), **given})
+        return type(base).model_validate({**base.model_dump(), **given})
     except ValidationError as error:
         raise SwepipeError("; ".join(f"--executor/--ray-address: {e['msg']}" for e in error.errors())) from None
-    return cfg.model_copy(update={"executor": chosen})
+
+
+def with_executor(cfg, executor: str | None, ray_address: str | None):
+    """``cfg`` with the executor flags on top (``executor_settings``)."""
+    return cfg.model_copy(update={"executor": executor_settings(cfg.executor, executor, ray_address)})

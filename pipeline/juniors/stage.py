@@ -50,10 +50,10 @@ def _run(job: TaskJob, on_done) -> tuple[list[dict], dict | None]:
     if not juniors.schedule.enabled or k == 0:
         if job.reuse_juniors_from is not None:
             copy_rollouts(job.reuse_juniors_from.junior, directory, k)
-        records = _rollouts(job, range(k), on_done)
-        job.seconds["junior"] = round(time.monotonic() - started, 2)
-        return [records[index] for index in range(k)], None
-    records, schedule = _run_waves(job, on_done)
+        by_index, schedule = _rollouts(job, range(k), on_done), None
+        records = [by_index[index] for index in range(k)]
+    else:
+        records, schedule = _run_waves(job, on_done)
     job.seconds["junior"] = round(time.monotonic() - started, 2)
     return records, schedule
 

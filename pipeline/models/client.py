@@ -182,8 +182,9 @@ class ModelClient:
         return self.ledger.spent(self.stage, agent)
 
     def worst_case(self, messages: list[dict], tools: list[dict] | None = None) -> float:
-        """The most one call with ``messages`` can cost: its input tokens (``count_input_tokens``) at the input
-        price (or the cached price, if higher) plus ``max_tokens`` at the output price. 0 for a free model."""
+        """The most one call with ``messages`` can cost: its input tokens (``count_input_tokens``) at the highest
+        input price (plain, cache read or cache write: ``Prices.highest_input``) plus ``max_tokens`` at the output
+        price. 0 for a free model."""
         prices = self.prices
         input_price = prices.highest_input
         if not input_price and not prices.output:
