@@ -56,6 +56,15 @@ class TaskPaths:
     def senior_at(self, k: int) -> Path:
         return self.analysis / f"senior-at-{k:02d}"
 
+    @property
+    def candidates(self) -> Path:
+        """``swepipe eval --candidates``: candidates/<key>/ holds the hidden tests' verdict on each distinct junior
+        candidate of junior/pool.json (result.json, as eval/ holds the prediction's), read by ``swepipe whatif``."""
+        return self.root / "candidates"
+
+    def candidate_result(self, key: str) -> Path:
+        return self.candidates / key / "result.json"
+
 
 @dataclass(frozen=True)
 class RunLayout:
