@@ -134,9 +134,14 @@ def test_real_rollouts_keep_the_new_module_drop_the_scratch_and_get_spread_tempe
 
 
 @pytest.mark.slow
-def test_ten_rollouts_run_at_ten_temperatures(shop_repo, tmp_path, run_id, monkeypatch, spy_on):
+def test_ten_rollouts_by_default_run_at_ten_temperatures_told_to_keep_scratch_under_tmp(
+        shop_repo, tmp_path, run_id, monkeypatch, spy_on):
     spy = spy_on(tmp_path / "script.yaml")
-    _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[SUBMIT]], k=10, seed=100)
+    _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[SUBMIT]], seed=100)  # K: the default
+    assert len(records) == 10  # the method's K
+    for record in records:  # a file a rollout leaves in the repository lands in its patch
+        system = " ".join(record["trajectory"]["messages"][0]["content"].split())
+        assert "keep scratch files (reproduction scripts, notes, logs) under /tmp, never in the repository" in system
     temperatures = [r["temperature"] for r in records]
     assert len(set(temperatures)) == 10 and all(0.0 <= t <= 1.0 for t in temperatures)
     assert [r["seed"] for r in records] == list(range(100, 110))
@@ -149,6 +154,16 @@ def test_a_temperature_set_on_the_junior_model_is_used_by_every_rollout(shop_rep
     _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[SUBMIT]], temperature=0.3, k=2)
     assert [r["temperature"] for r in records] == [0.3, 0.3]
     assert spy.wait_for(2) == [(0, 0.3, 0), (1, 0.3, 1)]
+
+
+@pytest.mark.parametrize(("system", "tools"), [("agent_system.md.j2", False), ("agent_system_tools.md.j2", True),
+                                               ("agent_system_piv.md.j2", False), ("agent_system_piv.md.j2", True)])
+def test_every_agent_prompt_says_scratch_files_go_under_tmp(system, tools):
+    from pipeline.prompts import render
+
+    text = " ".join(render(system, workdir="/app", command_timeout=120, max_steps=50, task_text="x",
+                           tools=tools).split())
+    assert "under /tmp, never in the repository" in text
 
 
 def test_temperature_precedence_and_the_default_spread():
