@@ -16,8 +16,12 @@ from pipeline.errors import SwepipeError
 @app.command("eval")
 @opt.selects_tasks("dataset", "split")
 def eval_(
-    predictions: Annotated[Path, typer.Option(
-        help="predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")],
+    predictions: Annotated[Optional[Path], typer.Option(
+        help="predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")] = None,
+    candidates: Annotated[Optional[str], typer.Option(
+        "--candidates", metavar="RUN",
+        help="Instead of predictions: score every distinct junior candidate of the run RUN (a run id or "
+             "runs/<run-id>) into tasks/<id>/candidates/<key>/result.json, skipping those already scored.")] = None,
     selection: opt.TaskSelection = opt.TaskSelection(),
     run_scripts: opt.RunScripts = None,
     dockerfiles: opt.Dockerfiles = None,
@@ -40,7 +44,8 @@ def eval_(
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
 ) -> None:
-    """Score predictions with the hidden tests, by the official SWE-Bench Pro protocol."""
+    """Score predictions (or, with --candidates, every junior candidate of a run) with the hidden tests, by the
+    official SWE-Bench Pro protocol."""
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.batch import evaluate_predictions
     from pipeline.evaluation.predictions import load_predictions
@@ -48,6 +53,9 @@ def eval_(
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.runtime.limits import container_limits
 
+    if (predictions is None) == (candidates is None):
+        raise SwepipeError("give either --predictions FILE (score predictions) or --candidates RUN (score a run's "
+                           "junior candidates)" + (", not both" if predictions is not None else ""))
     if attempts < 1 or workers < 1 or timeout <= 0:
         raise SwepipeError("--attempts and --workers must be at least 1, and --timeout above 0")
     if block_network and eval_network:
@@ -57,6 +65,15 @@ def eval_(
 
     chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
     executor, ray_address = chosen.kind, chosen.ray_address
+    if candidates is not None:
+        if executor == "ray":
+            raise SwepipeError("--candidates runs on this machine's thread pool only for now (--workers); "
+                               "drop --executor ray")
+        if output_dir is not None:
+            raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output-dir")
+        _eval_candidates(candidates, selection, run_scripts, dockerfiles, image_template, workers, redo, timeout,
+                         attempts, platform, eval_network, skip_image_check)
+        return
     if executor == "ray":  # Ray missing or no cluster there: said now, before anything is scored
         from pipeline.run.ray_connect import connect
 
@@ -91,6 +108,40 @@ def eval_(
                       "the rest", soft_wrap=True)
         stopping.exit_now(stopping.exit_code())
     print_summary(summary, out, console)
+
+
+def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_template, workers: int, redo: bool,
+                     timeout: float, attempts: int, platform, eval_network: bool, skip_image_check: bool) -> None:
+    """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates), its summary."""
+    from pipeline import stopping
+    from pipeline.datasets import defaults_for
+    from pipeline.evaluation.candidates import plan_candidates, run_containers, score_candidates, summary_lines
+    from pipeline.evaluation.runner import EvalSettings
+    from pipeline.report.export import resolve_run
+    from pipeline.runtime.limits import container_limits
+
+    root = resolve_run(run)
+    plan = plan_candidates(root, selection.load(), redo)
+    defaults = defaults_for(selection.dataset)
+    recorded = run_containers(root)  # the image and platform the run's agents had, unless given here
+    settings = EvalSettings(image_template=image_template or recorded.get("image_template") or defaults.image_template,
+                            run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
+                            timeout=timeout, platform=platform or recorded.get("platform"), network=eval_network,
+                            run_id=f"{root.name}-candidates", limits=container_limits(concurrent=workers))
+    if not skip_image_check and plan.todo:
+        from pipeline.runtime.image_cache import require_images, run_image_names
+
+        tasks_ = list({job.task.instance_id: job.task for job in plan.todo}.values())
+        require_images(run_image_names(tasks_, settings.image_template), announce=console.print)
+    try:
+        summary = score_candidates(plan, settings, workers=workers, attempts=attempts,
+                                   show_progress=sys.stderr.isatty())
+    except KeyboardInterrupt:
+        console.print(f"stopped: the candidates scored so far are saved in {root}/tasks/*/candidates/; run the "
+                      "same command again to score the rest", soft_wrap=True)
+        stopping.exit_now(stopping.exit_code())
+    for line in summary_lines(summary):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: str | None = None) -> None:

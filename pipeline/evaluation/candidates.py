@@ -1,0 +1,246 @@
+"""``swepipe eval --candidates RUN``: every distinct junior candidate of a run scored with the hidden tests.
+
+Each candidate of a task's ``junior/pool.json`` is scored with its source ``patch`` exactly as a prediction is
+(``pipeline.evaluation.batch.score_one``), into ``tasks/<id>/candidates/<key>/``: the same artefacts, and a
+``result.json`` that is eval's record plus the candidate's ``key``, ``votes`` and ``rollouts``. A candidate with a
+verdict is skipped on a rerun (``redo`` scores it again); one whose scoring could not run (``infra_error``) is
+scored again, as it has no verdict. ``candidates/summary.json`` sums up a task: its candidates, which resolve, or
+why its pool could not be read. ``swepipe whatif`` reads these files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.evaluation.batch import score_one
+from pipeline.evaluation.runner import EvalSettings
+from pipeline.layout import RunLayout, TaskPaths
+from pipeline.parallel import run_with_progress
+from pipeline.storage import write_json_atomic
+from pipeline.tasks import Task
+
+# A key names a folder: letters, digits, '.', '_' and '-' only, never '.' or '..' (the pool writes 16 hex digits).
+_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+class MalformedPool(ValueError):
+    """A pool.json that cannot be read as a list of candidates."""
+
+
+@dataclass(frozen=True)
+class CandidateJob:
+    task: Task
+    paths: TaskPaths
+    key: str
+    patch: str
+    votes: int
+    rollouts: list
+
+
+@dataclass
+class TaskCandidates:
+    """One task's part of the scoring: its candidates' results, or why none could be scored."""
+
+    instance_id: str
+    keys: list[str] = field(default_factory=list)  # the pool's candidates, in its order (most votes first)
+    results: dict[str, dict] = field(default_factory=dict)  # key -> result.json's record
+    skipped: list[str] = field(default_factory=list)  # keys with a verdict from an earlier invocation
+    error: str | None = None  # the pool could not be read: nothing of this task is scored
+
+    @property
+    def resolved(self) -> list[str]:
+        return [key for key in self.keys if self.results.get(key, {}).get("resolved")]
+
+    @property
+    def infra_errors(self) -> list[str]:
+        return [key for key in self.keys if self.results.get(key, {}).get("category") == "infra_error"]
+
+    def as_dict(self) -> dict:
+        rows = []
+        for key in self.keys:
+            result = self.results.get(key, {})
+            rows.append({"key": key, "votes": result.get("votes"), "rollouts": result.get("rollouts"),
+                         "resolved": result.get("resolved"), "category": result.get("category")})
+        return {"instance_id": self.instance_id, "error": self.error, "candidates": rows,
+                "total": len(self.keys), "resolved": len(self.resolved), "infra_error": len(self.infra_errors)}
+
+
+@dataclass
+class CandidatesSummary:
+    run_dir: Path
+    tasks: dict[str, TaskCandidates] = field(default_factory=dict)  # instance id -> its candidates
+    no_pool: list[str] = field(default_factory=list)  # run tasks that have not reached the junior stage's pool
+    unknown: list[str] = field(default_factory=list)  # run tasks not in the dataset given
+    scored_now: int = 0
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return {i: t.error for i, t in self.tasks.items() if t.error}
+
+    @property
+    def skipped(self) -> int:
+        return sum(len(t.skipped) for t in self.tasks.values())
+
+    @property
+    def candidates(self) -> int:
+        return sum(len(t.keys) for t in self.tasks.values())
+
+    @property
+    def resolved(self) -> int:
+        return sum(len(t.resolved) for t in self.tasks.values())
+
+    @property
+    def infra_errors(self) -> int:
+        return sum(len(t.infra_errors) for t in self.tasks.values())
+
+    def as_dict(self) -> dict:
+        return {"run": str(self.run_dir), "tasks": len(self.tasks), "candidates": self.candidates,
+                "scored_now": self.scored_now, "skipped": self.skipped, "resolved": self.resolved,
+                "infra_error": self.infra_errors, "no_pool": self.no_pool, "unknown": self.unknown,
+                "failed": self.failed, "by_task": {i: t.as_dict() for i, t in sorted(self.tasks.items())}}
+
+
+@dataclass
+class CandidatesPlan:
+    summary: CandidatesSummary
+    todo: list[CandidateJob]
+
+
+def read_pool(path: Path) -> list[dict]:
+    """The candidates of a pool.json, checked: MalformedPool says what is wrong with it."""
+    try:
+        pool = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise MalformedPool(f"{path} cannot be read: {error}") from None
+    except ValueError as error:
+        raise MalformedPool(f"{path} is not JSON: {error}") from None
+    if not isinstance(pool, dict) or not isinstance(pool.get("candidates"), list):
+        raise MalformedPool(f"{path} has no \"candidates\" list")
+    seen = set()
+    for number, candidate in enumerate(pool["candidates"]):
+        where = f"{path}: candidate {number}"
+        if not isinstance(candidate, dict):
+            raise MalformedPool(f"{where} is not an object")
+        key = candidate.get("key")
+        if not isinstance(key, str) or not _KEY.fullmatch(key) or key in (".", ".."):
+            raise MalformedPool(f"{where} has no usable \"key\" (letters, digits, '.', '_', '-'): {key!r}")
+        if key in seen:
+            raise MalformedPool(f"{where}: key {key} appears twice")
+        seen.add(key)
+        if not isinstance(candidate.get("patch"), str) or not candidate["patch"].strip():
+            raise MalformedPool(f"{where} ({key}) has no \"patch\" text")
+    return pool["candidates"]
+
+
+def plan_candidates(run_dir: Path, tasks: list[Task], redo: bool = False) -> CandidatesPlan:
+    """What there is to score in the run at ``run_dir``: every task folder of the run that the dataset (``tasks``)
+    knows, its pool's candidates, and the results earlier invocations left (kept unless ``redo``)."""
+    layout = RunLayout(run_dir)
+    summary = CandidatesSummary(run_dir=run_dir)
+    by_id = {task.instance_id: task for task in tasks}
+    folders = sorted(p.name for p in (run_dir / "tasks").iterdir() if p.is_dir()) \
+        if (run_dir / "tasks").is_dir() else []
+    todo = []
+    for instance_id in folders:
+        if instance_id not in by_id:
+            summary.unknown.append(instance_id)
+            continue
+        paths = layout.task(instance_id)
+        pool_file = paths.junior / "pool.json"
+        if not pool_file.exists():
+            summary.no_pool.append(instance_id)
+            continue
+        entry = summary.tasks[instance_id] = TaskCandidates(instance_id)
+        try:
+            candidates = read_pool(pool_file)
+        except MalformedPool as error:
+            entry.error = str(error)
+            continue
+        for candidate in candidates:
+            key = candidate["key"]
+            entry.keys.append(key)
+            previous = _read_result(paths.candidate_result(key))
+            if previous is not None and not redo and previous.get("category") != "infra_error":
+                entry.results[key] = previous
+                entry.skipped.append(key)
+                continue
+            todo.append(CandidateJob(task=by_id[instance_id], paths=paths, key=key, patch=candidate["patch"],
+                                     votes=candidate.get("votes"), rollouts=candidate.get("rollouts")))
+    return CandidatesPlan(summary, todo)
+
+
+def score_candidates(plan: CandidatesPlan, settings: EvalSettings, *, workers: int = 2, attempts: int = 1,
+                     show_progress: bool = True) -> CandidatesSummary:
+    """Score the plan's candidates, ``workers`` at a time; each result.json is written as soon as it is known, so a
+    stop loses nothing already scored. Writes every task's candidates/summary.json."""
+    summary = plan.summary
+    lock = threading.Lock()
+
+    def one(job: CandidateJob) -> None:
+        result = score_one(job.task, job.patch, job.paths.candidates / job.key, settings, attempts)
+        result.update(key=job.key, votes=job.votes, rollouts=job.rollouts)
+        with lock:
+            write_json_atomic(job.paths.candidate_result(job.key), result)
+            summary.tasks[job.task.instance_id].results[job.key] = result
+            summary.scored_now += 1
+
+    def describe() -> str:
+        return f"{summary.resolved} resolve"
+
+    try:
+        run_with_progress("candidates", plan.todo, one, workers=workers, total=len(plan.todo), describe=describe,
+                          show=show_progress)
+    finally:  # also on a stop: the summaries say what was scored so far
+        for instance_id, entry in summary.tasks.items():
+            paths = RunLayout(summary.run_dir).task(instance_id)
+            write_json_atomic(paths.candidates / "summary.json", entry.as_dict())
+    return summary
+
+
+def run_containers(run_dir: Path) -> dict:
+    """The run's ``containers`` settings from its config.yaml ({} when it has none or it cannot be read), so that
+    candidates are scored in the image and on the platform the run's agents had."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(RunLayout(run_dir).config.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    containers = config.get("containers") if isinstance(config, dict) else None
+    return containers if isinstance(containers, dict) else {}
+
+
+def _read_result(path: Path) -> dict | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # none yet, or unreadable: scored (again)
+    return record if isinstance(record, dict) and "resolved" in record else None
+
+
+def summary_lines(summary: CandidatesSummary) -> list[str]:
+    """The run-level summary ``swepipe eval --candidates`` prints, one line each."""
+    lines = [f"run {summary.run_dir}: {len(summary.tasks)} task(s) with a pool, {summary.candidates} candidate(s): "
+             f"{summary.scored_now} scored now, {summary.skipped} already had a verdict (--redo to score them "
+             f"again); {summary.resolved} resolve"
+             + (f", {summary.infra_errors} could not be scored (infra_error; rerun to retry)"
+                if summary.infra_errors else "")]
+    for instance_id, entry in sorted(summary.tasks.items()):
+        if entry.error:
+            lines.append(f"  {instance_id}: FAILED, pool not scored: {entry.error}")
+            continue
+        counted = f"{len(entry.resolved)} of {len(entry.keys)} candidates resolve"
+        if entry.infra_errors:
+            counted += f" ({len(entry.infra_errors)} infra_error)"
+        if entry.resolved:
+            counted += f": {', '.join(entry.resolved)}"
+        lines.append(f"  {instance_id}: {counted}")
+    if summary.no_pool:
+        lines.append(f"no junior/pool.json yet (skipped): {', '.join(summary.no_pool)}")
+    if summary.unknown:
+        lines.append(f"not in the dataset (skipped; pass the run's --dataset): {', '.join(summary.unknown)}")
+    return lines
