@@ -104,3 +104,63 @@ def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template:
         stopping.exit_now(stopping.exit_code())
     line(f"senior at k: {len(summary.ran)} run now, {summary.reused} already there, {summary.failed} without a "
          f"brief; ${summary.spent:.4f} spent (ledger stage 'analysis')")
+
+
+@app.command()
+def whatif(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Run directories (runs/<run-id>).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the policies as JSON instead of a table.")] = False,
+    price: Annotated[Optional[list[str]], typer.Option(
+        "--price", metavar="ROLE=MODEL",
+        help="Price a role's recorded tokens at a model of litellm's price map (e.g. "
+             "junior=anthropic/claude-haiku-4-5); repeatable. Default: the run's own prices.")] = None,
+    figure: Annotated[Optional[Path], typer.Option(
+        help="Where to write the figure (PNG; default FIRST-RUN/figures/whatif.png).")] = None,
+    max_subsets: Annotated[int, typer.Option(help="vote@k: at most this many k-subsets of a task's rollouts "
+                                             "(a seeded sample beyond).")] = 500,
+) -> None:
+    """What other policies would have resolved and cost, from the recorded runs alone (no model, no container):
+    pass@k, vote@k, the recorded principal, skip rules, adaptive schedules, compacted histories and prompt caching.
+    Candidates' verdicts come from `swepipe eval --candidates RUN`."""
+    import json
+
+    from pipeline.report.render import rich_table
+    from pipeline.report.replay_data import read_run
+    from pipeline.report.whatif import Pricer, what_if
+    from pipeline.report.whatif_figure import whatif_figure
+    from pipeline.report.whatif_table import whatif_table
+
+    overrides = _role_models(price or [])
+    if max_subsets < 1:
+        raise SwepipeError("--max-subsets must be at least 1")
+    results = []
+    for run_dir in runs:
+        replay = read_run(run_dir)
+        results.append(what_if(replay, Pricer.for_run(replay.config, overrides), max_subsets=max_subsets))
+    png = whatif_figure(results)
+    path = None
+    if png:
+        path = figure or runs[0] / "figures" / "whatif.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+    if as_json:
+        print(json.dumps({"policies": [p.as_dict() for r in results for p in r.policies],
+                          "runs": [{"run": r.run_id, "tasks": r.tasks, "notes": r.notes} for r in results],
+                          "figure": str(path) if path else None}, indent=1))
+        return
+    for result in results:
+        console.print(rich_table(whatif_table(result)))
+        for note in result.notes:
+            console.print(f"[yellow]{note}[/yellow]", soft_wrap=True)
+    if path:
+        console.print(f"figure: {path}", soft_wrap=True)
+
+
+def _role_models(pairs: list[str]) -> dict[str, str]:
+    roles = {}
+    for pair in pairs:
+        role, sep, model = pair.partition("=")
+        if not sep or not role.strip() or not model.strip():
+            raise SwepipeError(f"--price {pair!r}: expected ROLE=MODEL, e.g. --price junior=anthropic/claude-haiku-4-5")
+        roles[role.strip()] = model.strip()
+    return roles

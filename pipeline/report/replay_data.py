@@ -1,0 +1,102 @@
+"""What ``swepipe whatif`` replays, read from one run directory: per task, its rollouts and their candidates, the
+hidden tests' verdict on each candidate (``swepipe eval --candidates``) and on the prediction, every paid call of
+the ledger, and the agents' recorded conversations. Nothing is recomputed or called here."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from pipeline.juniors.pool import Candidate
+from pipeline.layout import RunLayout
+from pipeline.models.ledger import Ledger, LedgerRow
+from pipeline.report.load import RunData, TaskRecord, _read_json, load_run
+
+_ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
+_CANDIDATE_FIELDS = {f.name for f in fields(Candidate)}
+
+
+@dataclass
+class TaskReplay:
+    instance_id: str
+    resolved: bool | None  # the prediction's verdict (None: never scored)
+    strategy: str  # the prediction's strategy: pipeline, solo, team, vote, ...
+    exits: dict[int, str]  # rollout index -> how it ended
+    candidates: list[Candidate]  # the pool of all the task's rollouts (junior/pool.json)
+    verdicts: dict[str, bool | None]  # candidate key -> resolved by the hidden tests (None: infra error)
+    calls: list[LedgerRow]  # every paid call of the task's ledger
+    conversations: dict[str, list[dict]] = field(default_factory=dict)  # agent -> its recorded messages
+
+    @property
+    def rollouts(self) -> list[int]:
+        return sorted(self.exits)
+
+    @property
+    def candidates_scored(self) -> bool:
+        """Whether every candidate has a verdict (a task with no candidate trivially has)."""
+        return all(self.verdicts.get(c.key) is not None for c in self.candidates)
+
+    def rollout_calls(self, index: int) -> list[LedgerRow]:
+        return [row for row in self.calls if row.stage == "junior" and row.agent == f"rollout-{index:02d}"]
+
+
+@dataclass
+class RunReplay:
+    run_id: str
+    config: dict
+    tasks: list[TaskReplay]
+    unfinished: list[str]
+
+
+def read_run(path: str | Path) -> RunReplay:
+    run: RunData = load_run(path)
+    layout = RunLayout(Path(path))
+    tasks = [_task(layout, record) for record in run.tasks]
+    return RunReplay(run.run_id, run.config, tasks, run.unfinished)
+
+
+def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
+    paths = layout.task(record.instance_id)
+    pool = record.pool if isinstance(record.pool, dict) else {}
+    candidates = [Candidate(**{k: v for k, v in c.items() if k in _CANDIDATE_FIELDS})
+                  for c in pool.get("candidates") or [] if isinstance(c, dict) and c.get("key")]
+    exits = {int(r["index"]): r.get("exit_reason") or "unknown" for r in record.rollouts}
+    for candidate in candidates:  # a pool that names a rollout whose record is gone still counts its votes
+        for index, reason in zip(candidate.rollouts, candidate.exit_reasons):
+            exits.setdefault(int(index), reason)
+    verdicts = {c.key: _verdict(_read_json(paths.candidate_result(c.key))) for c in candidates}
+    conversations = {}
+    for index in exits:
+        messages = _messages(_read_json(paths.junior / f"rollout-{index:02d}.json"), nested=True)
+        if messages:
+            conversations[f"rollout-{index:02d}"] = messages
+    senior = _messages(_read_json(paths.senior / "trajectory.json"), nested=False)
+    if senior:
+        conversations["senior"] = senior
+    return TaskReplay(instance_id=record.instance_id, resolved=record.resolved,
+                      strategy=str(record.prediction.get("strategy") or "?"),
+                      exits=exits, candidates=candidates, verdicts=verdicts, calls=_paid_calls(paths.ledger),
+                      conversations=conversations)
+
+
+def _paid_calls(ledger: Path) -> list[LedgerRow]:
+    """The task's calls, without ``swepipe coverage --senior-at``'s (stage analysis): no policy pays for those."""
+    return [row for row in Ledger.read(ledger) if row.stage != "analysis"]
+
+
+def rollout_index(agent: str) -> int | None:
+    match = _ROLLOUT_AGENT.match(agent)
+    return int(match.group(1)) if match else None
+
+
+def _verdict(result) -> bool | None:
+    if not isinstance(result, dict) or result.get("category") == "infra_error" or result.get("resolved") is None:
+        return None
+    return bool(result["resolved"])
+
+
+def _messages(record, nested: bool) -> list[dict]:
+    trajectory = record.get("trajectory") if nested and isinstance(record, dict) else record
+    messages = trajectory.get("messages") if isinstance(trajectory, dict) else None
+    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []

@@ -1,0 +1,157 @@
+"""The agents' calls of a recorded task priced again from their conversations: with history compaction or without,
+with a provider's prompt cache or without (``swepipe whatif``).
+
+- **Which calls.** A junior rollout's or the senior's k-th successful ledger row is the call that produced the k-th
+  assistant message of its recorded conversation, so its prompt was the messages before that one. Rows that failed,
+  rows beyond the conversation and the principal's single call are priced as recorded (their tokens, the stage's
+  price): neither lever changes them.
+- **Tokens.** Each agent's recorded input tokens calibrate characters to tokens: the sum of its paired rows' input
+  tokens over the characters of the prompts the run sent (compacted as the run's own ``limits`` compacted them).
+  A variant's prompt is then counted in characters and scaled by that factor, so it follows the recorded counts.
+  Output tokens are the recorded ones: neither lever changes what the model wrote (an assumption: a model shown a
+  compacted history could act differently; the verdicts stay the recorded ones).
+- **Compaction** is ``pipeline.agent.compact.compact_history``, exactly as the agent applies it.
+- **Prompt cache.** A call reads from the cache the longest run of leading whole messages it shares with a prompt
+  of the same model in the same task that had finished before the call started (the ledger's times; rollouts run
+  side by side, so their first calls rarely find the shared system prompt and task already written), when that
+  prefix is at least ``min_cache_tokens`` (1024 at Anthropic and OpenAI). The rest of its input is written to the
+  cache, priced at the cache-write price where the model has one (Anthropic: 1.25 x input), else as input. Cache
+  entries are assumed to live as long as the task (providers keep them 5 minutes after the last hit).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pipeline.agent.compact import compact_history
+from pipeline.models.ledger import LedgerRow
+from pipeline.report.replay_data import TaskReplay
+
+MIN_CACHE_TOKENS = 1024
+_CHARS_PER_TOKEN = 4.0  # only when an agent's rows record no input tokens at all
+
+
+@dataclass(frozen=True)
+class HistoryVariant:
+    cache: bool = False
+    compact_after: int | None = None  # None: every observation whole
+    compact_chars: int = 1000
+
+    @property
+    def label(self) -> str:
+        parts = [f"compact after {self.compact_after}" if self.compact_after is not None else "whole history",
+                 "prompt cache" if self.cache else "no cache"]
+        return ", ".join(parts)
+
+
+@dataclass
+class Spend:
+    """Tokens and dollars of some calls."""
+
+    input_tokens: float = 0.0
+    cached_tokens: float = 0.0
+    written_tokens: float = 0.0
+    output_tokens: float = 0.0
+    dollars: float = 0.0
+
+    def add(self, other: Spend) -> None:
+        for name in ("input_tokens", "cached_tokens", "written_tokens", "output_tokens", "dollars"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class _Call:
+    row: LedgerRow
+    agent: str
+    messages: list[dict]  # the full prompt (whole observations)
+    factor: float  # tokens per character of this agent's prompts
+
+    @property
+    def start(self) -> float:
+        return self.row.time - self.row.latency
+
+
+def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: HistoryVariant,
+                min_cache_tokens: int = MIN_CACHE_TOKENS) -> dict[str, Spend]:
+    """Spend by agent (``rollout-NN``, ``senior``; every other call under its stage's name) of ``task``'s calls under
+    ``variant``. ``price_of(row)`` gives the Prices a replayed call is charged at, ``price_of.row_cost(row)`` what a
+    call that is not replayed cost (``whatif.Pricer``); ``sent`` is how the run itself compacted
+    (its ``limits``), for calibrating characters to tokens."""
+    replayed, paired = _replayable(task, sent)
+    spend: dict[str, Spend] = {}
+    for row in task.calls:
+        if id(row) not in paired:
+            recorded = Spend(row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens,
+                             price_of.row_cost(row))
+            _book(spend, row.agent or row.stage, recorded)
+    cache: list[tuple[float, str, list[str]]] = []  # (finished at, model, message fingerprints) written so far
+    for call in sorted(replayed, key=lambda c: c.start):
+        prompt = _compacted(call.messages, variant)
+        tokens = _chars(prompt) * call.factor
+        prints = [_fingerprint(m) for m in prompt]
+        cached = 0.0
+        if variant.cache:
+            shared = max((_common(prints, earlier) for finished, model, earlier in cache
+                          if finished <= call.start and model == call.row.model), default=0)
+            cached = _chars(prompt[:shared]) * call.factor
+            if cached < min_cache_tokens:
+                cached = 0.0
+            cache.append((call.row.time, call.row.model, prints))
+        written = tokens - cached if variant.cache else 0.0
+        prices = price_of(call.row)
+        dollars = prices.cost(tokens, cached, call.row.output_tokens, written)  # (token counts may be fractional)
+        _book(spend, call.agent, Spend(tokens, cached, written, call.row.output_tokens, dollars))
+    return spend
+
+
+def _replayable(task: TaskReplay, sent: HistoryVariant) -> tuple[list[_Call], set[int]]:
+    """The calls that can be replayed (paired with the prompt that produced their reply), and their rows' ids."""
+    calls, paired = [], set()
+    for agent, messages in task.conversations.items():
+        stage = "senior" if agent == "senior" else "junior"
+        rows = [r for r in task.calls if r.stage == stage and r.agent == agent and not r.error]
+        prompts = [messages[:i] for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        count = min(len(rows), len(prompts))
+        if not count:
+            continue
+        sent_chars = sum(_chars(_compacted(p, sent)) for p in prompts[:count])
+        recorded = sum(r.input_tokens for r in rows[:count])
+        factor = recorded / sent_chars if recorded and sent_chars else 1 / _CHARS_PER_TOKEN
+        for row, prompt in zip(rows[:count], prompts[:count]):
+            calls.append(_Call(row, agent, prompt, factor))
+            paired.add(id(row))
+    return calls, paired
+
+
+def _compacted(messages: list[dict], variant: HistoryVariant) -> list[dict]:
+    if variant.compact_after is None:
+        return messages
+    return compact_history(messages, variant.compact_after, variant.compact_chars)
+
+
+def _chars(messages: list[dict]) -> int:
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        total += len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
+        if message.get("tool_calls"):
+            total += len(json.dumps(message["tool_calls"], default=str))
+    return total
+
+
+def _fingerprint(message: dict) -> str:
+    return json.dumps(message, sort_keys=True, default=str)
+
+
+def _common(prints: list[str], earlier: list[str]) -> int:
+    shared = 0
+    for mine, theirs in zip(prints, earlier):
+        if mine != theirs:
+            break
+        shared += 1
+    return shared
+
+
+def _book(spend: dict[str, Spend], agent: str, amount: Spend) -> None:
+    spend.setdefault(agent, Spend()).add(amount)

@@ -1,0 +1,78 @@
+"""``swepipe whatif``'s figure: resolve rate against dollars per task, one point per policy, the Pareto front
+marked (pass@k is an oracle: drawn, never on the front)."""
+
+from __future__ import annotations
+
+from pipeline.report.figures import _figure, _png
+from pipeline.report.whatif import Policy, WhatIf
+
+_STYLE = {  # family -> (marker, colour, label)
+    "pass@k": ("^", "#b0b0b0", "pass@k (oracle)"),
+    "vote@k": ("o", "#8fb3d9", "vote@k"),
+    "principal": ("*", "#c9545d", "principal (recorded)"),
+    "skip": ("s", "#7aa874", "skip rules"),
+    "schedule": ("D", "#f2b36f", "schedules"),
+    "history": ("P", "#9b7bb8", "compaction / prompt cache"),
+}
+
+
+def pareto_front(policies: list[Policy]) -> list[Policy]:
+    """The policies no other (non-oracle) policy beats: none both cheaper-or-equal and better, cheapest first."""
+    shown = [p for p in policies if not p.oracle and p.resolve_rate is not None and p.dollars_per_task is not None]
+    front, best = [], -1.0
+    for policy in sorted(shown, key=lambda p: (p.dollars_per_task, -p.resolve_rate)):
+        if policy.resolve_rate > best + 1e-12:
+            front.append(policy)
+            best = policy.resolve_rate
+    return front
+
+
+def whatif_figure(results: list[WhatIf]) -> bytes | None:
+    policies = [p for r in results for p in r.policies if p.resolve_rate is not None and p.dollars_per_task is not None]
+    if not policies:
+        return None
+    several = len(results) > 1
+    figure = _figure(8.5, 5.6)
+    axes = figure.add_subplot()
+    for family, (marker, colour, label) in _STYLE.items():
+        members = [p for p in policies if p.family == family]
+        if not members:
+            continue
+        axes.scatter([p.dollars_per_task for p in members], [p.resolve_rate for p in members], marker=marker,
+                     color=colour, s=90 if family == "principal" else 36, label=label, zorder=3,
+                     edgecolors="#333333" if family == "principal" else "none")
+        if family in ("pass@k", "vote@k"):
+            for run in {p.run for p in members}:
+                line = sorted((p for p in members if p.run == run), key=lambda p: p.k)
+                axes.plot([p.dollars_per_task for p in line], [p.resolve_rate for p in line], "-", color=colour,
+                          alpha=0.6, zorder=2)
+                for p in (line[0], line[-1]):
+                    axes.annotate(f"k={p.k:g}", (p.dollars_per_task, p.resolve_rate), textcoords="offset points",
+                                  xytext=(4, -11), fontsize=7, color="#555555")
+    for result in results:
+        front = pareto_front(result.policies)
+        if front:
+            axes.step([p.dollars_per_task for p in front], [p.resolve_rate for p in front], where="post",
+                      linestyle=":", color="#2e8b57", zorder=1,
+                      label="Pareto front" if result is results[0] else None)
+            for p in front:
+                axes.annotate(_label(p, several), (p.dollars_per_task, p.resolve_rate), textcoords="offset points",
+                              xytext=(6, 5), fontsize=7, color="#2e5e3e")
+    costs = [p.dollars_per_task for p in policies]
+    span = max(costs) - min(costs)
+    axes.set_xlim(max(0.0, min(costs) - 0.08 * span) if span else 0.0, max(costs) + 0.3 * span if span else
+                  max(2 * max(costs), 1e-4))
+    axes.xaxis.set_major_formatter("${x:,.4g}")
+    axes.set_ylim(-0.03, 1.05)
+    axes.set_xlabel("dollars per task (mean)")
+    axes.set_ylabel("resolve rate")
+    tasks = ", ".join(f"{r.run_id}: {r.tasks} tasks" for r in results)
+    axes.set_title(f"what-if: resolve rate against dollars per task\n{tasks}", fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="lower right")
+    return _png(figure)
+
+
+def _label(policy: Policy, several: bool) -> str:
+    name = policy.name.replace("@k", f"@{policy.k:g}") if policy.family in ("pass@k", "vote@k") else policy.name
+    return f"{policy.run}: {name}" if several else name
