@@ -252,3 +252,22 @@ def test_whatif_refuses_bad_prices_by_name(tmp_path):
     assert unknown.returncode != 0 and "no-such-model" in unknown.stdout + unknown.stderr
     missing = _swepipe(tmp_path, "whatif", str(tmp_path / "nothing"))
     assert missing.returncode != 0 and "does not exist" in missing.stdout + missing.stderr
+
+
+def test_rollouts_reused_from_another_run_are_priced_from_their_records(tmp_path):
+    """A rollout taken from an earlier run has no row in this run's ledger (it was paid there): its record's cost
+    and tokens stand in, so vote@k and the recorded principal still pay for it."""
+    rows = [_row("rollout-00", "junior", 1.0), _row("senior", "senior", 5.0), _row("", "principal", 5.0)]
+    run = make_run(tmp_path / "run", votes=["x", "y"], verdicts={"x": True, "y": False}, principal_resolved=True,
+                   rows=rows, conversations={1: _conversation(2, 100)})
+    record_path = RunLayout(run).task(TASK).junior / "rollout-01.json"
+    record = json.loads(record_path.read_text())
+    record.update(reused_from="runs/earlier/tasks/x/junior", cost=4.0, input_tokens=3000, output_tokens=200)
+    record_path.write_text(json.dumps(record))
+    found, _ = policies(run)
+    assert found[("principal", 2.0)].dollars_per_task == pytest.approx(1 + 4 + 10)
+    assert found[("vote@k", 2)].dollars_per_task == pytest.approx(5.0)
+    replay = read_run(run)
+    reused = [row for row in replay.tasks[0].calls if row.agent == "rollout-01"]
+    assert len(reused) == 2 and sum(r.input_tokens for r in reused) == pytest.approx(3000, abs=1)
+    assert reused[1].input_tokens > reused[0].input_tokens  # the second prompt holds the first

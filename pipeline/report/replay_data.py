@@ -4,6 +4,7 @@ the ledger, and the agents' recorded conversations. Nothing is recomputed or cal
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -66,23 +67,41 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
         for index, reason in zip(candidate.rollouts, candidate.exit_reasons):
             exits.setdefault(int(index), reason)
     verdicts = {c.key: _verdict(_read_json(paths.candidate_result(c.key))) for c in candidates}
-    conversations = {}
+    conversations, calls = {}, _paid_calls(paths.ledger)
     for index in exits:
-        messages = _messages(_read_json(paths.junior / f"rollout-{index:02d}.json"), nested=True)
+        agent, rollout = f"rollout-{index:02d}", _read_json(paths.junior / f"rollout-{index:02d}.json")
+        messages = _messages(rollout, nested=True)
         if messages:
-            conversations[f"rollout-{index:02d}"] = messages
+            conversations[agent] = messages
+        if isinstance(rollout, dict) and rollout.get("reused_from") and not any(r.agent == agent for r in calls):
+            calls += _reused_calls(record.instance_id, agent, rollout, messages)
     senior = _messages(_read_json(paths.senior / "trajectory.json"), nested=False)
     if senior:
         conversations["senior"] = senior
     return TaskReplay(instance_id=record.instance_id, resolved=record.resolved,
                       strategy=str(record.prediction.get("strategy") or "?"),
-                      exits=exits, candidates=candidates, verdicts=verdicts, calls=_paid_calls(paths.ledger),
+                      exits=exits, candidates=candidates, verdicts=verdicts, calls=calls,
                       conversations=conversations)
 
 
 def _paid_calls(ledger: Path) -> list[LedgerRow]:
     """The task's calls, without ``swepipe coverage --senior-at``'s (stage analysis): no policy pays for those."""
     return [row for row in Ledger.read(ledger) if row.stage != "analysis"]
+
+
+def _reused_calls(instance_id: str, agent: str, rollout: dict, messages: list[dict]) -> list[LedgerRow]:
+    """The calls of a rollout taken from another run (``reused_from``: paid there, so this run's ledger has no row
+    of it), rebuilt from its record's totals: one per reply, input tokens in proportion to each prompt's length,
+    output tokens and cost shared evenly, one after the other from time 0 (as rollouts start together)."""
+    prompts = [len(json.dumps(messages[:i], default=str)) for i, m in enumerate(messages) if m.get("role") ==
+               "assistant"] or [1]
+    total_input, total_output = int(rollout.get("input_tokens") or 0), int(rollout.get("output_tokens") or 0)
+    cost = float(rollout.get("cost") or 0.0)
+    return [LedgerRow(stage="junior", role="junior", model=str(rollout.get("model") or "?"),
+                      input_tokens=round(total_input * size / sum(prompts)),
+                      output_tokens=round(total_output / len(prompts)), cost=cost / len(prompts), latency=0.5,
+                      task=instance_id, agent=agent, time=step + 1.0, call=f"reused:{agent}:{step}")
+            for step, size in enumerate(prompts)]
 
 
 def rollout_index(agent: str) -> int | None:
