@@ -28,6 +28,7 @@ class TaskReplay:
     verdicts: dict[str, bool | None]  # candidate key -> resolved by the hidden tests (None: infra error)
     calls: list[LedgerRow]  # every paid call of the task's ledger
     conversations: dict[str, list[dict]] = field(default_factory=dict)  # agent -> its recorded messages
+    _by_rollout: dict[str, list[LedgerRow]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def rollouts(self) -> list[int]:
@@ -39,7 +40,12 @@ class TaskReplay:
         return all(self.verdicts.get(c.key) is not None for c in self.candidates)
 
     def rollout_calls(self, index: int) -> list[LedgerRow]:
-        return [row for row in self.calls if row.stage == "junior" and row.agent == f"rollout-{index:02d}"]
+        if self._by_rollout is None:
+            self._by_rollout = {}
+            for row in self.calls:
+                if row.stage == "junior":
+                    self._by_rollout.setdefault(row.agent, []).append(row)
+        return self._by_rollout.get(f"rollout-{index:02d}", [])
 
 
 @dataclass

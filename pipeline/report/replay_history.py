@@ -85,20 +85,26 @@ def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: Histo
             recorded = Spend(row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens,
                              price_of.row_cost(row))
             _book(spend, row.agent or row.stage, recorded)
-    cache: list[tuple[float, str, list[str]]] = []  # (finished at, model, message fingerprints) written so far
-    for call in sorted(replayed, key=lambda c: c.start):
+    # seen: id(message) -> (size, fingerprint), as prompts share most message objects (each prompt is kept in
+    # prepared, so no id is reused by another message meanwhile)
+    prepared, seen = [], {}
+    for call in replayed:
         prompt = _compacted(call.messages, variant)
-        tokens = _chars(prompt) * call.factor
-        prints = [_fingerprint(m) for m in prompt]
-        cached = 0.0
+        measured = [seen.get(id(m)) or seen.setdefault(id(m), (_size(m), _fingerprint(m))) for m in prompt]
+        prepared.append((call, [size for size, _ in measured], [fingerprint for _, fingerprint in measured], prompt))
+    written_by_model: dict[str, _PrefixIndex] = {}
+    if variant.cache:
+        for call, _, prints, _ in prepared:
+            written_by_model.setdefault(call.row.model, _PrefixIndex()).add(prints, call.row.time)
+    for call, sizes, prints, _ in prepared:
+        tokens = sum(sizes) * call.factor
+        cached = written = 0.0
         if variant.cache:
-            shared = max((_common(prints, earlier) for finished, model, earlier in cache
-                          if finished <= call.start and model == call.row.model), default=0)
-            cached = _chars(prompt[:shared]) * call.factor
+            shared = written_by_model[call.row.model].shared(prints, call.start)
+            cached = sum(sizes[:shared]) * call.factor
             if cached < min_cache_tokens:
                 cached = 0.0
-            cache.append((call.row.time, call.row.model, prints))
-        written = tokens - cached if variant.cache else 0.0
+            written = tokens - cached
         prices = price_of(call.row)
         dollars = prices.cost(tokens, cached, call.row.output_tokens, written)  # (token counts may be fractional)
         _book(spend, call.agent, Spend(tokens, cached, written, call.row.output_tokens, dollars))
@@ -130,27 +136,49 @@ def _compacted(messages: list[dict], variant: HistoryVariant) -> list[dict]:
     return compact_history(messages, variant.compact_after, variant.compact_chars)
 
 
+def _size(message: dict) -> int:
+    content = message.get("content")
+    size = len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
+    if message.get("tool_calls"):
+        size += len(json.dumps(message["tool_calls"], default=str))
+    return size
+
+
 def _chars(messages: list[dict]) -> int:
-    total = 0
-    for message in messages:
-        content = message.get("content")
-        total += len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
-        if message.get("tool_calls"):
-            total += len(json.dumps(message["tool_calls"], default=str))
-    return total
+    return sum(_size(m) for m in messages)
 
 
-def _fingerprint(message: dict) -> str:
-    return json.dumps(message, sort_keys=True, default=str)
+def _fingerprint(message: dict) -> tuple:
+    """Equal for equal messages (string hashes are cached by Python, so the prompts' shared messages are cheap)."""
+    content = message.get("content")
+    calls = message.get("tool_calls")
+    return (message.get("role"), content if isinstance(content, str) else json.dumps(content, default=str),
+            json.dumps(calls, sort_keys=True, default=str) if calls else None, message.get("tool_call_id"))
 
 
-def _common(prints: list[str], earlier: list[str]) -> int:
-    shared = 0
-    for mine, theirs in zip(prints, earlier):
-        if mine != theirs:
-            break
-        shared += 1
-    return shared
+class _PrefixIndex:
+    """Every prompt of one model as a path of message fingerprints; each node keeps the earliest time a prompt
+    through it had finished, so the longest prefix already in the cache at a time is one walk down."""
+
+    def __init__(self) -> None:
+        self.root: dict = {}
+
+    def add(self, prints: list[tuple], finished: float) -> None:
+        node = self.root
+        for fingerprint in prints:
+            child = node.setdefault(fingerprint, [float("inf"), {}])
+            child[0] = min(child[0], finished)
+            node = child[1]
+
+    def shared(self, prints: list[tuple], started: float) -> int:
+        """How many leading messages of ``prints`` a prompt that finished by ``started`` shares."""
+        node, depth = self.root, 0
+        for fingerprint in prints:
+            child = node.get(fingerprint)
+            if child is None or child[0] > started:
+                break
+            node, depth = child[1], depth + 1
+        return depth
 
 
 def _book(spend: dict[str, Spend], agent: str, amount: Spend) -> None:
