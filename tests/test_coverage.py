@@ -244,9 +244,10 @@ def test_three_curves_and_the_senior_lift_on_the_same_rollouts(tmp_path):
     by_task = coverage_by_task(result)
     assert by_task.headers[3:7] == ["rm: cand.", "rm: +exp.", "rm: +senior", "rm: sent"]
 
-    from pipeline.report.figures import coverage_curves
+    from pipeline.report.figures import coverage_curves, coverage_title
     png = coverage_curves(result)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert coverage_title(result).endswith("senior model: first k rollouts, k = 1, 2, 3)")
 
 
 def test_without_senior_at_runs_the_senior_is_the_point_at_k(tmp_path):
@@ -254,6 +255,27 @@ def test_without_senior_at_runs_the_senior_is_the_point_at_k(tmp_path):
     assert result.senior_ks == [3]
     rows = coverage_table(result).rows
     assert rows[0][3] == "" and rows[2][3] == "100.0% (+0.0 pp, 1)"
+
+
+def test_a_run_with_the_senior_switched_off_has_no_senior_point_and_says_why(tmp_path):
+    """--senior-model none: the run's brief is the code expansion (source expansion), which is no senior model's
+    selection and no senior that failed; 'sent' is still what the principal got."""
+    root = make_run(tmp_path / "run")
+    write(root / "config.yaml", "models:\n  senior: {model: none}\nprincipal:\n  show_candidates: 0\n")
+    brief = json.loads((root / "tasks" / "t1" / "senior" / "brief.json").read_text())
+    write(root / "tasks" / "t1" / "senior" / "brief.json",
+          {**brief, "source": "expansion", "senior_error": "no senior model configured"})
+    result = run_coverage(load_run(root), {"t1": GOLD})
+    (task,) = result.tasks
+    assert task.senior == {} and result.senior_ks == [] and result.senior_off
+    assert task.final is not None and task.final.removed == 0.5  # a.py:11 of the two removed lines
+    table = coverage_table(result)
+    assert [row[3] for row in table.rows[:3]] == ["", "", ""]
+    assert not any("gave nothing usable" in note for note in table.notes)
+    assert any("senior model was switched off" in note for note in table.notes)
+    from pipeline.report.figures import coverage_curves, coverage_title
+    assert coverage_curves(result)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert coverage_title(result).endswith("senior model: switched off in this run)")
 
 
 # -- added lines: a line already in the base counts only next to where the gold patch adds it -------------------

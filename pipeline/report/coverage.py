@@ -147,6 +147,7 @@ class RunCoverage:
     run_id: str
     tasks: list[TaskCoverage] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # instance id -> why no coverage
+    senior_off: bool = False  # the run's senior model was none: its briefs are the code expansion, no senior point
 
     @property
     def max_k(self) -> int:
@@ -187,7 +188,7 @@ class RunCoverage:
 
 def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCoverage:
     """Coverage of every task of ``run`` against ``patches`` (instance id -> gold patch)."""
-    result = RunCoverage(run.run_id)
+    result = RunCoverage(run.run_id, senior_off=_senior_off(run.config))
     shown = _shown_candidates(run.config)
     for task in run.tasks:
         patch = patches.get(task.instance_id)
@@ -204,12 +205,18 @@ def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCov
                 result.skipped[task.instance_id] = f"gold patch does not parse: {error}"
                 continue
             coverage = task_coverage(task, gold, shown_candidates=shown, seed=seed,
-                                     task_root=run.root / "tasks" / task.instance_id)
+                                     task_root=run.root / "tasks" / task.instance_id, senior_off=result.senior_off)
             if coverage is None:
                 result.skipped[task.instance_id] = "no rollout in the pool"
             else:
                 result.tasks.append(coverage)
     return result
+
+
+def _senior_off(config: dict) -> bool:
+    """The run's senior model was switched off (models.senior.model: none, as --senior-model none writes it)."""
+    spec = (config.get("models") or {}).get("senior")
+    return isinstance(spec, dict) and str(spec.get("model") or "").strip().lower() == "none"
 
 
 def _shown_candidates(config: dict) -> int | None:
@@ -230,12 +237,13 @@ class _Brief:
 
 
 def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | None = 0, seed: int = 0,
-                  task_root: Path | None = None) -> TaskCoverage | None:
+                  task_root: Path | None = None, senior_off: bool = False) -> TaskCoverage | None:
     """The curves and points of one task; None when its pool names no rollout.
 
     ``shown_candidates``: how many top candidates the principal saw (None: all); only their added lines count
     for the final context. ``task_root``: the task's directory, for the expansion's base text and the senior's
-    briefs on fewer rollouts (tasks/<id>/analysis); without it only ``task``'s records are used.
+    briefs on fewer rollouts (tasks/<id>/analysis); without it only ``task``'s records are used. ``senior_off``:
+    the run had no senior model, so its own brief (the code expansion) is no '+senior' point.
     """
     pool = task.pool or {}
     raw_candidates = pool.get("candidates") or []
@@ -247,6 +255,8 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
         return None
     big_k = len(indices)
     briefs, measure, base = _task_measure(task, gold, task_root, big_k)
+    if senior_off:
+        briefs.pop(big_k, None)
     expansion = task.expansion_by_candidate or {}
     cache: dict[frozenset, tuple[Point, Point]] = {}
 

@@ -130,11 +130,16 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
         axes.grid(alpha=0.3)
         if number == 1:
             axes.legend(fontsize=8, loc="lower right")
-    ks = coverage.senior_ks
-    figure.suptitle(f"{coverage.run_id}: coverage of the gold patch ({len(coverage.tasks)} task(s); curves: mean over "
-                    "orderings of the rollouts; senior model: first k rollouts, k = "
-                    f"{', '.join(map(str, ks)) or 'none'})", fontsize=11)
+    figure.suptitle(coverage_title(coverage), fontsize=11)
     return _png(figure)
+
+
+def coverage_title(coverage: RunCoverage) -> str:
+    ks = coverage.senior_ks
+    senior = (f"first k rollouts, k = {', '.join(map(str, ks))}" if ks
+              else "switched off in this run" if coverage.senior_off else "no brief with spans")
+    return (f"{coverage.run_id}: coverage of the gold patch ({len(coverage.tasks)} task(s); curves: mean over "
+            f"orderings of the rollouts; senior model: {senior})")
 
 
 def _spread(axes) -> float:

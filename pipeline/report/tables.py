@@ -268,6 +268,9 @@ def coverage_table(coverage: RunCoverage) -> Table:
     if fallbacks:
         table.notes.append("Briefs where the senior model gave nothing usable, so its spans are the code expansion: "
                            + ", ".join(f"{n} at k={k}" for k, n in sorted(fallbacks.items())) + ".")
+    if coverage.senior_off:
+        table.notes.append("The senior model was switched off in this run (models.senior: none): '+senior' is "
+                           "blank; 'sent' is the code expansion and the candidates the principal was shown.")
     if coverage.skipped:
         reasons = Counter(coverage.skipped.values())
         table.notes.append("No coverage for " + ", ".join(f"{n} task(s): {why}" for why, n in reasons.items()) + ".")
