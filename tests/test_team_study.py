@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,38 @@ def test_the_journal_replays_concurrent_commands_to_the_same_tree(tmp_path, leak
         assert again.replay({"a": 2, "b": 1}) == 3
         assert fresh.read_file("f.txt") == before
         assert again.writes("a") == {"f.txt": ["b"]}  # b ran while a's first command did, and saw f.txt change
+
+
+def test_the_journal_is_in_finishing_order_when_the_first_finisher_is_slow_to_be_recorded(tmp_path, leaky_repo):
+    """Command a ends first, but its closing snapshot is slow (a loaded machine), so b's line is ready first;
+    the journal still holds a before b, and a resumed tree replayed from it holds b's write, as the tree did."""
+    from pipeline.team.workspace import SNAPSHOT
+
+    class SlowSnapshotAfterA(LocalRuntime):
+        snapshots_of_a = 0
+
+        def run(self, command, timeout=60, output_limit=None):
+            if command == SNAPSHOT and threading.current_thread().name == "a":
+                SlowSnapshotAfterA.snapshots_of_a += 1
+                if SlowSnapshotAfterA.snapshots_of_a == 2:  # the one after a's command
+                    time.sleep(2)
+            return super().run(command, timeout=timeout, output_limit=output_limit)
+
+    path = tmp_path / "commands.jsonl"
+    with SlowSnapshotAfterA(leaky_repo["path"], leaky_repo["base"]) as runtime:
+        shared = SharedWorkspace(runtime, journal=path)
+        marker = tmp_path / "a-wrote"
+        a = threading.Thread(target=shared.run, args=(f"echo a > f.txt && touch {marker}",), kwargs={"agent": "a"},
+                             name="a")
+        a.start()
+        shared.run(WAIT_FOR.format(path=marker) + " && sleep 0.3 && echo b > f.txt", agent="b")
+        a.join()
+        assert runtime.read_file("f.txt") == b"b\n"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [e["agent"] for e in lines] == ["a", "b"] and lines[0]["ended"] < lines[1]["ended"]
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as fresh:
+        assert SharedWorkspace(fresh, journal=path).replay({"a": 1, "b": 1}) == 2
+        assert fresh.read_file("f.txt") == b"b\n"
 
 
 # -- the submit guard ------------------------------------------------------------------------

@@ -9,9 +9,10 @@ whose own windows also saw that path change (or that are still running), and a p
 have changed is the agent's for sure. A stray write is therefore always reported: for sure when its
 author ran alone, as possibly its author's (naming the others) when several ran at once.
 
-The journal (``commands.jsonl``) holds one line per agent command, written when it **finished**, so
-the file is in finishing order; each line also has the command's start order (``seq``), its start and
-end times (Unix seconds), the paths its window saw change and the commands it overlapped. A resumed
+The journal (``commands.jsonl``) holds one line per agent command, written in the order the commands
+**finished** (a line waits for those of commands that ended before it), so the file is in finishing
+order; each line also has the command's start order (``seq``), its start and end times (Unix
+seconds), the paths its window saw change and the commands it overlapped. A resumed
 team replays the journal in file order, one command at a time: the working tree comes back as it was
 whenever concurrent commands changed different files or the one that finished later wrote last.
 """
@@ -60,6 +61,10 @@ class SharedWorkspace:
         self._executing = 0  # commands whose process runs now (agent commands and file writes)
         self._starts = 0  # how many ever started: a snapshot is still true while this is unchanged and none runs
         self._snapshot: tuple[int, dict[str, str]] | None = None
+        self._finished = 0  # agent commands whose process has ended (a ticket each, in that order)
+        self._journalled = 0  # the tickets up to this one have their journal line written (or have none)
+        self._done: set[int] = set()  # tickets past ``_journalled`` already done (line written, or none to write)
+        self._turn = threading.Condition(self.lock)
 
     def for_agent(self, name: str) -> AgentView:
         return AgentView(self, name)
@@ -83,6 +88,7 @@ class SharedWorkspace:
             for other in self._running.values():
                 other["overlapped"].append(entry["seq"])
             self._running[entry["seq"]] = entry  # open before the first snapshot: the window covers it
+        ticket = None
         try:
             before = self.snapshot()
             with self.lock:
@@ -92,22 +98,42 @@ class SharedWorkspace:
             try:
                 result = self.runtime.run(command, timeout=timeout, output_limit=output_limit)
             finally:
-                entry["ended"] = time.time()
                 with self.lock:
+                    entry["ended"] = time.time()
+                    self._finished += 1
+                    ticket = self._finished
                     self._executing -= 1
             after = self.snapshot()
         except BaseException:
             with self.lock:
                 self._running.pop(entry["seq"], None)
+                if ticket is not None:
+                    self._journal_in_turn(ticket, None)
             raise
         changed = {path for path in before.keys() | after.keys() if before.get(path) != after.get(path)}
         with self.lock:
             self._running.pop(entry["seq"], None)
             entry.update(exit_code=result.exit_code, changed=sorted(changed))
             self.commands[entry["seq"]] = entry
-            if self.journal is not None:
-                append_jsonl(self.journal, entry)  # under the lock: the file is in finishing order
+            self._journal_in_turn(ticket, entry)
         return result, changed
+
+    def _journal_in_turn(self, ticket: int, entry: dict | None) -> None:
+        """Under the lock: write ``entry``'s journal line once every command that ended before it is done with
+        its line, so the file is in finishing order even when an earlier finisher's closing snapshot is slower
+        (a resumed team replays it in that order). ``None``: a command cut short has no line; nobody waits
+        for it, nor for a line that could not be written."""
+        try:
+            while entry is not None and self._journalled + 1 < ticket:
+                self._turn.wait()
+            if entry is not None and self.journal is not None:
+                append_jsonl(self.journal, entry)
+        finally:
+            self._done.add(ticket)
+            while self._journalled + 1 in self._done:
+                self._journalled += 1
+                self._done.discard(self._journalled)
+            self._turn.notify_all()
 
     def writes(self, agent: str) -> dict[str, list[str]]:
         """Each path ``agent``'s commands saw change, with the other agents that may have changed it instead
