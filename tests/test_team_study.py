@@ -269,12 +269,20 @@ def test_the_leads_piv_prompt_is_used_when_chosen(tmp_path, workspace):
 
 @pytest.mark.slow
 def test_swepipe_run_takes_the_study_options_and_records_them(tmp_path, leaky_repo):
-    """`swepipe run` with --solo-prompt piv, and a team with the guard and directory off and the piv lead prompt:
-    the prompts are used, and config.yaml records every choice."""
+    """`swepipe run` with --solo-prompt piv, and an async team with the guard and directory off and the piv lead
+    prompt: the prompts are used, config.yaml records every choice, and the lead's early submit leaves the worker's
+    later fix out of the prediction, which records it as lost work."""
     from pipeline.tasks import load_tasks
 
     task_id = next(t.instance_id for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
-    script = {"solo": [[SUBMIT]], "lead": [SUBMIT]}
+    # The worker fixes calc.py only once the lead has submitted (submission.json is written at the submit): in a
+    # fresh process the lead's replies may take longer than any sleep, so the worker waits for the submit itself.
+    marker, submitted = tmp_path / "worker-started", tmp_path / "runs/team/tasks/*/team/submission.json"
+    script = {"solo": [[SUBMIT]],
+              "lead": [action("delegate", {"stage": "implementation", "task": "Fix calc.py.", "writable": ["calc.py"]}),
+                       bash(WAIT_FOR.format(path=marker) + " && echo '# notes' > NOTES.md"), SUBMIT],
+              "worker": [[bash(f"touch {marker} && for i in $(seq 200); do ls {submitted} >/dev/null 2>&1 && break; "
+                               f"sleep 0.1; done && {FIX}"), report("fixed the sign")]]}
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
     spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({
@@ -282,8 +290,8 @@ def test_swepipe_run_takes_the_study_options_and_records_them(tmp_path, leaky_re
     env = {**os.environ, "SWEPIPE_TEST_REPO": str(leaky_repo["path"]), "SWEPIPE_TEST_BASE": leaky_repo["base"],
            "PYTHONPATH": str(Path(__file__).parent)}
     runs = {"solo": ["--strategy", "solo", "--solo-prompt", "piv"],
-            "team": ["--strategy", "team", "--team-submit-guard", "off", "--team-directory", "off",
-                     "--lead-prompt", "piv"]}
+            "team": ["--strategy", "team", "--team-mode", "async", "--team-submit-guard", "off", "--team-directory",
+                     "off", "--lead-prompt", "piv"]}
     for run_id, options in runs.items():
         done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *options, "--instance-ids", task_id,
                                "--config", "config.yaml", "--run-id", run_id], cwd=tmp_path, env=env,
@@ -300,7 +308,9 @@ def test_swepipe_run_takes_the_study_options_and_records_them(tmp_path, leaky_re
     assert "Work in three phases" in lead["messages"][0]["content"]
     assert "Workers do not know about each other" in lead["messages"][0]["content"]
     prediction = json.loads((run / "team" / "predictions.jsonl").read_text().splitlines()[0])
-    assert prediction["lost_work"] == []
+    [lost] = prediction["lost_work"]
+    assert lost["worker"] == "worker-0" and lost["files"] == ["calc.py"]
+    assert "+# notes" in prediction["model_patch"] and "calc.py" not in prediction["model_patch"]
     bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--team-submit-guard", "maybe",
                           "--print-config"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "maybe" in bad.stderr
