@@ -276,3 +276,28 @@ def test_runs_of_a_sweep_are_labelled_by_what_sets_them_apart():
     assert distinct_labels(cells) == ["s1 blocking", "s1 async", "s4 blocking", "s4 async"]
     assert distinct_labels(["only-one-run"]) == ["only-one-run"]
     assert distinct_labels(["a-b", "b-a"]) == ["a-b", "b-a"]  # same words: the ids themselves
+
+
+def test_the_pareto_figure_names_a_sweeps_cells_shortly_and_coinciding_runs_once():
+    """A sweep's cell ids are long and its blocking and async cells often land on the same point: each point gets
+    one label, its runs one under another, named by what sets them apart (the figure was unreadable before)."""
+    from types import SimpleNamespace
+
+    from pipeline.report.figures import pareto, pareto_labels
+
+    def cell(run_id: str, dollars: float, rate: float) -> SimpleNamespace:  # what the figure reads of RunStats
+        return SimpleNamespace(run_id=run_id, strategies=["team"], variant="team", rate=rate, interval=(rate, rate),
+                               dollars_per_task=dollars)
+
+    names = [f"team-s{size}-implementation-{mode}-lead_script-worker_script-minimal" for size in (1, 2)
+             for mode in ("blocking", "async")]
+    solo = cell("solo-script-minimal", 0.0024, 0.0)
+    shown = [solo, cell(names[0], 0.0096, 0.0), cell(names[1], 0.0096, 0.0), cell(names[2], 0.0144, 1.0),
+             cell(names[3], 0.0144, 1.0)]
+    labels, shortened = pareto_labels(shown, solo)
+    assert labels == {(0.0024, 0.0): "solo-script-minimal (baseline)", (0.0096, 0.0): "s1 blocking\ns1 async",
+                      (0.0144, 1.0): "s2 blocking\ns2 async"}
+    assert shortened
+    labels, shortened = pareto_labels([cell("pipe", 0.1, 0.5), cell("solo", 0.1, 0.5)], None)
+    assert labels == {(0.1, 0.5): "pipe\nsolo"} and not shortened  # short ids stay whole
+    assert pareto(shown, solo).startswith(b"\x89PNG")

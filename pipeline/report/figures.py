@@ -149,6 +149,27 @@ def _spread(axes) -> float:
     return max(ys) / min(ys) if ys else 1.0
 
 
+PARETO_LABEL_WIDTH = 24
+
+
+def pareto_labels(shown: list[RunStats], baseline: RunStats | None) -> tuple[dict[tuple[float, float], str], bool]:
+    """The pareto figure's labels by point, and whether any run id was shortened. Runs at the same dollars and
+    rate share one label, their names one under another (a sweep's blocking and async cells often coincide);
+    run ids too long to fit (a sweep's cells) are named by the words that set them apart from the other long ids
+    ("s2 async"), shorter ones in full."""
+    from pipeline.report.team_figures import distinct_labels
+
+    long = [s.run_id for s in shown if len(s.run_id) > PARETO_LABEL_WIDTH]
+    names = dict(zip(long, distinct_labels(long, width=PARETO_LABEL_WIDTH)))
+    labels: dict[tuple[float, float], list[str]] = {}
+    for s in shown:
+        variant = f" [{s.variant}]" if s.variant not in ("n/a", *s.strategies) else ""
+        is_base = baseline is not None and s.run_id == baseline.run_id
+        text = names.get(s.run_id, s.run_id) + variant + (" (baseline)" if is_base else "")
+        labels.setdefault((s.dollars_per_task, s.rate), []).append(text)
+    return {point: "\n".join(texts) for point, texts in labels.items()}, bool(long)
+
+
 def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | None:
     """Resolve rate (with its 95% interval) against dollars per task, one point per run; the frontier joined."""
     shown = [s for s in stats if s.rate is not None and s.dollars_per_task is not None]
@@ -161,10 +182,11 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
         is_base = baseline is not None and s.run_id == baseline.run_id
         axes.errorbar([s.dollars_per_task], [s.rate], yerr=[[s.rate - low], [high - s.rate]],
                       fmt="D" if is_base else "o", color="#444444" if is_base else "#c9545d", capsize=4, markersize=7)
-        variant = f" [{s.variant}]" if s.variant not in ("n/a", *s.strategies) else ""
-        axes.annotate(s.run_id + variant + (" (baseline)" if is_base else ""), (s.dollars_per_task, s.rate),
-                      textcoords="offset points", xytext=(8, 7 if s.rate < 0.08 else -14),
-                      fontsize=8)  # below the frontier
+    labels, shortened = pareto_labels(shown, baseline)
+    for (x, y), text in labels.items():
+        low = y < 0.08  # above the point near the floor, else below the frontier
+        axes.annotate(text, (x, y), textcoords="offset points", xytext=(8, 7 if low else -7),
+                      va="bottom" if low else "top", fontsize=8, linespacing=1.1)
     frontier, best = [], -1.0
     for s in sorted(shown, key=lambda s: (s.dollars_per_task, -s.rate)):
         if s.rate > best:
@@ -184,6 +206,7 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
     axes.set_ylim(-0.03, 1.05)
     axes.set_xlabel("dollars per task (mean)")
     axes.set_ylabel("resolve rate (95% bootstrap interval)")
-    axes.set_title("resolve rate against dollars per task")
+    axes.set_title("resolve rate against dollars per task" + ("\n(long run ids: the words that set them apart)"
+                                                              if shortened else ""))
     axes.grid(alpha=0.3)
     return _png(figure)
