@@ -1,9 +1,11 @@
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -57,6 +59,29 @@ def test_timeout_kills_command_not_container(rt):
     contract.check_timeout_kills_command_not_workspace(rt)
     rt.container.reload()
     assert rt.container.status == "running"
+
+
+@pytest.mark.slow
+def test_concurrent_commands_run_at_once_and_each_keeps_its_own_timeout(rt):
+    """Two callers (a team's workers) run commands in the one container at the same time: the first sees the
+    second's file while it runs, its timeout kills it alone, and the second goes on to its end."""
+    duration = f"30.{random.randrange(10**6):06d}"
+    wait_for = "for i in $(seq 200); do [ -e {path} ] && break; sleep 0.1; done; [ -e {path} ]"
+    first: list = []
+    thread = threading.Thread(target=lambda: first.append(rt.run(
+        f"touch /tmp/first-runs && {wait_for.format(path='/tmp/second-runs')} && echo saw-second; sleep {duration}",
+        timeout=4)))
+    thread.start()
+    try:
+        second = rt.run(f"{wait_for.format(path='/tmp/first-runs')} && touch /tmp/second-runs && sleep 8 && "
+                        "echo second-done", timeout=60)
+    finally:
+        thread.join(timeout=60)
+    [first] = first
+    assert first.timed_out and "saw-second" in first.output  # one lock would have run them one after the other
+    assert second.ok and second.output == "second-done\n" and not second.timed_out
+    assert f"sleep {duration}" not in rt.run("ps -eo args").output
+    assert rt.run("echo alive").output == "alive\n"
 
 
 @pytest.mark.slow
