@@ -114,6 +114,17 @@ def test_unknown_price_is_an_error_before_any_spend(tmp_path):
     assert ModelClient(ModelSpec(model="gpt-4o-mini"), "senior", Ledger()).prices.input > 0
 
 
+def test_a_model_litellm_only_guesses_at_is_unpriced_not_free():
+    """litellm answers for a model its map does not list with its provider's defaults, $0 a token: a run of it
+    would spend with nothing counted against its budget. Only a model in the map has the map's price."""
+    with pytest.raises(SwepipeError, match="'anthropic/claude-opus-4-1' has no known price"):
+        ModelClient(ModelSpec(model="anthropic/claude-opus-4-1"), "principal", Ledger())
+    haiku = ModelClient(ModelSpec(model="anthropic/claude-haiku-4-5"), "junior", Ledger()).prices
+    assert haiku.input == pytest.approx(1.0) and haiku.cache_write_input == pytest.approx(1.25)
+    assert haiku.cache_min_tokens == 4096  # the map's prompt_cache_min_tokens, for whatif's cache replay
+    assert ModelClient(ModelSpec(model="codestral/codestral-latest"), "junior", Ledger()).prices.input == 0
+
+
 def test_api_keys_are_refused_in_config(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"models": {"junior": {"model": "gpt-4o-mini", "extra": {"api_key": "sk-x"}}}}))

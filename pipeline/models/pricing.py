@@ -18,11 +18,15 @@ def resolve_prices(spec: ModelSpec, role: str) -> Prices:
         info = litellm.get_model_info(spec.model)
     except Exception:  # noqa: BLE001 - litellm raises several types for "not in the map"
         info = None
-    if info and info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
+    # litellm also answers for a model its map does not list (a provider's defaults: $0 a token); only a model
+    # whose entry is in the map has a price, or a run of it would spend with no dollar counted against its budget
+    if info and info.get("key") in litellm.model_cost and info.get("input_cost_per_token") is not None \
+            and info.get("output_cost_per_token") is not None:
         cached, written = info.get("cache_read_input_token_cost"), info.get("cache_creation_input_token_cost")
         return Prices(input=info["input_cost_per_token"] * 1e6, output=info["output_cost_per_token"] * 1e6,
                       cached_input=None if cached is None else cached * 1e6,
-                      cache_write_input=None if written is None else written * 1e6)
+                      cache_write_input=None if written is None else written * 1e6,
+                      cache_min_tokens=info.get("prompt_cache_min_tokens"))
     raise SwepipeError(
         f"the {role} model {spec.model!r} has no known price: litellm's price map does not list it. "
         f"Give prices in the config (models.{role}.prices: {{input: ..., output: ..., cached_input: ...}}, "

@@ -30,6 +30,9 @@ class Prices(BaseModel):
     cache_write_input: float | None = Field(default=None, ge=0, description="input written to the prompt cache, "
                                             "where the provider charges for that (Anthropic: 1.25 x input; "
                                             "default: the input price)")
+    cache_min_tokens: int | None = Field(default=None, gt=0, description="the shortest prompt prefix the provider "
+                                         "caches (litellm's map: 1024 for most, 4096 for Claude Haiku and Opus 4.5); "
+                                         "used by swepipe whatif's replay, default 1024")
 
     def cost(self, input_tokens: int, cached_tokens: int, output_tokens: int, cache_write_tokens: int = 0) -> float:
         """Dollars for a call; ``input_tokens`` counts all input, the cached and cache-written ones included."""
