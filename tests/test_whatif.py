@@ -271,3 +271,51 @@ def test_rollouts_reused_from_another_run_are_priced_from_their_records(tmp_path
     reused = [row for row in replay.tasks[0].calls if row.agent == "rollout-01"]
     assert len(reused) == 2 and sum(r.input_tokens for r in reused) == pytest.approx(3000, abs=1)
     assert reused[1].input_tokens > reused[0].input_tokens  # the second prompt holds the first
+
+
+def test_prompts_under_the_models_cache_minimum_are_neither_read_nor_written(tmp_path):
+    """Claude Haiku 4.5 caches prefixes of 4,096 tokens or more (litellm's prompt_cache_min_tokens): the first
+    prompts of a rollout, shorter, pay plain input, not the cache-write price; a prompt past the minimum whose
+    shared prefix is still under it writes all and reads nothing."""
+    messages = _conversation(3, 8000)  # prompts of 2,000, 4,100 and 6,200 tokens at 4 characters a token
+    prompts = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant"]
+    rows = [_row("rollout-00", "junior", 0.0, input_tokens=_chars(p) // 4, output_tokens=0, at=10.0 * (j + 1))
+            for j, p in enumerate(prompts)]
+    run = make_run(tmp_path / "run", votes=["x"], verdicts={"x": True}, principal_resolved=True, rows=rows,
+                   conversations={0: messages})
+    replay = read_run(run)
+    pricer = Pricer.for_run(replay.config, {"junior": "anthropic/claude-haiku-4-5"})
+    assert pricer.prices["junior"].cache_min_tokens == 4096
+    spend = replay_task(replay.tasks[0], HistoryVariant(cache=True), pricer, HistoryVariant())["rollout-00"]
+    tokens = [_chars(p) / 4 for p in prompts]
+    # call 1 (2,000) is under the minimum: plain input, nothing written; call 2 (4,100) reads nothing (call 1 was
+    # never written) and writes itself; call 3 reads call 2's 4,100 tokens and writes the rest
+    assert spend.cached_tokens == pytest.approx(tokens[1])
+    assert spend.written_tokens == pytest.approx(tokens[1] + tokens[2] - tokens[1])
+    expected = (tokens[0] * 1.0 + tokens[1] * 1.25 + tokens[1] * 0.1 + (tokens[2] - tokens[1]) * 1.25) / 1e6
+    assert spend.dollars == pytest.approx(expected)
+    lower = Pricer.for_run(replay.config, {"junior": "anthropic/claude-sonnet-4-5-20250929"})  # minimum 1,024
+    assert replay_task(replay.tasks[0], HistoryVariant(cache=True), lower, HistoryVariant())[
+        "rollout-00"].cached_tokens == pytest.approx(tokens[0] + tokens[1])
+
+
+def test_vote_at_k_with_a_prompt_cache_is_priced_like_the_cached_principal(tmp_path):
+    conversations = {i: _conversation(4, 8000) for i in range(2)}
+    rows = []
+    for index, messages in conversations.items():
+        prompts = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant"]
+        rows += [_row(f"rollout-{index:02d}", "junior", (_chars(p) // 4 + 200) / 1e6, input_tokens=_chars(p) // 4,
+                      output_tokens=100, at=10.0 * (j + 1) + index) for j, p in enumerate(prompts)]
+    rows += [_row("senior", "senior", 0.01), _row("", "principal", 0.01)]
+    prices = {**PRICES, "cached_input": 0.1}
+    config = {"models": {role: {"model": f"scripted/{role}.yaml", "prices": prices}
+                         for role in ("junior", "senior", "principal")}}
+    run = make_run(tmp_path / "run", votes=["x", "y"], verdicts={"x": True, "y": False}, principal_resolved=True,
+                   rows=rows, conversations=conversations, config=config)
+    found, _ = policies(run)
+    plain, cached = found[("vote@k", 2)], found[("vote@k, prompt cache", 2)]
+    assert plain.resolve_rate == cached.resolve_rate == 1.0
+    assert plain.dollars_per_task == pytest.approx(sum(r["cost"] for r in rows if r["stage"] == "junior"))
+    assert cached.dollars_per_task < 0.5 * plain.dollars_per_task  # four growing prompts, three read from cache
+    whole_cached = found[("principal, whole history, prompt cache", None)]
+    assert whole_cached.dollars_per_task == pytest.approx(cached.dollars_per_task + 0.02)

@@ -14,8 +14,10 @@ with a provider's prompt cache or without (``swepipe whatif``).
 - **Prompt cache.** A call reads from the cache the longest run of leading whole messages it shares with a prompt
   of the same model in the same task that had finished before the call started (the ledger's times; rollouts run
   side by side, so their first calls rarely find the shared system prompt and task already written), when that
-  prefix is at least ``min_cache_tokens`` (1024 at Anthropic and OpenAI). The rest of its input is written to the
-  cache, priced at the cache-write price where the model has one (Anthropic: 1.25 x input), else as input. Cache
+  prefix is at least the model's cache minimum (``Prices.cache_min_tokens``, from litellm's map: 1024 for most,
+  4096 for Claude Haiku 4.5 and Opus 4.5; 1024 when unknown). The rest of its input is written to the cache,
+  priced at the cache-write price where the model has one (Anthropic: 1.25 x input), else as input. A prompt
+  shorter than the minimum is neither read from nor written to the cache. Cache
   entries are assumed to live as long as the task (providers keep them 5 minutes after the last hit).
 """
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 from pipeline.agent.compact import compact_history
 from pipeline.models.ledger import LedgerRow
+from pipeline.models.spec import Prices
 from pipeline.report.replay_data import TaskReplay
 
 MIN_CACHE_TOKENS = 1024
@@ -72,8 +75,7 @@ class _Call:
         return self.row.time - self.row.latency
 
 
-def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: HistoryVariant,
-                min_cache_tokens: int = MIN_CACHE_TOKENS) -> dict[str, Spend]:
+def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: HistoryVariant) -> dict[str, Spend]:
     """Spend by agent (``rollout-NN``, ``senior``; every other call under its stage's name) of ``task``'s calls under
     ``variant``. ``price_of(row)`` gives the Prices a replayed call is charged at, ``price_of.row_cost(row)`` what a
     call that is not replayed cost (``whatif.Pricer``); ``sent`` is how the run itself compacted
@@ -93,22 +95,27 @@ def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: Histo
         measured = [seen.get(id(m)) or seen.setdefault(id(m), (_size(m), _fingerprint(m))) for m in prompt]
         prepared.append((call, [size for size, _ in measured], [fingerprint for _, fingerprint in measured], prompt))
     written_by_model: dict[str, _PrefixIndex] = {}
-    if variant.cache:
-        for call, _, prints, _ in prepared:
+    for call, sizes, prints, _ in prepared:  # what each call wrote to the cache, from the time it finished
+        if variant.cache and sum(sizes) * call.factor >= _cache_minimum(price_of(call.row)):
             written_by_model.setdefault(call.row.model, _PrefixIndex()).add(prints, call.row.time)
     for call, sizes, prints, _ in prepared:
+        prices = price_of(call.row)
         tokens = sum(sizes) * call.factor
         cached = written = 0.0
-        if variant.cache:
-            shared = written_by_model[call.row.model].shared(prints, call.start)
+        if variant.cache and tokens >= _cache_minimum(prices):  # a shorter prompt is neither read nor written
+            index = written_by_model.get(call.row.model)
+            shared = index.shared(prints, call.start) if index else 0
             cached = sum(sizes[:shared]) * call.factor
-            if cached < min_cache_tokens:
+            if cached < _cache_minimum(prices):
                 cached = 0.0
             written = tokens - cached
-        prices = price_of(call.row)
         dollars = prices.cost(tokens, cached, call.row.output_tokens, written)  # (token counts may be fractional)
         _book(spend, call.agent, Spend(tokens, cached, written, call.row.output_tokens, dollars))
     return spend
+
+
+def _cache_minimum(prices: Prices) -> int:
+    return prices.cache_min_tokens or MIN_CACHE_TOKENS
 
 
 def _replayable(task: TaskReplay, sent: HistoryVariant) -> tuple[list[_Call], set[int]]:

@@ -16,7 +16,8 @@ Per task it reads the rollouts, their candidates and the hidden tests' verdict o
   (``-> principal``): their verdict on a smaller pool is unknown, so the recorded one stands in for it and the
   policy is marked an estimate where the schedule stopped early.
 - history: the recorded run with its agents' histories compacted and/or a prompt cache (``replay_history``);
-  the verdicts stay the recorded ones (an estimate of dollars and tokens only).
+  the verdicts stay the recorded ones (an estimate of dollars and tokens only). ``vote@k, prompt cache`` is vote@k
+  with each rollout priced as the cached principal's rollouts are (every rollout of the task replayed together).
 
 Every policy is computed on the same tasks: those with a verdict, and, once any candidate was scored, only those
 whose every candidate has a verdict (the others are named in the notes).
@@ -47,7 +48,7 @@ COMPACT_AFTER = (None, 2, 4)
 @dataclass
 class Policy:
     name: str
-    family: str  # pass@k, vote@k, principal, skip, schedule, history
+    family: str  # pass@k, vote@k, vote@k, prompt cache, principal, skip, schedule, history
     k: float | None  # rollouts paid for (a mean over tasks for schedules)
     resolve_rate: float | None
     dollars_per_task: float | None
@@ -134,12 +135,17 @@ def what_if(run: RunReplay, pricer: Pricer, *, max_subsets: int = MAX_SUBSETS, s
         policies.append(_recorded(tasks, pricer))
         if candidates_scored:
             k_max = max((len(t.rollouts) for t in tasks), default=0)
+            recorded = [{i: _rollout_cost(t, i, pricer) for i in t.rollouts} for t in tasks]
             for k in range(1, k_max + 1):
                 policies.append(_pass_at(tasks, k, pricer))
-                policies.append(_vote_at(tasks, k, pricer, max_subsets, seed))
+                policies.append(_vote_at(tasks, k, recorded, max_subsets, seed))
             policies += [_skip(tasks, share, least, pricer) for share, least in SKIP_GRID]
             policies += _schedules(tasks, pricer, k_max)
-        policies += _histories(tasks, pricer, run.config, notes)
+        histories, cached_rollouts = _histories(tasks, pricer, run.config, notes)
+        policies += histories
+        if candidates_scored and cached_rollouts is not None:  # vote@k priced as the cached principal is
+            policies += [_vote_at(tasks, k, cached_rollouts, max_subsets, seed, name="vote@k, prompt cache")
+                         for k in range(1, k_max + 1)]
     for policy in policies:
         policy.run = run.run_id
     return WhatIf(run.run_id, policies, len(tasks), notes)
@@ -216,20 +222,21 @@ def _subsets(indices: list[int], k: int, max_subsets: int, rng: random.Random):
     return [tuple(sorted(rng.sample(indices, k))) for _ in range(max_subsets)]
 
 
-def _vote_at(tasks: list[TaskReplay], k: int, pricer: Pricer, max_subsets: int, seed: int) -> Policy:
+def _vote_at(tasks: list[TaskReplay], k: int, rollout_costs: list[dict[int, float]], max_subsets: int, seed: int,
+             name: str = "vote@k") -> Policy:
+    """``rollout_costs``: per task, what each of its rollouts cost (as recorded, or replayed with a prompt cache)."""
     rng = random.Random(seed * 1_000_003 + k)
     outcomes = []
-    for task in tasks:
+    for task, costs in zip(tasks, rollout_costs):
         indices = task.rollouts
         if not indices:
             outcomes.append((0.0, 0.0))
             continue
-        costs = {i: _rollout_cost(task, i, pricer) for i in indices}
         subsets = _subsets(indices, min(k, len(indices)), max_subsets, rng)
         resolved = sum(_top_verdict(task, sub_pool(task, s)) for s in subsets) / len(subsets)
         dollars = sum(sum(costs[i] for i in s) for s in subsets) / len(subsets)
         outcomes.append((resolved, dollars))
-    return _policy("vote@k", "vote@k", k, outcomes)
+    return _policy(name, name, k, outcomes)
 
 
 def _skip(tasks: list[TaskReplay], share: float, least: int, pricer: Pricer) -> Policy:
@@ -283,27 +290,33 @@ def _schedules(tasks: list[TaskReplay], pricer: Pricer, k_max: int) -> list[Poli
     return policies
 
 
-def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict, notes: list[str]) -> list[Policy]:
+def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
+               notes: list[str]) -> tuple[list[Policy], list[dict[int, float]] | None]:
+    """The principal with each history variant, and per task each rollout's cost with the whole history and a
+    prompt cache (None when nothing could be replayed)."""
     if not any(t.conversations for t in tasks):
         notes.append("no agent conversation is on record: history compaction and caching cannot be replayed")
-        return []
+        return [], None
     limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
     chars = int(limits.get("compact_chars") or 1000)
     sent = HistoryVariant(compact_after=limits.get("compact_after"), compact_chars=chars)
     if any(pricer.prices.get(stage) is None for stage in ("junior", "senior")):
         notes.append("history policies need the junior and senior models' prices (config or --price)")
-        return []
-    policies = []
+        return [], None
+    policies, cached_rollouts = [], None
     for after, cache in itertools.product(COMPACT_AFTER, (False, True)):
         variant = HistoryVariant(cache=cache, compact_after=after, compact_chars=chars)
         outcomes, rollout_inputs = [], []
-        for task in tasks:
-            spend = replay_task(task, variant, pricer, sent)
+        spends = [replay_task(task, variant, pricer, sent) for task in tasks]
+        for task, spend in zip(tasks, spends):
             outcomes.append((float(bool(task.resolved)), sum(s.dollars for s in spend.values())))
             rollout_inputs += [s.input_tokens for agent, s in spend.items() if rollout_index(agent) is not None]
+        if cache and after is None:
+            cached_rollouts = [{i: spend[f"rollout-{i:02d}"].dollars if f"rollout-{i:02d}" in spend else 0.0
+                                for i in task.rollouts} for task, spend in zip(tasks, spends)]
         per_rollout = sum(rollout_inputs) / len(rollout_inputs) if rollout_inputs else None
         same_prompts = after == sent.compact_after  # a cache changes the price, never what the model sees
         policies.append(_policy(f"principal, {variant.label}", "history", None, outcomes, exact=same_prompts,
                                 input_tokens_per_rollout=per_rollout))
-    return policies
+    return policies, cached_rollouts
 

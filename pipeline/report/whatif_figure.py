@@ -9,6 +9,7 @@ from pipeline.report.whatif import Policy, WhatIf
 _STYLE = {  # family -> (marker, colour, label)
     "pass@k": ("^", "#b0b0b0", "pass@k (oracle)"),
     "vote@k": ("o", "#8fb3d9", "vote@k"),
+    "vote@k, prompt cache": ("o", "#3f6fa3", "vote@k, prompt cache"),
     "principal": ("*", "#c9545d", "principal (recorded)"),
     "skip": ("s", "#7aa874", "skip rules"),
     "schedule": ("D", "#f2b36f", "schedules"),
@@ -41,7 +42,7 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
         axes.scatter([p.dollars_per_task for p in members], [p.resolve_rate for p in members], marker=marker,
                      color=colour, s=90 if family == "principal" else 36, label=label, zorder=3,
                      edgecolors="#333333" if family == "principal" else "none")
-        if family in ("pass@k", "vote@k"):
+        if family in ("pass@k", "vote@k", "vote@k, prompt cache"):
             for run in {p.run for p in members}:
                 line = sorted((p for p in members if p.run == run), key=lambda p: p.k)
                 axes.plot([p.dollars_per_task for p in line], [p.resolve_rate for p in line], "-", color=colour,
@@ -49,17 +50,22 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
                 for p in (line[0], line[-1]):
                     axes.annotate(f"k={p.k:g}", (p.dollars_per_task, p.resolve_rate), textcoords="offset points",
                                   xytext=(4, -11), fontsize=7, color="#555555")
+    costs = [p.dollars_per_task for p in policies]
+    span = max(costs) - min(costs)
+    labelled: list[tuple[float, float]] = []
     for result in results:
         front = pareto_front(result.policies)
         if front:
             axes.step([p.dollars_per_task for p in front], [p.resolve_rate for p in front], where="post",
                       linestyle=":", color="#2e8b57", zorder=1,
                       label="Pareto front" if result is results[0] else None)
-            for p in front:
+            for p in front:  # a label only where it does not run into the last one (the table names them all)
+                if any(abs(p.dollars_per_task - x) < 0.12 * (span or 1) and abs(p.resolve_rate - y) < 0.05
+                       for x, y in labelled):
+                    continue
+                labelled.append((p.dollars_per_task, p.resolve_rate))
                 axes.annotate(_label(p, several), (p.dollars_per_task, p.resolve_rate), textcoords="offset points",
                               xytext=(6, 5), fontsize=7, color="#2e5e3e")
-    costs = [p.dollars_per_task for p in policies]
-    span = max(costs) - min(costs)
     axes.set_xlim(max(0.0, min(costs) - 0.08 * span) if span else 0.0, max(costs) + 0.3 * span if span else
                   max(2 * max(costs), 1e-4))
     axes.xaxis.set_major_formatter("${x:,.4g}")
@@ -74,5 +80,5 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
 
 
 def _label(policy: Policy, several: bool) -> str:
-    name = policy.name.replace("@k", f"@{policy.k:g}") if policy.family in ("pass@k", "vote@k") else policy.name
+    name = policy.name.replace("@k", f"@{policy.k:g}") if policy.name.startswith(("pass@k", "vote@k")) else policy.name
     return f"{policy.run}: {name}" if several else name
