@@ -116,8 +116,8 @@ def table(result: dict) -> str:
     rows = [("principal (recorded, repriced)", by_name.get("principal"))]
     rows += [(f"principal, {name}", by_name.get(f"principal, {name}")) for name in HISTORY]
     k = max((p["k"] for p in result["policies"] if p["family"] == "vote@k"), default=None)
-    rows += [(f"vote@{k}", next((p for p in result["policies"] if p["family"] == "vote@k" and p["k"] == k), None)),
-             (f"pass@{k}", next((p for p in result["policies"] if p["family"] == "pass@k" and p["k"] == k), None))]
+    rows += [(name.replace("@k", f"@{k}"), next((p for p in result["policies"] if p["name"] == name and p["k"] == k),
+                                                None)) for name in ("vote@k", "vote@k, prompt cache", "pass@k")]
     for label, policy in rows:
         if policy is None:
             lines.append(f"{label:42} (not computed)")
