@@ -95,8 +95,8 @@ def test_empty_run_is_all_not_available(runs):
     assert (s.tasks, s.unfinished, s.rate, s.interval, s.dollars_per_task, s.principal_share) == (0, 1, None, None,
                                                                                                    None, None)
     table = overview([s], None)
-    assert [row[0] for row in table.rows[:3]] == ["strategy", "pipeline variant", "tasks"]
-    assert {cell for row in table.rows[3:] for cell in row[1:]} <= {"n/a", "$0.0000"}
+    assert [row[0] for row in table.rows[:4]] == ["strategy", "pipeline variant", "history compaction", "tasks"]
+    assert {cell for row in table.rows[4:] for cell in row[1:]} <= {"n/a", "$0.0000"}
 
 
 def test_missing_run_directory_is_a_clear_error(tmp_path):
@@ -298,6 +298,11 @@ def test_pipeline_variant_names_each_ablation_from_the_config(tmp_path):
     run = make_run(tmp_path, "nosenior", with_models(senior="none"), [{"id": "a", "cost": {"junior": 0.1}}])
     table = overview([run_stats(load_run(run))], None)
     assert ["pipeline variant", "no senior"] in table.rows
+    assert ["history compaction", "off (whole history)"] in table.rows
+    compacted = make_run(tmp_path, "compacted", {**PIPELINE, "limits": {"compact_after": 4, "compact_chars": 800}},
+                         [{"id": "a", "cost": {"junior": 0.1}}])
+    assert ["history compaction", "last 4 observation(s) whole, older cut to 800 + 800 characters"] in \
+        overview([run_stats(load_run(compacted))], None).rows
 
 
 def stats_with(base, rate: float, cost: float, run_id: str = "run"):

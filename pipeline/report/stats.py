@@ -54,6 +54,7 @@ class RunStats:
     scheduled_rollouts: list = field(default_factory=list)  # (rollouts run, K) of each task the schedule ran
     unfinished: int = 0
     variant: str = "n/a"  # which pipeline ran: full, no senior, no juniors (k=0), no principal, vote, solo, ...
+    compaction: str = "n/a"  # limits.compact_after of the run's config, in words (history_compaction)
     f2p_credit: float | None = None  # mean over tasks with per-test results of the FAIL_TO_PASS share passed
     f2p_tasks: int = 0  # tasks with per-test results
     reward: float | None = None  # the study's reward: mean over tasks with per-test results of the share of their
@@ -110,6 +111,18 @@ def cost_ratio(run: RunStats, baseline: RunStats) -> float | None:
     if run.dollars_per_task is None or baseline.dollars_per_task is None or baseline.dollars_per_task <= COST_EPSILON:
         return None
     return run.dollars_per_task / baseline.dollars_per_task
+
+
+def history_compaction(config: dict) -> str:
+    """How the run's agents sent their histories (``limits.compact_after``/``compact_chars`` of config.yaml)."""
+    if not config:
+        return "n/a"
+    limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
+    after = limits.get("compact_after")
+    if after is None:
+        return "off (whole history)"
+    chars = limits.get("compact_chars") or 1000
+    return f"last {after} observation(s) whole, older cut to {chars:,} + {chars:,} characters"
 
 
 def pipeline_variant(config: dict, strategies: list[str]) -> str:
@@ -215,7 +228,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         scheduled_rollouts=[(t.pool["schedule"].get("rollouts_run"), t.pool["schedule"].get("k")) for t in tasks
                             if _scheduled(t)],
         unfinished=len(run.unfinished),
-        variant=pipeline_variant(run.config, run.strategies),
+        variant=pipeline_variant(run.config, run.strategies), compaction=history_compaction(run.config),
         f2p_credit=_mean(credits), f2p_tasks=len(credits), reward=_mean(rewards), reward_tasks=len(rewards),
     )
 
