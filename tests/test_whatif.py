@@ -319,3 +319,13 @@ def test_vote_at_k_with_a_prompt_cache_is_priced_like_the_cached_principal(tmp_p
     assert cached.dollars_per_task < 0.5 * plain.dollars_per_task  # four growing prompts, three read from cache
     whole_cached = found[("principal, whole history, prompt cache", None)]
     assert whole_cached.dollars_per_task == pytest.approx(cached.dollars_per_task + 0.02)
+
+
+def test_a_run_with_the_senior_switched_off_still_replays_its_juniors(tmp_path):
+    """An ablation run (--senior-model none) has no senior to price: its rollouts' histories are replayed anyway."""
+    config = {"models": {"junior": {"model": "scripted/junior.yaml", "prices": PRICES},
+                         "senior": {"model": "none"}, "principal": {"model": "scripted/p.yaml", "prices": PRICES}}}
+    run = make_run(tmp_path / "run", votes=["x"], verdicts={"x": True}, principal_resolved=True, config=config,
+                   conversations={0: _conversation(2, 100)})
+    found, result = policies(run)
+    assert ("principal, whole history, prompt cache", None) in found and not result.notes

@@ -300,8 +300,10 @@ def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
     limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
     chars = int(limits.get("compact_chars") or 1000)
     sent = HistoryVariant(compact_after=limits.get("compact_after"), compact_chars=chars)
-    if any(pricer.prices.get(stage) is None for stage in ("junior", "senior")):
-        notes.append("history policies need the junior and senior models' prices (config or --price)")
+    replayed = {"senior" if agent == "senior" else "junior" for t in tasks for agent in t.conversations}
+    unpriced = sorted(stage for stage in replayed if pricer.prices.get(stage) is None)
+    if unpriced:
+        notes.append(f"history policies need the {' and '.join(unpriced)} model's prices (config or --price)")
         return [], None
     policies, cached_rollouts = [], None
     for after, cache in itertools.product(COMPACT_AFTER, (False, True)):
