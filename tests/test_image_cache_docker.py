@@ -6,6 +6,7 @@ Every image here is a throwaway built for the test (a LABEL on a bundled image: 
 sanitised copy, and no new layer), removed after; the bundled images and other tests' images are never touched.
 """
 
+import contextlib
 import io
 import json
 import os
@@ -214,3 +215,35 @@ def test_a_registry_that_does_not_answer_is_asked_once_per_wave_not_once_per_ima
     answers = [status.registry for status in result.images]
     assert all(answer.startswith("unknown (registry unreachable: ") for answer in answers)
     assert sum("(not asked again)" in answer for answer in answers) == 40 - 16  # only the first wave waited
+
+
+def test_a_container_removed_while_the_cache_lists_them_is_simply_gone(monkeypatch):
+    """Tasks on one Docker engine end side by side: a container another task removes between the listing and its
+    inspection must not make the prune after a task (images in use) or a cleanup fail; that prune's failure left
+    a task with no image_cache.jsonl line on a cluster."""
+    from docker.models.containers import ContainerCollection
+
+    client = containers.client()
+    image = image_name(BUNDLED_IMAGE_TEMPLATE, CHOSEN[0].to_row())
+    run_id = f"vanishing-{uuid.uuid4().hex[:8]}"
+    doomed = client.containers.run(image, ["sleep", "300"], detach=True, labels=containers.labels(run_id))
+    stays = client.containers.run(image, ["sleep", "300"], detach=True, labels=containers.labels(run_id))
+    real_get = ContainerCollection.get
+
+    def get_after_another_task_removed_it(self, container_id):
+        if container_id == doomed.id:
+            real_get(self, container_id).remove(force=True)
+        return real_get(self, container_id)
+
+    try:
+        monkeypatch.setattr(ContainerCollection, "get", get_after_another_task_removed_it)
+        assert client.images.get(image).id in image_cache.images_in_use()  # the other container's image
+        monkeypatch.undo()
+        doomed = client.containers.run(image, ["sleep", "300"], detach=True, labels=containers.labels(run_id))
+        monkeypatch.setattr(ContainerCollection, "get", get_after_another_task_removed_it)
+        assert containers.remove_labelled(run_id) == [stays.name]
+    finally:
+        monkeypatch.undo()
+        for container in (doomed, stays):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)

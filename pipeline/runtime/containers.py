@@ -82,7 +82,7 @@ def remove_all_tracked() -> int:
 def remove_labelled(run_id: str | None = None) -> list[str]:
     """Remove every swepipe container (of one run, when given); returns their names."""
     wanted = [f"{RUN_LABEL}={run_id}"] if run_id else [LABEL]
-    found = client().containers.list(all=True, filters={"label": wanted})
+    found = client().containers.list(all=True, filters={"label": wanted}, ignore_removed=True)  # others remove too
     for container in found:
         remove(container)
     return [c.name for c in found]

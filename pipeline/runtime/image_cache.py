@@ -266,7 +266,9 @@ def preflight(names: Iterable[str], budget_gb: float | None = None, registry_tim
 
 def images_in_use() -> set[str]:
     """Ids of the images a running swepipe container (any run, any process) was started from."""
-    found = containers.client().containers.list(filters={"label": containers.LABEL, "status": "running"})
+    # ignore_removed: a container another task removes between the listing and its inspection is simply gone
+    found = containers.client().containers.list(filters={"label": containers.LABEL, "status": "running"},
+                                                ignore_removed=True)
     return {c.attrs.get("Image") for c in found if c.attrs.get("Image")}
 
 
