@@ -83,6 +83,12 @@ class RunLayout:
         return self.root / "predictions.jsonl"
 
     @property
+    def dataset(self) -> Path:
+        """The dataset and split the run's tasks come from (pipeline.run.run_dataset), so that later commands on
+        the run (eval, coverage, report, a resumed run) load the same tasks without --dataset again."""
+        return self.root / "dataset.json"
+
+    @property
     def lock_file(self) -> Path:
         return self.root / ".lock"
 

@@ -79,6 +79,7 @@ def eval_(
 
         connect(ray_address)
     loaded = load_predictions(predictions)
+    selection = selection.for_run(predictions.resolve().parent, console.print)  # a run's own predictions.jsonl
     tasks_ = selection.load()
     defaults = defaults_for(selection.dataset)
     run_id = _run_id_for(predictions)
@@ -121,6 +122,7 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
     from pipeline.runtime.limits import container_limits
 
     root = resolve_run(run)
+    selection = selection.for_run(root, console.print)
     plan = plan_candidates(root, selection.load(), redo)
     defaults = defaults_for(selection.dataset)
     recorded = run_containers(root)  # the image and platform the run's agents had, unless given here

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass
@@ -43,6 +44,20 @@ class TaskSelection:
     slice_: str | None = None
     shuffle: bool = False
     seed: int = 0
+    given: frozenset[str] = frozenset()  # the options set on the command line, not left at their defaults
+
+    def for_run(self, run_root: Path, announce=None) -> TaskSelection:
+        """The selection for a command on the run at ``run_root``: the run's recorded dataset and split
+        (pipeline.run.run_dataset) unless --dataset or --split was given; announced when it changes anything."""
+        from pipeline.run.run_dataset import recorded_dataset
+
+        recorded = recorded_dataset(run_root)
+        if recorded is None or self.given & {"dataset", "split"}:
+            return self
+        chosen = dataclasses.replace(self, dataset=recorded.dataset, split=recorded.split or self.split)
+        if announce and (chosen.dataset, chosen.split) != (self.dataset, self.split):
+            announce(f"tasks from {recorded.describe()}, as run {run_root.name} recorded")
+        return chosen
 
     def load(self) -> list[Task]:
         """Load the dataset and apply the filters; filters are checked before the dataset is read."""
@@ -71,19 +86,33 @@ def selects_tasks(*names: str):
                                    annotation=_SELECTION_OPTIONS[name]) for name in names]
         kept = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values()
                 if p.name != "selection"]
+        context = inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
 
         @functools.wraps(command)
         def with_selection(**options):
             chosen = {name: options.pop(name) for name in names}
-            return command(selection=TaskSelection(**chosen), **options)
+            given = _given_on_command_line(options.pop(_CONTEXT, None), names)
+            return command(selection=TaskSelection(**chosen, given=given), **options)
 
         del with_selection.__wrapped__  # typer must read the signature below, not the command's
-        signature = own.replace(parameters=[*added, *kept])
+        signature = own.replace(parameters=[*added, *kept, context])
         with_selection.__signature__ = signature
         with_selection.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
         return with_selection
 
     return wrap
+
+
+_CONTEXT = "_typer_context"  # the command's context, which typer passes to a parameter of this type
+
+
+def _given_on_command_line(context: typer.Context | None, names) -> frozenset[str]:
+    """Which of ``names`` the command line (or the environment) set; all of them when there is no context to ask
+    (the command called as a function), so that nothing is then taken from a run's record instead."""
+    if context is None:
+        return frozenset(names)
+    sources = {name: context.get_parameter_source(name) for name in names}
+    return frozenset(name for name, source in sources.items() if source is not None and source.name != "DEFAULT")
 
 
 ImageTemplate = Annotated[Optional[str], typer.Option(

@@ -32,7 +32,7 @@ def report(
     from pipeline.report.render import rich_table
 
     try:
-        tasks = selection.load()
+        tasks = _tasks_of_runs([*runs, *([baseline] if baseline else [])], selection)
         patches = {t.instance_id: t.patch for t in tasks}
         problems = {t.instance_id: t.problem_statement for t in tasks}  # for the task pages
     except SwepipeError as error:
@@ -69,6 +69,7 @@ def coverage(
     from pipeline.report.render import rich_table
     from pipeline.report.tables import coverage_by_task, coverage_table
 
+    selection = selection.for_run(run_dir, console.print)
     tasks = selection.load()
     patches = {t.instance_id: t.patch for t in tasks}
     if senior_at:
@@ -84,6 +85,13 @@ def coverage(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
         console.print(f"figure: {path}", soft_wrap=True)
+
+
+def _tasks_of_runs(runs: list[Path], selection: opt.TaskSelection) -> list:
+    """The tasks of every run shown: each run's recorded dataset (unless --dataset or --split was given), each
+    dataset loaded once."""
+    chosen = list(dict.fromkeys(selection.for_run(run, console.print) for run in runs)) or [selection]
+    return [task for one in chosen for task in one.load()]
 
 
 def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template: str | None, workers: int) -> None:

@@ -97,15 +97,17 @@ def run(
     if print_config:
         print(commented_yaml(cfg), end="")
         return
+    if run_id:  # a resumed run goes on with its own dataset
+        selection = selection.for_run(runs_dir / run_id, console.print)
     selected = selection.load()
     if cfg.executor.kind == "ray":  # Ray missing or no cluster there: said now, before the run directory exists
         from pipeline.run.ray_connect import connect
 
         connect(cfg.executor.ray_address)
-    settings, server = prepare_run(dataset=selection.dataset, config=cfg, run_id=run_id, runs_dir=runs_dir,
-                                   evaluate=evaluate, reuse_juniors_from=reuse_juniors_from, run_scripts=run_scripts,
-                                   dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
-                                   announce=console.print, eval_network=eval_network, workers=workers)
+    settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, run_id=run_id,
+                                   runs_dir=runs_dir, evaluate=evaluate, reuse_juniors_from=reuse_juniors_from,
+                                   run_scripts=run_scripts, dockerfiles=dockerfiles, image_template=image_template,
+                                   timeout=timeout, announce=console.print, eval_network=eval_network, workers=workers)
     interactive = sys.stderr.isatty()
     try:
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
@@ -200,11 +202,13 @@ def rollouts(
 
     if k == 0:
         raise SwepipeError("swepipe rollouts -k 0 would run no rollout; pass -k N (N >= 1)")
+    if run_id:
+        selection = selection.for_run(runs_dir / run_id, console.print)
     chosen = dataclasses.replace(selection, instance_ids=task).load()[0]
     cfg = resolve_config(config, k=k, strategy="vote", overrides={"junior": junior_model})
     if max_steps is not None:
         cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"max_steps": max_steps})})
-    settings, server = prepare_run(dataset=selection.dataset, config=cfg, runs_dir=runs_dir,
+    settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, runs_dir=runs_dir,
                                    run_id=run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S"),
                                    image_template=image_template, announce=console.print)
     try:

@@ -78,11 +78,12 @@ def sweep(
             "worker_models": worker_models, "lead_prompts": lead_prompts, "solo_prompts": solo_prompts}
     the_grid = build_grid(cfg, read_grid_file(grid) if grid else {}, axes, sizing, grid_file=grid)
     baseline_dir = _baseline(baseline, runs_dir) if baseline else None
+    root_id = sweep_id or time.strftime("sweep-%Y%m%d-%H%M%S")
+    root = resolve_sweep_root(root_id, runs_dir)
+    selection = selection.for_run(root, console.print)  # a resumed sweep goes on with its own dataset
     tasks = selection.load()
     if not tasks:
         raise SwepipeError("no task selected: the sweep would run nothing")
-    root_id = sweep_id or time.strftime("sweep-%Y%m%d-%H%M%S")
-    root = resolve_sweep_root(root_id, runs_dir)
     plan = plan_sweep(cfg, the_grid, tasks, sweep_id=root.name, runs_dir=root.parent, baseline=baseline_dir)
     if dry_run:
         for line in dry_run_lines(plan):
@@ -91,9 +92,10 @@ def sweep(
     interactive = sys.stderr.isatty()
     console.print(f"sweep {plan.sweep_id}: {len(plan.cells)} cell(s) x {len(tasks)} task(s) -> {plan.root}",
                   soft_wrap=True, highlight=False)
-    outcome = run_sweep(plan, dataset=selection.dataset, workers=workers, evaluate=evaluate, run_scripts=run_scripts,
-                        dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
-                        eval_network=eval_network, show_progress=interactive, log=_line, announce=_line)
+    outcome = run_sweep(plan, dataset=selection.dataset, split=selection.split, workers=workers, evaluate=evaluate,
+                        run_scripts=run_scripts, dockerfiles=dockerfiles, image_template=image_template,
+                        timeout=timeout, eval_network=eval_network, show_progress=interactive, log=_line,
+                        announce=_line)
     if outcome.stopped:
         from pipeline import stopping
         from pipeline.runtime import containers

@@ -13,6 +13,7 @@ from pipeline.errors import SwepipeError
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
+from pipeline.run.run_dataset import record_dataset
 from pipeline.run.task import RunSettings
 from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.storage import write_text_atomic
@@ -41,7 +42,8 @@ def resolve_config(config_path: Path | None, *, overrides: dict[str, str | None]
     return cfg
 
 
-def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir: Path, evaluate: bool = False,
+def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir: Path, split: str = "test",
+                evaluate: bool = False,
                 reuse_juniors_from: str | None = None, run_scripts: Path | None = None,
                 dockerfiles: Path | None = None, image_template: str | None = None, timeout: float = 1800,
                 announce=print, eval_network: bool = False, workers: int = 1):
@@ -63,6 +65,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
             resolve_prices(spec, role)  # an unpriced model stops the run before its directory exists
     layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
     layout.lock()  # a second process on the same run stops here (RunLocked), before anything is written
+    record_dataset(layout, dataset, split)  # a resume naming another dataset stops here
     layout.repair()  # lines a killed session cut short, its temporary files
     local_server = None
     # Roles with no model are played by the local model; a role switched off (model none) is not needed at all.

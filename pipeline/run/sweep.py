@@ -26,6 +26,7 @@ from pipeline.config import RunConfig, SoloConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.models.spec import ModelSpec
+from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -430,10 +431,10 @@ class SweepOutcome:
     ran: list[str] = field(default_factory=list)  # cells that had tasks to run in this session
 
 
-def run_sweep(plan: Plan, *, dataset: str, workers: int = 1, evaluate: bool = False, run_scripts: Path | None = None,
-              dockerfiles: Path | None = None, image_template: str | None = None, timeout: float = 1800,
-              eval_network: bool = False, show_progress: bool = False, log: Callable[[str], None] = print,
-              announce: Callable[[str], None] = print) -> SweepOutcome:
+def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1, evaluate: bool = False,
+              run_scripts: Path | None = None, dockerfiles: Path | None = None, image_template: str | None = None,
+              timeout: float = 1800, eval_network: bool = False, show_progress: bool = False,
+              log: Callable[[str], None] = print, announce: Callable[[str], None] = print) -> SweepOutcome:
     """Run every cell in turn through the run path; a stop (Ctrl-C, SIGTERM) ends the sweep after saving what
     finished, with the cell marked stopped, so the same command resumes it."""
     from pipeline.run.runner import run_tasks
@@ -441,6 +442,7 @@ def run_sweep(plan: Plan, *, dataset: str, workers: int = 1, evaluate: bool = Fa
 
     sweep_layout = RunLayout(plan.root)
     sweep_layout.lock()  # one process per sweep (each cell is locked as well)
+    record_dataset(sweep_layout, dataset, split)  # its cells, and a resumed sweep, use the same tasks
     manifest = _manifest(plan, read_manifest(plan.root))
     write_json_atomic(plan.root / MANIFEST, manifest)
     outcome = SweepOutcome(manifest)
@@ -452,10 +454,10 @@ def run_sweep(plan: Plan, *, dataset: str, workers: int = 1, evaluate: bool = Fa
             entry["status"] = "running"
             write_json_atomic(plan.root / MANIFEST, manifest)
             announce(f"cell {number}/{len(plan.cells)} {cell.name}")
-            settings, server = prepare_run(dataset=dataset, config=cell.config, run_id=cell.name, runs_dir=plan.root,
-                                           evaluate=evaluate, run_scripts=run_scripts, dockerfiles=dockerfiles,
-                                           image_template=image_template, timeout=timeout, announce=announce,
-                                           eval_network=eval_network, workers=workers)
+            settings, server = prepare_run(dataset=dataset, split=split, config=cell.config, run_id=cell.name,
+                                           runs_dir=plan.root, evaluate=evaluate, run_scripts=run_scripts,
+                                           dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
+                                           announce=announce, eval_network=eval_network, workers=workers)
             try:
                 summary = run_tasks(plan.tasks, settings, workers=workers, show_progress=show_progress, log=log)
             finally:
