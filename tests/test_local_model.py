@@ -6,8 +6,11 @@ task resolves.
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -53,3 +56,36 @@ def test_local_model_runs_every_stage_and_records_it(tmp_path):
     evaluation = json.loads((paths.eval / "result.json").read_text())
     assert evaluation["category"] in ("resolved", "tests_failed", "patch_failed")
     assert prediction["resolved"] == evaluation["resolved"]
+
+
+def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """kill -9 gives swepipe no chance to stop the server it started; the server ends by itself."""
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'swepipe[local]')")
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom pipeline.models.local_server import LocalModelServer\n"
+         "server = LocalModelServer(threads=1)\nserver.start()\nprint(server.process.pid, flush=True)\n"
+         "time.sleep(600)"], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)})
+    server_pid = 0
+    try:
+        server_pid = int(starter.stdout.readline())
+        assert _alive(server_pid)
+        starter.kill()
+        starter.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(server_pid), "the local model server outlived the process that started it"
+    finally:
+        starter.kill()
+        if server_pid and _alive(server_pid):  # what this test found must not outlive it either
+            os.kill(server_pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a reaper (the orphaned server's parent is whoever adopted it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"

