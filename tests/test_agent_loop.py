@@ -408,3 +408,18 @@ def test_the_senior_is_told_what_the_principal_sees_and_its_budget(tmp_path, wor
     assert "cut to 3000 tokens" in system and "import block" in system and "CANDIDATE:" in system
     assert "## Candidate 1: proposed by 1 rollout(s) (submitted); touches calc.py" in instance
     assert record["candidate"] is None and "numbered 1 to 1" in record["problems"][0]
+
+
+def test_a_senior_whose_principal_is_shown_no_candidates_is_told_so(tmp_path, workspace, leaky_repo):
+    """principal.show_candidates 0: the brief is all the principal gets, and the senior must not count on it
+    seeing a junior patch."""
+    from pipeline.senior.stage import run_senior
+
+    brief = "ANALYSIS:\nx\nSPANS:\ncalc.py:1-2 add\nCANDIDATE: 1\n```bash\nsubmit\n```"
+    client, pool, task, config = senior_setup(tmp_path, leaky_repo, [brief])
+    config = config.model_copy(update={"principal": config.principal.model_copy(update={"show_candidates": 0})})
+    run_senior(task, pool, client, Budget("t"), workspace, config, tmp_path / "senior", lambda text: len(text) // 4)
+    saved = json.loads((tmp_path / "senior" / "trajectory.json").read_text())
+    system = " ".join(saved["messages"][0]["content"].split())
+    assert "It sees the issue, your analysis, the code you select, nothing else" in system
+    assert "junior candidates" not in system.split("nothing else")[0]
