@@ -19,6 +19,7 @@ from pipeline.runtime.limits import MIB, MEMORY_SHARE, format_size, machine_memo
 from pipeline.tasks import load_tasks
 from ray_cluster import NODES, SLOTS, no_containers_left
 from scripted_pipeline import SUBMIT, write_config
+from test_eval_candidates import make_run as make_candidates_run
 from test_image_cache_docker import CHOSEN, dataset, repository, throwaway  # noqa: F401 - repository: a fixture
 from test_run_docker import swepipe
 
@@ -82,6 +83,39 @@ def test_eval_on_two_nodes_gives_the_thread_verdicts_written_by_the_driver_and_r
     assert stamps[FIRST.instance_id] == (tmp_path / "onray" / FIRST.instance_id / "result.json").stat().st_mtime_ns
     assert _verdict(json.loads((tmp_path / "onray" / SECOND.instance_id / "result.json").read_text())) == \
         _verdict(json.loads((tmp_path / "threads" / SECOND.instance_id / "result.json").read_text()))
+
+
+def test_a_runs_candidates_are_scored_on_the_cluster_into_the_run_and_a_rerun_scores_none(cluster, tmp_path):
+    """`swepipe eval --candidates RUN --executor ray`: the gold candidate resolves and the half one fails on the
+    nodes, the driver writes each candidate's artefacts and result.json into the run, and a rerun scores nothing."""
+    run, gold_key, half_key = make_candidates_run(tmp_path)
+    paths = RunLayout(run).task(FIRST.instance_id)
+    command = ("eval", "--candidates", "cands", "--executor", "ray", "--ray-address", cluster.address)
+    done = swepipe(*command, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    output = " ".join(done.stdout.split())
+    assert "up to 4 scoring(s) at once" in output and f"images on {len(NODES)} node(s): " in output
+    assert f"{FIRST.instance_id}: 1 of 2 candidates resolve: {gold_key}" in output
+    assert "2 scored now, 0 already had a verdict" in output
+    gold = json.loads(paths.candidate_result(gold_key).read_text())
+    half = json.loads(paths.candidate_result(half_key).read_text())
+    assert (gold["resolved"], gold["category"], gold["votes"], gold["rollouts"]) == (True, "resolved", 2, [0, 2])
+    assert (half["resolved"], half["category"], half["votes"], half["rollouts"]) == (False, "tests_failed", 1, [1])
+    assert gold["node"] in NODES and half["node"] in NODES
+    for key in (gold_key, half_key):  # the nodes' scratch copies went back to the driver, which wrote them here
+        for artefact in ARTEFACTS:
+            assert (paths.candidates / key / artefact).is_file(), (key, artefact)
+    assert (paths.candidates / half_key / "patch.diff").read_text() in FIRST.patch
+    summary = json.loads((paths.candidates / "summary.json").read_text())
+    assert (summary["total"], summary["resolved"]) == (2, 1)
+    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-cands-candidates-*"))
+    assert no_containers_left("cands-candidates")
+
+    stamps = {key: paths.candidate_result(key).stat().st_mtime_ns for key in (gold_key, half_key)}
+    again = swepipe(*command, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "0 scored now, 2 already had a verdict" in " ".join(again.stdout.split())
+    assert {key: paths.candidate_result(key).stat().st_mtime_ns for key in stamps} == stamps
 
 
 def test_an_image_no_node_has_and_no_registry_confirms_stops_the_run_naming_the_nodes(cluster, tmp_path):

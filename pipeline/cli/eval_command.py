@@ -65,19 +65,17 @@ def eval_(
 
     chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
     executor, ray_address = chosen.kind, chosen.ray_address
-    if candidates is not None:
-        if executor == "ray":
-            raise SwepipeError("--candidates runs on this machine's thread pool only for now (--workers); "
-                               "drop --executor ray")
-        if output_dir is not None:
-            raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output-dir")
-        _eval_candidates(candidates, selection, run_scripts, dockerfiles, image_template, workers, redo, timeout,
-                         attempts, platform, eval_network, skip_image_check)
-        return
+    if candidates is not None and output_dir is not None:
+        raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output-dir")
     if executor == "ray":  # Ray missing or no cluster there: said now, before anything is scored
         from pipeline.run.ray_connect import connect
 
         connect(ray_address)
+    if candidates is not None:
+        _eval_candidates(candidates, selection, run_scripts, dockerfiles, image_template, workers, redo, timeout,
+                         attempts, platform, eval_network, skip_image_check,
+                         ray_address if executor == "ray" else None)
+        return
     loaded = load_predictions(predictions)
     selection = selection.for_run(predictions.resolve().parent, console.print)  # a run's own predictions.jsonl
     tasks_ = selection.load()
@@ -112,8 +110,10 @@ def eval_(
 
 
 def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_template, workers: int, redo: bool,
-                     timeout: float, attempts: int, platform, eval_network: bool, skip_image_check: bool) -> None:
-    """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates), its summary."""
+                     timeout: float, attempts: int, platform, eval_network: bool, skip_image_check: bool,
+                     ray_address: str | None) -> None:
+    """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates; on the Ray cluster
+    at ``ray_address`` when given), its summary."""
     from pipeline import stopping
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.candidates import plan_candidates, run_containers, score_candidates, summary_lines
@@ -129,15 +129,23 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
     settings = EvalSettings(image_template=image_template or recorded.get("image_template") or defaults.image_template,
                             run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
                             timeout=timeout, platform=platform or recorded.get("platform"), network=eval_network,
-                            run_id=f"{root.name}-candidates", limits=container_limits(concurrent=workers))
+                            run_id=f"{root.name}-candidates",
+                            # with ray, sized on each node from its machine and docker_slots
+                            limits=None if ray_address else container_limits(concurrent=workers))
     if not skip_image_check and plan.todo:
-        from pipeline.runtime.image_cache import require_images, run_image_names
+        from pipeline.runtime.image_cache import run_image_names
 
         tasks_ = list({job.task.instance_id: job.task for job in plan.todo}.values())
-        require_images(run_image_names(tasks_, settings.image_template), announce=console.print)
+        _require_images(run_image_names(tasks_, settings.image_template), ray_address)
     try:
-        summary = score_candidates(plan, settings, workers=workers, attempts=attempts,
-                                   show_progress=sys.stderr.isatty())
+        if ray_address:
+            from pipeline.run.ray_candidates import score_candidates_on_ray
+
+            summary = score_candidates_on_ray(plan, settings, attempts=attempts, show_progress=sys.stderr.isatty(),
+                                              address=ray_address)
+        else:
+            summary = score_candidates(plan, settings, workers=workers, attempts=attempts,
+                                       show_progress=sys.stderr.isatty())
     except KeyboardInterrupt:
         console.print(f"stopped: the candidates scored so far are saved in {root}/tasks/*/candidates/; run the "
                       "same command again to score the rest", soft_wrap=True)
@@ -147,19 +155,26 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
 
 
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: str | None = None) -> None:
-    from pipeline.runtime.image_cache import require_images, run_image_names
+    from pipeline.runtime.image_cache import run_image_names
 
     wanted = {p.instance_id for p in loaded}
     todo = [t for t in tasks_
             if t.instance_id in wanted and (redo or not (out / t.instance_id / "result.json").exists())]
-    if todo and ray_address is not None:  # on every node of the cluster
+    if todo:
+        _require_images(run_image_names(todo, settings.image_template), ray_address)
+
+
+def _require_images(names, ray_address: str | None) -> None:
+    """Every image is present or on its registry: here, or on every node of the cluster at ``ray_address``."""
+    if ray_address is not None:
         from pipeline.run.ray_connect import connect
         from pipeline.run.ray_preflight import check_images_on_nodes
 
-        check_images_on_nodes(connect(ray_address), run_image_names(todo, settings.image_template),
-                              announce=console.print)
-    elif todo:
-        require_images(run_image_names(todo, settings.image_template), announce=console.print)
+        check_images_on_nodes(connect(ray_address), names, announce=console.print)
+    else:
+        from pipeline.runtime.image_cache import require_images
+
+        require_images(names, announce=console.print)
 
 
 def _run_id_for(predictions: Path) -> str:

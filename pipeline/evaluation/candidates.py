@@ -182,23 +182,29 @@ def score_candidates(plan: CandidatesPlan, settings: EvalSettings, *, workers: i
 
     def one(job: CandidateJob) -> None:
         result = score_one(job.task, job.patch, job.paths.candidates / job.key, settings, attempts)
-        result.update(key=job.key, votes=job.votes, rollouts=job.rollouts)
         with lock:
-            write_json_atomic(job.paths.candidate_result(job.key), result)
-            summary.tasks[job.task.instance_id].results[job.key] = result
-            summary.scored_now += 1
-
-    def describe() -> str:
-        return f"{summary.resolved} resolve"
+            record_candidate(summary, job, result)
 
     try:
-        run_with_progress("candidates", plan.todo, one, workers=workers, total=len(plan.todo), describe=describe,
-                          show=show_progress)
+        run_with_progress("candidates", plan.todo, one, workers=workers, total=len(plan.todo),
+                          describe=lambda: f"{summary.resolved} resolve", show=show_progress)
     finally:  # also on a stop: the summaries say what was scored so far
-        for instance_id, entry in summary.tasks.items():
-            paths = RunLayout(summary.run_dir).task(instance_id)
-            write_json_atomic(paths.candidates / "summary.json", entry.as_dict())
+        write_task_summaries(summary)
     return summary
+
+
+def record_candidate(summary: CandidatesSummary, job: CandidateJob, result: dict) -> None:
+    """One candidate's verdict: eval's record plus the candidate's key, votes and rollouts, as its result.json and
+    in ``summary`` (an infra_error too: it is scored again on the next invocation)."""
+    result.update(key=job.key, votes=job.votes, rollouts=job.rollouts)
+    write_json_atomic(job.paths.candidate_result(job.key), result)
+    summary.tasks[job.task.instance_id].results[job.key] = result
+    summary.scored_now += 1
+
+
+def write_task_summaries(summary: CandidatesSummary) -> None:
+    for instance_id, entry in summary.tasks.items():
+        write_json_atomic(RunLayout(summary.run_dir).task(instance_id).candidates / "summary.json", entry.as_dict())
 
 
 def run_containers(run_dir: Path) -> dict:

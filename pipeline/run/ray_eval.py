@@ -36,6 +36,7 @@ class ScoringShipment:
     settings: EvalSettings  # the driver's; run scripts and Dockerfiles come as eval_files
     attempts: int
     key: str
+    folder: str  # where the scoring's files go, relative to the driver's output folder
     eval_files: dict[str, bytes]
     queue: object
     stop: object
@@ -45,14 +46,14 @@ def score_on_node(shipment: ScoringShipment) -> dict:
     """A Ray task's body: the instance scored in a scratch folder, its artefacts sent to the driver; the result
     record comes back as the task's value (the driver writes result.json)."""
     task, settings = shipment.task, shipment.settings
-    with on_node(settings.run_id, shipment.key, shipment.queue, shipment.stop, {}, task.instance_id,
+    with on_node(settings.run_id, shipment.key, shipment.queue, shipment.stop, {}, shipment.folder,
                  name="scoring") as node:
         local = local_eval_settings(settings, shipment.eval_files, node.base)
         if local.limits is None:  # sized here, for the containers this node runs at once
             local = dataclasses.replace(local, limits=container_limits(
                 concurrent=node_sizing(node.node_id)["docker_slots"]))
         try:
-            result = score_one(task, shipment.patch, node.scratch / task.instance_id, local, shipment.attempts)
+            result = score_one(task, shipment.patch, node.scratch / shipment.folder, local, shipment.attempts)
         except stopping.Stopped:
             return {"stopped": True, "node_id": node.node_id}
         return {"result": result, "node_id": node.node_id}
@@ -76,7 +77,8 @@ class RayEval(RayDriver):
         task, patch = item
         return self.remote.remote(ScoringShipment(
             task=task, patch=patch, settings=self.settings, attempts=self.scoring_attempts, key=key,
-            eval_files=eval_inputs(task, self.settings), queue=self.queue, stop=self.stop_flag))
+            folder=task.instance_id, eval_files=eval_inputs(task, self.settings), queue=self.queue,
+            stop=self.stop_flag))
 
     def stage_of(self, parts: list[str]) -> str | None:
         return "scoring"
