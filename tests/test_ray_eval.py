@@ -213,3 +213,36 @@ def test_sigterm_stops_the_cluster_s_scoring_and_removes_its_containers(cluster,
     assert no_containers_left("eval-preds-eval")  # on every node (one Docker engine serves the local cluster)
     assert not (tmp_path / "out" / FIRST.instance_id / "result.json").exists()  # cut short: no verdict
     assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-eval-preds-eval-*"))
+
+
+def test_sigterm_stops_the_cluster_s_candidate_scoring_keeping_the_summaries(cluster, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    run, gold_key, half_key = make_candidates_run(tmp_path)
+    scripts = tmp_path / "run_scripts" / FIRST.instance_id  # a test run that takes its time
+    scripts.mkdir(parents=True)
+    (scripts / "run_script.sh").write_text("#!/bin/bash\nsleep 120\n")
+    (scripts / "parser.py").write_text("print('{}')\n")
+    command = [sys.executable, "-m", "pipeline.cli", "eval", "--candidates", "cands", "--run-scripts",
+               str(tmp_path / "run_scripts"), "--executor", "ray", "--ray-address", cluster.address]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and no_containers_left("cands-candidates"):
+            time.sleep(0.2)
+        assert not no_containers_left("cands-candidates"), "the scoring never started"
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, output[-3000:]
+    assert "run the same command again to score the rest" in " ".join(output.split())
+    assert no_containers_left("cands-candidates")  # on every node (one Docker engine serves the local cluster)
+    paths = RunLayout(run).task(FIRST.instance_id)
+    assert not any(paths.candidate_result(key).exists() for key in (gold_key, half_key))  # cut short: no verdict
+    summary = json.loads((paths.candidates / "summary.json").read_text())  # says what was scored: nothing
+    assert (summary["total"], summary["resolved"], [c["resolved"] for c in summary["candidates"]]) == (2, 0, [None] * 2)
+    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-cands-candidates-*"))
