@@ -82,9 +82,11 @@ def test_a_finished_run_resumed_without_dataset_goes_on_with_its_own_tasks(tmp_p
     (the opener refuses to open anything). Before, it looked for t1 in the bundled tasks and stopped."""
     task_file(tmp_path)
     make_run(tmp_path / "runs" / "r")
+    config = scripted_config(tmp_path)
+    (tmp_path / "runs" / "r" / "config.yaml").write_text(resolve_config(config).to_yaml())  # as it ran
     (tmp_path / "runs" / "r" / "dataset.json").write_text(json.dumps({"dataset": str(tmp_path / "tasks.jsonl"),
                                                                       "split": ""}))
-    done = swepipe("run", "--run-id", "r", "--instance-ids", "t1", "--config", str(scripted_config(tmp_path)),
+    done = swepipe("run", "--run-id", "r", "--instance-ids", "t1", "--config", str(config),
                    cwd=tmp_path, SWEPIPE_TEST_REFUSE="1")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     output = " ".join(done.stdout.split())

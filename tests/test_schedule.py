@@ -11,6 +11,7 @@ import yaml
 
 from conftest import demo_task
 from pipeline.config import Juniors, Limits, PrincipalConfig, RunConfig, Schedule
+from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
@@ -218,12 +219,15 @@ def test_skip_when_submits_the_top_candidate_without_senior_or_principal(tmp_pat
     brief_record = json.loads((paths.senior / "brief.json").read_text())
     assert brief_record["source"] == "skipped" and "3 of 3 submitted" in brief_record["analysis"]
     assert not (paths.senior / "trajectory.json").exists() and not (paths.principal / "request.json").exists()
-    # A rerun skips again from the records on disk, even with the rule now off, and opens no workspace.
-    write_run_config(tmp_path, script, juniors={"k": 3})
+    # A rerun skips again from the records on disk and opens no workspace.
     monkeypatch.setenv("SWEPIPE_TEST_REFUSE", "1")
     again, rows_again, _, _ = run_in_process(tmp_path, local_repo)
     assert again["source"] == "skip:junior_top" and again["model_patch"] == prediction["model_patch"]
     assert len(rows_again) == len(rows)
+    # With the rule now off it would be a run done two ways under one config.yaml: refused, naming the change.
+    write_run_config(tmp_path, script, juniors={"k": 3})
+    with pytest.raises(SwepipeError, match=r"principal\.skip_when\.top_share: 0\.6 -> unset"):
+        run_in_process(tmp_path, local_repo)
 
 
 def test_skip_when_does_not_skip_when_the_juniors_disagree_or_fail(tmp_path, local_repo):

@@ -14,6 +14,7 @@ from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
 from pipeline.run.run_dataset import record_dataset
+from pipeline.run.same_config import check_same_config
 from pipeline.run.task import RunSettings
 from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.storage import write_text_atomic
@@ -84,6 +85,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
         for role, spec in config.models.items():
             if not spec.is_none:
                 resolve_prices(spec, role)
+        check_same_config(layout, config)  # with the local model filled in, as the run's config.yaml holds it
         write_text_atomic(layout.config, config.to_yaml())
         defaults = defaults_for(dataset)
         template = image_template or config.containers.image_template or defaults.image_template

@@ -1,0 +1,75 @@
+"""A resumed run keeps the config that decides its results; budgets, containers, the executor and how a model is
+reached or priced may change. Runs are prepared in-process with scripted models (no Docker, no model call)."""
+
+import pytest
+
+from pipeline.config import RunConfig
+from pipeline.errors import SwepipeError
+from pipeline.run.setup import prepare_run
+
+
+def config(tmp_path, **changes) -> RunConfig:
+    spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 1.0}}
+    data = {"models": {role: dict(spec) for role in ("junior", "senior", "principal")}, "juniors": {"k": 2},
+            "containers": {"impl": "local_opener:open_local"}}
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        target = data
+        for key in path:
+            target = target.setdefault(key, {})
+        target[last] = value
+    return RunConfig.model_validate(data)
+
+
+def prepare(tmp_path, cfg: RunConfig, run_id: str = "r"):
+    settings, _ = prepare_run(dataset="bundled", config=cfg, run_id=run_id, runs_dir=tmp_path / "runs")
+    settings.layout.unlock()  # as when the session's process ended
+    return settings
+
+
+def started(settings) -> None:
+    (settings.layout.root / "tasks" / "some-task").mkdir(parents=True)
+
+
+def test_a_resume_that_changes_what_decides_results_is_refused_naming_each_change(tmp_path):
+    settings = prepare(tmp_path, config(tmp_path))
+    started(settings)
+    before = settings.layout.config.read_text()
+    changed = config(tmp_path, models__junior__model="openai/gpt-4o-mini", juniors__k=4)
+    with pytest.raises(SwepipeError) as refused:
+        prepare(tmp_path, changed)
+    message = str(refused.value)
+    assert "run r ran with another config" in message and "juniors.k: 2 -> 4" in message
+    assert f"models.junior.model: scripted/{tmp_path / 'script.yaml'} -> openai/gpt-4o-mini" in message
+    assert "--reuse-juniors-from r" in message and str(settings.layout.config) in message
+    assert settings.layout.config.read_text() == before  # the run's record is untouched
+
+
+def test_budgets_containers_executor_and_how_a_model_is_reached_may_change(tmp_path):
+    settings = prepare(tmp_path, config(tmp_path))
+    started(settings)
+    prepare(tmp_path, config(tmp_path, budgets__per_task=2.5, containers__memory="2g", executor__kind="threads",
+                             models__senior__api_base="http://127.0.0.1:9999/v1", models__senior__timeout=30,
+                             models__principal__prices={"input": 2.0, "output": 2.0}))
+    assert "per_task: 2.5" in settings.layout.config.read_text()  # the new config is the run's now
+
+
+def test_a_run_with_no_task_started_takes_any_config(tmp_path):
+    prepare(tmp_path, config(tmp_path))
+    prepare(tmp_path, config(tmp_path, juniors__k=5, limits__max_steps=7))
+
+
+def test_many_changes_are_named_up_to_six_and_counted(tmp_path):
+    started(prepare(tmp_path, config(tmp_path)))
+    changed = config(tmp_path, juniors__k=3, juniors__seed=4, limits__max_steps=9, limits__wall_time=60,
+                     senior__max_steps=2, principal__candidate_tokens=500, strategy="vote", team__size=2)
+    with pytest.raises(SwepipeError, match=r"\(and 2 more\)"):
+        prepare(tmp_path, changed)
+
+
+def test_a_config_yaml_this_version_cannot_read_is_not_compared(tmp_path):
+    settings = prepare(tmp_path, config(tmp_path))
+    started(settings)
+    settings.layout.config.write_text("juniors: {k: 2, a_field_from_another_version: 1}\n")
+    prepare(tmp_path, config(tmp_path, juniors__k=3))  # nothing to compare with: goes on, and records the new one
+    assert "k: 3" in settings.layout.config.read_text()
