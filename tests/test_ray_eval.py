@@ -183,66 +183,50 @@ def test_nodes_size_limits_for_their_slots_and_prune_the_run_s_images_within_the
     assert no_containers_left("nodes")
 
 
-def test_sigterm_stops_the_cluster_s_scoring_and_removes_its_containers(cluster, tmp_path):
+def _sigterm_a_slow_scoring(tmp_path, arguments: list[str], label: str) -> str:
+    """``swepipe eval ARGUMENTS`` with a test run that takes its time, stopped by SIGTERM once a scoring container
+    of ``label`` is up: exit 143, saying how to resume, nothing left on any node. Its output."""
     import signal
     import subprocess
     import sys
 
-    scripts = tmp_path / "run_scripts" / FIRST.instance_id  # a test run that takes its time
+    scripts = tmp_path / "run_scripts" / FIRST.instance_id
     scripts.mkdir(parents=True)
     (scripts / "run_script.sh").write_text("#!/bin/bash\nsleep 120\n")
     (scripts / "parser.py").write_text("print('{}')\n")
-    predictions = tmp_path / "preds.jsonl"
-    predictions.write_text(json.dumps({"instance_id": FIRST.instance_id, "model_patch": FIRST.patch}) + "\n")
-    command = [sys.executable, "-m", "pipeline.cli", "eval", "--predictions", str(predictions), "--run-scripts",
-               str(tmp_path / "run_scripts"), "--output-dir", "out", "--executor", "ray", "--ray-address",
-               cluster.address]
+    command = [sys.executable, "-m", "pipeline.cli", "eval", *arguments, "--run-scripts", str(tmp_path / "run_scripts")]
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and no_containers_left("eval-preds-eval"):
+        while time.monotonic() < deadline and no_containers_left(label):
             time.sleep(0.2)
-        assert not no_containers_left("eval-preds-eval"), "the scoring never started"
+        assert not no_containers_left(label), "the scoring never started"
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=90)
     finally:
         proc.kill()
     assert proc.returncode == 143, output[-3000:]
     assert "run the same command again" in " ".join(output.split())
-    assert no_containers_left("eval-preds-eval")  # on every node (one Docker engine serves the local cluster)
+    assert no_containers_left(label)  # on every node (one Docker engine serves the local cluster)
+    assert not list(Path(tempfile.gettempdir()).glob(f"swepipe-task-{label}-*"))
+    return output
+
+
+def test_sigterm_stops_the_cluster_s_scoring_and_removes_its_containers(cluster, tmp_path):
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text(json.dumps({"instance_id": FIRST.instance_id, "model_patch": FIRST.patch}) + "\n")
+    _sigterm_a_slow_scoring(tmp_path, ["--predictions", str(predictions), "--output-dir", "out", "--executor", "ray",
+                                       "--ray-address", cluster.address], "eval-preds-eval")
     assert not (tmp_path / "out" / FIRST.instance_id / "result.json").exists()  # cut short: no verdict
-    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-eval-preds-eval-*"))
 
 
 def test_sigterm_stops_the_cluster_s_candidate_scoring_keeping_the_summaries(cluster, tmp_path):
-    import signal
-    import subprocess
-    import sys
-
     run, gold_key, half_key = make_candidates_run(tmp_path)
-    scripts = tmp_path / "run_scripts" / FIRST.instance_id  # a test run that takes its time
-    scripts.mkdir(parents=True)
-    (scripts / "run_script.sh").write_text("#!/bin/bash\nsleep 120\n")
-    (scripts / "parser.py").write_text("print('{}')\n")
-    command = [sys.executable, "-m", "pipeline.cli", "eval", "--candidates", "cands", "--run-scripts",
-               str(tmp_path / "run_scripts"), "--executor", "ray", "--ray-address", cluster.address]
-    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and no_containers_left("cands-candidates"):
-            time.sleep(0.2)
-        assert not no_containers_left("cands-candidates"), "the scoring never started"
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=90)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, output[-3000:]
-    assert "run the same command again to score the rest" in " ".join(output.split())
-    assert no_containers_left("cands-candidates")  # on every node (one Docker engine serves the local cluster)
+    output = _sigterm_a_slow_scoring(tmp_path, ["--candidates", "cands", "--executor", "ray", "--ray-address",
+                                                cluster.address], "cands-candidates")
+    assert "to score the rest" in " ".join(output.split())
     paths = RunLayout(run).task(FIRST.instance_id)
     assert not any(paths.candidate_result(key).exists() for key in (gold_key, half_key))  # cut short: no verdict
     summary = json.loads((paths.candidates / "summary.json").read_text())  # says what was scored: nothing
     assert (summary["total"], summary["resolved"], [c["resolved"] for c in summary["candidates"]]) == (2, 0, [None] * 2)
-    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-cands-candidates-*"))
