@@ -64,6 +64,17 @@ def test_a_run_records_its_dataset_as_an_absolute_path_and_refuses_another(tmp_p
     assert recorded_dataset(settings.layout.root) == recorded  # untouched by the refused ones
 
 
+def test_a_run_begun_before_runs_recorded_their_dataset_gets_no_record_it_cannot_be_sure_of(tmp_path):
+    """Its dataset is unknown: recording the one given now (perhaps the default, --dataset forgotten) would make
+    every later command load the wrong tasks without a word."""
+    old = tmp_path / "runs" / "old"
+    (old / "tasks" / "some-task").mkdir(parents=True)
+    settings, _ = prepare_run(dataset="bundled", config=resolve_config(scripted_config(tmp_path)), run_id="old",
+                              runs_dir=tmp_path / "runs")
+    settings.layout.unlock()
+    assert not settings.layout.dataset.exists() and recorded_dataset(old) is None
+
+
 def test_a_resume_that_names_another_dataset_is_refused_before_anything_runs(tmp_path):
     task_file(tmp_path)
     settings, _ = prepare_run(dataset=str(tmp_path / "tasks.jsonl"), config=resolve_config(scripted_config(tmp_path)),

@@ -50,11 +50,14 @@ def recorded_dataset(run_root: Path) -> RunDataset | None:
 
 
 def record_dataset(layout: RunLayout, dataset: str, split: str) -> None:
-    """Write the run's dataset; a run that already has one must be on the same dataset."""
+    """Write the run's dataset; a run that already has one must be on the same dataset. A run begun before runs
+    recorded their dataset (task folders, no record) gets none: the dataset given now may not be the one it ran on
+    (the default, when --dataset was forgotten), and a wrong record would mislead every later command."""
     given = canonical(dataset, split)
     recorded = recorded_dataset(layout.root)
     if recorded is None:
-        write_json_atomic(layout.dataset, {"dataset": given.dataset, "split": given.split})
+        if not any((layout.root / "tasks").glob("*")):
+            write_json_atomic(layout.dataset, {"dataset": given.dataset, "split": given.split})
     elif recorded != given:
         raise SwepipeError(f"run {layout.run_id} holds tasks of {recorded.describe()}, not {given.describe()}: "
                            f"drop --dataset/--split to go on with the run's own tasks, or choose another --run-id")
