@@ -31,7 +31,19 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
 fi
-echo "setup: installing swepipe into .venv (the first time builds llama-cpp-python: a few minutes)"
+# The local model's server is built from source. A native build (-march=native) can carry instructions, such as
+# AMX tiles, that trap (SIGILL) on a machine whose CPU advertises them but whose kernel does not grant them: the
+# server then answers /v1/models and dies on its first completion. GGML_NATIVE=OFF builds the portable x86-64
+# set (AVX2/FMA kept). The stamp names the version built so; a venv built any other way is rebuilt once.
+llama_version=0.3.36
+llama_stamp=.venv/.llama-cpp-python-portable-$llama_version
+if [ ! -f "$llama_stamp" ]; then
+  echo "setup: building llama-cpp-python $llama_version without native CPU instructions (a few minutes)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip install -q --no-cache-dir --force-reinstall \
+    "llama-cpp-python[server]==$llama_version" 2> >(grep -v "^WARNING: Location" >&2)
+  touch "$llama_stamp"
+fi
+echo "setup: installing swepipe into .venv"
 # pip's notes about this machine's extra package indexes are noise; real errors still stop the script.
 .venv/bin/pip install -q -e '.[test,local,ray]' 2> >(grep -v "^WARNING: Location" >&2)
 
