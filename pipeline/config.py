@@ -203,6 +203,24 @@ class ExecutorConfig(BaseModel):
                                        "(default: its most containers at once, juniors.k, at least 1)")
 
 
+class Faults(BaseModel):
+    """Waiting out infrastructure faults: a model endpoint (a provider, a model server) that keeps failing past
+    its retries pauses its calls, then stops the run for a rerun to resume."""
+
+    model_config = ConfigDict(extra="forbid")
+    pause_after: int = Field(default=3, ge=1, description="consecutive failures on one endpoint before its calls "
+                             "pause (one call at a time then probes it, after growing waits)")
+    outage_seconds: float = Field(default=300, gt=0, description="an endpoint failing this long stops the run "
+                                  "(exit 1; the same --run-id resumes it without paying twice)")
+    max_wait: float = Field(default=60, gt=0, description="the longest wait between two probes of a paused endpoint")
+
+    def breaker_settings(self):
+        from pipeline.outages import Settings
+
+        return Settings(pause_after=self.pause_after, outage_seconds=self.outage_seconds, max_wait=self.max_wait,
+                        first_wait=min(self.max_wait, Settings.first_wait))
+
+
 class RunConfig(BaseModel):
     """Everything a run is configured with; stages receive these models as they are."""
 
@@ -219,6 +237,7 @@ class RunConfig(BaseModel):
     team: TeamConfig = Field(default_factory=TeamConfig)
     solo: SoloConfig = Field(default_factory=SoloConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    faults: Faults = Field(default_factory=Faults)
 
     @model_validator(mode="after")
     def _something_finds_the_code(self) -> RunConfig:

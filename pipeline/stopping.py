@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 STOP = threading.Event()
 _signal: list[int] = []  # the signal that asked for the stop
+_fault: list[tuple[str, int]] = []  # (why, exit code) when a fault stopped the run (``fault``), not a signal
 _cleanups: list[Callable[[], object]] = []
 _installed = False
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -43,6 +44,27 @@ def request() -> None:
         return
     STOP.set()
     run_cleanups()
+
+
+def fault(reason: str, code: int = 1) -> None:
+    """Stop the run because of a fault that every task would meet (a model endpoint down past the outage time:
+    exit 1; a rejected API key: exit 2), as a signal stops it: nothing new starts, the cleanups run, work in
+    hand ends with Stopped and is resumed by a rerun. The first fault's reason and code are the ones kept."""
+    if not _fault and not _signal:
+        _fault.append((reason, code))
+    request()
+
+
+def reason() -> str | None:
+    """Why a fault stopped the run (None: a signal, or no stop)."""
+    return _fault[0][0] if _fault else None
+
+
+def reset() -> None:
+    """Forget an earlier stop (a cluster worker process that served a stopped run before; tests)."""
+    STOP.clear()
+    _signal.clear()
+    _fault.clear()
 
 
 def on_stop(cleanup: Callable[[], object]) -> None:
@@ -86,8 +108,10 @@ def _handle(signum, frame) -> None:
 
 
 def exit_code() -> int:
-    """130 after Ctrl-C, 143 after SIGTERM, as a shell reports them."""
-    return EXIT_CODES.get(_signal[0], 1) if _signal else 1
+    """130 after Ctrl-C, 143 after SIGTERM, as a shell reports them; a fault's own code (``fault``)."""
+    if _signal:
+        return EXIT_CODES.get(_signal[0], 1)
+    return _fault[0][1] if _fault else 1
 
 
 def exit_now(code: int) -> None:

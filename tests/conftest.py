@@ -36,6 +36,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def no_stop_left_over():
+    """Each test starts with no stop requested and no endpoint paused: a test that stops the run in this process
+    (a fault stop, a configuration error) must not stop the next one."""
+    from pipeline import stopping
+    from pipeline.outages import BREAKERS
+
+    yield
+    stopping.reset()
+    BREAKERS.reset()
+
+
 @pytest.fixture
 def run_id():
     return f"test-{uuid.uuid4().hex[:10]}"

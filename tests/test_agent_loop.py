@@ -287,11 +287,11 @@ EXPLORE = "Let me look.\n```bash\ngrep -n return calc.py\n```"
 def test_the_agent_is_told_how_many_steps_remain_and_the_notes_survive_a_resume(tmp_path, leaky_repo):
     """Notes at 3 replies left and at the last one, saved with the messages: a resumed agent is not told twice."""
     trajectory = tmp_path / "t.json"
-    replies = [EXPLORE, EXPLORE, {"error": "auth"}, EXPLORE, EXPLORE, FIX, SUBMIT]
+    replies = [EXPLORE, EXPLORE, {"error": "bad_request"}, EXPLORE, EXPLORE, FIX, SUBMIT]
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as first:
         run = run_agent(junior(tmp_path, replies), first, "fix", Budget("r"), Limits(max_steps=5),
                         trajectory_path=trajectory)
-        assert run.exit_reason == "model_error" and len(run.steps) == 2  # the auth fault is not retried
+        assert run.exit_reason == "model_error" and len(run.steps) == 2  # a refused request is not retried
     told = [m["content"] for m in run.messages if m["role"] == "user"]
     assert "you have 3 replies left (5 in all)" in told[-1] and "Step limit" not in "".join(told[:-1])
     saved = json.loads(trajectory.read_text())

@@ -5,12 +5,14 @@ import json
 import pytest
 import yaml
 
+from pipeline import stopping
 from pipeline.config import load_config
-from pipeline.errors import SwepipeError
+from pipeline.errors import ModelUnavailable, SwepipeError
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
+from pipeline.outages import BREAKERS, Settings
 
 PRICES = Prices(input=2.0, output=8.0, cached_input=0.5)
 
@@ -53,20 +55,55 @@ def test_rate_limit_timeout_and_5xx_are_retried(tmp_path):
     assert ledger.rows[-1].retries == 3 and ledger.rows[-1].error is None
 
 
-@pytest.mark.parametrize("fault", ["auth", "context_window"])
-def test_auth_and_context_errors_are_not_retried(tmp_path, fault):
-    model = script(tmp_path, {"principal": [{"error": fault}, "never reached"]})
+def test_a_context_window_error_is_the_call_s_own_outcome_and_not_retried(tmp_path):
+    model = script(tmp_path, {"principal": [{"error": "context_window"}, "never reached"]})
     ledger = Ledger()
-    with pytest.raises(ModelCallFailed):
+    with pytest.raises(ModelCallFailed) as failed:
         client(model, ledger=ledger).complete(USER, Budget("run"))
+    assert failed.value.reason == "context_window"
     assert ledger.rows[-1].retries == 0 and ledger.rows[-1].error
+    assert not stopping.requested()
 
 
-def test_retries_give_up_after_the_limit(tmp_path):
+def test_a_rejected_key_stops_the_run_at_once_naming_role_model_and_endpoint(tmp_path):
+    model = script(tmp_path, {"principal": [{"error": "auth"}, "never reached"]})
+    ledger = Ledger()
+    with pytest.raises(stopping.Stopped):
+        client(model, ledger=ledger).complete(USER, Budget("run"))
+    assert ledger.rows[-1].retries == 0 and "AuthenticationError" in ledger.rows[-1].error
+    assert stopping.requested() and stopping.exit_code() == 2
+    assert f"principal model {model}" in stopping.reason() and "model provider" in stopping.reason()
+
+
+def test_one_call_failing_past_its_retries_while_its_endpoint_works_is_infrastructure(tmp_path):
+    BREAKERS.configure(Settings(pause_after=10))  # other calls keep the endpoint answering
     model = script(tmp_path, {"principal": [{"error": "rate_limit"}] * 5})
     ledger = Ledger()
-    with pytest.raises(ModelCallFailed, match="after 2 retries"):
+    with pytest.raises(ModelUnavailable, match="after 2 retries"):
         client(model, ledger=ledger, max_retries=2).complete(USER, Budget("run"))
+    assert ledger.rows[-1].retries == 2 and "RateLimitError" in ledger.rows[-1].error
+    assert not stopping.requested()
+
+
+def test_an_endpoint_down_past_the_outage_time_stops_the_run_after_a_bounded_number_of_calls(tmp_path):
+    BREAKERS.configure(Settings(pause_after=3, outage_seconds=1.0, max_wait=0.2, first_wait=0.1))
+    model = script(tmp_path, {"outage": {"error": "server_error", "seconds": 60}, "principal": ["never"]})
+    ledger = Ledger()
+    with pytest.raises(stopping.Stopped):
+        client(model, ledger=ledger, max_retries=4).complete(USER, Budget("run"))
+    [row] = ledger.rows  # one row for the whole call, written although a stop ended it
+    assert "InternalServerError" in row.error and 4 <= row.retries < 20
+    assert stopping.exit_code() == 1 and "longer than the outage time" in stopping.reason()
+
+
+def test_calls_wait_out_a_short_outage_and_go_on(tmp_path):
+    BREAKERS.configure(Settings(pause_after=2, outage_seconds=30, max_wait=0.3, first_wait=0.1))
+    model = script(tmp_path, {"outage": {"error": "connection", "seconds": 1.5}, "principal": ["back"]})
+    ledger = Ledger()
+    assert client(model, ledger=ledger, max_retries=1).complete(USER, Budget("run")).content == "back"
+    [row] = ledger.rows
+    assert row.error is None and row.retries >= 2 and not stopping.requested()
+    assert not BREAKERS.paused("model provider scripted")
 
 
 def test_script_out_of_replies_is_a_clear_error(tmp_path):
@@ -157,7 +194,7 @@ def test_keys_never_reach_the_ledger_or_result_files(tmp_path, monkeypatch):
     from pipeline.models import client as client_module
 
     assert "sk-live" not in client_module._describe(leaky)
-    with pytest.raises(ModelCallFailed):
+    with pytest.raises(stopping.Stopped):
         client(model, ledger=ledger).complete(USER, Budget("run"))
     write_json_atomic(tmp_path / "t.json", {"messages": [{"content": "key=sk-live-0123456789abcdefXYZ"}]})
     assert "sk-live" not in (tmp_path / "t.json").read_text()

@@ -181,8 +181,8 @@ def principal(tmp_path, workspace, replies, pool, statement="add() subtracts ins
 def test_request_json_holds_every_call_before_it_is_made_and_no_secret(tmp_path, workspace, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     pool = pool_of((CALC_FIX, "submitted"), (CALC_FIX, "step_limit"))
-    # The first reply has no edit; the retry's call fails with an auth error: no reply, but it was sent.
-    result, directory = principal(tmp_path, workspace, ["I would fix the operator.", {"error": "auth"}], pool,
+    # The first reply has no edit; the retry's call is refused: no reply, but it was sent.
+    result, directory = principal(tmp_path, workspace, ["I would fix the operator.", {"error": "bad_request"}], pool,
                                   statement=f"add() subtracts. (Our key, pasted by mistake: {SECRET})")
     assert result["calls"] == 1 and "principal call failed" in result["error"]
     assert result["source"] == "fallback:junior_top" and result["candidates"]["shown"] == [1]
@@ -220,7 +220,7 @@ def test_a_resumed_principal_reuses_the_reply_and_keeps_the_request_as_sent(tmp_
     assert result["source"] == "principal" and "+    return a + b" in result["patch"]
     sent = (directory / "request.json").read_text()
     # Rerun (a resumed session): the reply is reused, no call is made (the script would fail), nothing rewritten.
-    again, _ = principal(tmp_path, workspace, [{"error": "auth"}], pool, directory=directory,
+    again, _ = principal(tmp_path, workspace, [{"error": "bad_request"}], pool, directory=directory,
                          settings=PrincipalConfig(show_candidates=0))
     assert again["patch"] == result["patch"] and again["calls"] == 1
     assert (directory / "request.json").read_text() == sent

@@ -35,7 +35,7 @@ THIRD = [bash("sed -i 's/a - b/(a + b)/' calc.py"), SUBMIT]
 TEST_ONLY = [bash("mkdir -p tests && printf 'from calc import add\\n\\ndef test_add():\\n    assert add(1, 2) == 3\\n'"
                   " > tests/test_calc.py"), SUBMIT]
 NOTHING = [SUBMIT]  # submits without an edit
-BROKEN = [{"error": "auth"}]  # the model refuses: the rollout fails, no patch
+BROKEN = [{"error": "bad_request"}]  # the provider refuses the request: the rollout fails, no patch
 
 
 def new_module(n: int) -> list[dict]:

@@ -131,7 +131,7 @@ def test_a_passing_docker_fault_is_retried_within_the_run(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     layout = RunLayout(tmp_path / "runs" / "fault-once")
     prediction = layout.finished()[TASK.instance_id]
-    assert prediction["resolved"] is True and "injected fault" in prediction["docker_retries"][0]
+    assert prediction["resolved"] is True and "injected fault" in prediction["infra_retries"][0]
     rollouts = [json.loads(p.read_text()) for p in sorted(layout.task(TASK.instance_id).junior.glob("rollout-0?.json"))]
     assert [r["exit_reason"] for r in rollouts] == ["submitted", "submitted"]  # the fault is no rollout's outcome
     calls = [r.agent for r in Ledger.read(layout.task(TASK.instance_id).ledger) if r.stage == "junior"]

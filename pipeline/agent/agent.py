@@ -21,7 +21,7 @@ from pipeline.agent.compact import compact_history
 from pipeline.agent.inbox import Inbox
 from pipeline.config import Limits
 from pipeline import stopping
-from pipeline.errors import ContainerDied, RuntimeUnavailable
+from pipeline.errors import ContainerDied, RuntimeUnavailable, describe, is_transport_error
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.prompts import render
@@ -29,8 +29,11 @@ from pipeline.runtime.limits import ResourceLimitHit
 from pipeline.storage import write_json_atomic
 
 STEPS_LEFT_NOTES = (3, 1)  # the agent is told how many replies remain when this many do (1: the last one)
+# The agent's own outcomes (pipeline.errors): model_error is a request the provider refused (bad request, content
+# policy), context_window one too long for the model. An endpoint that does not answer ends no agent: it raises
+# ModelUnavailable, or stops the run, and the trajectory is resumed by a rerun.
 EXIT_REASONS = ("submitted", "step_limit", "cost_limit", "time_limit", "format_errors", "model_error",
-                "runtime_error", "resource_limit", "stopped")
+                "context_window", "runtime_error", "resource_limit", "stopped")
 
 
 @dataclass
@@ -234,7 +237,7 @@ class Agent:
             raise Stop("cost_limit", str(error)) from None
         except ModelCallFailed as error:
             self._add_billed(error.billed)
-            raise Stop("model_error", str(error)) from None
+            raise Stop(error.reason, str(error)) from None
         message = {"role": "assistant", "content": completion.content}
         if completion.tool_calls:
             message["tool_calls"] = [{"id": c["id"], "type": "function",
@@ -313,10 +316,10 @@ class Agent:
                 step.exit_code, step.output, step.timed_out = (hit.result.exit_code, hit.result.output,
                                                                hit.result.timed_out)
             raise Stop("resource_limit", str(hit)) from None
-        except (ContainerDied, RuntimeUnavailable, OSError) as error:
+        except (ContainerDied, OSError) as error:
             stopping.check()  # the stop removed the container: not this agent's outcome
-            if isinstance(error, RuntimeUnavailable):
-                raise  # Docker itself failed: retried by the task, never recorded as a result
+            if is_transport_error(error):  # Docker's API itself failed: retried by the task, never a result
+                raise RuntimeUnavailable(f"the workspace's runtime failed: {describe(error)}") from error
             raise Stop("runtime_error", str(error)) from None
         step.exit_code, step.output, step.timed_out = result.exit_code, result.output, result.timed_out
         step.command_seconds = round(result.duration, 4)

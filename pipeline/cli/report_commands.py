@@ -96,9 +96,7 @@ def _tasks_of_runs(runs: list[Path], selection: opt.TaskSelection) -> list:
 
 def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template: str | None, workers: int) -> None:
     """Run the senior on the first k rollouts (pipeline.run.senior_at); on Ctrl-C or SIGTERM, stop cleanly."""
-    from pipeline import stopping
     from pipeline.run.senior_at import parse_ks, run_senior_at
-    from pipeline.runtime import containers
 
     def line(text: str) -> None:
         console.print(text, soft_wrap=True, highlight=False)
@@ -106,10 +104,10 @@ def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template:
     summary = run_senior_at(run_dir, tasks, parse_ks(ks_text), dataset=dataset, image_template=image_template,
                             workers=workers, log=line)
     if summary.stopped:
-        containers.remove_all_tracked()
-        line(f"stopped: {len(summary.ran)} senior run(s) finished and are saved; run the same command again to "
-             "resume the rest without paying twice for what was done")
-        stopping.exit_now(stopping.exit_code())
+        from pipeline.cli.stops import exit_stopped
+
+        exit_stopped(console, f"{len(summary.ran)} senior run(s) finished and are saved; run the same command again "
+                              "to resume the rest without paying twice for what was done")
     line(f"senior at k: {len(summary.ran)} run now, {summary.reused} already there, {summary.failed} without a "
          f"brief; ${summary.spent:.4f} spent (ledger stage 'analysis')")
 

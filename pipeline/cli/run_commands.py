@@ -138,17 +138,13 @@ def _log_line(text: str) -> None:
 
 
 def _stopped(summary, settings) -> None:
-    """After Ctrl-C or SIGTERM: what finished is saved; say how to resume, and exit without waiting for
-    threads still blocked in a model call."""
-    from pipeline import stopping
-    from pipeline.runtime import containers
+    """After a stop: what finished is saved; say how to resume."""
+    from pipeline.cli.stops import exit_stopped
 
-    containers.remove_all_tracked()
     done = len(summary.predictions) - len(summary.skipped)
-    console.print(f"stopped: {done} task(s) finished in this session and are saved in {settings.layout.predictions}; "
-                  f"run the same command again (--run-id {settings.layout.run_id}) to resume the rest without "
-                  "paying twice for what was done", soft_wrap=True)
-    stopping.exit_now(stopping.exit_code())
+    exit_stopped(console, f"{done} task(s) finished in this session and are saved in {settings.layout.predictions}; "
+                          f"run the same command again (--run-id {settings.layout.run_id}) to resume the rest "
+                          "without paying twice for what was done")
 
 
 def _print_run(summary, settings) -> None:
@@ -173,9 +169,16 @@ def _print_run(summary, settings) -> None:
     console.print(f"spent: {summary.line()}; predictions in {settings.layout.predictions}")
     for instance_id, error in sorted(summary.infra_errors.items()):
         console.print(f"[red]not run[/red] {instance_id}: {error}", soft_wrap=True)
+    if summary.no_model_answered:
+        made, _ = summary.calls()
+        console.print(f"[red]no model answered: every one of the {made} model call(s) of these tasks failed (see "
+                      "error in each tasks/<id>/ledger.jsonl row), so what was resolved says nothing about the "
+                      "models. Check the endpoints and keys, then rerun with a new --run-id.[/red]", soft_wrap=True)
     if summary.infra_errors:
-        console.print(f"[red]{len(summary.infra_errors)} task(s) could not run (Docker or image trouble); they stay "
-                      "unfinished and the same --run-id retries them[/red]")
+        console.print(f"[red]{len(summary.infra_errors)} task(s) could not run (infrastructure: Docker, a model "
+                      "endpoint or the cluster failed); they stay unfinished and the same --run-id retries "
+                      "them[/red]", soft_wrap=True)
+    if summary.infra_errors or summary.no_model_answered:
         raise typer.Exit(1)
 
 

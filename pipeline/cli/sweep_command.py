@@ -97,18 +97,16 @@ def sweep(
                         timeout=timeout, eval_network=eval_network, show_progress=interactive, log=_line,
                         announce=_line)
     if outcome.stopped:
-        from pipeline import stopping
-        from pipeline.runtime import containers
+        from pipeline.cli.stops import exit_stopped
 
-        containers.remove_all_tracked()
-        console.print(f"stopped: what finished is saved in each cell's run directory ({plan.root / 'sweep.json'} "
-                      f"lists them); run the same command again (--sweep-id {plan.sweep_id}) to resume without "
-                      "paying twice for what was done", soft_wrap=True, highlight=False)
-        stopping.exit_now(stopping.exit_code())
+        exit_stopped(console, f"what finished is saved in each cell's run directory ({plan.root / 'sweep.json'} "
+                              f"lists them); run the same command again (--sweep-id {plan.sweep_id}) to resume "
+                              "without paying twice for what was done")
     _report(plan.root)
     if outcome.infra_errors:
         console.print(f"[red]{sum(outcome.infra_errors.values())} task(s) in {len(outcome.infra_errors)} cell(s) "
-                      "could not run (Docker or image trouble); the same --sweep-id retries them[/red]")
+                      "could not run (infrastructure: Docker, a model endpoint or the cluster); the same "
+                      "--sweep-id retries them[/red]")
         raise typer.Exit(1)
 
 

@@ -80,9 +80,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
         run = agent.record if agent.finished else agent.run()
         record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
         _take_patch(runtime, record, juniors.max_patch_bytes)
-    except RuntimeUnavailable:
-        raise  # Docker failed, not the rollout: its trajectory stays, and the task retries it
-    except SwepipeError as error:
+    except SwepipeError as error:  # an InfrastructureFault is no Exception: the trajectory stays, the task reruns
         record.update(exit_reason="runtime_error", error=str(error))
     except Exception as error:  # noqa: BLE001 - one broken rollout must not end the task
         record.update(exit_reason="runtime_error", error=f"{type(error).__name__}: {error}",
@@ -126,7 +124,7 @@ def _take_patch(runtime, record: dict, max_bytes: int) -> None:
         record.update(patch="", patch_error=str(hit), error=record.get("error") or str(hit),
                       agent_exit_reason=record.get("exit_reason"), exit_reason="resource_limit")
         return
-    except SwepipeError as error:
+    except (SwepipeError, RuntimeUnavailable) as error:
         if record.get("exit_reason") not in _WORKSPACE_FAILED:
             raise  # Docker failed under a working rollout: not its result
         record.update(patch="", patch_error=str(error))  # its workspace had already died under the agent

@@ -11,12 +11,15 @@ import hashlib
 import json
 import os
 import random
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline import stopping
+from pipeline.errors import ModelUnavailable, describe
+from pipeline.outages import BREAKERS
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
@@ -31,11 +34,13 @@ MAX_DEFAULT_TOKENS = 8192  # the most a known model's own output limit is taken 
 
 
 class ModelCallFailed(Exception):
-    """The provider did not give a usable reply (after retries, where retrying makes sense)."""
+    """The provider refused this very request (the model's own outcome, final): its context window is exceeded,
+    it is malformed or against the provider's policy. ``reason`` is the agent's exit reason for it."""
 
-    def __init__(self, message: str, billed: Usage | None = None):
+    def __init__(self, message: str, billed: Usage | None = None, reason: str = "model_error"):
         super().__init__(message)
         self.billed = billed or Usage()  # what the failed attempts were billed, as the provider reported it
+        self.reason = reason  # model_error or context_window
 
 
 @dataclass
@@ -147,18 +152,94 @@ def reported_usage(error: Exception) -> Usage:
     return Usage()
 
 
-def _retryable_errors():
+TRANSIENT, CONFIGURATION, FINAL = "transient", "configuration", "final"
+
+
+def provider_fault(error: Exception) -> str:
+    """What a provider's error is (pipeline.errors): TRANSIENT (rate limit, timeout, 5xx, overloaded, a
+    connection that fails: retried, then infrastructure), CONFIGURATION (a rejected key, a model the provider does
+    not know: every call would fail alike) or FINAL (this request itself refused: its context window, a bad
+    request, content policy)."""
     from pipeline.models.litellm_setup import litellm
 
-    return (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError,
-            litellm.ServiceUnavailableError, litellm.BadGatewayError)
+    if isinstance(error, (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError)):
+        return CONFIGURATION
+    if isinstance(error, (litellm.ContextWindowExceededError, litellm.BadRequestError)):
+        return FINAL
+    if isinstance(error, (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError,
+                          litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.BadGatewayError)):
+        return TRANSIENT
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return TRANSIENT
+    if isinstance(error, (ConnectionError, TimeoutError)):
+        return TRANSIENT
+    return FINAL
 
 
-def _never_retried():
+def _final_reason(error: Exception) -> str:
     from pipeline.models.litellm_setup import litellm
 
-    return (litellm.AuthenticationError, litellm.NotFoundError, litellm.ContextWindowExceededError,
-            litellm.BadRequestError, litellm.PermissionDeniedError)
+    return "context_window" if isinstance(error, litellm.ContextWindowExceededError) else "model_error"
+
+
+def endpoint_of(spec: ModelSpec) -> str:
+    """The endpoint a model's calls share, and fail together on: its api_base, else its provider."""
+    if spec.api_base:
+        return f"model endpoint {spec.api_base}"
+    from pipeline.models.litellm_setup import litellm
+
+    try:
+        provider = litellm.get_llm_provider(spec.model)[1]
+    except Exception:  # noqa: BLE001 - a model string litellm cannot place: its prefix names the provider
+        provider = spec.model.split("/", 1)[0]
+    return f"model provider {provider}"
+
+
+@dataclass
+class _InFlight:
+    """A call waiting for its provider: if a stop abandons it, its worst case is charged
+    (``charge_abandoned_calls``)."""
+
+    client: ModelClient
+    agent: str
+    started: float
+    worst: float
+    retries: int
+    billed: Usage
+    call: str
+
+
+_IN_FLIGHT: dict[str, _InFlight] = {}
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def _claim(call: str) -> _InFlight | None:
+    """Take the call off the in-flight list; None when a stop's charge took it first."""
+    with _IN_FLIGHT_LOCK:
+        return _IN_FLIGHT.pop(call, None)
+
+
+def charge_abandoned_calls() -> int:
+    """At a stop, before the process exits: a ledger row at its worst case for every call still waiting for its
+    provider, which may bill it whether or not anyone reads the reply (as a lost cluster node's calls are
+    charged). The row has the call's id, so a reply that still arrives and is journaled is not charged again on
+    resume. Returns how many were charged."""
+    with _IN_FLIGHT_LOCK:
+        abandoned = list(_IN_FLIGHT.values())
+        _IN_FLIGHT.clear()
+    for flight in abandoned:
+        billed = flight.billed
+        flight.client.ledger.append(LedgerRow(
+            stage=flight.client.stage, role=flight.client.role, model=flight.client.spec.model,
+            input_tokens=billed.input, cached_tokens=billed.cached, cache_write_tokens=billed.cache_write,
+            output_tokens=billed.output, cost=billed.cost + flight.worst,
+            latency=round(time.monotonic() - flight.started, 4), retries=flight.retries,
+            error=ABANDONED, task=flight.client.task, agent=flight.agent, call=flight.call))
+    return len(abandoned)
+
+
+ABANDONED = "abandoned at a stop while the provider had it: charged its worst case"
 
 
 class ModelClient:
@@ -167,6 +248,7 @@ class ModelClient:
         self.spec, self.role, self.ledger = spec, role, ledger
         self.stage, self.task, self.scope = stage or role, task, scope or task
         self.prices = resolve_prices(spec, role)  # fails before anything is spent
+        self.endpoint = endpoint_of(spec)
         self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
         # The worst case bounds a call only if the provider is held to it: a priced model is always sent its
         # max_tokens; a free one (nothing to bound) only the configured one.
@@ -195,15 +277,17 @@ class ModelClient:
     def complete(self, messages: list[dict], budget: Budget, *, agent: str = "", agent_index: int = 0,
                  temperature: float | None = None, seed: int | None = None,
                  tools: list[dict] | None = None, journal: Path | None = None) -> Completion:
-        """One reply; raises CostLimitExceeded before a call the budget cannot pay, ModelCallFailed after.
+        """One reply. Raises CostLimitExceeded before a call the budget cannot pay; ModelCallFailed when the
+        provider refuses this request (final: the agent's outcome); ModelUnavailable when the endpoint failed
+        past the retries while it works for other calls (infrastructure: the task reruns); Stopped when the run
+        stops, also for a fault every call would meet: the endpoint down past the outage time
+        (pipeline.outages), or a configuration error (a rejected key, an unknown model: exit 2).
 
         Every attempt first reserves the call's worst case (``worst_case``) against ``budget`` and every
         budget above it, and is settled to what the provider reports afterwards, a failed attempt too.
         With ``journal``, the reply is written there before its ledger row, and a journal that holds the
         reply to these very messages is returned instead of calling again (``_journaled``).
         """
-        from pipeline.models.litellm_setup import litellm
-
         stopping.check()  # no new call once the run is stopping
         params = dict(self.spec.extra)
         sent = with_cache_markers(messages) if needs_markers(self.spec) else messages
@@ -222,67 +306,121 @@ class ModelClient:
         if journal is not None and (kept := self._journaled(journal, key, budget)) is not None:
             return kept
         worst = self.worst_case(sent, tools)
-        started, retries, billed = time.monotonic(), 0, Usage()  # billed: what failed attempts cost
-        while True:
-            try:
-                reservation = budget.reserve(worst)
-            except CostLimitExceeded as error:
-                if retries:  # the call failed and cannot be tried again: its row says so
-                    self._record_failure(agent, started, retries, f"{billed.error}; not retried: {error}", billed)
-                    error.billed = billed
-                raise
-            try:
-                response = litellm.completion(**params)
-            except Exception as error:  # noqa: BLE001 - sorted below; every provider error is recorded
-                used = reported_usage(error)
-                cost = self.prices.cost(used.input, used.cached, used.output, used.cache_write)
-                reservation.settle(cost)
-                billed.add(used, cost, _describe(error))
-                if isinstance(error, _never_retried()) or not isinstance(error, _retryable_errors()):
-                    self._record_failure(agent, started, retries, billed.error, billed)
-                    raise ModelCallFailed(billed.error, billed) from None
-                if retries >= self.spec.max_retries:
-                    self._record_failure(agent, started, retries, billed.error, billed)
-                    raise ModelCallFailed(f"{billed.error} (after {retries} retries)", billed) from None
-                stopping.STOP.wait(self._backoff(retries))  # a stop cuts the wait short
-                stopping.check()
-                retries += 1
-            except BaseException:
-                reservation.release()  # the call was abandoned (a stop): nothing reported, nothing charged
-                raise
-            else:
-                try:
-                    return self._record_success(response, agent, started, retries, reservation, billed,
-                                                journal, key)
-                finally:
-                    reservation.release()  # only if recording failed before settling: a no-op otherwise
+        attempt = _Attempt(time.monotonic(), agent)
+        try:
+            while True:
+                response = self._attempt(params, worst, budget, attempt)
+                if response is not None:
+                    return self._record_success(response, attempt, journal, key)
+        except BaseException:
+            if not attempt.recorded and (attempt.retries or attempt.billed.cost):
+                self._record_failure(attempt, attempt.billed.error or "stopped")  # a stop mid-retries
+            raise
+
+    def _attempt(self, params: dict, worst: float, budget: Budget, attempt: _Attempt):
+        """One try of the call: the response, or None when it failed and is to be tried again; raises when the
+        call is over (see ``complete``)."""
+        from pipeline.models.litellm_setup import litellm
+
+        probe = BREAKERS.admit(self.endpoint)  # waits while the endpoint is down; Stopped past the outage time
+        try:
+            reservation = budget.reserve(worst)
+        except CostLimitExceeded as error:
+            if probe:
+                BREAKERS.released(self.endpoint)
+            if attempt.retries:  # the call failed and cannot be tried again: its row says so
+                self._record_failure(attempt, f"{attempt.billed.error}; not retried: {error}")
+                error.billed = attempt.billed
+            raise
+        flight = _InFlight(self, attempt.agent, attempt.started, worst, attempt.retries, attempt.billed,
+                           uuid.uuid4().hex)
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT[flight.call] = flight
+        try:
+            response = litellm.completion(**params)
+        except Exception as error:  # noqa: BLE001 - sorted below; every provider error is recorded
+            if _claim(flight.call) is None:  # a stop's charge wrote its row, at its worst case
+                attempt.recorded = True
+                reservation.release()
+                raise stopping.Stopped("abandoned at a stop") from None
+            return self._failed(error, reservation, attempt, probe)
+        except BaseException:
+            if _claim(flight.call) is None:
+                attempt.recorded = True
+            reservation.release()  # abandoned (a stop in this thread)
+            if probe:
+                BREAKERS.released(self.endpoint)
+            raise
+        attempt.call, attempt.charged = flight.call, _claim(flight.call) is None
+        attempt.reservation = reservation
+        BREAKERS.succeeded(self.endpoint)
+        return response
+
+    def _failed(self, error: Exception, reservation: Reservation, attempt: _Attempt, probe: bool) -> None:
+        """A failed try: charged, then given up (ModelCallFailed, ModelUnavailable, a configuration stop) or
+        left to be tried again (None)."""
+        used = reported_usage(error)
+        cost = self.prices.cost(used.input, used.cached, used.output, used.cache_write)
+        attempt.billed.add(used, cost, _describe(error))
+        reservation.settle(cost)  # should it fail, ``complete`` writes the row of what was billed
+        kind = provider_fault(error)
+        if kind == CONFIGURATION:
+            BREAKERS.released(self.endpoint)
+            self._record_failure(attempt, attempt.billed.error)
+            problem = (f"the {self.role} model {self.spec.model} at {self.endpoint} refused the call: "
+                       f"{attempt.billed.error}. Check the role's model name and its API key (from the "
+                       "environment); every call to it would fail alike, so the run stops")
+            stopping.fault(problem, 2)
+            raise stopping.Stopped(problem)
+        if kind == FINAL:
+            BREAKERS.succeeded(self.endpoint)  # it answered: the endpoint works, this request does not
+            self._record_failure(attempt, attempt.billed.error)
+            raise ModelCallFailed(attempt.billed.error, attempt.billed, _final_reason(error)) from None
+        BREAKERS.failed(self.endpoint, attempt.billed.error, probe)
+        if attempt.retries < self.spec.max_retries:
+            stopping.STOP.wait(self._backoff(attempt.retries))  # a stop cuts the wait short
+            stopping.check()
+        elif not BREAKERS.paused(self.endpoint):  # the endpoint works for others: this call alone fails
+            self._record_failure(attempt, attempt.billed.error)
+            raise ModelUnavailable(f"{attempt.billed.error} (after {attempt.retries} retries; "
+                                   f"{self.endpoint})", self.endpoint, attempt.billed)
+        attempt.retries += 1  # past its own retries while the endpoint is paused: the breaker paces it
+        return None
 
     def _backoff(self, retries: int) -> float:
         delay = min(self.backoff_cap, self.backoff_base * 2**retries)
         return delay * random.uniform(0.5, 1.0)
 
-    def _record_success(self, response, agent: str, started: float, retries: int, reservation: Reservation,
-                        billed: Usage, journal: Path | None, key: str) -> Completion:
+    def _record_success(self, response, attempt: _Attempt, journal: Path | None, key: str) -> Completion:
+        """The reply's journal entry and ledger row, then the settlement: a settle that fails (a budget held on
+        a cluster) comes after the paid reply is on record, so a resume reuses it instead of paying again."""
         used = usage_of(getattr(response, "usage", None)) or Usage()
         cost = self.prices.cost(used.input, used.cached, used.output, used.cache_write)
-        reservation.settle(cost)
-        latency = time.monotonic() - started
+        billed, latency = attempt.billed, time.monotonic() - attempt.started
         row = LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
                         input_tokens=used.input + billed.input, cached_tokens=used.cached + billed.cached,
                         cache_write_tokens=used.cache_write + billed.cache_write,
                         output_tokens=used.output + billed.output, cost=cost + billed.cost,
-                        latency=round(latency, 4), retries=retries, task=self.task, agent=agent,
-                        call=uuid.uuid4().hex)
-        message = response.choices[0].message
-        calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
-                 for call in (getattr(message, "tool_calls", None) or [])]
-        # The call's whole cost, failed attempts included, so an agent's record adds up to the ledger.
-        completion = Completion(message.content or "", used.input + billed.input, used.cached + billed.cached,
-                                used.output + billed.output, cost + billed.cost, latency, retries, calls,
-                                used.cache_write + billed.cache_write)
-        if journal is not None:  # first the reply, then its row: a kill in between loses no reply
-            write_json_atomic(journal, {"key": key, "completion": asdict(completion), "row": asdict(row)})
-        self.ledger.append(row)
+                        latency=round(latency, 4), retries=attempt.retries, task=self.task, agent=attempt.agent,
+                        call=attempt.call)
+        reservation = attempt.reservation
+        try:
+            message = response.choices[0].message
+            calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
+                     for call in (getattr(message, "tool_calls", None) or [])]
+            # The call's whole cost, failed attempts included, so an agent's record adds up to the ledger.
+            completion = Completion(message.content or "", used.input + billed.input, used.cached + billed.cached,
+                                    used.output + billed.output, cost + billed.cost, latency, attempt.retries,
+                                    calls, used.cache_write + billed.cache_write)
+            if journal is not None:  # first the reply, then its row: a kill in between loses no reply
+                write_json_atomic(journal, {"key": key, "completion": asdict(completion), "row": asdict(row)})
+            attempt.recorded = True
+            if not attempt.charged:  # else a stop's charge wrote this call's row, at its worst case
+                self.ledger.append(row)
+        except BaseException:
+            reservation.release()
+            raise
+        reservation.settle(cost)
         return completion
 
     def _journaled(self, journal: Path, key: str, budget: Budget) -> Completion | None:
@@ -301,15 +439,31 @@ class ModelClient:
             self.ledger.append(row)
         return completion
 
-    def _record_failure(self, agent: str, started: float, retries: int, error: str, billed: Usage) -> None:
+    def _record_failure(self, attempt: _Attempt, error: str) -> None:
         """A call that gave no reply, with the tokens and cost its attempts were billed (0 when the provider
         reported none)."""
+        billed = attempt.billed
+        attempt.recorded = True
         self.ledger.append(LedgerRow(stage=self.stage, role=self.role, model=self.spec.model,
                                      input_tokens=billed.input, cached_tokens=billed.cached,
                                      cache_write_tokens=billed.cache_write,
                                      output_tokens=billed.output, cost=billed.cost,
-                                     latency=round(time.monotonic() - started, 4), retries=retries,
-                                     error=error, task=self.task, agent=agent))
+                                     latency=round(time.monotonic() - attempt.started, 4), retries=attempt.retries,
+                                     error=error, task=self.task, agent=attempt.agent))
+
+
+@dataclass
+class _Attempt:
+    """One call's tries so far."""
+
+    started: float
+    agent: str
+    retries: int = 0
+    billed: Usage = field(default_factory=Usage)  # what the failed tries cost
+    recorded: bool = False  # its ledger row is written
+    call: str = ""  # the id of the try that answered
+    charged: bool = False  # a stop's charge wrote its row (``charge_abandoned_calls``)
+    reservation: Reservation | None = None
 
 
 def _call_key(params: dict) -> str:
@@ -319,5 +473,4 @@ def _call_key(params: dict) -> str:
 
 
 def _describe(error: Exception) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return redact(f"{type(error).__name__}: {text}")[:500]
+    return redact(describe(error))[:500]

@@ -7,12 +7,18 @@ Model string: ``scripted/<path to a YAML or JSON file>``. The file maps a role t
     principal:         # every other role: one list of replies, in call order
       - reply
     delay: 0.0         # optional seconds to wait before every reply
+    outage:            # optional: an endpoint that is down; every call fails while it lasts, whatever its position
+      error: server_error  # the fault raised (one of the error kinds below)
+      after_calls: 0   # calls this process makes with this file before it begins
+      seconds: 10      # how long it lasts from there, in this process; or:
+      while_exists: /path/to/flag  # as long as this file exists (a test ends the outage by deleting it)
 
 A reply is a string (the assistant's content) or an object with ``content``, optional ``tool_calls``
 (``[{name, arguments}]``, for the tool-call action format), optional ``usage``
 (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``; output billed at most the call's
-``max_tokens``, as a provider does) and ``delay``, or ``error``: one of
-rate_limit, timeout, server_error, connection, auth, context_window, to raise that fault at that call
+``max_tokens``, as a provider does) and ``delay``, or ``error``: one of rate_limit, timeout, server_error,
+connection, overloaded (transient), auth, not_found (configuration), context_window, bad_request (the
+request refused), to raise that fault at that call
 (with ``usage``, the error's response body reports those tokens, as a provider that bills a failed call).
 
 Which reply a call gets follows from the conversation it sends: the number of assistant messages
@@ -56,6 +62,11 @@ _FAULTS = {
     "auth": lambda m: litellm.AuthenticationError(message="scripted bad key", llm_provider="scripted", model=m),
     "context_window": lambda m: litellm.ContextWindowExceededError(message="scripted context too long", model=m,
                                                                     llm_provider="scripted"),
+    "bad_request": lambda m: litellm.BadRequestError(message="scripted request refused", model=m,
+                                                     llm_provider="scripted"),
+    "not_found": lambda m: litellm.NotFoundError(message="scripted unknown model", model=m, llm_provider="scripted"),
+    "overloaded": lambda m: litellm.ServiceUnavailableError(message="scripted overloaded", model=m,
+                                                            llm_provider="scripted"),
 }
 
 
@@ -65,11 +76,14 @@ class ScriptedModel(CustomLLM):
         self._lock = threading.Lock()
         self._scripts: dict[str, dict] = {}
         self._errors_served: dict[tuple, int] = {}
+        self._outages: dict[str, dict] = {}  # per script file: calls made, when its outage began
 
     def completion(self, model: str, messages: list, *args, **kwargs) -> ModelResponse:
         metadata = ((kwargs.get("litellm_params") or {}).get("metadata") or {}).get(METADATA_KEY) or {}
         role, agent, scope = metadata.get("role", "junior"), int(metadata.get("agent", 0)), metadata.get("scope", "")
         script = self._load(model)
+        if script.get("outage"):
+            self._outage(model, script["outage"])
         slots = _slots(self._replies(model, script, role, agent))
         position = sum(1 for message in messages if message.get("role") == "assistant")
         who = f"the {role} script" + (f" for agent {agent}" if role in MULTI_AGENT_ROLES else "")
@@ -122,6 +136,25 @@ class ScriptedModel(CustomLLM):
             usage={"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                    "prompt_tokens_details": {"cached_tokens": cached}},
         )
+
+    def _outage(self, model: str, outage: dict) -> None:
+        """Raise the outage's fault while it lasts (see the module's docstring)."""
+        if not isinstance(outage, dict) or outage.get("error") not in _FAULTS:
+            raise ScriptError(f"scripted model {model}: outage must be a mapping with error one of "
+                              f"{', '.join(_FAULTS)}", model)
+        with self._lock:
+            state = self._outages.setdefault(model, {"calls": 0, "began": None})
+            state["calls"] += 1
+            if state["calls"] <= int(outage.get("after_calls", 0)):
+                return
+            if state["began"] is None:
+                state["began"] = time.monotonic()
+            began = state["began"]
+        flag, seconds = outage.get("while_exists"), outage.get("seconds")
+        down = (flag is not None and Path(flag).exists()) or \
+            (seconds is not None and time.monotonic() - began < float(seconds))
+        if down:
+            raise _FAULTS[outage["error"]](model)
 
     def _load(self, model: str) -> dict:
         with self._lock:

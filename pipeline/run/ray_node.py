@@ -87,7 +87,7 @@ def on_node(run_id: str, key: str, queue, stop, files: dict[str, bytes], folder:
         sent[relative] = _digest(data if op == "write" else (scratch / relative).read_bytes())
 
     if not ray.get(stop.is_set.remote(), timeout=CALL_TIMEOUT):
-        stopping.STOP.clear()  # this worker process may have served a stopped run before
+        stopping.reset()  # this worker process may have served a stopped run before
     watcher = _StopWatcher(stop)
     put((key, "start", node_id, str(os.getpid()).encode()))
     storage.set_mirror(scratch, sink)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline import stopping
+from pipeline.outages import BREAKERS
 from pipeline.parallel import run_with_progress
 from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
 from pipeline.runtime.image_cache import RunImageCache
@@ -41,7 +42,20 @@ class RunSummary:
         dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in stages)
         scored = self.scored
         rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
-        return f"{dollars}{rate}"
+        paused = BREAKERS.status()
+        return f"{dollars}{rate}" + (f" | waiting: {paused}" if paused else "")
+
+    def calls(self) -> tuple[int, int]:
+        """Model calls made and failed by the tasks of this session (their ledgers, earlier sessions too)."""
+        mine = [self.predictions[i] for i in self.predictions if i not in self.skipped]
+        return sum(p.get("calls", {}).get("made", 0) for p in mine), \
+            sum(p.get("calls", {}).get("failed", 0) for p in mine)
+
+    @property
+    def no_model_answered(self) -> bool:
+        """Calls were made and every one failed: whatever was resolved says nothing about the models."""
+        made, failed = self.calls()
+        return made > 0 and failed == made
 
 
 def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pipeline import stopping
 from pipeline.config import RunConfig, load_config
-from pipeline.errors import RuntimeUnavailable, SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import rollout_path
@@ -199,8 +199,8 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
         record = once(directory / "brief.json", make)
     except _NotSaved:
         record = None
-    except RuntimeUnavailable as error:
-        failure = f"Docker failed ({error}); a rerun tries again"
+    except InfrastructureFault as error:
+        failure = f"infrastructure failed ({type(error).__name__}: {error}); a rerun tries again"
         record = None
     except Exception as error:  # noqa: BLE001 - one (task, k) failing leaves the others going
         failure = f"{type(error).__name__}: {error}"

@@ -11,19 +11,20 @@ from dataclasses import dataclass
 
 from pipeline import stopping
 from pipeline.config import RunConfig
-from pipeline.errors import RuntimeUnavailable
+from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.job import TaskJob
 from pipeline.layout import RunLayout, TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
+from pipeline.outages import BREAKERS
 from pipeline.storage import write_json_atomic, write_text_atomic
 from pipeline.strategies.base import strategy_class
 from pipeline.tasks import Task
 
 
-DOCKER_ATTEMPTS = 3  # tries of a task's stages when Docker fails under them
-DOCKER_BACKOFF = 2.0  # seconds before the second try; doubled for each one after
+INFRA_ATTEMPTS = 3  # tries of a task's stages when infrastructure fails under them
+INFRA_BACKOFF = 2.0  # seconds before the second try; doubled for each one after
 
 
 @dataclass(frozen=True)
@@ -58,15 +59,21 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
     prediction = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name, "source": "none",
                   "models": run.models, "error": None}
     started = time.monotonic()
+    BREAKERS.configure(run.config.faults.breaker_settings())
     try:
-        prediction.update(_with_docker_retries(strategy, job, prediction))
+        prediction.update(_with_infra_retries(strategy, job, prediction))
+    except InfrastructureFault as error:  # no answer: the task stays unfinished, and a rerun resumes it
+        prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
+        prediction["infra_error"] = True
+        write_text_atomic(paths.root / "error.txt", traceback.format_exc())
     except Exception as error:  # noqa: BLE001 - one task's failure is recorded; the run goes on
         prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
-        # Docker trouble is not an answer: the task stays unfinished, so a rerun tries it again.
-        prediction["infra_error"] = isinstance(error, RuntimeUnavailable)
+        prediction["infra_error"] = False
         write_text_atomic(paths.root / "error.txt", traceback.format_exc())
     carried = prediction.pop("carried_spend", {})
-    prediction.update(roll_up(Ledger.read(paths.ledger), strategy.roles, strategy.spend_by, carried),
+    rows = Ledger.read(paths.ledger)
+    prediction.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
+                      calls={"made": len(rows), "failed": sum(1 for row in rows if row.error)},
                       seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)})
     if run.evaluation is not None and not prediction.get("infra_error"):
         prediction["resolved"] = score_prediction(task, prediction["model_patch"], paths, run.evaluation)
@@ -76,18 +83,19 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
     return prediction
 
 
-def _with_docker_retries(strategy, job: TaskJob, prediction: dict) -> dict:
-    """The strategy's answer; a Docker fault is retried with backoff (everything done so far is reused, so
-    nothing is paid twice), and raised when it persists."""
-    for attempt in range(1, DOCKER_ATTEMPTS + 1):
+def _with_infra_retries(strategy, job: TaskJob, prediction: dict) -> dict:
+    """The strategy's answer; an infrastructure fault (Docker, a model call that failed past its retries, the
+    cluster) is retried with backoff (everything done so far is reused, so nothing is paid twice), and raised
+    when it persists."""
+    for attempt in range(1, INFRA_ATTEMPTS + 1):
         try:
             _require_image(job)
             return strategy.run_task(job)
-        except RuntimeUnavailable as error:
-            if attempt == DOCKER_ATTEMPTS:
+        except InfrastructureFault as error:
+            if attempt == INFRA_ATTEMPTS:
                 raise
-            prediction.setdefault("docker_retries", []).append(f"{job.stage} stage: {error}"[:500])
-            stopping.STOP.wait(DOCKER_BACKOFF * 2 ** (attempt - 1))
+            prediction.setdefault("infra_retries", []).append(f"{job.stage} stage: {error}"[:500])
+            stopping.STOP.wait(INFRA_BACKOFF * 2 ** (attempt - 1))
             stopping.check()
     raise AssertionError("unreachable")
 

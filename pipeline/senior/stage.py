@@ -12,7 +12,6 @@ from pathlib import Path
 from pipeline import patchtext
 from pipeline.agent.agent import Agent, AgentRun, prompt
 from pipeline.config import RunConfig
-from pipeline.errors import RuntimeUnavailable
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.models.budget import Budget
@@ -98,9 +97,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                 brief = parse_brief(run.submission or "")
             else:
                 brief = _brief_in_last_reply(run)
-        except RuntimeUnavailable:
-            raise  # Docker failed, not the senior: the task retries
-        except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
+        except Exception as error:  # an InfrastructureFault is no Exception: the task reruns the senior  # noqa: BLE001 - a broken senior falls back, never ends the task
             write_text_atomic(directory / "error.txt", traceback.format_exc())
             agent_error = f"{type(error).__name__}: {error}"
         else:

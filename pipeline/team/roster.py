@@ -33,7 +33,7 @@ class Team:
         self.lead_waits: list[dict] = []  # {start, end, workers}: the lead blocked waiting on workers (Unix seconds)
         self.lost_work: list[dict] = []  # with the submit guard off: what workers did after the lead submitted
         self.started = time.time()
-        self.infra_error: Exception | None = None  # Docker failed under a worker: the task is retried
+        self.infra_error: BaseException | None = None  # infrastructure failed under a worker: the task reruns
         self.abandoned = False  # the task was cut short: what workers do from now on is not recorded
 
     def saved(self) -> tuple[dict, list[dict]]:

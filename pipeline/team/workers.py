@@ -8,7 +8,7 @@ import traceback
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.inbox import InboxItem
-from pipeline.errors import RuntimeUnavailable
+from pipeline.errors import InfrastructureFault
 from pipeline.stopping import Stopped
 from pipeline.prompts import render
 from pipeline.storage import write_text_atomic
@@ -91,9 +91,9 @@ class Worker:
         try:
             try:
                 self.agent.run()
-            except (Stopped, RuntimeUnavailable) as error:
-                # Cut short by the run's stop, or Docker failed: no outcome; the resumed task goes on with it.
-                if isinstance(error, RuntimeUnavailable):
+            except (Stopped, InfrastructureFault) as error:
+                # Cut short by the run's stop, or infrastructure failed: no outcome; the resumed task goes on.
+                if isinstance(error, InfrastructureFault):
                     self.team.infra_error = error
                 return
             except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
