@@ -89,3 +89,23 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
+
+
+def test_a_server_that_cannot_complete_stops_the_run_before_its_first_task(tmp_path):
+    """The server lists its model, then dies of SIGILL on the first completion: the run names that, shows the
+    server's log and starts no task, instead of failing every call and reporting "resolved 0 of N"."""
+    tests = Path(__file__).parent
+    server = str(tests / "dying_model_server.py")
+    launcher = ("import sys\nfrom pipeline.models.local_server import LocalModelServer\n"
+                f"LocalModelServer.command = lambda self, port: [sys.executable, {server!r}, str(port)]\n"
+                "from pipeline.cli import main\nsys.argv[0] = 'swepipe'\nmain()\n")
+    done = subprocess.run([sys.executable, "-c", launcher, "run", "--instance-ids", TASK.instance_id, "--run-id",
+                           "dying", "--evaluate"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(tests.parent)},
+                          stdin=subprocess.DEVNULL, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said[-3000:]
+    assert "could not answer a one-token completion" in said and "SIGILL" in said and "GGML_NATIVE=OFF" in said
+    assert "invalid opcode in libggml-cpu.so" in said  # the tail of the server's own log
+    layout = RunLayout(tmp_path / "runs" / "dying")
+    assert not (layout.root / "tasks").exists() and layout.finished() == {}

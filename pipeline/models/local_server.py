@@ -69,15 +69,8 @@ class LocalModelServer:
         self.log_path = Path(tempfile.gettempdir()) / f"swepipe-local-model-{os.getpid()}.log"
 
     def start(self) -> str:
-        try:
-            import llama_cpp.server  # noqa: F401 - only to give a clear message when it is missing
-        except ImportError:
-            raise SwepipeError(f"no model is configured, and {INSTALL_HINT}") from None
-        path = self.model_path or local_model_path()
         port = _free_port()
-        command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", LOCAL_ALIAS,
-                   "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.context),
-                   "--n_threads", str(self.threads)]
+        command = self.command(port)
         log = open(self.log_path, "wb")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True, env=_server_env(),
@@ -85,7 +78,41 @@ class LocalModelServer:
         atexit.register(self.stop)
         self.api_base = f"http://127.0.0.1:{port}/v1"
         self._wait_until_ready()
+        self._check_it_answers()
         return self.api_base
+
+    def command(self, port: int) -> list[str]:
+        """The server's command line: llama-cpp-python's OpenAI-compatible server on 127.0.0.1:``port``."""
+        try:
+            import llama_cpp.server  # noqa: F401 - only to give a clear message when it is missing
+        except ImportError:
+            raise SwepipeError(f"no model is configured, and {INSTALL_HINT}") from None
+        path = self.model_path or local_model_path()
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", LOCAL_ALIAS,
+                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.context),
+                "--n_threads", str(self.threads)]
+
+    def _check_it_answers(self) -> None:
+        """One short completion before any task: a server that lists its model can still die on the first real
+        call (a build with CPU instructions this machine does not grant traps then), and a run whose every call
+        fails must not start."""
+        request = urllib.request.Request(
+            f"{self.api_base}/chat/completions", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"model": LOCAL_ALIAS, "max_tokens": 1,
+                             "messages": [{"role": "user", "content": "Say OK."}]}).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=self.startup_timeout) as response:
+                if json.loads(response.read()).get("choices"):
+                    return
+                problem = "it answered without a completion"
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            problem = f"the request failed: {error}"
+        time.sleep(0.5)  # a server that crashed on the request: let it exit, so its code can be read
+        code = self.process.poll()
+        self.stop()
+        raise SwepipeError(f"the local model server started but could not answer a one-token completion "
+                           f"({_exit_text(code) or problem}), so no task was started. {_advice(code)}\n"
+                           f"The end of its log ({self.log_path}):\n{self._log_tail()}")
 
     def _wait_until_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
@@ -133,6 +160,28 @@ class LocalModelServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return ""
+    if code < 0:
+        try:
+            return f"it died of {signal.Signals(-code).name}"
+        except ValueError:
+            return f"it died of signal {-code}"
+    return f"it exited with code {code}"
+
+
+def _advice(code: int | None) -> str:
+    if code == -signal.SIGILL:
+        return ("SIGILL is an illegal instruction: llama-cpp-python was built with CPU instructions this machine "
+                "does not grant (a native build holds, say, AMX tiles). Rebuild it portable: "
+                "CMAKE_ARGS=-DGGML_NATIVE=OFF .venv/bin/pip install --no-cache-dir --force-reinstall "
+                "'llama-cpp-python[server]==0.3.36' (bash scripts/setup.sh does this), or name a hosted model "
+                "(e.g. --junior-model gpt-4o-mini).")
+    return ("Rebuild the local model (bash scripts/setup.sh), see the log below, or name a hosted model "
+            "(e.g. --junior-model gpt-4o-mini).")
 
 
 def _free_port() -> int:
