@@ -46,6 +46,7 @@ class Breakers:
         self._clock = clock
         self._endpoints: dict[str, _Endpoint] = {}
         self._changed = threading.Condition()
+        self.announce = None  # called with one line when an endpoint pauses or answers again (a run's log)
 
     def configure(self, settings: Settings) -> None:
         with self._changed:
@@ -56,6 +57,7 @@ class Breakers:
         with self._changed:
             self._endpoints.clear()
             self.settings = Settings()
+            self.announce = None
             self._changed.notify_all()
 
     def admit(self, endpoint: str) -> bool:
@@ -89,7 +91,8 @@ class Breakers:
                 state.since = now
             state.failures += 1
             state.error = error
-            if probe or state.failures == self.settings.pause_after:
+            opened = state.failures == self.settings.pause_after and not probe
+            if probe or opened:
                 if probe:
                     state.probing = False
                     state.probes += 1
@@ -97,13 +100,28 @@ class Breakers:
                 state.next_probe = now + (wait if probe else self.settings.first_wait)
             down = state.failures >= self.settings.pause_after and now - state.since > self.settings.outage_seconds
             self._changed.notify_all()
+        if opened:
+            self._say(f"{endpoint}: {state.failures} failures in a row ({error[:200]}); its calls pause, one at a "
+                      f"time tries it again, for up to {self.settings.outage_seconds:g} s (faults.outage_seconds)")
         if down:
             self._give_up(endpoint, state, now)
 
     def succeeded(self, endpoint: str) -> None:
         with self._changed:
-            if self._endpoints.pop(endpoint, None) is not None:
+            state = self._endpoints.pop(endpoint, None)
+            if state is not None:
                 self._changed.notify_all()
+            was_paused = state is not None and state.failures >= self.settings.pause_after
+            seconds = self._clock() - state.since if state is not None else 0.0
+        if was_paused:
+            self._say(f"{endpoint} answers again after {seconds:.0f} s")
+
+    def _say(self, line: str) -> None:
+        if self.announce is not None:
+            try:
+                self.announce(line)
+            except Exception:  # noqa: BLE001 - a log line must not fail a call
+                pass
 
     def released(self, endpoint: str) -> None:
         """A probe that ended without an outcome (a stop, a budget refusal): let another call probe."""

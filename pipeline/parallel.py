@@ -37,7 +37,8 @@ def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: i
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in done:
                     future.result()
-                    progress.update(bar, advance=1, description=describe())
+                    progress.update(bar, advance=1)
+                progress.update(bar, description=describe())  # also while nothing finishes (an outage's wait)
         finally:
             stopping_now = stopping.requested()
             executor.shutdown(wait=not stopping_now, cancel_futures=True)

@@ -67,6 +67,7 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
 
         return run_tasks_on_ray(tasks, run, show_progress=show_progress, log=log)
     summary, todo = plan(tasks, run)
+    BREAKERS.announce = log  # an endpoint's pause and recovery, as lines of the log (the progress line shows them)
     run_budget = seeded_run_budget(run)  # what earlier sessions of this run spent still counts against it
     lock = threading.Lock()
     # Prefetches the next queued task's image and, with containers.image_cache_gb, prunes (None for a runtime plug-in)
