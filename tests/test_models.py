@@ -1,15 +1,17 @@
 """The model layer through the real litellm path, driven by the scripted provider."""
 
 import json
+import threading
+import time
 
 import pytest
 import yaml
 
 from pipeline import stopping
 from pipeline.config import load_config
-from pipeline.errors import ModelUnavailable, SwepipeError
+from pipeline.errors import ClusterFault, ModelUnavailable, SwepipeError
 from pipeline.models.budget import Budget, CostLimitExceeded
-from pipeline.models.client import ModelCallFailed, ModelClient
+from pipeline.models.client import ABANDONED, ModelCallFailed, ModelClient, charge_abandoned_calls
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.outages import BREAKERS, Settings
@@ -225,3 +227,72 @@ def test_print_config_shows_every_option_with_its_meaning_and_loads_back(tmp_pat
     undocumented = [line for line in commented_yaml(again).splitlines() if "#" not in line and ":" in line
                     and not line.strip().startswith("junior:")]
     assert undocumented == []
+
+
+@pytest.mark.parametrize("fault", ["rate_limit", "server_error", "connection", "timeout", "overloaded"])
+def test_every_transient_fault_outlasting_the_retries_is_an_outage_not_a_result(tmp_path, fault):
+    BREAKERS.configure(Settings(pause_after=2, outage_seconds=0.5, max_wait=0.1, first_wait=0.05))
+    model = script(tmp_path, {"outage": {"error": fault, "seconds": 60}, "principal": ["never"]})
+    with pytest.raises(stopping.Stopped):
+        client(model, max_retries=1).complete(USER, Budget("run"))
+    assert stopping.exit_code() == 1 and "longer than the outage time" in stopping.reason()
+
+
+class SettleFails:
+    """A budget kept elsewhere (a cluster's) whose settlement fails after the provider has answered."""
+
+    def reserve(self, amount):
+        return "hold"
+
+    def settle(self, token, amount, cost):
+        raise ClusterFault("the run's budget actor did not answer within 60 s")
+
+    def left(self):
+        return None
+
+
+def test_a_paid_reply_whose_remote_settle_fails_is_on_record_and_not_paid_again(tmp_path):
+    model = script(tmp_path, {"principal": [{"content": "paid", "usage": {"prompt_tokens": 100,
+                                                                          "completion_tokens": 10}}]})
+    ledger, journal = Ledger(tmp_path / "ledger.jsonl"), tmp_path / "reply.journal"
+    with pytest.raises(ClusterFault):
+        client(model, ledger=ledger).complete(USER, Budget("run", remote=SettleFails()), journal=journal)
+    [row] = Ledger.read(tmp_path / "ledger.jsonl")
+    assert row.error is None and row.cost > 0 and json.loads(journal.read_text())["row"]["call"] == row.call
+    again = client(model, ledger=Ledger(tmp_path / "ledger.jsonl"))  # the resumed task
+    budget = Budget("run")
+    assert again.complete(USER, budget, journal=journal).content == "paid"
+    assert len(Ledger.read(tmp_path / "ledger.jsonl")) == 1 and budget.spent == 0  # seeded from the ledger
+
+
+def test_a_stop_during_a_backoff_still_writes_the_billed_attempt(tmp_path):
+    billed = {"prompt_tokens": 400, "completion_tokens": 100}
+    model = script(tmp_path, {"principal": [{"error": "server_error", "usage": billed}, "never"]})
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    slow = ModelClient(ModelSpec(model=model, prices=PRICES), "principal", ledger, task="t", backoff_base=30.0)
+    threading.Timer(0.5, stopping.request).start()
+    with pytest.raises(stopping.Stopped):
+        slow.complete(USER, Budget("run"))
+    [row] = Ledger.read(tmp_path / "ledger.jsonl")
+    assert "InternalServerError" in row.error and row.cost == pytest.approx((400 * 2.0 + 100 * 8.0) / 1e6)
+
+
+def test_a_call_abandoned_at_a_stop_is_charged_its_worst_case_once(tmp_path):
+    model = script(tmp_path, {"principal": [{"content": "late", "delay": 1.5,
+                                             "usage": {"prompt_tokens": 100, "completion_tokens": 10}}]})
+    ledger, journal = Ledger(tmp_path / "ledger.jsonl"), tmp_path / "reply.journal"
+    waiting = client(model, ledger=ledger, max_tokens=1000)
+    caller = threading.Thread(target=lambda: waiting.complete(USER, Budget("run"), journal=journal))
+    caller.start()
+    time.sleep(0.5)
+    stopping.request()
+    assert charge_abandoned_calls() == 1
+    [row] = Ledger.read(tmp_path / "ledger.jsonl")
+    assert row.error == ABANDONED and row.cost == pytest.approx(waiting.worst_case(USER))
+    caller.join(timeout=10)  # the reply still came: journaled under the same call, not charged again
+    assert len(Ledger.read(tmp_path / "ledger.jsonl")) == 1
+    assert json.loads(journal.read_text())["row"]["call"] == row.call
+    stopping.reset()
+    resumed = client(model, ledger=Ledger(tmp_path / "ledger.jsonl"), max_tokens=1000)
+    assert resumed.complete(USER, Budget("run"), journal=journal).content == "late"
+    assert len(Ledger.read(tmp_path / "ledger.jsonl")) == 1

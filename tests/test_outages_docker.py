@@ -83,3 +83,15 @@ def test_an_outage_across_ten_queued_tasks_stops_after_a_bounded_number_of_calls
     # breaker; with it, a few failures open it and then one probe at a time goes out until the outage time.
     assert 0 < attempts <= 40, attempts
     assert layout.finished() == {} and left_behind("queued") == []
+
+
+def test_a_run_in_which_no_model_call_answered_does_not_end_as_a_plain_score(tmp_path):
+    task = TWO_FILES
+    refused = [{"error": "bad_request"}]
+    configure(tmp_path, {"junior": [refused], "senior": refused, "principal": refused})
+    done = swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "silent",
+                   "--evaluate", cwd=tmp_path, check=False)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "no model answered: every one of the 4 model call(s)" in " ".join(done.stdout.split())
+    prediction = RunLayout(tmp_path / "runs" / "silent").finished()[task.instance_id]
+    assert prediction["calls"] == {"made": 4, "failed": 4}  # the refusals are the models' outcomes: recorded
