@@ -13,6 +13,7 @@ from pipeline.config import Limits
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
+from pipeline.models.prompt_cache import marked_indices, with_cache_markers
 from pipeline.models.spec import ModelSpec
 from pipeline.runtime.local import LocalRuntime
 
@@ -25,7 +26,8 @@ class Provider:
     """A loopback HTTP server answering Anthropic's /v1/messages and OpenAI's /chat/completions with replies in
     turn (by the number of assistant turns in the conversation) and the usage given; it keeps every request."""
 
-    def __init__(self, usage: dict):
+    def __init__(self, usage: dict, tool_calls: list[list[dict]] | None = None):
+        """``tool_calls``: Anthropic's replies are these tool_use blocks in turn (the tool-call format)."""
         self.requests: list[dict] = []
         provider = self
 
@@ -36,8 +38,12 @@ class Provider:
                 turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
                 text = STEPS[min(turn, len(STEPS) - 1)]
                 if self.path.endswith("/v1/messages"):
+                    content = [{"type": "text", "text": text}]
+                    if tool_calls:
+                        content = [{"type": "tool_use", "id": f"toolu_{turn}_{n}", "name": name, "input": arguments}
+                                   for n, (name, arguments) in enumerate(tool_calls[min(turn, len(tool_calls) - 1)])]
                     answer = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                              "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                              "content": content, "stop_reason": "tool_use" if tool_calls else "end_turn",
                               "stop_sequence": None, "usage": usage}
                 else:
                     answer = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -68,17 +74,21 @@ def keys(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-for-a-loopback-server")
 
 
-def rollouts(model, provider, leaky_repo, count=2, **spec):
-    """``count`` junior-style agents on one task, each to its submission; the ledger of their calls."""
+def rollouts(model, provider, leaky_repo, count=2, limits=Limits(), **spec):
+    """``count`` junior-style agents on one task, each to its submission; the ledger of their calls (and the last
+    rollout's record)."""
     ledger = Ledger()
     client = ModelClient(ModelSpec(model=model, api_base=provider.url, max_retries=0, **spec), "junior", ledger)
+    tools = limits.action_format == "tools"
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as runtime:  # one workdir, as /app in containers
         for index in range(count):
-            messages = prompt("agent_system.md.j2", "agent_instance.md.j2", workdir=str(runtime.workdir),
-                              task_text="add() subtracts", command_timeout=60, max_steps=5)
-            run = Agent(f"rollout-{index:02d}", client, runtime, Budget("r"), Limits(), messages=messages,
+            messages = prompt("agent_system_tools.md.j2" if tools else "agent_system.md.j2", "agent_instance.md.j2",
+                              workdir=str(runtime.workdir), task_text="add() subtracts", command_timeout=60,
+                              max_steps=limits.max_steps, tools=tools)
+            run = Agent(f"rollout-{index:02d}", client, runtime, Budget("r"), limits, messages=messages,
                         agent_index=index, temperature=0.3 * index).run()
             assert run.exit_reason == "submitted"
+    ledger.last_run = run
     return ledger
 
 
@@ -134,3 +144,47 @@ def test_the_prompt_cache_setting_overrides_the_provider_default(keys, leaky_rep
     finally:
         provider.close()
     assert all((marks(request) > 0) == marked for request in provider.requests)
+
+
+def test_the_tool_call_format_marks_its_latest_tool_results_and_they_reach_anthropic(keys, leaky_repo):
+    """Observations are tool messages in the tool-call format: the markers go on the last message of each of the
+    two latest turns (tool results, a note after them), and litellm puts them on Anthropic's tool_result blocks,
+    so the history is read back from the cache on the next step, not only the system prompt and the task."""
+    bash = ("bash", {"command": "ls"})
+    replies = [[bash], [bash], [bash, ("bash", {"command": "pwd"})], [bash], [bash], [("submit", {})]]
+    provider = Provider({"input_tokens": 10, "output_tokens": 5}, tool_calls=replies)
+    try:
+        ledger = rollouts(ANTHROPIC, provider, leaky_repo, count=1,
+                          limits=Limits(action_format="tools", max_steps=7))
+    finally:
+        provider.close()
+    messages = ledger.last_run.messages
+    last_prompt = messages[:-1]  # what the submitting call was sent
+    # system, task, 5 turns: one (two calls: a format error) answered by two tool results, one followed by the
+    # note that 3 replies are left
+    assert [m["role"] for m in last_prompt] == ["system", "user", *["assistant", "tool"] * 2, "assistant", "tool",
+                                                "tool", "assistant", "tool", "user", "assistant", "tool"]
+    assert marked_indices(last_prompt) == [0, 11, 13]
+    sent = with_cache_markers(last_prompt)
+    assert [i for i, m in enumerate(sent) if _marked(m)] == [0, 11, 13]
+    assert sent[13]["cache_control"] == {"type": "ephemeral"} and sent[13]["content"] == last_prompt[13]["content"]
+    # What reached the provider: the system prompt, the note that ends the turn before last (litellm merges it
+    # with that turn's tool result into one user message) and the tool_result block of the latest turn
+    request = provider.requests[-1]
+    assert request["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    turns = [m for m in request["messages"] if m["role"] == "user"]
+    assert [block["type"] for block in turns[-2]["content"]] == ["tool_result", "text"]
+    assert turns[-2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert turns[-1]["content"][-1]["type"] == "tool_result" and \
+        turns[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert marks(request) == 3
+    # the third call: its two turns' tool results both carry one
+    tool_turns = [m for m in provider.requests[2]["messages"] if m["role"] == "user"][1:]
+    assert [t["content"][-1]["type"] for t in tool_turns] == ["tool_result"] * 2
+    assert [t["content"][-1].get("cache_control") for t in tool_turns] == [{"type": "ephemeral"}] * 2
+    assert all(marks(r) <= 4 for r in provider.requests)
+
+
+def _marked(message: dict) -> bool:
+    content = message.get("content")
+    return "cache_control" in message or (isinstance(content, list) and "cache_control" in content[-1])

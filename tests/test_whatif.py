@@ -329,3 +329,89 @@ def test_a_run_with_the_senior_switched_off_still_replays_its_juniors(tmp_path):
                    conversations={0: _conversation(2, 100)})
     found, result = policies(run)
     assert ("principal, whole history, prompt cache", None) in found and not result.notes
+
+
+def _chars_with_calls(messages):
+    """Characters of ``messages`` as the replay counts them (a tool call's JSON included)."""
+    return sum(len(m["content"]) + (len(json.dumps(m["tool_calls"])) if m.get("tool_calls") else 0)
+               for m in messages)
+
+
+def _tool_turn(step: int, command: str, output: str) -> list[dict]:
+    call = {"id": f"call_{step}", "type": "function", "function": {"name": "bash",
+                                                                  "arguments": json.dumps({"command": command})}}
+    return [{"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{step}", "content": output}]
+
+
+def test_the_cache_replay_reads_and_writes_only_where_the_run_marks(tmp_path):
+    """A Claude model caches only at the markers the run sends (pipeline.models.prompt_cache): in the tool-call
+    format, the system prompt and the latest tool results. Rollout 0 runs three steps; rollout 1, started after it,
+    runs the same first command but gets another output. Its second prompt shares the system prompt, the task and
+    that command with rollout 0's, but only the system prompt and task were ever marked (an assistant message never
+    is), so that is all it reads; every prefix of rollout 0 ending at a marked tool result is read on its next step."""
+    from pipeline.models.prompt_cache import marked_indices, with_cache_markers
+
+    start = [{"role": "system", "content": "s" * 4000}, {"role": "user", "content": "t" * 4000}]
+    ran = start + _tool_turn(0, "x" * 8000, "a" * 8000) + _tool_turn(1, "ls", "b" * 8000) + \
+        [{"role": "assistant", "content": "", "tool_calls": [{"id": "call_2", "type": "function",
+                                                                  "function": {"name": "submit", "arguments": "{}"}}]}]
+    other = start + _tool_turn(0, "x" * 8000, "c" * 8000) + ran[-1:]
+    prompts = {0: [ran[:i] for i, m in enumerate(ran) if m["role"] == "assistant"],
+               1: [other[:i] for i, m in enumerate(other) if m["role"] == "assistant"]}
+    assert [marked_indices(p) for p in prompts[0]] == [[0, 1], [0, 1, 3], [0, 3, 5]]
+    sent = with_cache_markers(prompts[0][2])
+    assert "cache_control" in sent[3] and "cache_control" in sent[5] and "cache_control" not in sent[2]
+    chars = [_chars_with_calls(p) for p in prompts[0]] + [_chars_with_calls(p) for p in prompts[1]]
+    rows = [_row("rollout-00", "junior", 0.0, input_tokens=c // 4, output_tokens=10, at=10.0 * (j + 1))
+            for j, c in enumerate(chars[:3])]
+    rows += [_row("rollout-01", "junior", 0.0, input_tokens=c // 4, output_tokens=10, at=100.0 + 10 * j)
+             for j, c in enumerate(chars[3:])]
+    run = make_run(tmp_path / "run", votes=["x", "x"], verdicts={"x": True}, principal_resolved=True, rows=rows,
+                   conversations={0: ran, 1: other})
+    replay = read_run(run)
+    pricer = Pricer.for_run(replay.config, {"junior": "anthropic/claude-sonnet-4-5-20250929"})  # minimum 1,024
+    assert pricer.at_markers(replay.tasks[0].calls[0])
+    spend = replay_task(replay.tasks[0], HistoryVariant(cache=True), pricer, HistoryVariant())
+    tokens = [c / 4 for c in chars]
+    near = lambda value: pytest.approx(value, rel=1e-3)  # noqa: E731 - the ledger's tokens are whole
+    task_prefix = 2000  # system prompt and task: the first marks past the minimum
+    through_first_result = _chars_with_calls(ran[:4]) / 4
+    # rollout 0: call 1 writes the task prefix; call 2 reads it and writes to its tool result; call 3 reads that
+    assert spend["rollout-00"].cached_tokens == near(task_prefix + through_first_result)
+    assert spend["rollout-00"].written_tokens == near(tokens[2])
+    # rollout 1: both calls read only the task prefix (the shared command after it was never marked)
+    assert spend["rollout-01"].cached_tokens == near(2 * task_prefix)
+    assert spend["rollout-01"].written_tokens == near(tokens[4] - task_prefix)
+    # a provider that caches every prefix on its own (no markers) reads the shared command too
+    automatic = replay_task(replay.tasks[0], HistoryVariant(cache=True), Pricer.for_run(replay.config, {}),
+                            HistoryVariant())
+    assert automatic["rollout-01"].cached_tokens == near(task_prefix + _chars_with_calls(other[:3]) / 4)
+
+
+def test_a_cache_entry_further_back_than_anthropics_lookback_is_not_read(tmp_path):
+    """Anthropic finds an earlier breakpoint's entry only up to 20 content blocks before one of the call's own.
+    Compacting after N observations cuts one more older observation at each step past N, so such a call's prompt
+    matches what earlier calls wrote only up to the task (no compacted turn was ever marked). With N = 10 the first
+    call past N finds the task's entry exactly 20 blocks before its second-to-last mark; the later ones, and every
+    one past N = 11, find nothing (the system prompt alone is under the model's minimum), where a provider that
+    caches every prefix on its own reads up to the observation cut last."""
+    messages = _conversation(14, 4000)
+    prompts = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant"]
+    rows = [_row("rollout-00", "junior", 0.0, input_tokens=_chars(p) // 4, output_tokens=10, at=10.0 * (j + 1))
+            for j, p in enumerate(prompts)]
+    run = make_run(tmp_path / "run", votes=["x"], verdicts={"x": True}, principal_resolved=True, rows=rows,
+                   conversations={0: messages})
+    replay = read_run(run)
+    pricer = Pricer.for_run(replay.config, {"junior": "anthropic/claude-sonnet-4-5-20250929"})  # minimum 1,024
+
+    def cached(after: int, price=pricer) -> float:
+        variant = HistoryVariant(cache=True, compact_after=after, compact_chars=100)
+        return replay_task(replay.tasks[0], variant, price, HistoryVariant())["rollout-00"].cached_tokens
+
+    # Calls with at most N observations cut nothing: each reads its predecessor's whole prompt.
+    whole_reads = {after: sum(_chars(p) / 4 for p in prompts[:after]) for after in (10, 11)}
+    assert cached(11) == pytest.approx(whole_reads[11])  # the two calls past N = 11 read nothing
+    assert cached(10) == pytest.approx(whole_reads[10] + 2000)  # of the three past N = 10, the first reads the task
+    automatic = Pricer.for_run(replay.config, {})
+    assert cached(11, automatic) > whole_reads[11] + 2 * 2000

@@ -11,27 +11,35 @@ with a provider's prompt cache or without (``swepipe whatif``).
   Output tokens are the recorded ones: neither lever changes what the model wrote (an assumption: a model shown a
   compacted history could act differently; the verdicts stay the recorded ones).
 - **Compaction** is ``pipeline.agent.compact.compact_history``, exactly as the agent applies it.
-- **Prompt cache.** A call reads from the cache the longest run of leading whole messages it shares with a prompt
-  of the same model in the same task that had finished before the call started (the ledger's times; rollouts run
-  side by side, so their first calls rarely find the shared system prompt and task already written), when that
-  prefix is at least the model's cache minimum (``Prices.cache_min_tokens``, from litellm's map: 1024 for most,
-  4096 for Claude Haiku 4.5 and Opus 4.5; 1024 when unknown). The rest of its input is written to the cache,
-  priced at the cache-write price where the model has one (Anthropic: 1.25 x input), else as input. A prompt
-  shorter than the minimum is neither read from nor written to the cache. Cache
-  entries are assumed to live as long as the task (providers keep them 5 minutes after the last hit).
+- **Prompt cache.** What a call reads is a prefix of whole messages that a call of the same model in the same task
+  wrote before this call started (the ledger's times; rollouts run side by side, so their first calls rarely find
+  the shared system prompt and task already written). A model whose provider caches every prefix on its own
+  (OpenAI, DeepSeek, Gemini) writes its whole prompt, and a call reads the longest prefix it shares with one
+  written. A model that caches only at markers (Anthropic; ``prompt_cache.caches_at_markers``) writes the prefixes
+  ending at the messages the run marks (``prompt_cache.marked_indices``, the rule the calls follow), and a call
+  reads the longest written prefix ending at one of its own marks or up to LOOKBACK_BLOCKS content blocks before
+  one (as Anthropic looks back from each breakpoint); what follows its last mark is plain input. Only a prefix of
+  at least the model's cache minimum is written (``Prices.cache_min_tokens``, from litellm's map: 1024 for most,
+  4096 for Claude Haiku 4.5 and Opus 4.5; 1024 when unknown), so a prompt shorter than that is neither read from
+  nor written to the cache. What a call writes is priced at the cache-write price where the model has one
+  (Anthropic: 1.25 x input), else as input. Cache entries are assumed to live as long as the task (providers keep
+  them 5 minutes after the last hit).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 
 from pipeline.agent.compact import compact_history
 from pipeline.models.ledger import LedgerRow
+from pipeline.models.prompt_cache import marked_indices
 from pipeline.models.spec import Prices
 from pipeline.report.replay_data import TaskReplay
 
 MIN_CACHE_TOKENS = 1024
+LOOKBACK_BLOCKS = 20  # how far before a breakpoint Anthropic finds an earlier one's cache entry
 _CHARS_PER_TOKEN = 4.0  # only when an agent's rows record no input tokens at all
 
 
@@ -78,8 +86,9 @@ class _Call:
 def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: HistoryVariant) -> dict[str, Spend]:
     """Spend by agent (``rollout-NN``, ``senior``; every other call under its stage's name) of ``task``'s calls under
     ``variant``. ``price_of(row)`` gives the Prices a replayed call is charged at, ``price_of.row_cost(row)`` what a
-    call that is not replayed cost (``whatif.Pricer``); ``sent`` is how the run itself compacted
-    (its ``limits``), for calibrating characters to tokens."""
+    call that is not replayed cost, ``price_of.at_markers(row)`` whether its model caches only at markers
+    (``whatif.Pricer``); ``sent`` is how the run itself compacted (its ``limits``), for calibrating characters to
+    tokens."""
     replayed, paired = _replayable(task, sent)
     spend: dict[str, Spend] = {}
     for row in task.calls:
@@ -94,24 +103,49 @@ def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: Histo
         prompt = _compacted(call.messages, variant)
         measured = [seen.get(id(m)) or seen.setdefault(id(m), (_size(m), _fingerprint(m))) for m in prompt]
         prepared.append((call, [size for size, _ in measured], [fingerprint for _, fingerprint in measured], prompt))
+    plans = [_CachePlan(call, sizes, prompt, price_of) for call, sizes, _, prompt in prepared] if variant.cache \
+        else []
     written_by_model: dict[str, _PrefixIndex] = {}
-    for call, sizes, prints, _ in prepared:  # what each call wrote to the cache, from the time it finished
-        if variant.cache and sum(sizes) * call.factor >= _cache_minimum(price_of(call.row)):
-            written_by_model.setdefault(call.row.model, _PrefixIndex()).add(prints, call.row.time)
-    for call, sizes, prints, _ in prepared:
+    for plan, (call, _, prints, _) in zip(plans, prepared):  # what each call wrote, from the time it finished
+        if plan.writes:
+            written_by_model.setdefault(call.row.model, _PrefixIndex()).add(prints, call.row.time, plan.writes)
+    for number, (call, sizes, prints, _) in enumerate(prepared):
         prices = price_of(call.row)
         tokens = sum(sizes) * call.factor
         cached = written = 0.0
-        if variant.cache and tokens >= _cache_minimum(prices):  # a shorter prompt is neither read nor written
+        if plans:
             index = written_by_model.get(call.row.model)
-            shared = index.shared(prints, call.start) if index else 0
-            cached = sum(sizes[:shared]) * call.factor
-            if cached < _cache_minimum(prices):
-                cached = 0.0
-            written = tokens - cached
+            read = plans[number].read(index.written(prints, call.start) if index else [])
+            cached = plans[number].tokens(read)
+            written = max(0.0, plans[number].tokens(plans[number].last_write) - cached)
         dollars = prices.cost(tokens, cached, call.row.output_tokens, written)  # (token counts may be fractional)
         _book(spend, call.agent, Spend(tokens, cached, written, call.row.output_tokens, dollars))
     return spend
+
+
+class _CachePlan:
+    """Where one replayed call's prompt can be read from and written to the cache, as numbers of leading messages
+    (a prefix of n messages ends at message n - 1)."""
+
+    def __init__(self, call: _Call, sizes: list[int], prompt: list[dict], price_of):
+        self._chars = list(itertools.accumulate(sizes, initial=0))  # characters of each prefix
+        self._blocks = list(itertools.accumulate(map(_blocks, prompt), initial=0))
+        self.factor = call.factor
+        minimum = _cache_minimum(price_of(call.row))
+        self.marks = [i + 1 for i in marked_indices(prompt)] if price_of.at_markers(call.row) else None
+        ends = self.marks if self.marks is not None else range(1, len(prompt) + 1)  # automatic: every prefix
+        self.writes = [n for n in ends if self.tokens(n) >= minimum]  # a shorter prefix is not cached
+        self.last_write = max(self.writes, default=0)
+
+    def tokens(self, count: int) -> float:
+        return self._chars[count] * self.factor
+
+    def read(self, written: list[int]) -> int:
+        """The longest prefix this call reads, of the prefixes ``written`` before it started."""
+        if self.marks is None:
+            return max(written, default=0)
+        return max((n for n in written if any(n <= mark and self._blocks[mark] - self._blocks[n] <= LOOKBACK_BLOCKS
+                                             for mark in self.marks)), default=0)
 
 
 def _cache_minimum(prices: Prices) -> int:
@@ -163,29 +197,41 @@ def _fingerprint(message: dict) -> tuple:
             json.dumps(calls, sort_keys=True, default=str) if calls else None, message.get("tool_call_id"))
 
 
+def _blocks(message: dict) -> int:
+    """The content blocks ``message`` is sent as (an assistant's text and each of its tool calls)."""
+    if message.get("role") != "assistant":
+        return 1
+    return (1 if message.get("content") else 0) + len(message.get("tool_calls") or [])
+
+
 class _PrefixIndex:
-    """Every prompt of one model as a path of message fingerprints; each node keeps the earliest time a prompt
-    through it had finished, so the longest prefix already in the cache at a time is one walk down."""
+    """Every written prompt of one model as a path of message fingerprints; each node keeps the earliest time the
+    prefix ending there was written, so the prefixes in the cache at a time are one walk down."""
 
     def __init__(self) -> None:
         self.root: dict = {}
 
-    def add(self, prints: list[tuple], finished: float) -> None:
-        node = self.root
-        for fingerprint in prints:
+    def add(self, prints: list[tuple], finished: float, writes: list[int]) -> None:
+        """The prefixes of ``prints`` of the lengths ``writes``, written at ``finished``."""
+        node, depth, ends = self.root, 0, set(writes)
+        for fingerprint in prints[:max(ends, default=0)]:
             child = node.setdefault(fingerprint, [float("inf"), {}])
-            child[0] = min(child[0], finished)
+            depth += 1
+            if depth in ends:
+                child[0] = min(child[0], finished)
             node = child[1]
 
-    def shared(self, prints: list[tuple], started: float) -> int:
-        """How many leading messages of ``prints`` a prompt that finished by ``started`` shares."""
-        node, depth = self.root, 0
-        for fingerprint in prints:
+    def written(self, prints: list[tuple], started: float) -> list[int]:
+        """The lengths of the prefixes of ``prints`` written by ``started``."""
+        node, found = self.root, []
+        for depth, fingerprint in enumerate(prints, start=1):
             child = node.get(fingerprint)
-            if child is None or child[0] > started:
+            if child is None:
                 break
-            node, depth = child[1], depth + 1
-        return depth
+            if child[0] <= started:
+                found.append(depth)
+            node = child[1]
+        return found
 
 
 def _book(spend: dict[str, Spend], agent: str, amount: Spend) -> None:

@@ -72,10 +72,11 @@ class WhatIf:
 
 class Pricer:
     """Each ledger stage's Prices. Recorded calls keep the cost the ledger says was paid unless their stage was
-    repriced (``repriced``: ``--price``); calls replayed from conversations are priced at ``prices``."""
+    repriced (``repriced``: ``--price``); calls replayed from conversations are priced at ``prices``, with a
+    prompt cache read and written only at the run's markers for the stages in ``at_markers_stages``."""
 
-    def __init__(self, prices: dict, repriced: frozenset = frozenset()):
-        self.prices, self.repriced = prices, repriced
+    def __init__(self, prices: dict, repriced: frozenset = frozenset(), at_markers_stages: frozenset = frozenset()):
+        self.prices, self.repriced, self.at_markers_stages = prices, repriced, at_markers_stages
 
     @classmethod
     def for_run(cls, config: dict, overrides: dict[str, str]) -> Pricer:
@@ -86,20 +87,29 @@ class Pricer:
 
         from pipeline.errors import SwepipeError
         from pipeline.models.pricing import resolve_prices
+        from pipeline.models.prompt_cache import caches_at_markers
         from pipeline.models.spec import ModelSpec
 
         models = config.get("models") if isinstance(config.get("models"), dict) else {}
-        prices = {}
+        prices, at_markers = {}, set()
         for role in sorted(set(models) | set(overrides)):
             if role in overrides:
-                prices[role] = resolve_prices(ModelSpec(model=overrides[role]), role)  # unknown: a clear error
-                continue
-            try:
-                spec = ModelSpec.model_validate(models[role])
-                prices[role] = None if spec.is_none else resolve_prices(spec, role)
-            except (ValidationError, SwepipeError, TypeError):
-                prices[role] = None
-        return cls(prices, frozenset(overrides))
+                spec = ModelSpec(model=overrides[role])
+                prices[role] = resolve_prices(spec, role)  # unknown: a clear error
+            else:
+                try:
+                    spec = ModelSpec.model_validate(models[role])
+                    prices[role] = None if spec.is_none else resolve_prices(spec, role)
+                except (ValidationError, SwepipeError, TypeError):
+                    prices[role] = None
+                    continue
+            if caches_at_markers(spec):
+                at_markers.add(role)
+        return cls(prices, frozenset(overrides), frozenset(at_markers))
+
+    def at_markers(self, row) -> bool:
+        """Whether the model of ``row``'s stage caches only at the markers the run sends."""
+        return row.stage in self.at_markers_stages
 
     def __call__(self, row):
         return self.prices.get(row.stage)
