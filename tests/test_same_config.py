@@ -73,3 +73,69 @@ def test_a_config_yaml_this_version_cannot_read_is_not_compared(tmp_path):
     settings.layout.config.write_text("juniors: {k: 2, a_field_from_another_version: 1}\n")
     prepare(tmp_path, config(tmp_path, juniors__k=3))  # nothing to compare with: goes on, and records the new one
     assert "k: 3" in settings.layout.config.read_text()
+
+
+ANTHROPIC = "anthropic/claude-sonnet-4-5-20250929"
+
+
+def test_a_prompt_cache_change_that_adds_or_removes_markers_is_refused(tmp_path):
+    """The reply journal is keyed by the messages as sent, cache markers included: a reply journaled just before a
+    kill would be paid again under other markers. auto and on mark an Anthropic model's calls alike."""
+    claude = {"models__junior__model": ANTHROPIC, "models__junior__prices": None}
+    started(prepare(tmp_path, config(tmp_path, **claude)))
+    with pytest.raises(SwepipeError, match="models.junior.prompt_cache: auto -> off"):
+        prepare(tmp_path, config(tmp_path, **claude, models__junior__prompt_cache="off"))
+    prepare(tmp_path, config(tmp_path, **claude, models__junior__prompt_cache="on"))
+
+
+def test_another_image_template_or_container_network_is_refused(tmp_path):
+    template = "registry.example/sweap:{dockerhub_tag}"
+    settings = prepare(tmp_path, config(tmp_path, containers__image_template=template))
+    started(settings)
+    with pytest.raises(SwepipeError, match="containers.image_template: registry.example/sweap:{dockerhub_tag} -> "
+                                           "mirror.example/sweap:{dockerhub_tag}"):
+        prepare(tmp_path, config(tmp_path, containers__image_template="mirror.example/sweap:{dockerhub_tag}"))
+    with pytest.raises(SwepipeError, match="containers.network: false -> true"):
+        prepare(tmp_path, config(tmp_path, containers__image_template=template, containers__network=True))
+    prepare(tmp_path, config(tmp_path, containers__image_template=template))
+
+
+def test_the_image_template_given_by_flag_or_by_the_dataset_is_recorded_and_kept(tmp_path):
+    cfg = config(tmp_path)
+    settings, _ = prepare_run(dataset="bundled", config=cfg, run_id="r", runs_dir=tmp_path / "runs",
+                              image_template="mirror.example/{dockerhub_tag}")
+    settings.layout.unlock()
+    assert "image_template: mirror.example/{dockerhub_tag}" in settings.layout.config.read_text()
+    started(settings)
+    with pytest.raises(SwepipeError, match=r"containers.image_template: mirror.example/\{dockerhub_tag\} -> "):
+        prepare(tmp_path, cfg)  # the flag forgotten: the dataset's default template is another one
+    settings, _ = prepare_run(dataset="bundled", config=cfg, run_id="r", runs_dir=tmp_path / "runs",
+                              image_template="mirror.example/{dockerhub_tag}")
+    settings.layout.unlock()
+
+
+def test_a_run_from_before_the_template_was_recorded_takes_the_one_given_now(tmp_path):
+    settings = prepare(tmp_path, config(tmp_path))
+    started(settings)
+    text = settings.layout.config.read_text()
+    settings.layout.config.write_text("\n".join(line for line in text.splitlines() if "image_template" not in line))
+    prepare(tmp_path, config(tmp_path, containers__image_template="mirror.example/{dockerhub_tag}"))
+
+
+def test_scoring_with_another_network_than_the_scored_tasks_had_is_refused(tmp_path):
+    def session(**options):
+        settings, _ = prepare_run(dataset="bundled", config=config(tmp_path), run_id="r", runs_dir=tmp_path / "runs",
+                                  **options)
+        settings.layout.unlock()
+        return settings
+
+    settings = session(evaluate=True)
+    started(settings)
+    session(evaluate=True, eval_network=True)  # nothing scored yet: nothing to mix
+    result = settings.layout.task("some-task").eval / "result.json"
+    result.parent.mkdir(parents=True)
+    result.write_text('{"instance_id": "some-task", "resolved": true, "network": false}')
+    with pytest.raises(SwepipeError, match=r"scoring network \(--eval-network\): off -> on"):
+        session(evaluate=True, eval_network=True)
+    session(evaluate=True)
+    session(eval_network=True)  # this session does not score

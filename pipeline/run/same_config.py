@@ -1,7 +1,10 @@
 """A resumed run goes on with the config it started with: what decides its results (strategy, models, limits, the
-stages' settings) may not change between sessions, or one run directory would hold tasks done two ways under one
-config.yaml. Budgets, containers and the executor may change (more money, another machine, a cluster), and so may how
-a model is reached or priced (its endpoint, timeouts, retries, prices, prompt cache), which changes no reply."""
+stages' settings, the image and network its containers have, the network its scoring has) may not change between
+sessions, or one run directory would hold tasks done two ways under one config.yaml. Nor may whether a model's calls
+carry prompt-cache markers: the reply journal is keyed by the messages as sent, markers included, so a reply journaled
+just before a kill would be paid again. Budgets, the other container settings and the executor may change (more money,
+another machine, a cluster), and so may how a model is reached or priced (its endpoint, timeouts, retries, prices),
+which changes no reply."""
 
 from __future__ import annotations
 
@@ -13,23 +16,34 @@ from pydantic import ValidationError
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
+from pipeline.models.prompt_cache import needs_markers
 
-FREE_TO_CHANGE = ("budgets", "containers", "executor")
-MODEL_FIELDS_FREE_TO_CHANGE = ("api_base", "timeout", "max_retries", "prices", "free", "prompt_cache")
+FREE_TO_CHANGE = ("budgets", "executor", "faults")
+CONTAINER_FIELDS_DECIDING = ("image_template", "network")  # the other container settings may change
+MODEL_FIELDS_FREE_TO_CHANGE = ("api_base", "timeout", "max_retries", "prices", "free")
+SCORING_NETWORK = "scoring network (--eval-network)"
 SHOWN = 6  # differences named in the message
 
 
-def check_same_config(layout: RunLayout, config: RunConfig) -> None:
+def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool | None = None) -> None:
     """Refuse ``config`` for a run that already has task folders, when it differs from the run's config.yaml in what
     decides results; the message names each difference, old and new. A config.yaml this version cannot read (or
-    none) is not compared."""
+    none) is not compared. ``eval_network``: the network this session scores with (None: it does not score),
+    refused when it is not the one the run's scored tasks had."""
     if not layout.config.exists() or not any((layout.root / "tasks").glob("*")):
         return
     try:
         before = RunConfig.model_validate(yaml.safe_load(layout.config.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError, ValidationError, TypeError):
         return
-    changes = _differences(_identity(before), _identity(config))
+    was, now = _identity(before), _identity(config)
+    if before.containers.image_template is None:  # a run from before the template was recorded: unknown
+        was["containers"].pop("image_template")
+        now["containers"].pop("image_template")
+    changes = [change for change in _differences(was, now) if not _same_markers(change[0], before, config)]
+    scored = _scored_network(layout)
+    if eval_network is not None and scored is not None and scored != eval_network:
+        changes.append((SCORING_NETWORK, _on(scored), _on(eval_network)))
     if changes:
         named = "; ".join(f"{key}: {_short(old)} -> {_short(new)}" for key, old, new in changes[:SHOWN])
         more = f" (and {len(changes) - SHOWN} more)" if len(changes) > SHOWN else ""
@@ -41,6 +55,7 @@ def check_same_config(layout: RunLayout, config: RunConfig) -> None:
 
 def _identity(config: RunConfig) -> dict:
     data = {key: value for key, value in config.model_dump(mode="json").items() if key not in FREE_TO_CHANGE}
+    data["containers"] = {key: data["containers"][key] for key in CONTAINER_FIELDS_DECIDING}
     data["models"] = {role: {key: value for key, value in spec.items() if key not in MODEL_FIELDS_FREE_TO_CHANGE}
                       for role, spec in data.get("models", {}).items()}
     return data
@@ -53,6 +68,31 @@ def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]
             found += _differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else str(key))
         return found
     return [] if old == new else [(prefix, old, new)]
+
+
+def _same_markers(key: str, before: RunConfig, config: RunConfig) -> bool:
+    """A changed ``models.<role>.prompt_cache`` that marks the same calls (auto and on, for an Anthropic model)."""
+    parts = key.split(".")
+    if len(parts) != 3 or parts[0] != "models" or parts[2] != "prompt_cache" or \
+            parts[1] not in before.models or parts[1] not in config.models:
+        return False
+    return needs_markers(before.models[parts[1]]) == needs_markers(config.models[parts[1]])
+
+
+def _scored_network(layout: RunLayout) -> bool | None:
+    """Whether the run's scored tasks had the network (their eval/result.json), None when none was scored yet."""
+    for path in (layout.root / "tasks").glob("*/eval/result.json"):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and "network" in record:
+            return bool(record["network"])
+    return None
+
+
+def _on(network: bool) -> str:
+    return "on" if network else "off"
 
 
 def _short(value) -> str:

@@ -85,10 +85,14 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
         for role, spec in config.models.items():
             if not spec.is_none:
                 resolve_prices(spec, role)
-        check_same_config(layout, config)  # with the local model filled in, as the run's config.yaml holds it
-        write_text_atomic(layout.config, config.to_yaml())
         defaults = defaults_for(dataset)
         template = image_template or config.containers.image_template or defaults.image_template
+        # recorded in config.yaml, so a resume can refuse another one and later commands use the run's own
+        config = config.model_copy(update={"containers": config.containers.model_copy(
+            update={"image_template": template})})
+        # with the local model filled in, as the run's config.yaml holds it
+        check_same_config(layout, config, eval_network=eval_network if evaluate else None)
+        write_text_atomic(layout.config, config.to_yaml())
         evaluation = None
         if evaluate:
             evaluation = EvalSettings(image_template=template, run_scripts=run_scripts or defaults.run_scripts,
