@@ -228,3 +228,22 @@ def test_open_runtime_in_the_background_is_labelled_and_stops(leaky_image, leaky
     finally:
         runtime.stop()
     assert labelled(run_id) == []
+
+
+def test_a_background_runtime_whose_warm_up_fails_leaves_no_container(leaky_image, leaky_repo, run_id, monkeypatch):
+    """The warm-up command raising (Docker failing under it) must not leave its container: the caller never gets
+    that runtime, so its stop() has nothing to stop, and each Docker retry of the task would leak one more."""
+    def failing(self, command, timeout=60, output_limit=None):
+        raise RuntimeUnavailable("the engine went away")
+
+    monkeypatch.setattr(DockerRuntime, "run", failing)
+    task = Task(instance_id="demo__calc-1", repo="demo/calc", base_commit=leaky_repo["base"],
+                problem_statement="add() subtracts instead of adding.", repo_language="python",
+                fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[],
+                before_repo_set_cmd="", dockerhub_tag="unused")
+    runtime = open_runtime(task, "rollout-00", Containers(), run_id=run_id, image_template=leaky_image,
+                           background=True)
+    with pytest.raises(RuntimeUnavailable, match="went away"):
+        runtime.run("true")  # the first use raises the start's error
+    assert labelled(run_id) == []
+    runtime.stop()  # nothing left to stop, and the error is not raised again

@@ -23,7 +23,11 @@ class BackgroundRuntime:
     @staticmethod
     def _start_and_warm(start: Callable[[], Runtime]) -> Runtime:
         runtime = start()
-        runtime.run("true", timeout=60)  # brings up the command server too
+        try:
+            runtime.run("true", timeout=60)  # brings up the command server too
+        except BaseException:
+            runtime.stop()  # the caller never gets this runtime, so nothing else would remove its container
+            raise
         return runtime
 
     def _runtime(self) -> Runtime:
@@ -42,11 +46,10 @@ class BackgroundRuntime:
         return self._runtime().diff(max_bytes)
 
     def stop(self) -> None:
-        try:
-            runtime = self._future.result()
-        except Exception:  # noqa: BLE001 - a runtime that never started has nothing to stop
-            return
-        runtime.stop()
+        # exception() waits for the start; a start that raised (RuntimeUnavailable is a BaseException) left
+        # nothing to stop, and its error is for the first use to raise, not for stop()
+        if self._future.exception() is None:
+            self._future.result().stop()
 
     @property
     def container(self):
