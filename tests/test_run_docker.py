@@ -14,6 +14,7 @@ import yaml
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers
+from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.tasks import load_tasks
 from scripted_pipeline import (SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch,
                                patch_per_file, reply, write_config)
@@ -181,6 +182,21 @@ def test_missing_image_spends_nothing_and_leaves_the_task_unfinished(tmp_path):
     assert layout.finished() == {}  # a rerun will try it again
     assert Ledger.read(layout.task(task.instance_id).ledger) == []  # no model was paid
     assert "not available locally" in (layout.root / "infra_errors.jsonl").read_text()
+
+
+def test_an_image_that_cannot_be_sanitised_spends_nothing_and_leaves_the_task_unfinished(tmp_path):
+    """The image exists, but its repository cannot be sanitised (the base image has no repository at /app): the
+    task fails before any model is paid, where each junior's first call used to be paid while its container was
+    still being prepared in the background."""
+    task = TWO_FILES
+    setup(tmp_path, pipeline_script(task, ["unused"]))
+    done = swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "nosanitise",
+                   "--image-template", BASE_IMAGE, cwd=tmp_path, check=False)
+    assert done.returncode == 1 and "could not run" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    layout = RunLayout(tmp_path / "runs" / "nosanitise")
+    assert layout.finished() == {}  # a rerun will try it again
+    assert Ledger.read(layout.task(task.instance_id).ledger) == []  # no model was paid
+    assert "cannot sanitise the repository at /app" in (layout.root / "infra_errors.jsonl").read_text()
 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "plugins"
