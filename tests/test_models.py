@@ -296,3 +296,14 @@ def test_a_call_abandoned_at_a_stop_is_charged_its_worst_case_once(tmp_path):
     resumed = client(model, ledger=Ledger(tmp_path / "ledger.jsonl"), max_tokens=1000)
     assert resumed.complete(USER, Budget("run"), journal=journal).content == "late"
     assert len(Ledger.read(tmp_path / "ledger.jsonl")) == 1
+
+
+def test_a_reply_journaled_under_cache_markers_is_reused_without_them(tmp_path):
+    model = script(tmp_path, {"principal": [{"content": "paid", "usage": {"prompt_tokens": 100,
+                                                                          "completion_tokens": 10}}]})
+    path, journal = tmp_path / "ledger.jsonl", tmp_path / "reply.journal"
+    long = [{"role": "system", "content": "rules " * 2000}, *USER]
+    client(model, ledger=Ledger(path), prompt_cache="on").complete(long, Budget("run"), journal=journal)
+    [row] = Ledger.read(path)  # the process dies here, before its caller saved the reply
+    again = client(model, ledger=Ledger(path), prompt_cache="off").complete(long, Budget("run"), journal=journal)
+    assert again.content == "paid" and len(Ledger.read(path)) == 1

@@ -302,7 +302,9 @@ class ModelClient:
                             ("seed", seed)):
             if value is not None:
                 params[name] = value
-        key = _call_key(params) if journal is not None else ""
+        # Keyed by the conversation, not by the cache markers it is sent with: they change no reply, so
+        # prompt_cache may change on resume without paying a journaled reply again.
+        key = _call_key({**params, "messages": messages}) if journal is not None else ""
         if journal is not None and (kept := self._journaled(journal, key, budget)) is not None:
             return kept
         worst = self.worst_case(sent, tools)

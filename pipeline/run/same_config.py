@@ -1,10 +1,9 @@
 """A resumed run goes on with the config it started with: what decides its results (strategy, models, limits, the
 stages' settings, the image and network its containers have, the network its scoring has) may not change between
-sessions, or one run directory would hold tasks done two ways under one config.yaml. Nor may whether a model's calls
-carry prompt-cache markers: the reply journal is keyed by the messages as sent, markers included, so a reply journaled
-just before a kill would be paid again. Budgets, the other container settings and the executor may change (more money,
-another machine, a cluster), and so may how a model is reached or priced (its endpoint, timeouts, retries, prices),
-which changes no reply."""
+sessions, or one run directory would hold tasks done two ways under one config.yaml. Budgets, the other container
+settings, the executor and the fault settings may change (more money, another machine, a cluster), and so may how a
+model is reached, priced or cached (its endpoint, timeouts, retries, prices, prompt-cache markers), which changes no
+reply; the reply journal is keyed by the conversation without its cache markers, so none is paid twice."""
 
 from __future__ import annotations
 
@@ -16,11 +15,10 @@ from pydantic import ValidationError
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
-from pipeline.models.prompt_cache import needs_markers
 
 FREE_TO_CHANGE = ("budgets", "executor", "faults")
 CONTAINER_FIELDS_DECIDING = ("image_template", "network")  # the other container settings may change
-MODEL_FIELDS_FREE_TO_CHANGE = ("api_base", "timeout", "max_retries", "prices", "free")
+MODEL_FIELDS_FREE_TO_CHANGE = ("api_base", "timeout", "max_retries", "prices", "free", "prompt_cache")
 SCORING_NETWORK = "scoring network (--eval-network)"
 SHOWN = 6  # differences named in the message
 
@@ -40,7 +38,7 @@ def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool |
     if before.containers.image_template is None:  # a run from before the template was recorded: unknown
         was["containers"].pop("image_template")
         now["containers"].pop("image_template")
-    changes = [change for change in _differences(was, now) if not _same_markers(change[0], before, config)]
+    changes = _differences(was, now)
     scored = _scored_network(layout)
     if eval_network is not None and scored is not None and scored != eval_network:
         changes.append((SCORING_NETWORK, _on(scored), _on(eval_network)))
@@ -68,15 +66,6 @@ def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]
             found += _differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else str(key))
         return found
     return [] if old == new else [(prefix, old, new)]
-
-
-def _same_markers(key: str, before: RunConfig, config: RunConfig) -> bool:
-    """A changed ``models.<role>.prompt_cache`` that marks the same calls (auto and on, for an Anthropic model)."""
-    parts = key.split(".")
-    if len(parts) != 3 or parts[0] != "models" or parts[2] != "prompt_cache" or \
-            parts[1] not in before.models or parts[1] not in config.models:
-        return False
-    return needs_markers(before.models[parts[1]]) == needs_markers(config.models[parts[1]])
 
 
 def _scored_network(layout: RunLayout) -> bool | None:

@@ -142,13 +142,12 @@ def seeded_run_budget(run: RunSettings) -> Budget:
 
 
 def _require_image(job: TaskJob) -> None:
-    """An image that cannot be had fails the task before any model is paid."""
+    """An image that cannot be had or prepared (pulled, sanitised) fails the task before any model is paid."""
     if job.config.containers.impl:
         return  # another runtime: its opener knows what it needs
-    from pipeline.runtime.images import ensure_image, image_name
+    from pipeline.runtime.factory import prepare_task_image
 
-    ensure_image(image_name(job.image_template, job.task.to_row()), platform=job.config.containers.platform,
-                 show_progress=False)
+    prepare_task_image(job.task, job.config.containers, job.image_template)
 
 
 def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage", carried: dict | None = None) -> dict:
