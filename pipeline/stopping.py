@@ -19,6 +19,7 @@ STOP = threading.Event()
 _signal: list[int] = []  # the signal that asked for the stop
 _fault: list[tuple[str, int]] = []  # (why, exit code) when a fault stopped the run (``fault``), not a signal
 _cleanups: list[Callable[[], object]] = []
+_at_exit: list[Callable[[], object]] = []  # run as the process ends without waiting for its threads
 _installed = False
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -73,6 +74,21 @@ def on_stop(cleanup: Callable[[], object]) -> None:
         _cleanups.append(cleanup)
 
 
+def at_exit(callback: Callable[[], object]) -> None:
+    """Run ``callback`` when the process ends without waiting for its threads (``exit_now``, a second signal):
+    what must be on record about the work it abandons (pipeline.models.client charges the calls in flight)."""
+    if callback not in _at_exit:
+        _at_exit.append(callback)
+
+
+def _run_at_exit() -> None:
+    for callback in list(_at_exit):
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - the process is ending whatever one of them does
+            pass
+
+
 def run_cleanups() -> None:
     for cleanup in list(_cleanups):
         try:
@@ -95,6 +111,7 @@ def install(again: bool = False) -> None:
 def _handle(signum, frame) -> None:
     if STOP.is_set():  # the second signal: out now
         run_cleanups()
+        _run_at_exit()
         sys.stderr.write("\nstopped at once; if containers are left, `swepipe cleanup` removes them\n")
         sys.stderr.flush()
         os._exit(EXIT_CODES.get(signum, 1))
@@ -115,7 +132,9 @@ def exit_code() -> int:
 
 
 def exit_now(code: int) -> None:
-    """End the process without waiting for threads still blocked in a model call (they are abandoned)."""
+    """End the process without waiting for threads still blocked in a model call (they are abandoned, and
+    charged: ``at_exit``)."""
+    _run_at_exit()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -118,6 +118,30 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
     assert left_behind(run_id) == []
 
 
+def test_calls_a_stop_abandons_in_flight_are_charged_their_worst_case(tmp_path):
+    """The provider may bill a call whose reply nobody waits for: a stop charges it, as a lost node's calls are."""
+    run_id = "stop-in-flight"
+    slow_reply = {**bash("echo late"), "delay": 60}
+    command, env = start(tmp_path, run_id, [[bash("echo one"), slow_reply, SUBMIT]] * 2)
+    layout = RunLayout(tmp_path / "runs" / run_id)
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for_paid_replies(layout.task(TASK.instance_id).junior, 1)
+        time.sleep(1.0)  # both are waiting for their second reply now
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, out[-2000:] + err[-2000:]
+    assert "abandoned and are charged their worst case" in " ".join(out.split())
+    rows = Ledger.read(layout.task(TASK.instance_id).ledger)
+    abandoned = [r for r in rows if r.error and "abandoned at a stop" in r.error]
+    assert sorted(r.agent for r in abandoned) == ["rollout-00", "rollout-01"]
+    assert all(r.cost > 0.0001 for r in abandoned)  # the worst case: the prompt and max_tokens of output
+    assert not list(layout.task(TASK.instance_id).junior.glob("rollout-*[0-9].json")) and left_behind(run_id) == []
+
+
 FIXING_JUNIORS = [[bash(apply_patch_command(TASK.patch)), SUBMIT], [bash("ls"), SUBMIT]]
 
 

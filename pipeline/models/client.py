@@ -240,6 +240,7 @@ def charge_abandoned_calls() -> int:
 
 
 ABANDONED = "abandoned at a stop while the provider had it: charged its worst case"
+stopping.at_exit(charge_abandoned_calls)  # also when a second Ctrl-C ends the process at once
 
 
 class ModelClient:
