@@ -11,6 +11,7 @@ the run directory itself (pipeline.run.ray_node, pipeline.run.ray_driver).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -21,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from pipeline.secrets import redact, redact_data, redact_values
+from pipeline.secrets import StreamRedactor, redact, redact_data, redact_values
 
 TORN_SUFFIX = ".torn"
 _TEMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # what _replace's mkstemp names look like
@@ -118,10 +119,35 @@ def _replace(path: Path, text: str) -> None:
     _replace_bytes(path, text.encode("utf-8"))
 
 
+def _file_mode() -> int:
+    """The mode ``open`` gives a new file in this process (0o666 less the umask), read without changing it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+# mkstemp makes its files 0600: an atomically written file gets the mode every other file of a run has.
+_FILE_MODE = _file_mode()
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file in ``path``'s folder (its descriptor and name), with the run's file mode."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, _FILE_MODE)
+    return fd, tmp
+
+
 def _replace_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with _mirrored(path) as mirror:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = _temp_beside(path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -149,17 +175,31 @@ def remove_stale_temp_files(root: Path, older_than: float = 60.0) -> list[Path]:
     return removed
 
 
-def redact_file(path: Path) -> None:
-    """Redact a file written by something else (a container's log), in place; bytes that are not UTF-8
-    are kept as they were."""
+def redact_file(path: Path, block: int = 1 << 20) -> None:
+    """Redact a file written by something else (a container's log), in place, as a stream: memory stays bounded
+    however big the file is. Bytes that are not UTF-8 are kept as they were; a file with nothing to redact is
+    left untouched."""
     try:
-        raw = path.read_bytes()
+        source = open(path, "rb")
     except FileNotFoundError:
         return
-    text = raw.decode("utf-8", errors="surrogateescape")
-    clean = redact(text)
-    if clean != text:
-        _replace_bytes(path, clean.encode("utf-8", errors="surrogateescape"))
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    redactor = StreamRedactor()
+    with _mirrored(path) as mirror, source:
+        fd, tmp = _temp_beside(path)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while piece := source.read(block):
+                    out.write(redactor.feed(decoder.decode(piece)).encode("utf-8", errors="surrogateescape"))
+                rest = redactor.feed(decoder.decode(b"", final=True)) + redactor.finish()
+                out.write(rest.encode("utf-8", errors="surrogateescape"))
+            if redactor.changed:
+                os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if redactor.changed and _mirror is not None and _mirror.relative(path) is not None:
+            mirror("write", path.read_bytes())  # whole, once: a scoring log is capped (pipeline.evaluation.logs)
 
 
 def append_jsonl(path: Path, record: dict) -> None:

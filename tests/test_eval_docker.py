@@ -161,3 +161,29 @@ def test_rerun_after_interrupting_eval_skips_what_finished(tmp_path):
     assert "already had a result" in rerun.stdout
     assert first.stat().st_mtime_ns == first_mtime
     assert json.loads((out / "eval_results.json").read_text()) == {t.instance_id: True for t in TASKS[:3]}
+
+
+def test_a_200_mb_test_log_is_saved_capped_in_bounded_memory_and_the_verdict_is_unchanged(tmp_path, run_id):
+    import tracemalloc
+
+    task = TASKS[0]
+    official = defaults_for(BUNDLED).run_scripts / task.instance_id
+    scripts = tmp_path / "run_scripts" / task.instance_id
+    scripts.mkdir(parents=True)
+    noise = "yes 'a chatty test run says this again and again 0123456789' | head -c 100000000; echo"
+    (scripts / "run_script.sh").write_text(
+        f"#!/bin/bash\n{noise}\ncat > /tmp/official.sh <<'SWEPIPE_OFFICIAL'\n{(official / 'run_script.sh').read_text()}"
+        f"SWEPIPE_OFFICIAL\nbash /tmp/official.sh \"$@\"\n{noise}\n")
+    shutil.copy(official / "parser.py", scripts / "parser.py")
+    tracemalloc.start()
+    try:
+        result = evaluate(task, task.patch, tmp_path / "eval", settings(run_id, run_scripts=tmp_path / "run_scripts",
+                                                                         log_limit=2_000_000))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result["category"] == "resolved", result  # the parser read the whole log in the container
+    assert peak < 64 * 2**20
+    log = (tmp_path / "eval" / "stdout.log").read_bytes()
+    assert len(log) < 2_000_000 + 500 and b"bytes of this log cut here" in log
+    assert log.startswith(b"a chatty test run") and b"a chatty test run" in log[-100:]  # its head and its tail

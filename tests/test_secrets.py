@@ -100,6 +100,29 @@ def test_env_values_are_redacted_by_name_not_by_shape(monkeypatch):
     assert redact(text) == f"{REDACTED} {REDACTED} {REDACTED} false-but-long"
 
 
+def test_go_module_urls_are_left_alone_and_credentials_in_urls_are_not():
+    """Go's module proxy paths have an "@" after a "/" (.../@v/v1.2.3.mod): no credentials, which come before the
+    host (scheme://user:pass@host, scheme://token@host) and hold no "/"."""
+    ordinary = ["go: downloading github.com/x/y v43.3.0",
+                "GET https://proxy.golang.org/github.com/x/y/@v/v43.3.0.mod",
+                "https://goproxy.corp.example:8443/github.com/future-architect/vuls/@v/list",
+                "https://proxy.golang.org/cache/download/github.com/x/y/@v/v0.0.0-20230101120000-abcdef123456.zip",
+                "see https://example.com/docs/api/v2/@types/node for details"]
+    for text in ordinary:
+        assert redact(text) == text
+    credentials = {
+        "https://alice:s3cr3t-pa55w0rd@proxy.example.com/v1": f"https://alice:{REDACTED}@proxy.example.com/v1",
+        "git clone https://oauth2:glpat-Ab3dE5fG7hJ9kL2m@gitlab.com/x/y.git":
+            f"git clone https://oauth2:{REDACTED}@gitlab.com/x/y.git",
+        "https://x0123456789abcdefTOKEN@github.com/x/y/@v/v1.2.3.mod":
+            f"https://{REDACTED}@github.com/x/y/@v/v1.2.3.mod",
+        "GOPROXY=https://u:Pr0xyPassw0rd%21@goproxy.corp.example/github.com/x/y/@v/list":
+            f"GOPROXY=https://u:{REDACTED}@goproxy.corp.example/github.com/x/y/@v/list",
+    }
+    for text, expected in credentials.items():
+        assert redact(text) == expected
+
+
 def test_patches_keep_key_shaped_fixtures_but_never_an_environment_key(monkeypatch, tmp_path):
     """A patch is code that must apply byte for byte: a JWT in a test fixture stays; the environment's keys
     (which only a leak could have put there) go."""

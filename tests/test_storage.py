@@ -202,6 +202,25 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name != "result.json")
 
 
+def test_files_written_atomically_get_the_mode_of_every_other_file_of_a_run(tmp_path):
+    """mkstemp makes 0600 files: eval_results.json (and every file written by rename) had that mode, unlike a file
+    made by open (predictions.jsonl)."""
+    from pipeline.evaluation.batch import EvalSummary, finish_eval
+    from pipeline.storage import redact_file
+
+    append_jsonl(tmp_path / "predictions.jsonl", {"instance_id": "x"})
+    finish_eval(tmp_path, EvalSummary())
+    write_text_atomic(tmp_path / "error.txt", "Traceback")
+    (tmp_path / "stdout.log").write_text("Authorization: Bearer 4f9d8c7b6a5e4d3c2b1a0f9e8d7c6b5a\n")
+    redact_file(tmp_path / "stdout.log")
+    mode = (tmp_path / "predictions.jsonl").stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask
+    for name in ("eval_results.json", "infra_errors.json", "summary.json", "error.txt", "stdout.log"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
+
+
 def test_a_failing_atomic_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path):
     path = tmp_path / "result.json"
     write_json_atomic(path, {"ok": 1})

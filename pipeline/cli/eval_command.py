@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from pipeline import stopping
 from pipeline.cli import app, console
 from pipeline.cli import options as opt
+from pipeline.cli.stops import exit_stopped
 from pipeline.errors import SwepipeError
+from pipeline.evaluation.logs import LOG_LIMIT
+from pipeline.outages import BREAKERS, Settings
 
 
 @app.command("eval")
@@ -43,6 +49,8 @@ def eval_(
                                    "its registry (see `swepipe images check`).")] = False,
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
+    eval_log_mb: opt.EvalLogMb = LOG_LIMIT / 1e6,
+    outage_seconds: opt.OutageSeconds = Settings().outage_seconds,
 ) -> None:
     """Score predictions (or, with --candidates, every junior candidate of a run) with the hidden tests, by the
     official SWE-Bench Pro protocol."""
@@ -56,8 +64,11 @@ def eval_(
     if (predictions is None) == (candidates is None):
         raise SwepipeError("give either --predictions FILE (score predictions) or --candidates RUN (score a run's "
                            "junior candidates)" + (", not both" if predictions is not None else ""))
-    if attempts < 1 or workers < 1 or timeout <= 0:
-        raise SwepipeError("--attempts and --workers must be at least 1, and --timeout above 0")
+    if attempts < 1 or workers < 1 or timeout <= 0 or eval_log_mb <= 0 or outage_seconds <= 0:
+        raise SwepipeError("--attempts and --workers must be at least 1, and --timeout, --eval-log-mb and "
+                           "--outage-seconds above 0")
+    BREAKERS.configure(dataclasses.replace(Settings(), outage_seconds=outage_seconds))
+    log_limit = int(eval_log_mb * 1e6)
     if block_network and eval_network:
         raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
                            "default, --eval-network turns it on")
@@ -74,7 +85,7 @@ def eval_(
     if candidates is not None:
         _eval_candidates(candidates, selection, run_scripts, dockerfiles, image_template, workers, redo, timeout,
                          attempts, platform, eval_network, skip_image_check,
-                         ray_address if executor == "ray" else None)
+                         ray_address if executor == "ray" else None, log_limit)
         return
     loaded = load_predictions(predictions)
     selection = selection.for_run(predictions.resolve().parent, console.print)  # a run's own predictions.jsonl
@@ -86,7 +97,8 @@ def eval_(
                             run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
                             timeout=timeout, platform=platform, network=eval_network, run_id=run_id,
                             # with ray, sized on each node from its machine and docker_slots
-                            limits=None if executor == "ray" else container_limits(concurrent=workers))
+                            limits=None if executor == "ray" else container_limits(concurrent=workers),
+                            log_limit=log_limit)
     if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
         _check_images(loaded, tasks_, out, settings, redo, ray_address if executor == "ray" else None)
     try:
@@ -98,23 +110,16 @@ def eval_(
         else:
             summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo,
                                            attempts=attempts, show_progress=sys.stderr.isatty())
-    except KeyboardInterrupt:
-        from pipeline import stopping
-
-        if executor != "ray":
-            raise
-        console.print(f"stopped: the scored instances are saved in {out}; run the same command again to score "
-                      "the rest", soft_wrap=True)
-        stopping.exit_now(stopping.exit_code())
+    except (KeyboardInterrupt, stopping.Stopped):  # a signal, or Docker down past --outage-seconds
+        exit_stopped(console, f"the scored instances are saved in {out}; {_again()} to score the rest")
     print_summary(summary, out, console)
 
 
 def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_template, workers: int, redo: bool,
                      timeout: float, attempts: int, platform, eval_network: bool, skip_image_check: bool,
-                     ray_address: str | None) -> None:
+                     ray_address: str | None, log_limit: int) -> None:
     """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates; on the Ray cluster
     at ``ray_address`` when given), its summary."""
-    from pipeline import stopping
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.candidates import plan_candidates, run_containers, score_candidates, summary_lines
     from pipeline.evaluation.runner import EvalSettings
@@ -131,7 +136,8 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
                             timeout=timeout, platform=platform or recorded.get("platform"), network=eval_network,
                             run_id=f"{root.name}-candidates",
                             # with ray, sized on each node from its machine and docker_slots
-                            limits=None if ray_address else container_limits(concurrent=workers))
+                            limits=None if ray_address else container_limits(concurrent=workers),
+                            log_limit=log_limit)
     if not skip_image_check and plan.todo:
         from pipeline.runtime.image_cache import run_image_names
 
@@ -146,20 +152,20 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
         else:
             summary = score_candidates(plan, settings, workers=workers, attempts=attempts,
                                        show_progress=sys.stderr.isatty())
-    except KeyboardInterrupt:
-        console.print(f"stopped: the candidates scored so far are saved in {root}/tasks/*/candidates/; run the "
-                      "same command again to score the rest", soft_wrap=True)
-        stopping.exit_now(stopping.exit_code())
+    except (KeyboardInterrupt, stopping.Stopped):  # a signal, or Docker down past --outage-seconds
+        exit_stopped(console, f"the candidates scored so far are saved in {root}/tasks/*/candidates/; {_again()} "
+                              "to score the rest")
     for line in summary_lines(summary):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: str | None = None) -> None:
+    from pipeline.evaluation.batch import has_verdict, read_result
     from pipeline.runtime.image_cache import run_image_names
 
     wanted = {p.instance_id for p in loaded}
     todo = [t for t in tasks_
-            if t.instance_id in wanted and (redo or not (out / t.instance_id / "result.json").exists())]
+            if t.instance_id in wanted and (redo or not has_verdict(read_result(out / t.instance_id / "result.json")))]
     if todo:
         _require_images(run_image_names(todo, settings.image_template), ray_address)
 
@@ -175,6 +181,11 @@ def _require_images(names, ray_address: str | None) -> None:
         from pipeline.runtime.image_cache import require_images
 
         require_images(names, announce=console.print)
+
+
+def _again() -> str:
+    """How to resume: this very command."""
+    return f"run `swepipe {shlex.join(sys.argv[1:])}` again"
 
 
 def _run_id_for(predictions: Path) -> str:

@@ -128,6 +128,12 @@ Timeout = Annotated[float, typer.Option(help="Seconds one instance's tests may t
 EvalNetwork = Annotated[bool, typer.Option(
     "--eval-network", help="Give the scoring containers the network (off by default, as for agents), for tasks "
                            "whose tests need it; recorded in each result.json.")]
+EvalLogMb = Annotated[float, typer.Option(
+    "--eval-log-mb", help="Megabytes kept of each scoring log (stdout.log, stderr.log, entry.log): past it, its "
+                          "head and tail, with a note of what was cut (the tests' parser still reads it whole).")]
+OutageSeconds = Annotated[float, typer.Option(
+    help="Docker failing this long while scoring stops the scoring as a stop does (exit 1; the same command "
+         "resumes it); shorter failures pause the scoring and are waited out.")]
 Platform = Annotated[Optional[str], typer.Option(
     help="Docker platform, e.g. linux/amd64 (the official images are amd64 only).")]
 RunsDir = Annotated[Path, typer.Option(help="Where run directories live.")]

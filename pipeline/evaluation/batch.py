@@ -19,7 +19,7 @@ from pipeline.tasks import Task
 class EvalSummary:
     results: dict[str, dict] = field(default_factory=dict)  # instance id -> first attempt's result
     unknown: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # finished in an earlier run
+    skipped: list[str] = field(default_factory=list)  # given a verdict in an earlier run
     dataset_size: int = 0
 
     @property
@@ -67,7 +67,8 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
 
 def plan_eval(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
               redo: bool) -> tuple[EvalSummary, list[Prediction]]:
-    """The summary with the instances an earlier run scored (unless ``redo``), and the predictions left to score."""
+    """The summary with the instances an earlier run scored (unless ``redo``), and the predictions left to score:
+    those without a verdict (never scored, or an infra_error)."""
     by_id = {task.instance_id: task for task in tasks}
     summary = EvalSummary(dataset_size=len(tasks),
                           unknown=[p.instance_id for p in predictions if p.instance_id not in by_id])
@@ -75,13 +76,29 @@ def plan_eval(predictions: list[Prediction], tasks: list[Task], output_dir: Path
     for prediction in predictions:
         if prediction.instance_id not in by_id:
             continue
-        previous = output_dir / prediction.instance_id / "result.json"
-        if previous.exists() and not redo:
-            summary.results[prediction.instance_id] = json.loads(previous.read_text())
+        previous = None if redo else read_result(output_dir / prediction.instance_id / "result.json")
+        if previous is not None:
+            summary.results[prediction.instance_id] = previous  # an infra_error's stays until it is scored
+        if has_verdict(previous):
             summary.skipped.append(prediction.instance_id)
         else:
             todo.append(prediction)
     return summary, todo
+
+
+def read_result(path: Path) -> dict | None:
+    """An earlier scoring's result.json; None when there is none or it cannot be read (it is scored again)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and "resolved" in record else None
+
+
+def has_verdict(result: dict | None) -> bool:
+    """Whether a result is a verdict: an infra_error is none (the scoring could not run), so a rerun scores it
+    again, without --redo."""
+    return result is not None and result.get("category") != "infra_error"
 
 
 def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, attempts: int = 1) -> dict:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 import tarfile
-import tempfile
 from pathlib import Path
+
+from pipeline.evaluation.logs import save_capped
 
 
 def tar_of(files: dict[str, bytes], directory: str) -> bytes:
@@ -22,23 +23,43 @@ def tar_of(files: dict[str, bytes], directory: str) -> bytes:
     return buffer.getvalue()
 
 
-def extract_archive(chunks, names: set[str], into: Path) -> set[str]:
-    """Save the regular files called ``names`` from a `get_archive` stream; returns those found.
+def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] | None = None) -> set[str]:
+    """Save the regular files called ``names`` from a `get_archive` stream; returns those found. A file named in
+    ``limits`` keeps at most that many bytes (``pipeline.evaluation.logs``).
 
-    The stream is spooled to disk first, so a gigabyte of test log never sits in memory.
+    The stream is read as it comes, so a gigabyte of test log never sits in memory, nor on disk in full.
     """
     found = set()
-    with tempfile.TemporaryFile() as spool:
-        for chunk in chunks:
-            spool.write(chunk)
-        spool.seek(0)
-        with tarfile.open(fileobj=spool, mode="r|") as archive:
-            for member in archive:
-                name = member.name.rsplit("/", 1)[-1]
-                if member.isfile() and name in names:
+    with tarfile.open(fileobj=_Chunks(chunks), mode="r|") as archive:
+        for member in archive:
+            name = member.name.rsplit("/", 1)[-1]
+            if member.isfile() and name in names:
+                source = archive.extractfile(member)
+                blocks = iter(lambda: source.read(1 << 20), b"")
+                if limits and name in limits:
+                    save_capped(blocks, into / name, limits[name])
+                else:
                     with open(into / name, "wb") as out:
-                        source = archive.extractfile(member)
-                        while block := source.read(1 << 20):
+                        for block in blocks:
                             out.write(block)
-                    found.add(name)
+                found.add(name)
     return found
+
+
+class _Chunks(io.RawIOBase):
+    """An iterable of byte strings, read as a file."""
+
+    def __init__(self, chunks):
+        self._chunks = iter(chunks)
+        self._left = memoryview(b"")  # a view: taking a piece of it copies nothing
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self._left:
+            self._left = memoryview(next((chunk for chunk in self._chunks if chunk), b""))
+        size = min(len(buffer), len(self._left))
+        buffer[:size] = self._left[:size]
+        self._left = self._left[size:]
+        return size

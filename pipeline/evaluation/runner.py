@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import tarfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import requests
-from docker.errors import DockerException
 
-from pipeline import stopping
-from pipeline import patchtext
-from pipeline.errors import SwepipeError
+from pipeline import patchtext, stopping
+from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
+from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
 from pipeline.evaluation.files import extract_archive, tar_of
+from pipeline.evaluation.logs import LOG_LIMIT, save_capped
 from pipeline.storage import redact_file, write_json_atomic
 from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, entry_script, judge,
                                           parse_statuses, strip_binary_sections)
@@ -23,8 +24,8 @@ from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk
 from pipeline.tasks import Task
 
 CATEGORIES = ("resolved", "tests_failed", "patch_failed", "timeout", "infra_error")
-COLLECTED = {"stdout.log", "stderr.log", "output.json", "apply_status"}
-ENTRY_LOG_LIMIT = 2_000_000
+TEST_LOGS = ("stdout.log", "stderr.log")
+COLLECTED = {*TEST_LOGS, "output.json", "apply_status"}
 
 
 @dataclass
@@ -37,10 +38,7 @@ class EvalSettings:
     network: bool = False  # off, as for agents; --eval-network for tasks whose tests need it
     run_id: str = "eval"
     limits: ContainerLimits | None = None  # None: the defaults for one container (pipeline.runtime.limits)
-
-
-class InfraError(Exception):
-    """The environment failed, so the patch was never scored."""
+    log_limit: int = LOG_LIMIT  # bytes kept of each log (pipeline.evaluation.logs)
 
 
 def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
@@ -59,11 +57,12 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
         (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
         image = image_name(settings.image_template, task.to_row())
         record["image"] = image
-        exit_code, timed_out = _run_container(task, image, workspace, out_dir, settings, limits)
+        exit_code, timed_out = through_breaker(
+            lambda: _run_container(task, image, workspace, out_dir, settings, limits))
         record["entry_exit_code"] = exit_code
         record.update(_judge_outputs(task, out_dir, timed_out))
         record["category"] = _category(record)
-    except (InfraError, SwepipeError) as error:
+    except (InfraError, SwepipeError) as error:  # InfraError: Docker failed under it (pipeline.evaluation.engine)
         record["error"] = str(error)
     record["duration"] = round(time.monotonic() - started, 2)
     return record
@@ -92,52 +91,63 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str
 
 def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
                    settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool]:
+    """(exit code, timed out) of the entry script in a fresh container of ``image``, its outputs saved in
+    ``out_dir``. Every Docker or transport failure raises InfraError (EngineDown: the engine did not answer), a
+    stop raises Stopped."""
+    try:
+        return _in_container(task, image, workspace, out_dir, settings, limits)
+    except stopping.Stopped:
+        raise
+    except (RuntimeUnavailable, Exception) as error:  # RuntimeUnavailable is an InfrastructureFault, no Exception
+        if not isinstance(error, RuntimeUnavailable) and not is_transport_error(error):
+            raise
+        if stopping.requested():  # what this instance got so far is not a result
+            raise stopping.Stopped(task.instance_id) from error
+        text = str(error) if isinstance(error, RuntimeUnavailable) else \
+            f"the container of {image} failed: {describe(error)}"
+        raise (EngineDown if engine_down(error) else InfraError)(text) from error
+
+
+def _in_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
+                  settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool]:
     ensure_image(image, platform=settings.platform, show_progress=False)
     client = containers.client()
     containers.install_cleanup_handlers()
-    try:
-        container = with_disk_quota(
-            client.containers.create, limits, client,
-            image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/entryscript.sh"],
-            labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
-            network_disabled=not settings.network, platform=settings.platform, **limits.docker_options())
-    except DockerException as error:
-        raise InfraError(f"could not create a container of {image}: {error}") from error
+    container = with_disk_quota(
+        client.containers.create, limits, client,
+        image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/entryscript.sh"],
+        labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
+        network_disabled=not settings.network, platform=settings.platform, **limits.docker_options())
     containers.track(container)
     try:
         container.put_archive("/", tar_of(workspace, WORKSPACE))
         container.start()
-        timed_out, exit_code = False, None
-        try:
-            exit_code = container.wait(timeout=settings.timeout).get("StatusCode")
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            timed_out = True
-            container.kill()
+        exit_code, timed_out = _wait(container, settings.timeout)
         if stopping.requested():  # what this instance got so far is not a result
             raise stopping.Stopped(task.instance_id)
-        _save_entry_log(container, out_dir / "entry.log")
+        save_capped(container.logs(stream=True, follow=False), out_dir / "entry.log", settings.log_limit)
         chunks, _ = container.get_archive(WORKSPACE)
-        extract_archive(chunks, COLLECTED, out_dir)
-        for log in ("entry.log", "stdout.log", "stderr.log"):  # not output.json: test names stay exact
+        try:
+            extract_archive(chunks, COLLECTED, out_dir, dict.fromkeys(TEST_LOGS, settings.log_limit))
+        except tarfile.TarError as error:  # a stream cut short: the engine went away while sending it
+            raise InfraError(f"the outputs of the container of {image} cannot be read: {error}") from error
+        for log in ("entry.log", *TEST_LOGS):  # not output.json: test names stay exact
             redact_file(out_dir / log)
         return exit_code, timed_out
-    except DockerException as error:
-        if stopping.requested():  # what this instance got so far is not a result
-            raise stopping.Stopped(task.instance_id) from error
-        raise InfraError(f"the container of {image} failed: {error}") from error
     finally:
         containers.remove(container)
 
 
-def _save_entry_log(container, path: Path) -> None:
-    written = 0
-    with open(path, "wb") as out:
-        for chunk in container.logs(stream=True, follow=False):
-            if written < ENTRY_LOG_LIMIT:
-                out.write(chunk[: ENTRY_LOG_LIMIT - written])
-            written += len(chunk)
-        if written > ENTRY_LOG_LIMIT:
-            out.write(f"\n[... {written - ENTRY_LOG_LIMIT} bytes cut ...]\n".encode())
+def _wait(container, timeout: float) -> tuple[int | None, bool]:
+    """(exit code, False), or (None, True) when the tests ran out of time (the container is then killed)."""
+    started = time.monotonic()
+    try:
+        return container.wait(timeout=timeout).get("StatusCode"), False
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        if time.monotonic() - started < timeout:
+            raise  # the engine went away before the tests' time was up: no timeout, an infrastructure error
+        container.kill()
+        return None, True
 
 
 def _judge_outputs(task: Task, out_dir: Path, timed_out: bool) -> dict:

@@ -15,7 +15,7 @@ import docker
 from docker.errors import DockerException, NotFound
 
 from pipeline import stopping
-from pipeline.errors import RuntimeUnavailable
+from pipeline.errors import RuntimeUnavailable, is_transport_error
 
 LABEL = "swepipe"
 RUN_LABEL = "swepipe.run_id"
@@ -63,8 +63,13 @@ def remove(container) -> None:
         container.remove(force=True)
     except NotFound:
         pass
-    except DockerException:
-        pass  # the engine went away; `swepipe cleanup` finds it by label later
+    except Exception as error:
+        if not isinstance(error, DockerException) and not is_transport_error(error):
+            raise
+        # The engine went away: tried again by the stop's or the exit's cleanup; `swepipe cleanup` finds it by
+        # label too.
+        with _lock:
+            _live[container.id] = container
 
 
 def remove_all_tracked() -> int:

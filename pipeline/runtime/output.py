@@ -43,10 +43,13 @@ class BoundedOutput:
         kept = len(self._head) + min(len(self._tail), self._tail_cap or 0)
         return self.total - kept
 
+    def kept(self) -> tuple[bytes, bytes]:
+        """The head and the tail kept, as they came (``cut`` bytes were dropped between them)."""
+        return bytes(self._head), bytes(self._tail[-self._tail_cap:]) if self._tail_cap else b""
+
     def text(self) -> str:
         """The kept output, decoded without ever raising; a marker says how much was cut."""
-        tail = bytes(self._tail[-self._tail_cap:]) if self._tail_cap else b""
-        return join_head_tail(bytes(self._head), tail, self.cut)
+        return join_head_tail(*self.kept(), self.cut)
 
 
 def join_head_tail(head: bytes, tail: bytes, cut: int) -> str:
