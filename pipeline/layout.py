@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -13,6 +14,15 @@ from pathlib import Path
 
 from pipeline.errors import SwepipeError
 from pipeline.storage import remove_stale_temp_files, repair_jsonl
+from pipeline.tasks.record import check_instance_id
+
+_CANDIDATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def is_candidate_key(key) -> bool:
+    """Whether ``key`` can be a candidate's key, which names its folder: letters, digits, '.', '_' and '-' only,
+    never '.' or '..' (the pool writes 16 hex digits; a pool read back may hold any text)."""
+    return isinstance(key, str) and bool(_CANDIDATE_KEY.fullmatch(key)) and key not in (".", "..")
 
 
 class RunLocked(SwepipeError):
@@ -63,6 +73,9 @@ class TaskPaths:
         return self.root / "candidates"
 
     def candidate_result(self, key: str) -> Path:
+        if not is_candidate_key(key):
+            raise SwepipeError(f"{self.root}: candidate key {key!r} is not a plain folder name (letters, digits, "
+                               "'.', '_', '-')")
         return self.candidates / key / "result.json"
 
 
@@ -134,6 +147,12 @@ class RunLayout:
         return notes
 
     def task(self, instance_id: str) -> TaskPaths:
+        """The folder of a task; an id that is no plain file name (read back from a run directory someone else
+        wrote) is refused, so that no path outside the run is ever made from one."""
+        try:
+            check_instance_id(instance_id)
+        except ValueError as error:
+            raise SwepipeError(f"{self.root}: instance id {error}") from None
         return TaskPaths(self.root / "tasks" / instance_id)
 
     def finished(self) -> dict[str, dict]:

@@ -263,6 +263,130 @@ def test_a_page_over_the_bound_is_made_again_with_smaller_cuts(tmp_path):
     assert "step 399" in page  # the last steps are still there
 
 
+# -- hostile run directories ----------------------------------------------------------------------------------
+
+EVIL = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)><!-- &amp;"
+
+
+def poisoned(value, keep=("instance_id",)):
+    """``value`` with every leaf (text, number, boolean, null) the hostile text, lists never empty; the keys and
+    ``keep``'s values stay, so that the records still have their shape."""
+    if isinstance(value, dict):
+        return {key: item if key in keep else poisoned(item, keep) for key, item in value.items()}
+    if isinstance(value, list):
+        return [poisoned(item, keep) for item in value] or [EVIL]
+    return EVIL
+
+
+def hostile_run(root: Path) -> Path:
+    """make_run's run with every field any record of it can hold, each of them (and every text file) hostile."""
+    run = make_run(root)
+    task = run / "tasks" / "pipe-1"
+    extra = {
+        "junior/rollout-00.json": {"error": "e", "patch_error": "e", "model": "m", "temperature": 0, "seed": 0},
+        "junior/pool.json": {"dropped": ["d"], "empty": [1], "unparsable": [2], "failed": [3]},
+        "senior/brief.json": {"senior_exit": "x", "senior_steps": 1, "senior_cost": 1, "problems": ["p"],
+                              "senior_error": "e"},
+        "principal/result.json": {"error": "e", "patch_lines": 1, "failed_attempts": ["a"],
+                                  "candidates": {"shown": "k1"}},
+        "eval/result.json": {"error": "e", "near_misses": {"a": "b"}, "timed_out": False, "network": False,
+                             "entry_exit_code": 0, "patch_empty": False},
+    }
+    for name, fields in extra.items():
+        path = task / name
+        write(path, {**json.loads(path.read_text()), **fields})
+    rollout = json.loads((task / "junior" / "rollout-00.json").read_text())
+    rollout["trajectory"].update(resumed=True, submission="s", error="e")
+    rollout["trajectory"]["steps"][0].update(tool_calls=[{"name": "bash"}], changed_files=["f"], timed_out=True)
+    write(task / "junior" / "rollout-00.json", rollout)
+    pool = json.loads((task / "junior" / "pool.json").read_text())
+    pool["candidates"][0]["test_patch"] = CANDIDATE
+    write(task / "junior" / "pool.json", pool)
+    team = run / "tasks" / "team-1" / "team"
+    delegations = json.loads((team / "delegations.json").read_text())
+    delegations.update(sizing="fixed", stages=["implementation"], submit_guard="on", directory="on",
+                       lead_prompt="minimal")
+    delegations["delegations"][0]["error"] = "e"
+    write(team / "delegations.json", delegations)
+    write(team / "lead_waits.json", [{"start": 1_800_000_002.0, "end": 1_800_000_004.0}])
+    write(team / "messages.json", [{**json.loads((team / "messages.json").read_text())[0], "malformed": True,
+                                    "problem": "p"}])
+    lines = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+    for line in lines:
+        line.update(models={"junior": "m", EVIL: "m"}, error="e")
+    for path in sorted(run.rglob("*")):
+        if not path.is_file():
+            continue
+        if path.suffix == ".json":
+            try:
+                write(path, poisoned(json.loads(path.read_text())))
+            except ValueError:  # a record cut short on purpose stays so
+                pass
+        elif path.suffix == ".jsonl":
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{") and
+                    line.endswith("}")]
+            write(path, "".join(json.dumps(poisoned(row)) + "\n" for row in rows))
+        elif path.suffix in (".md", ".diff", ".log", ".sh"):
+            write(path, EVIL + "\n")
+    write(run / "predictions.jsonl", "".join(json.dumps(poisoned(line)) + "\n" for line in lines))
+    return run
+
+
+class Tags(HTMLParser):
+    """Every element and attribute a browser would make of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.sources: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.attributes |= {name for name, _ in attrs}
+        self.sources += [value or "" for name, value in attrs if name == "src"]
+
+
+def test_hostile_values_in_every_field_of_a_run_show_as_text(tmp_path):
+    run = hostile_run(tmp_path)
+    html = tmp_path / "out" / "report.html"
+    pages = pages_of(run, html, gold=False, problems=False)
+    assert set(pages) == {"pipe-1", "solo-1", "team-1"}
+    for name, page in [*pages.items(), ("report.html", html.read_text())]:
+        assert EVIL not in page and "<script" not in page.lower() and "<!-- &amp" not in page, name
+        parsed = Tags()
+        parsed.feed(page)
+        assert not parsed.tags & {"script", "iframe", "object"}, name
+        assert all(source.startswith("data:image/png;base64,") for source in parsed.sources), name  # its figures
+        assert not {a for a in parsed.attributes if a.startswith("on") or a == "x"}, name
+        assert html_escape(EVIL) in page, name  # the values are shown, as text
+    votes = re.search(r"<h3>candidate 1: (.*?) vote\(s\)", pages["pipe-1"]).group(1)
+    assert votes == html_escape(EVIL)
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def test_an_instance_id_that_leaves_the_report_folder_is_left_out_with_a_message(tmp_path):
+    run = make_run(tmp_path)
+    escaping = "../../../../escaped"
+    with open(run / "predictions.jsonl", "a", encoding="utf-8") as predictions:
+        predictions.write(json.dumps(prediction(escaping)) + "\n")
+    html = tmp_path / "a" / "b" / "c" / "report.html"
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "report", str(run), "--html", str(html)],
+                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "COLUMNS": "250"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    message = "instance id '../../../../escaped' is not a safe file name (it contains '/')"
+    assert message in done.stderr and "left out of the report" in done.stderr
+    assert message in (run / "report.md").read_text()
+    assert [p for p in tmp_path.rglob("escaped*")] == []  # nothing written outside the report's folder
+    pages = {p.name for p in (html.parent / "report_tasks" / "hand").iterdir()}
+    assert pages == {"pipe-1.html", "solo-1.html", "team-1.html"}
+
+
 # -- in a browser ------------------------------------------------------------------------------------------------
 
 def chromium() -> str:

@@ -11,20 +11,16 @@ why its pool could not be read. ``swepipe whatif`` reads these files.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.evaluation.batch import score_one
+from pipeline.evaluation.batch import has_verdict, read_result, score_one
 from pipeline.evaluation.runner import EvalSettings
-from pipeline.layout import RunLayout, TaskPaths
+from pipeline.layout import RunLayout, TaskPaths, is_candidate_key
 from pipeline.parallel import run_with_progress
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
-
-# A key names a folder: letters, digits, '.', '_' and '-' only, never '.' or '..' (the pool writes 16 hex digits).
-_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 class MalformedPool(ValueError):
@@ -126,7 +122,7 @@ def read_pool(path: Path) -> list[dict]:
         if not isinstance(candidate, dict):
             raise MalformedPool(f"{where} is not an object")
         key = candidate.get("key")
-        if not isinstance(key, str) or not _KEY.fullmatch(key) or key in (".", ".."):
+        if not is_candidate_key(key):
             raise MalformedPool(f"{where} has no usable \"key\" (letters, digits, '.', '_', '-'): {key!r}")
         if key in seen:
             raise MalformedPool(f"{where}: key {key} appears twice")
@@ -163,8 +159,8 @@ def plan_candidates(run_dir: Path, tasks: list[Task], redo: bool = False) -> Can
         for candidate in candidates:
             key = candidate["key"]
             entry.keys.append(key)
-            previous = _read_result(paths.candidate_result(key))
-            if previous is not None and not redo and previous.get("category") != "infra_error":
+            previous = read_result(paths.candidate_result(key))
+            if has_verdict(previous) and not redo:
                 entry.results[key] = previous
                 entry.skipped.append(key)
                 continue
@@ -218,14 +214,6 @@ def run_containers(run_dir: Path) -> dict:
         return {}
     containers = config.get("containers") if isinstance(config, dict) else None
     return containers if isinstance(containers, dict) else {}
-
-
-def _read_result(path: Path) -> dict | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # none yet, or unreadable: scored (again)
-    return record if isinstance(record, dict) and "resolved" in record else None
 
 
 def summary_lines(summary: CandidatesSummary) -> list[str]:

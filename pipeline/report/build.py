@@ -98,7 +98,7 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
             runs.insert(0, base_run)
     stats = [run_stats(run, seed=seed) for run in runs]
     base_stats = stats[runs.index(base_run)] if base_run is not None else None
-    notes = []
+    notes = [f"{run.run_id}: {problem}; that task is left out" for run in runs for problem in run.refused.values()]
     coverage: list[RunCoverage] = []
     if patches is None:
         notes.append("Coverage n/a: the dataset's gold patches could not be read.")

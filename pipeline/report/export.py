@@ -26,6 +26,7 @@ from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout, TaskPaths
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic, write_json_atomic
+from pipeline.tasks import check_instance_id
 
 FORMATS = ("official", "swebench", "trajectories")
 TRAJECTORY_FORMAT = "mini-swe-agent-1"
@@ -233,9 +234,11 @@ def export_trajectories(root: Path, output: Path) -> ExportSummary:
     layout = RunLayout(root)
     summary = ExportSummary(path=output, format="trajectories", left_out=found)
     for instance_id, prediction in sorted(found.records.items()):
-        if Path(instance_id).name != instance_id or instance_id in (".", ".."):
-            raise SwepipeError(f"{layout.predictions}: instance id {instance_id!r} is not a plain file name, so it "
-                               "cannot name a folder of trajectories")
+        try:
+            check_instance_id(instance_id)
+        except ValueError as error:
+            raise SwepipeError(f"{layout.predictions}: instance id {error}; it cannot name a folder of "
+                               "trajectories") from None
         summary.exported += 1
         for trajectory in task_trajectories(layout.task(instance_id), prediction):
             write_trajectory(output / instance_id / f"{trajectory.agent}{TRAJECTORY_SUFFIX}", trajectory,

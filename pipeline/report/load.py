@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import yaml
 from pipeline.errors import SwepipeError
 from pipeline.models.ledger import Ledger
 from pipeline.layout import RunLayout, TaskPaths
+from pipeline.tasks import check_instance_id
 
 _ROLLOUT = re.compile(r"^rollout-(\d+)\.json$")
 _ROLLOUT_FIELDS = ("index", "exit_reason", "error", "cost", "seconds", "steps", "reused_from")
@@ -86,18 +88,24 @@ class TaskRecord:
         return (passed, required) if required else None
 
     def cost(self, stage: str) -> float:
-        return float((self.prediction.get("cost") or {}).get(stage) or 0.0)
+        return _number(self._costs.get(stage))
 
     @property
     def total_cost(self) -> float:
-        cost = self.prediction.get("cost") or {}
-        if cost.get("total") is not None:
+        cost = self._costs
+        if _is_number(cost.get("total")):
             return float(cost["total"])
-        return float(sum(v for k, v in cost.items() if k != "total" and isinstance(v, (int, float))))
+        return float(sum(v for k, v in cost.items() if k != "total" and _is_number(v)))
 
     @property
     def seconds(self) -> float:
-        return float(sum(v for v in (self.prediction.get("seconds") or {}).values() if isinstance(v, (int, float))))
+        seconds = self.prediction.get("seconds")
+        return float(sum(v for v in seconds.values() if _is_number(v))) if isinstance(seconds, dict) else 0.0
+
+    @property
+    def _costs(self) -> dict:
+        cost = self.prediction.get("cost")
+        return cost if isinstance(cost, dict) else {}
 
 
 @dataclass
@@ -106,6 +114,7 @@ class RunData:
     tasks: list[TaskRecord]
     config: dict = field(default_factory=dict)
     unfinished: list[str] = field(default_factory=list)  # task directories without a prediction yet
+    refused: dict[str, str] = field(default_factory=dict)  # instance id -> why it cannot be one (left out)
 
     @property
     def run_id(self) -> str:
@@ -122,11 +131,28 @@ def load_run(path: str | Path) -> RunData:
     if not root.is_dir():
         raise SwepipeError(f"run directory {root} does not exist (pass runs/<run-id>)")
     layout = RunLayout(root)
-    predictions = layout.finished()
+    predictions, refused = _checked(layout.finished())
     tasks = [_task(layout, root, instance_id, prediction) for instance_id, prediction in sorted(predictions.items())]
     task_dirs = sorted(p.name for p in (root / "tasks").iterdir() if p.is_dir()) if (root / "tasks").is_dir() else []
-    unfinished = [name for name in task_dirs if name not in predictions]
-    return RunData(root=root, tasks=tasks, config=_read_yaml(layout.config), unfinished=unfinished)
+    unfinished, refused_dirs = _checked({name: None for name in task_dirs if name not in predictions})
+    refused.update(refused_dirs)
+    for instance_id, problem in refused.items():
+        print(f"swepipe: {root}: {problem}; left out of the report (a run directory's files are read as "
+              "untrusted input)", file=sys.stderr, flush=True)
+    return RunData(root=root, tasks=tasks, config=_read_yaml(layout.config), unfinished=list(unfinished),
+                   refused=refused)
+
+
+def _checked(by_id: dict) -> tuple[dict, dict[str, str]]:
+    """``by_id`` without the ids that are no safe instance id (a plain file name, as a dataset's must be: such an
+    id would name files outside the report's folder), and those ids with why."""
+    kept, refused = {}, {}
+    for instance_id, value in by_id.items():
+        try:
+            kept[check_instance_id(instance_id)] = value
+        except ValueError as error:
+            refused[str(instance_id)] = f"instance id {error}"
+    return kept, refused
 
 
 def _task(layout: RunLayout, root: Path, instance_id: str, prediction: dict) -> TaskRecord:
@@ -170,6 +196,15 @@ def _rollouts(paths: TaskPaths) -> list[dict]:
             kept["index"] = int(match.group(1)) if kept["index"] is None else kept["index"]
             found.append(kept)
     return sorted(found, key=lambda r: r["index"])
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(value) -> float:
+    """A number read back from a run file; anything else (a file someone else wrote may hold any text) is 0."""
+    return float(value) if _is_number(value) else 0.0
 
 
 def _read_json(path: Path):

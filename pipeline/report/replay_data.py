@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pipeline.juniors.pool import Candidate
-from pipeline.layout import RunLayout
+from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.report.load import RunData, TaskRecord, _read_json, load_run
 
@@ -67,7 +67,7 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
     paths = layout.task(record.instance_id)
     pool = record.pool if isinstance(record.pool, dict) else {}
     candidates = [Candidate(**{k: v for k, v in c.items() if k in _CANDIDATE_FIELDS})
-                  for c in pool.get("candidates") or [] if isinstance(c, dict) and c.get("key")]
+                  for c in pool.get("candidates") or [] if isinstance(c, dict) and is_candidate_key(c.get("key"))]
     exits = {int(r["index"]): r.get("exit_reason") or "unknown" for r in record.rollouts}
     for candidate in candidates:  # a pool that names a rollout whose record is gone still counts its votes
         for index, reason in zip(candidate.rollouts, candidate.exit_reasons):

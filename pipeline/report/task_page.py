@@ -594,7 +594,7 @@ class _Page:
                 continue
             chosen = " · the senior's choice" if brief_key and brief_key in (candidate.get("key"), number) else ""
             reasons = ", ".join(map(str, candidate.get("exit_reasons") or []))
-            out.append(f"<h3>candidate {number}: {candidate.get('votes', 0)} vote(s){esc(chosen)}</h3>"
+            out.append(f"<h3>candidate {number}: {esc(candidate.get('votes', 0))} vote(s){esc(chosen)}</h3>"
                        f'<p class="meta">rollouts {esc(", ".join(map(str, candidate.get("rollouts") or [])))}'
                        f" ({esc(reasons)}) · files {esc(', '.join(map(str, candidate.get('files') or [])))}</p>"
                        + self.diff(candidate.get("patch"), "junior/pool.json"))

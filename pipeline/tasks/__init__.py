@@ -2,7 +2,7 @@
 
 from .decode import CellError
 from .filters import TaskFilter, parse_instance_ids
-from .record import COLUMNS, LIST_COLUMNS, REQUIRED_COLUMNS, Task
+from .record import COLUMNS, LIST_COLUMNS, REQUIRED_COLUMNS, Task, check_instance_id
 from .sources import load_task_file, load_tasks, register_named_dataset
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "CellError",
     "Task",
     "TaskFilter",
+    "check_instance_id",
     "load_task_file",
     "load_tasks",
     "parse_instance_ids",

@@ -22,6 +22,30 @@ _ID_CHARS = re.compile(r"[A-Za-z0-9_.+@=~-]*")
 _SHA = re.compile(r"[0-9a-fA-F]{7,40}|[0-9a-fA-F]{64}")
 
 
+def check_instance_id(value: str) -> str:
+    """``value`` when it can be an instance id: a plain file name (it names folders and files of a run and of a
+    report); else ValueError saying what is wrong with it. Dataset rows and everything read back from a run
+    directory are checked with it."""
+    problem = None
+    if not isinstance(value, str) or not value:
+        problem = "it is not a non-empty text"
+    elif len(value) > MAX_INSTANCE_ID:
+        problem = f"it has {len(value)} characters, more than {MAX_INSTANCE_ID}"
+    elif not _ID_CHARS.fullmatch(value):
+        bad = next(c for c in value if not _ID_CHARS.fullmatch(c))
+        problem = f"it contains {bad!r}"
+    elif value[0] in ".-":
+        problem = f"it starts with {value[0]!r}"
+    elif ".." in value:
+        problem = "it contains '..'"
+    if problem:
+        shown = repr(value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "...")
+        raise ValueError(f"{shown} is not a safe file name ({problem}); an instance id names the task's folder, "
+                         "so it may hold only letters, digits and . _ - + @ = ~, must not start with a dot or a "
+                         f"dash and has at most {MAX_INSTANCE_ID} characters")
+    return value
+
+
 class Task(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
@@ -46,22 +70,7 @@ class Task(BaseModel):
     @field_validator("instance_id")
     @classmethod
     def _safe_file_name(cls, value: str) -> str:
-        problem = None
-        if len(value) > MAX_INSTANCE_ID:
-            problem = f"it has {len(value)} characters, more than {MAX_INSTANCE_ID}"
-        elif not _ID_CHARS.fullmatch(value):
-            bad = next(c for c in value if not _ID_CHARS.fullmatch(c))
-            problem = f"it contains {bad!r}"
-        elif value[0] in ".-":
-            problem = f"it starts with {value[0]!r}"
-        elif ".." in value:
-            problem = "it contains '..'"
-        if problem:
-            shown = repr(value if len(value) <= 80 else value[:77] + "...")
-            raise ValueError(f"{shown} is not a safe file name ({problem}); an instance id names the task's folder, "
-                             "so it may hold only letters, digits and . _ - + @ = ~, must not start with a dot or a "
-                             f"dash and has at most {MAX_INSTANCE_ID} characters")
-        return value
+        return check_instance_id(value)
 
     @field_validator("base_commit")
     @classmethod
