@@ -139,7 +139,7 @@ def test_swepipe_eval_stops_on_a_lasting_docker_fault_exit_1_and_the_same_comman
     output = down.stdout + down.stderr
     assert down.returncode == 1, output
     assert "docker has been failing for" in output and "longer than the outage time" in output
-    assert f"run `swepipe {' '.join(args)}` again" in output
+    assert f"run the same command again (`swepipe {' '.join(args)}`)" in output
     assert not (tmp_path / "out" / task.instance_id / "result.json").exists()
     assert left_behind("eval-preds") == []
 

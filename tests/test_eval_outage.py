@@ -71,5 +71,5 @@ def test_swepipe_eval_with_no_engine_waits_then_stops_exit_1_naming_the_command_
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     assert "docker has been failing for" in output and "no Docker engine answers" in output
-    assert f"run `swepipe {' '.join(args)}` again to score the rest" in output
+    assert f"run the same command again (`swepipe {' '.join(args)}`) to score the rest" in output
     assert not (tmp_path / "out" / task.instance_id / "result.json").exists()  # no infra_error written for it

@@ -185,7 +185,7 @@ def _require_images(names, ray_address: str | None) -> None:
 
 def _again() -> str:
     """How to resume: this very command."""
-    return f"run `swepipe {shlex.join(sys.argv[1:])}` again"
+    return f"run the same command again (`swepipe {shlex.join(sys.argv[1:])}`)"
 
 
 def _run_id_for(predictions: Path) -> str:
