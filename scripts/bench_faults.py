@@ -1,14 +1,21 @@
-"""Faults a long run meets, injected into one run of bundled tasks with scripted models, and what survived.
+"""Faults a long run meets, injected into runs of bundled tasks, and what survived: one row per scenario.
 
-One run id, three sessions of `swepipe run`:
-  1. rate limits, timeouts, 5xx and garbage replies from the model (scripted), Docker API errors
-     (tests/faulty_opener.py), one junior container killed mid-command; then SIGTERM;
-  2. the rerun resumes; then kill -9;
-  3. after a torn last line is left in predictions.jsonl and in a ledger, the rerun finishes.
-Prints one table: tasks, faults injected by kind and survived, tasks lost, conversation positions paid
-twice, dollars over each budget, containers left. Every "must be 0" column must be 0.
+Scenarios (each its own run; --only NAME,NAME runs some of them):
+  sessions   one run id, three sessions of `swepipe run`: rate limits, timeouts, 5xx and garbage replies
+             from the model (scripted), Docker API errors (tests/faulty_opener.py), one junior container
+             killed mid-command, then SIGTERM; the rerun, then kill -9; torn last lines; the rerun finishes.
+  outage-10s, outage-60s, outage-10min
+             the model provider (scripted) down for that long in the middle of a run, under the default
+             faults settings (an endpoint failing 300 s stops the run): the short ones are waited out, the
+             long one stops the run, which is rerun once the provider is back.
+  server-killed
+             the local model server (Gemma 3 270M) killed mid-run: the run stops past the outage time
+             (faults.outage_seconds 20 here), the rerun starts a new server and finishes.
+Prints one table: tasks, finished, tasks lost, conversation positions paid twice, faults recorded as
+results (a rollout ended model_error by a fault, a prediction or verdict holding an infrastructure error),
+dollars over each budget, containers left. Every "must be 0" column must be 0.
 
-    python scripts/bench_faults.py [--tasks 3] [--keep DIR]
+    python scripts/bench_faults.py [--tasks 3] [--only sessions,outage-10s] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -58,9 +66,29 @@ KINDS = ("model API error", "garbage reply", "killed container", "Docker API err
          "torn line")  # model API errors: rate limits, timeouts and 5xx, each retried
 
 
-def swepipe(work: Path, env: dict, ids: str) -> subprocess.Popen:
+@dataclass
+class Row:
+    scenario: str
+    tasks: int
+    finished: int
+    lost: int
+    paid_twice: int
+    faults_as_results: int
+    over_task: float
+    over_run: float
+    containers_left: int
+    foreign_touched: int = 0  # files of another run this one changed (a cleanup's reach)
+    notes: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not (self.lost or self.paid_twice or self.faults_as_results or self.over_task > 1e-9
+                    or self.over_run > 1e-9 or self.containers_left or self.foreign_touched)
+
+
+def swepipe(work: Path, env: dict, ids: str, run_id: str = RUN_ID, workers: int = 3) -> subprocess.Popen:
     command = [sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", ids, "--config", "config.yaml",
-               "--run-id", RUN_ID, "--workers", "3"]
+               "--run-id", run_id, "--workers", str(workers)]
     log = open(work / "sessions.log", "a")  # noqa: SIM115 - the child owns it until it exits
     return subprocess.Popen(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
@@ -92,28 +120,28 @@ def kill_one_container(run_id: str, done: threading.Event, killed: list) -> None
         time.sleep(0.3)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=3)
-    parser.add_argument("--keep", type=Path, help="keep the run here instead of a temporary folder")
-    args = parser.parse_args()
-    tasks = [t for t in load_tasks("bundled") if t.repo_language == "python"][:args.tasks]
-    ids = ",".join(t.instance_id for t in tasks)
-    work = args.keep or Path(tempfile.mkdtemp(prefix="swepipe-faults-"))
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "script.yaml").write_text(yaml.safe_dump(SCRIPT))
+def scripted_config(work: Path, script: dict, **extra) -> None:
+    (work / "script.yaml").write_text(yaml.safe_dump(script))
     spec = {"model": f"scripted/{work / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}, "max_tokens": 200}
     (work / "config.yaml").write_text(yaml.safe_dump({
         "models": {role: spec for role in ("junior", "senior", "principal")}, "juniors": {"k": 2},
-        "limits": {"max_steps": 6}, "budgets": {"per_task": PER_TASK, "per_run": PER_RUN},
-        "containers": {"impl": "faulty_opener:open_faulty"}}))
+        "limits": {"max_steps": 6}, "budgets": {"per_task": PER_TASK, "per_run": PER_RUN}, **extra}))
+
+
+def bench_env(**extra: str) -> dict:
+    return {**os.environ, "COLUMNS": "120", **extra,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
+
+
+def sessions(work: Path, tasks: list) -> Row:
+    """Model and Docker faults, a killed container and SIGTERM; a rerun and kill -9; torn lines; a last rerun."""
+    ids = ",".join(t.instance_id for t in tasks)
+    scripted_config(work, SCRIPT, containers={"impl": "faulty_opener:open_faulty"})
     faults = work / "docker-faults"
     faults.write_text("2")
-    env = {**os.environ, "SWEPIPE_FAULT_FILE": str(faults), "COLUMNS": "120",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
+    env = bench_env(SWEPIPE_FAULT_FILE=str(faults))
     layout = RunLayout(work / "runs" / RUN_ID)
     injected = dict.fromkeys(KINDS, 0)
-    survived = dict.fromkeys(KINDS, 0)
 
     # Session 1: model and Docker faults, a killed container, then SIGTERM.
     done, killed = threading.Event(), []
@@ -124,14 +152,13 @@ def main() -> None:
     wait_until(lambda: paid_replies(layout) >= 12 or proc.poll() is not None, 120)
     done.set()
     injected["killed container"] = len(killed)
+    sigterm_ok = True
     if proc.poll() is None:
         injected["SIGTERM"] = 1
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-        stopped_in = time.monotonic() - signalled
-        if proc.returncode == 143 and stopped_in < 10 and not containers_left():
-            survived["SIGTERM"] = 1
+        sigterm_ok = proc.returncode == 143 and time.monotonic() - signalled < 10 and not containers_left(RUN_ID)
     else:
         proc.wait()
 
@@ -156,36 +183,149 @@ def main() -> None:
     # Session 3: runs to the end.
     proc = swepipe(work, env, ids)
     proc.wait(timeout=900)
-    output = (work / "sessions.log").read_text()
-    finished = layout.finished()
-    lost = [t.instance_id for t in tasks if t.instance_id not in finished]
-
     rows = {t.instance_id: Ledger.read(layout.task(t.instance_id).ledger) for t in tasks}
     all_rows = [row for task_rows in rows.values() for row in task_rows]
     injected["model API error"] = sum(row.retries for row in all_rows) + sum(1 for row in all_rows if row.error)
     injected["garbage reply"] = sum(_format_errors(layout.task(t.instance_id)) for t in tasks)
     injected["Docker API error"] = 2 - int(faults.read_text() or 0)
-    paid_twice = sum(_paid_twice(layout.task(t.instance_id), rows[t.instance_id]) for t in tasks)
-    over_task = max((sum(r.cost for r in task_rows) - PER_TASK for task_rows in rows.values()), default=0.0)
-    over_run = sum(r.cost for r in all_rows) - PER_RUN
-    left = containers_left()
-    clean = not lost and not paid_twice and over_task <= 1e-9 and over_run <= 1e-9 and not left
-    for kind in KINDS:
-        if kind != "SIGTERM" and clean:
-            survived[kind] = injected[kind]
+    row = measure("sessions", layout, tasks, RUN_ID)
+    row.notes = ", ".join(f"{kind} {count}" for kind, count in injected.items() if count)
+    if not sigterm_ok:
+        row.notes += "; SIGTERM did not stop the run within 10 s with exit 143 and no container left"
+        row.lost = row.lost or 1
+    return row
 
-    print(f"run directory: {layout.root}")
-    print(f"{'tasks':>5} {'finished':>8} {'lost':>4}  {'paid twice':>10}  {'$ over task':>11}  {'$ over run':>10}  "
-          f"{'containers left':>15}")
-    print(f"{len(tasks):>5} {len(finished):>8} {len(lost):>4}  {paid_twice:>10}  {max(0.0, over_task):>11.6f}  "
-          f"{max(0.0, over_run):>10.6f}  {len(left):>15}")
-    print()
-    print(f"{'fault':<18} {'injected':>8} {'survived':>8}")
-    for kind in KINDS:
-        print(f"{kind:<18} {injected[kind]:>8} {survived[kind]:>8}")
-    if not clean:
-        print("\nFAILED: a must-be-0 column is not 0\n" + output[-3000:])
+
+def outage(work: Path, tasks: list, seconds: float, name: str) -> Row:
+    """The provider down for ``seconds`` once the run is under way (after its first replies), default faults."""
+    flag = work / "provider-down"
+    flag.write_text("down")
+    script = {**SCRIPT, "junior": [[bash("echo looking && ls"), bash("sleep 2 && echo more"), bash("git status"),
+                                    bash("submit")]] * 2,
+              "outage": {"error": "server_error", "after_calls": 4, "while_exists": str(flag)}}
+    scripted_config(work, script)
+    env, ids, run_id = bench_env(), ",".join(t.instance_id for t in tasks), f"outage-{int(seconds)}"
+    layout = RunLayout(work / "runs" / run_id)
+    began = threading.Event()
+
+    def end_the_outage() -> None:  # it ends ``seconds`` after swepipe says the provider's calls pause
+        log = work / "sessions.log"
+        wait_until(lambda: log.exists() and "failures in a row" in log.read_text(), 900)
+        began.set()
+        time.sleep(seconds)
+        flag.unlink(missing_ok=True)
+
+    threading.Thread(target=end_the_outage, daemon=True).start()
+    sessions_run, started = 0, time.monotonic()
+    while sessions_run < 3:
+        sessions_run += 1
+        proc = swepipe(work, env, ids, run_id)
+        proc.wait(timeout=3600)
+        if proc.returncode != 1 or layout.finished().keys() >= {t.instance_id for t in tasks}:
+            break
+        wait_until(lambda: not flag.exists(), 3600)  # stopped by the outage: rerun once the provider is back
+    row = measure(name, layout, tasks, run_id)
+    rows = [r for path in (layout.root / "tasks").glob("*/ledger.jsonl") for r in Ledger.read(path)]
+    failed = sum(r.retries for r in rows) + sum(1 for r in rows if r.error)
+    row.notes = (f"{sessions_run} session(s), {time.monotonic() - started:.0f} s; the outage began: {began.is_set()}; "
+                 f"{failed} failed attempt(s)")
+    return row
+
+
+def server_killed(work: Path, tasks: list) -> Row:
+    """The local model's server killed once the run has paid for some replies; the run stops, the rerun finishes."""
+    (work / "config.yaml").write_text(yaml.safe_dump({
+        "juniors": {"k": 2}, "limits": {"max_steps": 4, "command_timeout": 60, "observation_limit": 2000},
+        "senior": {"max_steps": 2, "context_tokens": 2000, "expansion_tokens": 1000},
+        "faults": {"outage_seconds": 20, "max_wait": 5}}))
+    env, ids, run_id = bench_env(), tasks[0].instance_id, "server-killed"
+    layout = RunLayout(work / "runs" / run_id)
+    proc = swepipe(work, env, ids, run_id, workers=1)
+    killed = wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 600) and proc.poll() is None
+    if killed:
+        subprocess.run(["pkill", "-KILL", "-f", "llama_cpp.server"], check=False)
+    proc.wait(timeout=900)
+    first_exit = proc.returncode
+    proc = swepipe(work, env, ids, run_id, workers=1)
+    proc.wait(timeout=1800)
+    row = measure("server-killed", layout, tasks[:1], run_id)
+    row.notes = f"server killed: {killed}; first session exit {first_exit}, second {proc.returncode}"
+    return row
+
+
+def measure(name: str, layout: RunLayout, tasks: list, run_id: str) -> Row:
+    finished = layout.finished()
+    rows = {t.instance_id: Ledger.read(layout.task(t.instance_id).ledger) for t in tasks}
+    all_rows = [row for task_rows in rows.values() for row in task_rows]
+    return Row(name, len(tasks), len(finished), sum(1 for t in tasks if t.instance_id not in finished),
+               sum(_paid_twice(layout.task(t.instance_id), rows[t.instance_id]) for t in tasks),
+               sum(_faults_as_results(layout, t.instance_id, finished.get(t.instance_id)) for t in tasks),
+               max((sum(r.cost for r in task_rows) - PER_TASK for task_rows in rows.values()), default=0.0),
+               sum(r.cost for r in all_rows) - PER_RUN, len(containers_left(run_id)))
+
+
+SCENARIOS = {
+    "sessions": sessions,
+    "outage-10s": lambda work, tasks: outage(work, tasks, 10, "outage-10s"),
+    "outage-60s": lambda work, tasks: outage(work, tasks, 60, "outage-60s"),
+    "outage-10min": lambda work, tasks: outage(work, tasks, 600, "outage-10min"),
+    "server-killed": server_killed,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=3)
+    parser.add_argument("--only", default=",".join(SCENARIOS), help="scenarios to run, comma-separated")
+    parser.add_argument("--keep", type=Path, help="keep the runs here instead of a temporary folder")
+    args = parser.parse_args()
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
+    tasks = [t for t in load_tasks("bundled") if t.repo_language == "python"][:args.tasks]
+    root = args.keep or Path(tempfile.mkdtemp(prefix="swepipe-faults-"))
+    results = []
+    for name in chosen:
+        work = root / name
+        work.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        results.append(SCENARIOS[name](work, tasks))
+        print(f"{name}: done in {time.monotonic() - started:.0f} s ({work})", flush=True)
+    print(f"\nruns under {root}")
+    print(f"{'scenario':<14} {'tasks':>5} {'finished':>8} {'lost':>4} {'paid twice':>10} {'faults as results':>17} "
+          f"{'$ over task':>11} {'$ over run':>10} {'containers left':>15} {'other run touched':>17}")
+    for row in results:
+        print(f"{row.scenario:<14} {row.tasks:>5} {row.finished:>8} {row.lost:>4} {row.paid_twice:>10} "
+              f"{row.faults_as_results:>17} {max(0.0, row.over_task):>11.6f} {max(0.0, row.over_run):>10.6f} "
+              f"{row.containers_left:>15} {row.foreign_touched:>17}")
+    for row in results:
+        if row.notes:
+            print(f"  {row.scenario}: {row.notes}")
+    if not all(row.clean for row in results):
+        print("\nFAILED: a must-be-0 column is not 0")
         sys.exit(1)
+
+
+def _faults_as_results(layout: RunLayout, instance_id: str, prediction: dict | None) -> int:
+    """Records that hold an infrastructure fault as if it were an answer: a rollout ended model_error by a
+    provider fault, a finished prediction whose error is infrastructure, a verdict that is an infra_error."""
+    paths, count = layout.task(instance_id), 0
+    for record_path in paths.junior.glob("rollout-[0-9][0-9].json"):
+        record = json.loads(record_path.read_text())
+        if record.get("exit_reason") == "model_error" and any(
+                kind in (record.get("error") or "") for kind in INFRA_ERRORS):
+            count += 1
+    if prediction is not None and any(kind in (prediction.get("error") or "") for kind in INFRA_ERRORS):
+        count += 1
+    result = paths.eval / "result.json"
+    if result.exists() and json.loads(result.read_text()).get("category") == "infra_error":
+        count += 1
+    return count
+
+
+INFRA_ERRORS = ("RateLimitError", "Timeout", "InternalServerError", "APIConnectionError", "ServiceUnavailable",
+                "ModelUnavailable", "RuntimeUnavailable", "ClusterFault", "Connection error")
 
 
 def _format_errors(paths) -> int:
@@ -221,8 +361,8 @@ def _paid_twice(paths, rows) -> int:
     return extra
 
 
-def containers_left() -> list:
-    return containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={RUN_ID}"})
+def containers_left(run_id: str) -> list:
+    return containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"})
 
 
 if __name__ == "__main__":
