@@ -26,6 +26,7 @@ class Settings:
     outage_seconds: float = 300.0  # failing this long stops the run
     max_wait: float = 60.0  # the longest wait between two probes
     first_wait: float = FIRST_WAIT
+    setting: str = "faults.outage_seconds"  # how the user sets outage_seconds, named in the messages
 
 
 @dataclass
@@ -102,7 +103,7 @@ class Breakers:
             self._changed.notify_all()
         if opened:
             self._say(f"{endpoint}: {state.failures} failures in a row ({error[:200]}); its calls pause, one at a "
-                      f"time tries it again, for up to {self.settings.outage_seconds:g} s (faults.outage_seconds)")
+                      f"time tries it again, for up to {self.settings.outage_seconds:g} s ({self.settings.setting})")
         if down:
             self._give_up(endpoint, state, now)
 
@@ -149,7 +150,8 @@ class Breakers:
 
     def _give_up(self, endpoint: str, state: _Endpoint, now: float) -> None:
         stopping.fault(f"{endpoint} has been failing for {now - state.since:.0f} s, longer than the outage time "
-                       f"({self.settings.outage_seconds:g} s, faults.outage_seconds); the last error: {state.error}", 1)
+                       f"({self.settings.outage_seconds:g} s, {self.settings.setting}); the last error: "
+                       f"{state.error}", 1)
 
 
 BREAKERS = Breakers()  # the process's; a run configures it from its config (faults)

@@ -213,14 +213,16 @@ def test_an_endpoint_and_headers_without_keys_are_fine_and_one_key_among_them_is
 
 
 class _Provider(BaseHTTPRequestHandler):
-    """An OpenAI-compatible endpoint that rejects every key and quotes it back, with more, as some do."""
+    """An OpenAI-compatible endpoint that refuses every request and quotes the key back, with more, as some do:
+    with 401 (a rejected key, which stops the run) when asked at /401/v1, else with 400 (a refused request,
+    the rollout's own outcome)."""
 
     def do_POST(self):  # noqa: N802 - the http.server API
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         message = f"Incorrect API key provided: {self.headers.get('Authorization')}. {LEAK_TEXT}"
         body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
                                      "code": "invalid_api_key"}}).encode()
-        self.send_response(401)
+        self.send_response(401 if self.path.startswith("/401/") else 400)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -296,6 +298,13 @@ def test_no_key_of_any_shape_is_written_by_a_run_that_fails_every_way(tmp_path, 
         assert refused.returncode == 2 and "extra.extra_headers.Authorization" in refused.stderr
         assert not (tmp_path / "runs").exists()
 
+        rejected = {**config, "models": {**config["models"], "junior": {
+            **config["models"]["junior"], "api_base": f"http://127.0.0.1:{server.server_port}/401/v1"}}}
+        (tmp_path / "rejected.yaml").write_text(yaml.safe_dump(rejected))
+        stopped = swepipe("run", "--instance-ids", TASK.instance_id, "--config", "rejected.yaml", "--run-id",
+                          "rejected")
+        assert stopped.returncode == 2 and "refused the call" in stopped.stdout + stopped.stderr
+
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
         done = swepipe("run", "--instance-ids", TASK.instance_id, "--config", "config.yaml", "--run-id", "leaky")
         report = swepipe("report", "runs/leaky")
@@ -307,18 +316,18 @@ def test_no_key_of_any_shape_is_written_by_a_run_that_fails_every_way(tmp_path, 
     task_dir = run / "tasks" / TASK.instance_id
     # Every way of failing happened and was recorded ...
     rollout = json.loads((task_dir / "junior" / "rollout-00.json").read_text())
-    assert rollout["exit_reason"] == "model_error" and "AuthenticationError" in rollout["error"]
+    assert rollout["exit_reason"] == "model_error" and "BadRequestError" in rollout["error"]
     assert "Incorrect API key provided: Bearer [redacted]" in (task_dir / "ledger.jsonl").read_text()
     assert "RuntimeError: the senior's tool crashed" in (task_dir / "senior" / "error.txt").read_text()
     assert "principal gateway said" in (task_dir / "error.txt").read_text()
     assert (run / "report.md").exists() and (run / "report.html").exists() and (run / "config.yaml").exists()
     # ... and no key was written anywhere, nor printed.
-    files = [path for path in run.rglob("*") if path.is_file()]
+    files = [path for path in (*run.rglob("*"), *(tmp_path / "runs" / "rejected").rglob("*")) if path.is_file()]
     assert len(files) > 10
-    found = {str(path.relative_to(run)): leaked(path.read_bytes().decode("utf-8", errors="replace"))
+    found = {str(path.relative_to(tmp_path)): leaked(path.read_bytes().decode("utf-8", errors="replace"))
              for path in files}
     assert {name: keys for name, keys in found.items() if keys} == {}
-    for output in (refused, done, report):
+    for output in (refused, stopped, done, report):
         assert leaked(output.stdout + output.stderr) == []
 
 

@@ -7,7 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
-from pipeline.errors import SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
@@ -22,7 +22,7 @@ def main() -> None:
     stopping.install()  # from the main thread, before any worker thread or container exists
     try:
         app()
-    except SwepipeError as error:
+    except (SwepipeError, InfrastructureFault) as error:  # e.g. a preflight that finds an image no one can get
         from rich.markup import escape
 
         # escaped: an error's own brackets (pip install 'swepipe[ray]') are text, not markup

@@ -67,7 +67,7 @@ def eval_(
     if attempts < 1 or workers < 1 or timeout <= 0 or eval_log_mb <= 0 or outage_seconds <= 0:
         raise SwepipeError("--attempts and --workers must be at least 1, and --timeout, --eval-log-mb and "
                            "--outage-seconds above 0")
-    BREAKERS.configure(dataclasses.replace(Settings(), outage_seconds=outage_seconds))
+    BREAKERS.configure(dataclasses.replace(Settings(), outage_seconds=outage_seconds, setting="--outage-seconds"))
     log_limit = int(eval_log_mb * 1e6)
     if block_network and eval_network:
         raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
