@@ -11,6 +11,9 @@ Scenarios (each its own run; --only NAME,NAME runs some of them):
   server-killed
              the local model server (Gemma 3 270M) killed mid-run: the run stops past the outage time
              (faults.outage_seconds 20 here), the rerun starts a new server and finishes.
+  docker-scoring
+             `swepipe eval` of the gold patches while Docker's API raises ConnectionError under the scoring:
+             a few times (retried), then for good (the scoring stops past --outage-seconds); the rerun.
 Prints one table: tasks, finished, tasks lost, conversation positions paid twice, faults recorded as
 results (a rollout ended model_error by a fault, a prediction or verdict holding an infrastructure error),
 dollars over each budget, containers left. Every "must be 0" column must be 0.
@@ -253,6 +256,46 @@ def server_killed(work: Path, tasks: list) -> Row:
     return row
 
 
+def docker_scoring(work: Path, tasks: list) -> Row:
+    """swepipe eval of the gold patches while Docker's API fails under it (tests/faulty_scoring.py: the call
+    that sends a scoring's files in raises ConnectionError, as when dockerd restarts): first four times (retried
+    within the run), then for good (the scoring stops past --outage-seconds); the rerun scores the rest."""
+    predictions, out = work / "predictions.jsonl", work / "eval"
+    predictions.write_text("".join(json.dumps({"instance_id": t.instance_id, "model_patch": t.patch,
+                                               "model_name_or_path": "gold"}) + "\n" for t in tasks))
+    faults = work / "docker-faults"
+    env = bench_env(SWEPIPE_FAULT_FILE=str(faults))
+
+    def score(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", "import faulty_scoring; faulty_scoring.main()", "eval",
+                               "--predictions", str(predictions), "--output-dir", str(out), "--workers", "2",
+                               *extra], cwd=work, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+    faults.write_text("4")
+    passing = score()
+    faults.write_text("100000")
+    (out / tasks[-1].instance_id / "result.json").unlink(missing_ok=True)  # one left to score in the outage
+    down = score("--outage-seconds", "10")
+    faults.write_text("0")
+    back = score()
+    verdicts = {t.instance_id: _read(out / t.instance_id / "result.json") for t in tasks}
+    as_results = sum(1 for v in verdicts.values() if v and v.get("category") == "infra_error")
+    finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
+    wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
+    row = Row("docker-scoring", len(tasks), finished, len(tasks) - finished, 0, as_results + wrong, 0.0, -1.0,
+              len(containers_left("eval-predictions")))
+    row.notes = (f"exits: with passing faults {passing.returncode}, with Docker down {down.returncode} (a stop), "
+                 f"once it is back {back.returncode}")
+    return row
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def measure(name: str, layout: RunLayout, tasks: list, run_id: str) -> Row:
     finished = layout.finished()
     rows = {t.instance_id: Ledger.read(layout.task(t.instance_id).ledger) for t in tasks}
@@ -270,6 +313,7 @@ SCENARIOS = {
     "outage-60s": lambda work, tasks: outage(work, tasks, 60, "outage-60s"),
     "outage-10min": lambda work, tasks: outage(work, tasks, 600, "outage-10min"),
     "server-killed": server_killed,
+    "docker-scoring": docker_scoring,
 }
 
 

@@ -30,13 +30,6 @@ TASKS = load_tasks(BUNDLED)
 TESTS = Path(__file__).parent
 
 
-@pytest.fixture(autouse=True)
-def no_breaker_or_stop_left():
-    yield
-    stopping.reset()
-    BREAKERS.reset()
-
-
 def settings(run_id, **overrides):
     defaults = defaults_for(BUNDLED)
     return EvalSettings(**{"image_template": defaults.image_template, "run_scripts": defaults.run_scripts,
