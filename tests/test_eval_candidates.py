@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -87,8 +88,12 @@ def test_plan_names_tasks_without_a_pool_and_keeps_verdicts_but_not_infra_errors
     assert [job.key for job in plan_candidates(run, list(TASKS.values()), redo=True).todo] == [gold_key, half_key]
 
 
-def test_cli_needs_exactly_one_of_predictions_and_candidates_and_a_cluster_for_ray(tmp_path):
+def test_cli_needs_exactly_one_of_predictions_and_candidates_and_a_cluster_for_ray(tmp_path, monkeypatch):
     run, _, _ = make_run(tmp_path)
+    # --ray-address auto finds a cluster as Ray does: RAY_ADDRESS, else <Ray's temporary directory>/ray/
+    # ray_current_cluster. Both are the test's own, so what this machine ran before cannot change the verdict.
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "raytmp"))
     neither = swepipe("eval", cwd=tmp_path)
     both = swepipe("eval", "--candidates", "cands", "--predictions", "p.jsonl", cwd=tmp_path)
     ray = swepipe("eval", "--candidates", "cands", "--executor", "ray", cwd=tmp_path)
@@ -100,6 +105,25 @@ def test_cli_needs_exactly_one_of_predictions_and_candidates_and_a_cluster_for_r
     assert "no Ray cluster found" in " ".join(ray.stderr.split())  # said before anything is scored
     assert "unknown run 'no-such-run'" in unknown.stderr
     assert not (run / "tasks" / TINYQ.instance_id / "candidates").exists()
+
+
+def test_a_dead_cluster_left_named_by_ray_start_is_said_to_be_gone(tmp_path, monkeypatch):
+    """`ray start` writes the head's address to ray_current_cluster and only `ray stop` removes it: a head that
+    was killed leaves it naming an address no cluster answers at any more."""
+    make_run(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "raytmp"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there once closed
+    left = tmp_path / "raytmp" / "ray" / "ray_current_cluster"
+    left.parent.mkdir(parents=True)
+    left.write_text(dead)
+    done = swepipe("eval", "--candidates", "cands", "--executor", "ray", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"no Ray cluster answers at {dead}" in said and f"the address in {left}" in said
+    assert "stopped without `ray stop`" in said and "ray start --head" in said
 
 
 @pytest.mark.docker
