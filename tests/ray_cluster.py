@@ -29,6 +29,13 @@ def local_cluster():
         local.shutdown()
 
 
+def scratch_left(run_id: str) -> list[Path]:
+    """The scratch folders of ``run_id``'s tasks still on this machine's nodes (every driver session's)."""
+    from pipeline.run.ray_node import run_folder
+
+    return sorted(run_folder(run_id).glob("*/attempt-*"))
+
+
 def no_containers_left(run_id: str | None = None) -> bool:
     from pipeline.runtime import containers
 

@@ -4,9 +4,7 @@ the image preflight runs on every node and names the ones that cannot have an im
 images within the budget after its tasks; container limits are sized from the node that runs the task."""
 
 import json
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,7 +15,7 @@ from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers, image_cache
 from pipeline.runtime.limits import MIB, MEMORY_SHARE, format_size, machine_memory
 from pipeline.tasks import load_tasks
-from ray_cluster import NODES, SLOTS, no_containers_left
+from ray_cluster import NODES, SLOTS, no_containers_left, scratch_left
 from scripted_pipeline import SUBMIT, write_config
 from test_eval_candidates import make_run as make_candidates_run
 from test_image_cache_docker import CHOSEN, dataset, repository, throwaway  # noqa: F401 - repository: a fixture
@@ -67,7 +65,7 @@ def test_eval_on_two_nodes_gives_the_thread_verdicts_written_by_the_driver_and_r
         assert (tmp_path / "onray" / name).read_text() == (tmp_path / "threads" / name).read_text()
     assert json.loads((tmp_path / "onray" / "summary.json").read_text()) == \
         json.loads((tmp_path / "threads" / "summary.json").read_text())
-    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-eval-preds-*"))
+    assert not scratch_left("eval-preds-eval")
     assert no_containers_left("eval-preds-eval") and no_containers_left("eval-preds")
 
     stamps = {t.instance_id: (tmp_path / "onray" / t.instance_id / "result.json").stat().st_mtime_ns
@@ -108,7 +106,7 @@ def test_a_runs_candidates_are_scored_on_the_cluster_into_the_run_and_a_rerun_sc
     assert (paths.candidates / half_key / "patch.diff").read_text() in FIRST.patch
     summary = json.loads((paths.candidates / "summary.json").read_text())
     assert (summary["total"], summary["resolved"]) == (2, 1)
-    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-cands-candidates-*"))
+    assert not scratch_left("cands-candidates")
     assert no_containers_left("cands-candidates")
 
     stamps = {key: paths.candidate_result(key).stat().st_mtime_ns for key in (gold_key, half_key)}
@@ -209,7 +207,7 @@ def _sigterm_a_slow_scoring(tmp_path, arguments: list[str], label: str) -> str:
     assert proc.returncode == 143, output[-3000:]
     assert "run the same command again" in " ".join(output.split())
     assert no_containers_left(label)  # on every node (one Docker engine serves the local cluster)
-    assert not list(Path(tempfile.gettempdir()).glob(f"swepipe-task-{label}-*"))
+    assert not scratch_left(label)
     return output
 
 

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from pipeline.tasks import load_tasks
 from scripted_pipeline import (SUBMIT, apply_patch_command, bash, edits_from_patch,
                                patch_per_file, reply)
 from ray_cluster import cluster_pids as _cluster_pids, listening as _listening
-from ray_cluster import no_containers_left as _no_containers_left
+from ray_cluster import no_containers_left as _no_containers_left, scratch_left
 from test_run_docker import pipeline_script, setup, swepipe
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
@@ -92,10 +91,12 @@ class LocalKeeper:
 
     def reserve(self, amount):
         self.calls.append("reserve")
-        token, refused = self.keeper.reserve(amount, "owner")
+        hold = f"hold-{len(self.calls)}"
+        granted, refused = self.keeper.reserve(amount, "owner", hold)
         if refused:
             raise CostLimitExceeded(*refused)
-        return token
+        assert granted
+        return hold
 
     def settle(self, token, amount, cost):
         self.calls.append("settle")
@@ -121,7 +122,7 @@ def test_task_budgets_in_two_processes_share_one_run_budget_held_remotely():
         tasks[1].reserve(0.01)
     assert tasks[1].reserved == 0 and nodes[1].reserved == 0  # a refused call holds nothing anywhere
     # A task that died with a call in flight: the call may have been paid, so it counts at its worst case.
-    keeper.keeper.reserve(0.02, "dead#1")
+    keeper.keeper.reserve(0.02, "dead#1", "its-hold")
     assert keeper.keeper.abandon("dead#1") == pytest.approx(0.02)
     assert keeper.keeper.spent() == pytest.approx(0.97)
 
@@ -253,7 +254,7 @@ def test_two_nodes_give_the_thread_executors_files_written_by_the_driver(cluster
         assert on_ray[name] == on_threads[name], name
     # The workers ran in scratch copies: the driver alone wrote here, and no worker's scratch is left.
     assert len(ray_run.predictions.read_text().splitlines()) == 2
-    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-onray-*"))
+    assert not scratch_left("onray")
     assert _no_containers_left("onray")
     # The report's task table names the node of each task.
     swepipe("report", str(ray_run.root), cwd=tmp_path)
@@ -316,7 +317,7 @@ def test_sigterm_to_the_driver_stops_every_node_and_the_run_resumes(cluster, tmp
     assert proc.returncode == 143, output[-3000:]
     assert "run the same command again" in " ".join(output.split())
     assert _no_containers_left("stopped")  # every node's (one Docker engine serves the local cluster)
-    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-stopped-*"))
+    assert not scratch_left("stopped")
     # After a crash, `swepipe cleanup --executor ray` removes what a run left on every node.
     from pipeline.runtime import containers
     from pipeline.runtime.base_image import BASE_IMAGE
@@ -392,4 +393,4 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
         assert all(n >= steps_saved for n in twice) and len(twice) <= 1, (agent, positions, steps_saved)
         assert set(positions) == {0, 1, 2}
     assert _no_containers_left("lost")
-    assert not list(Path(tempfile.gettempdir()).glob("swepipe-task-lost-*"))  # the dead worker's scratch too
+    assert not scratch_left("lost")  # the dead worker's scratch too

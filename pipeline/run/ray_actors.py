@@ -1,47 +1,77 @@
-"""The actors a run keeps on the head node: its budget for every node, and its stop flag."""
+"""The actors a run keeps on the head node: its budget for every node, and its stop flag; and how a worker calls
+them (``ask``): an actor that does not answer in time, or died, is a ``ClusterFault``, never a stage's result."""
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 
+from pipeline.errors import ClusterFault
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.run.ray_connect import CALL_TIMEOUT
 
 
+def ask(method, *args, what: str, timeout: float = CALL_TIMEOUT):
+    """``method(*args)`` of a run's actor, its answer; ClusterFault when the actor (or the head it lives on) does
+    not answer within ``timeout`` seconds or is gone. ``what``: the actor, for the message."""
+    import ray
 
+    try:
+        return ray.get(method.remote(*args), timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise ClusterFault(f"{what} did not answer within {timeout:g} s (the Ray head is overloaded or "
+                           "unreachable)") from None
+    except ray.exceptions.RayTaskError:
+        raise  # the actor's own code failed: a bug, not the cluster
+    except ray.exceptions.RayError as error:  # the actor died, or cannot be reached
+        raise ClusterFault(f"{what} is gone ({type(error).__name__}: "
+                           f"{str(error).strip().splitlines()[0][:200] if str(error).strip() else ''})") from None
 
 
 class RunBudgetKeeper:
-    """The run's budget for every node (a Ray actor): reservations by owner (a task's attempt)."""
+    """The run's budget for every node (a Ray actor): holds named by their caller, kept by owner (a task's
+    attempt). A caller whose reserve timed out releases the hold by its name: a grant that comes later is
+    refused, so no hold outlives the call that asked for it."""
 
     def __init__(self, limit: float | None, spent: float):
         self.budget = Budget("run", limit)
         self.budget.seed(spent)
-        self.holds: dict[int, tuple[str, object]] = {}
-        self.count = 0
+        self.holds: dict[str, tuple[str, object]] = {}
+        self.released: set[str] = set()  # holds given up before they were granted (a reserve that timed out)
 
-    def reserve(self, amount: float, owner: str):
+    def reserve(self, amount: float, owner: str, hold: str):
+        """(granted, refused): refused names the limit that cannot fit ``amount`` (nothing held)."""
+        if hold in self.released:
+            return False, None  # its caller gave up on it already
         try:
             held = self.budget.reserve(amount)
         except CostLimitExceeded as refused:
-            return None, [refused.scope, refused.limit, refused.spent, refused.needed, refused.reserved]
-        self.count += 1
-        self.holds[self.count] = (owner, held)
-        return self.count, None
+            return False, [refused.scope, refused.limit, refused.spent, refused.needed, refused.reserved]
+        self.holds[hold] = (owner, held)
+        return True, None
 
-    def settle(self, token: int | None, cost: float) -> None:
-        hold = self.holds.pop(token, None) if token is not None else None
-        if hold is not None:
-            hold[1].settle(cost)
+    def settle(self, hold: str | None, cost: float) -> None:
+        entry = self.holds.pop(hold, None) if hold is not None else None
+        if entry is not None:
+            entry[1].settle(cost)
         elif cost > 0:
             self.budget.seed(cost)  # spent with nothing held (a call reserved at 0)
+
+    def release(self, hold: str) -> None:
+        """The caller gave up on ``hold`` (its reserve timed out, so no call was made): nothing spent, and a grant
+        not made yet is refused."""
+        self.released.add(hold)
+        entry = self.holds.pop(hold, None)
+        if entry is not None:
+            entry[1].release()
 
     def abandon(self, owner: str) -> float:
         """A task's attempt died with calls in flight: they may have been paid, so each counts at its worst
         case. Returns the dollars so counted."""
         counted = 0.0
-        for token, (who, held) in list(self.holds.items()):
+        for hold, (who, held) in list(self.holds.items()):
             if who == owner:
-                del self.holds[token]
+                del self.holds[hold]
                 held.settle(held.amount)
                 counted += held.amount
         return counted
@@ -67,25 +97,31 @@ class StopFlag:
 
 
 class RemoteRunBudget:
-    """The worker's side of RunBudgetKeeper: what its task budget's root forwards to (pipeline.models.budget)."""
+    """The worker's side of RunBudgetKeeper: what its task budget's root forwards to (pipeline.models.budget).
+    The keeper not answering is a ClusterFault: the call is not made, and the task stays unfinished."""
 
-    def __init__(self, keeper, owner: str):
-        self.keeper, self.owner = keeper, owner
+    what = "the run's budget (a Ray actor on the head)"
+
+    def __init__(self, keeper, owner: str, timeout: float = CALL_TIMEOUT):
+        self.keeper, self.owner, self.timeout = keeper, owner, timeout
 
     def reserve(self, amount: float) -> object:
-        import ray
-
-        token, refused = ray.get(self.keeper.reserve.remote(amount, self.owner), timeout=CALL_TIMEOUT)
+        hold = uuid.uuid4().hex
+        try:
+            granted, refused = ask(self.keeper.reserve, amount, self.owner, hold, what=self.what,
+                                   timeout=self.timeout)
+        except ClusterFault:
+            with contextlib.suppress(Exception):  # queued after the reserve: it frees a late grant, if any
+                self.keeper.release.remote(hold)
+            raise
         if refused:
             raise CostLimitExceeded(*refused)
-        return token
+        if not granted:
+            raise ClusterFault(f"{self.what} refused hold {hold}, given up before")
+        return hold
 
     def settle(self, token: object, amount: float, cost: float) -> None:
-        import ray
-
-        ray.get(self.keeper.settle.remote(token, cost), timeout=CALL_TIMEOUT)
+        ask(self.keeper.settle, token, cost, what=self.what, timeout=self.timeout)
 
     def left(self) -> float | None:
-        import ray
-
-        return ray.get(self.keeper.left.remote(), timeout=CALL_TIMEOUT)
+        return ask(self.keeper.left, what=self.what, timeout=self.timeout)

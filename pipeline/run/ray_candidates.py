@@ -32,8 +32,8 @@ class RayCandidates(RayEval):
         folder = job.paths.candidates.relative_to(self.output_dir) / job.key
         return self.remote.remote(ScoringShipment(
             task=job.task, patch=job.patch, settings=self.settings, attempts=self.scoring_attempts, key=key,
-            folder=folder.as_posix(), eval_files=eval_inputs(job.task, self.settings), queue=self.queue,
-            stop=self.stop_flag))
+            session=self.session, folder=folder.as_posix(), eval_files=eval_inputs(job.task, self.settings),
+            queue=self.queue, stop=self.stop_flag))
 
     def summary_line(self) -> str:
         return f"{self.summary.resolved} resolve"

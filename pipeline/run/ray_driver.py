@@ -8,19 +8,22 @@ import contextlib
 import queue as queue_module
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from pipeline import stopping
-from pipeline.errors import SwepipeError
+from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
 from pipeline.run.task import RunSettings
 from pipeline.tasks import Task
-from pipeline.run.ray_actors import StopFlag
+from pipeline.run.ray_actors import StopFlag, ask
 from pipeline.run.ray_connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
 from pipeline.run.ray_node import TEMP_SUFFIX, remove_run_containers
 
 
 ATTEMPTS = 3  # runs of a task whose node died, before it is left unfinished (an infra error)
 STOP_GRACE = 15.0  # seconds running tasks get, once the run stops, to notice and send what they saved
+FLUSH_TIMEOUT = CALL_TIMEOUT  # seconds a finished item's writes may take to reach the driver before it reruns
+STOP_FLUSH_TIMEOUT = 10.0  # the same, once the run is stopping
 STAGE_FOLDERS = ("junior", "senior", "principal", "eval", "solo", "team", "analysis")
 
 
@@ -79,6 +82,9 @@ class RayDriver:
         from ray.util.queue import Queue
 
         self.ray, self.root, self.run_id, self.slots, self.log = ray, root, run_id, slots, log
+        # What this session leaves on the nodes (scratch, containers) is named by the run id and this nonce: its
+        # cleanup removes exactly that, never another run's, nor another driver's run of the same id.
+        self.session = uuid.uuid4().hex[:12]
         self.say = log or (lambda text: print(text, flush=True))
         self.show = show_progress
         self.system_errors = tuple(getattr(ray.exceptions, name) for name in SYSTEM_ERRORS_NAMES
@@ -103,6 +109,7 @@ class RayDriver:
         self.stopped = False
         self.lock = threading.Lock()
         self.flushes: dict[str, threading.Event] = {}
+        self.behind = False  # a flush timed out: writes may still be queued
         self.draining = threading.Event()
         self.drainer = threading.Thread(target=self._drain, name="ray writes", daemon=True)
         self.say(f"ray: {len(nodes)} node(s), {sum(n.get('Resources', {}).get(RESOURCE, 0) for n in nodes):g} "
@@ -175,15 +182,23 @@ class RayDriver:
             self.stage[item_id] = stage
         apply_mirrored(self.root, op, relative, data)
 
-    def flush(self, timeout: float = CALL_TIMEOUT) -> bool:
-        """Wait until every write already in the queue is applied (a marker put after them comes back)."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write already in the queue is applied (a marker put after them comes back); False
+        when that took longer than ``timeout`` (default: FLUSH_TIMEOUT, or STOP_FLUSH_TIMEOUT at a stop)."""
+        if timeout is None:
+            timeout = STOP_FLUSH_TIMEOUT if stopping.requested() else FLUSH_TIMEOUT
         token = f"flush-{time.monotonic_ns()}"
         event = self.flushes[token] = threading.Event()
         try:
-            self.queue.put((token, "flush", "", b""), block=True, timeout=timeout)
-        except Exception:  # noqa: BLE001 - the queue is gone: nothing to wait for
+            ask(self.queue.actor.put, (token, "flush", "", b""), timeout, what="the run's write queue",
+                timeout=timeout)
+        except (Exception, ClusterFault):  # noqa: BLE001 - the queue is gone or the head does not answer
+            self.behind = True
             return False
-        return event.wait(timeout)
+        if not event.wait(timeout):
+            self.behind = True
+            return False
+        return True
 
     # ---- items
 
@@ -225,11 +240,14 @@ class RayDriver:
                             if self.finish(ref):
                                 progress.update(bar, advance=1)
                         progress.update(bar, description=self.describe())
+                    stopping.check()  # the last item may have stopped the run (a fault on its node)
                 except (KeyboardInterrupt, stopping.Stopped):
                     self.stopped = True
                     self.stop_cluster()
             if not self.stopped:
                 self.cleanup_nodes()  # containers left by a worker whose node was given up on
+                if self.behind:  # what is still queued lets the rerun of those items resume from it
+                    self.flush()
         finally:
             self.draining.set()
             self.drainer.join(timeout=2)
@@ -257,19 +275,38 @@ class RayDriver:
         except self.ray.exceptions.TaskCancelledError:
             return False  # cancelled by a stop
         except self.ray.exceptions.RayError as error:
-            self.flush()
-            self._done(item, error=f"the Ray task failed: {type(error).__name__}: {error}")
-            return True
-        self.flush()
+            cause = getattr(error, "cause", None)  # a body raised what it should have returned: the same verdict
+            if isinstance(cause, stopping.Stopped):
+                result = {"stopped": True}
+            elif isinstance(cause, InfrastructureFault):
+                result = {"infra": describe(cause)}
+            else:
+                self.flush()
+                self._done(item, error=f"the Ray task failed: {type(error).__name__}: {error}")
+                return True
+        flushed = self.flush()
         if result.get("stopped"):
+            if result.get("fault"):  # a fault every task would meet stopped that node's work: the run stops
+                stopping.fault(result["fault"], result.get("code") or 1)
+            elif not stopping.requested():
+                self._done(item, error=f"its node stopped the {self.noun} with no stop asked")
+                return True
             return False
+        if result.get("infra"):
+            self._done(item, error=result["infra"])
+            return True
+        if not flushed:
+            # Its last records (ledger rows, scores) may be lost: it is no result, and a rerun runs it again.
+            self.say(f"{self.noun} {item_id}: its last writes did not reach the driver in time (the Ray head is "
+                     "behind); not recorded, a rerun runs it again")
+            self._done(item, error="its last writes did not reach the driver in time (the Ray head is behind)")
+            return True
         self._done(item, result=result)
         return True
 
     def _done(self, item, result: dict | None = None, error: str | None = None) -> None:
         item_id = self.item_id(item)
-        with self.lock:
-            self.current.pop(item_id, None)
+        with self.lock:  # its writes still queued, if any, are applied: ``current`` keeps its key
             self.started.pop(item_id, None)
             self.stage.pop(item_id, None)
         if result is None:
@@ -312,7 +349,7 @@ class RayDriver:
         self.flush(timeout=10)
 
     def cleanup_nodes(self) -> dict[str, list[str]]:
-        removed = cleanup_nodes(self.ray, self.run_id)
+        removed = cleanup_nodes(self.ray, self.run_id, session=self.session)
         for node, names in removed.items():
             if names:
                 self.say(f"ray: removed {len(names)} container(s) of run {self.run_id} on {node}")
@@ -321,15 +358,16 @@ class RayDriver:
 
 
 
-def cleanup_nodes(ray, run_id: str, timeout: float = 120.0) -> dict[str, list[str]]:
-    """The run's containers removed on every alive node (a Ray task pinned to each); node label -> names."""
+def cleanup_nodes(ray, run_id: str, timeout: float = 120.0, session: str | None = None) -> dict[str, list[str]]:
+    """The run's containers and scratch removed on every alive node (a Ray task pinned to each), of one driver
+    session when given, else of every session of the run (`swepipe cleanup`); node label -> container names."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = alive_nodes(ray)
     labels = node_labels(nodes)
     remote = ray.remote(remove_run_containers)
     refs = {remote.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-        node["NodeID"], soft=False)).remote(run_id): labels[node["NodeID"]] for node in nodes}
+        node["NodeID"], soft=False)).remote(run_id, session): labels[node["NodeID"]] for node in nodes}
     removed: dict[str, list[str]] = {}
     for ref, label in refs.items():
         try:

@@ -15,12 +15,13 @@ import dataclasses
 from pathlib import Path
 
 from pipeline import stopping
+from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.batch import EvalSummary, _rate, finish_eval, plan_eval, record_result, score_one
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.run.ray_connect import RESOURCE, connect
 from pipeline.run.ray_driver import RayDriver, eval_inputs
-from pipeline.run.ray_node import local_eval_settings, node_sizing, on_node
+from pipeline.run.ray_node import ended_by, local_eval_settings, node_sizing, on_node, stopped_here
 from pipeline.runtime.limits import container_limits
 from pipeline.tasks import Task
 
@@ -36,6 +37,7 @@ class ScoringShipment:
     settings: EvalSettings  # the driver's; run scripts and Dockerfiles come as eval_files
     attempts: int
     key: str
+    session: str  # the driver's nonce (pipeline.run.ray_node)
     folder: str  # where the scoring's files go, relative to the driver's output folder
     eval_files: dict[str, bytes]
     queue: object
@@ -44,19 +46,22 @@ class ScoringShipment:
 
 def score_on_node(shipment: ScoringShipment) -> dict:
     """A Ray task's body: the instance scored in a scratch folder, its artefacts sent to the driver; the result
-    record comes back as the task's value (the driver writes result.json)."""
+    record comes back as the task's value (the driver writes result.json). It never raises (``ended_by``)."""
     task, settings = shipment.task, shipment.settings
-    with on_node(settings.run_id, shipment.key, shipment.queue, shipment.stop, {}, shipment.folder,
-                 name="scoring") as node:
-        local = local_eval_settings(settings, shipment.eval_files, node.base)
-        if local.limits is None:  # sized here, for the containers this node runs at once
-            local = dataclasses.replace(local, limits=container_limits(
-                concurrent=node_sizing(node.node_id)["docker_slots"]))
-        try:
-            result = score_one(task, shipment.patch, node.scratch / shipment.folder, local, shipment.attempts)
-        except stopping.Stopped:
-            return {"stopped": True, "node_id": node.node_id}
-        return {"result": result, "node_id": node.node_id}
+    try:
+        with on_node(settings.run_id, shipment.session, shipment.key, shipment.queue, shipment.stop, {},
+                     shipment.folder, name="scoring") as node:
+            local = local_eval_settings(settings, shipment.eval_files, node.base)
+            if local.limits is None:  # sized here, for the containers this node runs at once
+                local = dataclasses.replace(local, limits=container_limits(
+                    concurrent=node_sizing(node.node_id)["docker_slots"]))
+            try:
+                result = score_one(task, shipment.patch, node.scratch / shipment.folder, local, shipment.attempts)
+            except stopping.Stopped:
+                return stopped_here(node.node_id)
+            return {"result": result, "node_id": node.node_id}
+    except (stopping.Stopped, InfrastructureFault) as error:
+        return ended_by(error)
 
 
 class RayEval(RayDriver):
@@ -77,8 +82,8 @@ class RayEval(RayDriver):
         task, patch = item
         return self.remote.remote(ScoringShipment(
             task=task, patch=patch, settings=self.settings, attempts=self.scoring_attempts, key=key,
-            folder=task.instance_id, eval_files=eval_inputs(task, self.settings), queue=self.queue,
-            stop=self.stop_flag))
+            session=self.session, folder=task.instance_id, eval_files=eval_inputs(task, self.settings),
+            queue=self.queue, stop=self.stop_flag))
 
     def stage_of(self, parts: list[str]) -> str | None:
         return "scoring"

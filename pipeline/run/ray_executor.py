@@ -67,7 +67,8 @@ class RayRun(RayDriver):
             copy_rollouts(self.run.reuse_juniors_from.task(instance_id).junior,
                           self.run.layout.task(instance_id).junior, self.run.config.juniors.k)
         paths = self.run.layout.task(instance_id)
-        shipment = TaskShipment(task=task, run=self.run, key=key, files=snapshot(paths.root, f"tasks/{instance_id}"),
+        shipment = TaskShipment(task=task, run=self.run, key=key, session=self.session,
+                                files=snapshot(paths.root, f"tasks/{instance_id}"),
                                 eval_files=eval_inputs(task, self.run.evaluation), queue=self.queue,
                                 budget=self.keeper, run_limit=self.run.config.budgets.per_run, stop=self.stop_flag)
         return self.remote_task.remote(shipment)

@@ -1,5 +1,9 @@
 """The worker's side of a run or scoring on the cluster: a scratch folder whose writes go to the driver, the
-run's stop flag watched, container limits sized from the node, and the node's image cache."""
+run's stop flag watched, container limits sized from the node, and the node's image cache.
+
+What a driver session leaves on a node is its own: scratch folders under ``session_folder(run_id, session)`` (the
+run id one whole path component, the session a nonce of the driver) and containers labelled with the run id and
+the session; its cleanup removes exactly those, never another run's whose id merely starts the same."""
 
 from __future__ import annotations
 
@@ -14,15 +18,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 from pipeline import stopping
-from pipeline.errors import SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError, describe
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
 from pipeline.run.task import RunSettings, run_one_task
 from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.tasks import Task
-from pipeline.run.ray_actors import RemoteRunBudget
+from pipeline.run.ray_actors import RemoteRunBudget, ask
 from pipeline.run.ray_connect import CALL_TIMEOUT, RESOURCE
 
 
@@ -37,6 +42,7 @@ class TaskShipment:
     task: Task
     run: RunSettings  # as resolved on the driver; its layout is the driver's (only the run id is used)
     key: str  # "<instance id>#<attempt>": the writes it sends are dropped once another attempt replaces it
+    session: str  # the driver's nonce: what this attempt leaves on the node is named by the run id and it
     files: dict[str, bytes]  # the task's folder as the driver holds it, relative to the run directory
     eval_files: dict[str, bytes]  # run scripts and Dockerfiles for scoring, relative to their folders
     queue: object  # ray.util.queue.Queue
@@ -54,6 +60,7 @@ class OnNode:
     base: Path  # the scratch folder's parent, removed afterwards (shipped run scripts go here too)
     scratch: Path
     key: str
+    session: str
     put: Callable[[tuple], None]
 
     def log(self, line: str) -> None:
@@ -61,18 +68,23 @@ class OnNode:
 
 
 @contextlib.contextmanager
-def on_node(run_id: str, key: str, queue, stop, files: dict[str, bytes], folder: str, name: str | None = None):
+def on_node(run_id: str, session: str, key: str, queue, stop, files: dict[str, bytes], folder: str,
+            name: str | None = None):
     """A Ray task's work on its node, for the driver's attempt ``key``: ``files`` (paths relative to the driver's
     folder) copied into a scratch folder named ``name`` (default ``run_id``), every write under it sent to the
     driver through ``queue`` as it is made, the driver's ``stop`` flag watched (a stop stops this process's work
-    as a signal would); afterwards what else changed under ``folder`` is sent, and the scratch goes."""
+    as a signal would); afterwards what else changed under ``folder`` is sent, and the scratch goes. The scratch
+    and the containers started meanwhile belong to the driver's ``session`` of ``run_id``."""
     import ray
 
     from pipeline import storage
+    from pipeline.runtime import containers
 
     put = _sender(queue)
     node_id = ray.get_runtime_context().get_node_id()
-    base = Path(tempfile.mkdtemp(prefix=scratch_prefix(run_id)))
+    parent = session_folder(run_id, session)
+    parent.mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="attempt-", dir=parent))
     scratch = base / (name or run_id)
     scratch.mkdir(parents=True, exist_ok=True)
     sent: dict[str, str] = {}  # what the driver holds: relative path -> sha256
@@ -86,17 +98,19 @@ def on_node(run_id: str, key: str, queue, stop, files: dict[str, bytes], folder:
         put((key, op, relative, data))
         sent[relative] = _digest(data if op == "write" else (scratch / relative).read_bytes())
 
-    if not ray.get(stop.is_set.remote(), timeout=CALL_TIMEOUT):
+    if not ask(stop.is_set, what="the run's stop flag (a Ray actor on the head)"):
         stopping.reset()  # this worker process may have served a stopped run before
     watcher = _StopWatcher(stop)
     put((key, "start", node_id, str(os.getpid()).encode()))
     storage.set_mirror(scratch, sink)
+    containers.set_session(session)
     try:
-        yield OnNode(node_id=node_id, base=base, scratch=scratch, key=key, put=put)
+        yield OnNode(node_id=node_id, base=base, scratch=scratch, key=key, session=session, put=put)
     finally:
+        containers.set_session(None)
         storage.clear_mirror()
         watcher.close()
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception, InfrastructureFault):
             _reconcile(scratch, folder, sent, put, key)
         shutil.rmtree(base, ignore_errors=True)
 
@@ -104,32 +118,54 @@ def on_node(run_id: str, key: str, queue, stop, files: dict[str, bytes], folder:
 def work_on_node(shipment: TaskShipment) -> dict:
     """A Ray task's body: run the task in a scratch copy of its folder, every write sent to the driver; container
     limits the config leaves unset sized from this node; with containers.image_cache_gb, the node's images of the
-    run's finished tasks pruned afterwards."""
-    task = shipment.task
-    with on_node(shipment.run.layout.run_id, shipment.key, shipment.queue, shipment.stop, shipment.files,
-                 f"tasks/{task.instance_id}") as node:
-        run = _local_settings(shipment, node)
-        remote = RemoteRunBudget(shipment.budget, shipment.key) if shipment.budget is not None else None
-        run_budget = Budget("run", shipment.run_limit, remote=remote)
-        images = NodeImages.for_task(run, task, node)
-        started = time.monotonic()
-        try:
-            from pipeline.runtime import containers
+    run's finished tasks pruned afterwards. Its value says how it ended (``ended_by``): never by raising."""
+    from pipeline.models.client import charge_abandoned_calls
+    from pipeline.outages import BREAKERS
+    from pipeline.runtime import containers
 
-            containers.install_cleanup_handlers()  # a stop removes this process's containers at once
-            prediction = run_one_task(task, run, run_budget, log=node.log)
-            prediction["wall_seconds"] = round(time.monotonic() - started, 2)
-            return {"prediction": prediction, "node_id": node.node_id}
-        except stopping.Stopped:
-            return {"stopped": True, "node_id": node.node_id}
-        finally:
-            if images is not None:
-                images.finish(node)
+    task = shipment.task
+    try:
+        with on_node(shipment.run.layout.run_id, shipment.session, shipment.key, shipment.queue, shipment.stop,
+                     shipment.files, f"tasks/{task.instance_id}") as node:
+            run = _local_settings(shipment, node)
+            remote = RemoteRunBudget(shipment.budget, shipment.key) if shipment.budget is not None else None
+            run_budget = Budget("run", shipment.run_limit, remote=remote)
+            images = NodeImages.for_task(run, task, node)
+            started = time.monotonic()
+            BREAKERS.announce = node.log  # an endpoint's pause and recovery, in the driver's log
+            try:
+                containers.install_cleanup_handlers()  # a stop removes this process's containers at once
+                prediction = run_one_task(task, run, run_budget, log=node.log)
+                prediction["wall_seconds"] = round(time.monotonic() - started, 2)
+                return {"prediction": prediction, "node_id": node.node_id}
+            except stopping.Stopped:
+                charge_abandoned_calls()  # their rows reach the driver with the task's other writes
+                return stopped_here(node.node_id)
+            finally:
+                BREAKERS.announce = None
+                if images is not None:
+                    images.finish(node)
+    except (stopping.Stopped, InfrastructureFault) as error:  # before or after the task: no answer either way
+        return ended_by(error)
+
+
+def stopped_here(node_id: str) -> dict:
+    """A Ray task's value when the work on its node was stopped: by the driver's stop flag, or by a fault this
+    process met that every task would meet (its reason and exit code, for the driver to stop the run with)."""
+    return {"stopped": True, "node_id": node_id, "fault": stopping.reason(), "code": stopping.exit_code()}
+
+
+def ended_by(error: BaseException) -> dict:
+    """A Ray task's value when a stop or an infrastructure fault ended it outside its work (joining the run's
+    actors, sending its writes): Ray would hand such a BaseException to the driver as a task error."""
+    if isinstance(error, stopping.Stopped):
+        return stopped_here("")
+    return {"infra": describe(error)}
 
 
 def _sender(queue) -> Callable[[tuple], None]:
-    def put(item: tuple) -> None:
-        queue.put(item, block=True, timeout=CALL_TIMEOUT)  # returns once the queue holds it: order kept
+    def put(item: tuple) -> None:  # returns once the queue holds it: order kept
+        ask(queue.actor.put, item, CALL_TIMEOUT, what="the run's write queue (a Ray actor on the head)")
     return put
 
 
@@ -198,8 +234,8 @@ class NodeImages:
     until the run's images there take at most the budget, never one a task running there holds or a running
     swepipe container uses; each prune is a line of the run's ``image_cache.jsonl``, naming the node."""
 
-    def __init__(self, run_id: str, instance_id: str, image: str, keep_bytes: int):
-        self.state = node_state(run_id)
+    def __init__(self, run_id: str, session: str, instance_id: str, image: str, keep_bytes: int):
+        self.state = session_folder(run_id, session) / "images"
         self.instance_id, self.image, self.keep = instance_id, image, keep_bytes
         for folder in ("running", "finished"):
             (self.state / folder).mkdir(parents=True, exist_ok=True)
@@ -216,7 +252,8 @@ class NodeImages:
             image = run_image_names([task], run.image_template)[0]
         except SwepipeError:
             return None  # a template the task cannot fill: the task itself records that error
-        return cls(run.layout.run_id, task.instance_id, image, int(containers_config.image_cache_gb * GB))
+        return cls(run.layout.run_id, node.session, task.instance_id, image,
+                   int(containers_config.image_cache_gb * GB))
 
     def _write(self, folder: str, record: dict) -> None:
         import json
@@ -270,10 +307,6 @@ class NodeImages:
         return row
 
 
-def node_state(run_id: str) -> Path:
-    return Path(tempfile.gettempdir()) / f"swepipe-node-images-{run_id}"
-
-
 def _alive(pid) -> bool:
     try:
         os.kill(int(pid), 0)
@@ -308,6 +341,8 @@ class _StopWatcher:
 def _reconcile(scratch: Path, folder: str, sent: dict[str, str], put, key: str) -> None:
     """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
     sent whole, and files that went (a trajectory folded into its rollout record) are removed there too."""
+    if not scratch.is_dir():
+        return  # removed under the task by someone else: what it wrote went already, and the driver keeps it
     root = scratch / folder
     seen = set()
     for path in sorted(root.rglob("*")) if root.is_dir() else []:
@@ -327,19 +362,28 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def scratch_prefix(run_id: str) -> str:
-    return f"swepipe-task-{run_id}-"
+SCRATCH_ROOT = "swepipe-ray"  # in the node's temporary directory: <run id>/<session>/ below it
 
 
-def remove_run_containers(run_id: str) -> tuple[str, list[str]]:
-    """A Ray task pinned to one node: the run's containers there removed, and the scratch folders a worker that
-    was killed left (call it when none of the run's tasks runs there)."""
+def run_folder(run_id: str) -> Path:
+    """Where every driver session of ``run_id`` keeps its scratch on this node: the id is one path component,
+    escaped, so no other run's folder is inside it or named after it."""
+    return Path(tempfile.gettempdir()) / SCRATCH_ROOT / quote(run_id, safe="").replace(".", "%2E")
+
+
+def session_folder(run_id: str, session: str) -> Path:
+    return run_folder(run_id) / quote(session, safe="").replace(".", "%2E")
+
+
+def remove_run_containers(run_id: str, session: str | None = None) -> tuple[str, list[str]]:
+    """A Ray task pinned to one node: the containers of the run there removed (of one driver session, when given)
+    and the scratch folders a worker that was killed left (call it when none of those tasks runs there)."""
     from pipeline.runtime import containers
 
-    for left in Path(tempfile.gettempdir()).glob(scratch_prefix(run_id) + "*"):
-        shutil.rmtree(left, ignore_errors=True)
-    shutil.rmtree(node_state(run_id), ignore_errors=True)
+    shutil.rmtree(session_folder(run_id, session) if session else run_folder(run_id), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        run_folder(run_id).rmdir()  # when no other session of the run has scratch here
     try:
-        return socket.gethostname(), containers.remove_labelled(run_id)
+        return socket.gethostname(), containers.remove_labelled(run_id, session)
     except Exception as error:  # noqa: BLE001 - a node without Docker: say so, the others go on
         return socket.gethostname(), [f"(failed: {type(error).__name__}: {error})"]

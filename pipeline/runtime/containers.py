@@ -19,9 +19,11 @@ from pipeline.errors import RuntimeUnavailable, is_transport_error
 
 LABEL = "swepipe"
 RUN_LABEL = "swepipe.run_id"
+SESSION_LABEL = "swepipe.session"  # the cluster session (a Ray driver's nonce) a node started it for
 SANITISED_REPOSITORY = "swepipe-sanitised"
 
 _live: dict[str, docker.models.containers.Container] = {}
+_session: dict[str, str] = {}  # SESSION_LABEL for the containers this process starts (pipeline.run.ray_node)
 _lock = threading.Lock()
 _client: docker.DockerClient | None = None
 
@@ -43,7 +45,15 @@ def client() -> docker.DockerClient:
 
 
 def labels(run_id: str, **extra: str) -> dict[str, str]:
-    return {LABEL: "1", RUN_LABEL: run_id, "swepipe.owner_pid": str(os.getpid()), **extra}
+    return {LABEL: "1", RUN_LABEL: run_id, **_session, "swepipe.owner_pid": str(os.getpid()), **extra}
+
+
+def set_session(session: str | None) -> None:
+    """Label the containers this process starts from now on with a cluster session (None: no more), so that
+    session's cleanup removes them and never those of another driver's run of the same id."""
+    _session.clear()
+    if session:
+        _session[SESSION_LABEL] = session
 
 
 def track(container) -> None:
@@ -84,9 +94,12 @@ def remove_all_tracked() -> int:
     return len(doomed)
 
 
-def remove_labelled(run_id: str | None = None) -> list[str]:
-    """Remove every swepipe container (of one run, when given); returns their names."""
+def remove_labelled(run_id: str | None = None, session: str | None = None) -> list[str]:
+    """Remove every swepipe container (of one run, and of one cluster session of it, when given: labels match
+    exactly); returns their names."""
     wanted = [f"{RUN_LABEL}={run_id}"] if run_id else [LABEL]
+    if session:
+        wanted.append(f"{SESSION_LABEL}={session}")
     found = client().containers.list(all=True, filters={"label": wanted}, ignore_removed=True)  # others remove too
     for container in found:
         remove(container)
