@@ -14,6 +14,10 @@ Scenarios (each its own run; --only NAME,NAME runs some of them):
   docker-scoring
              `swepipe eval` of the gold patches while Docker's API raises ConnectionError under the scoring:
              a few times (retried), then for good (the scoring stops past --outage-seconds); the rerun.
+  budget-killed
+             on a local Ray cluster (127.0.0.1), the run's budget actor killed mid-run; the rerun finishes.
+  second-run on a local Ray cluster, run exp runs beside run exp-2 and is cleaned up while exp-2 runs: no
+             file of exp-2 may vanish or shrink.
 Prints one table: tasks, finished, tasks lost, conversation positions paid twice, faults recorded as
 results (a rollout ended model_error by a fault, a prediction or verdict holding an infrastructure error),
 dollars over each budget, containers left. Every "must be 0" column must be 0.
@@ -289,6 +293,95 @@ def docker_scoring(work: Path, tasks: list) -> Row:
     return row
 
 
+def _cluster():
+    """A local Ray cluster on 127.0.0.1, as the tests have it (tests/ray_cluster.py): a head, two nodes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from ray_cluster import local_cluster
+
+    return local_cluster()
+
+
+SLOW_JUNIORS = [[bash("echo looking"), bash("sleep 8 && echo more"), bash("git status --short"), bash("submit")]] * 2
+
+
+def budget_actor_killed(work: Path, tasks: list) -> Row:
+    """On a Ray cluster, the run's budget actor is killed (its worker process, SIGKILL) once the first replies are
+    paid: the tasks that needed it stay unfinished (a cluster fault), and the rerun, with a new actor, finishes."""
+    scripted_config(work, {**SCRIPT, "junior": SLOW_JUNIORS})
+    ids, run_id = ",".join(t.instance_id for t in tasks), "budget-killed"
+    layout = RunLayout(work / "runs" / run_id)
+    with _cluster() as cluster:
+        command = [sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", ids, "--config", "config.yaml",
+                   "--run-id", run_id, "--executor", "ray", "--ray-address", cluster.address]
+        with open(work / "sessions.log", "a") as log:
+            proc = subprocess.Popen(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+            wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 300)
+            killed = subprocess.run(["pkill", "-KILL", "-f", "ray::RunBudgetKeeper"], check=False).returncode == 0
+            proc.wait(timeout=900)
+            first_exit = proc.returncode
+            rerun = subprocess.run(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+    row = measure("budget-killed", layout, tasks, run_id)
+    infra = (layout.root / "infra_errors.jsonl").read_text() if (layout.root / "infra_errors.jsonl").exists() else ""
+    row.notes = (f"actor killed: {killed}; first session exit {first_exit} ({infra.count('ClusterFault')} task "
+                 f"attempt(s) left unfinished as cluster faults), rerun exit {rerun.returncode}")
+    return row
+
+
+def second_run_cleanup(work: Path, tasks: list) -> Row:
+    """On a Ray cluster, run exp-2 is under way while run exp runs beside it to its end and is then cleaned up
+    (`swepipe cleanup --run-id exp --executor ray`); no file of exp-2 may vanish or shrink, and it finishes."""
+    scripted_config(work, {**SCRIPT, "junior": SLOW_JUNIORS})
+    first, others = tasks[0], tasks[1:] or tasks
+    layout = RunLayout(work / "runs" / "exp-2")
+    with _cluster() as cluster:
+        on_cluster = ["--executor", "ray", "--ray-address", cluster.address]
+
+        def run(run_id: str, ids: str) -> list[str]:
+            return [sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", ids, "--config", "config.yaml",
+                    "--run-id", run_id, *on_cluster]
+
+        with open(work / "sessions.log", "a") as log:
+            proc = subprocess.Popen(run("exp-2", ",".join(t.instance_id for t in others)), cwd=work, env=bench_env(),
+                                    stdout=log, stderr=subprocess.STDOUT)
+            wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 300)
+            before = _files(layout.root)
+            subprocess.run(run("exp", first.instance_id), cwd=work, env=bench_env(), stdout=log,
+                           stderr=subprocess.STDOUT)
+            subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", "exp", *on_cluster], cwd=work,
+                           env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+            after = _files(layout.root)
+            proc.wait(timeout=900)
+    row = measure("second-run", layout, others, "exp-2")
+    row.foreign_touched = sum(1 for name, size in before.items()
+                              if after.get(name, -1) < size and not _replaced_by_design(name, after))
+    row.foreign_touched += sum(_rows_missing(layout.task(t.instance_id)) for t in others)
+    row.containers_left += len(containers_left("exp"))
+    row.notes = f"exp-2 exit {proc.returncode}; {len(before)} file(s) of exp-2 compared across exp's cleanup"
+    return row
+
+
+def _replaced_by_design(name: str, after: dict[str, int]) -> bool:
+    """A file the run itself retires as it goes: a rollout's trajectory once its record holds it, a reply journal
+    once the trajectory holds the reply."""
+    if name.endswith(".trajectory.json"):
+        return name.removesuffix(".trajectory.json") + ".json" in after
+    return name.endswith((".reply", "reply.journal"))
+
+
+def _rows_missing(paths) -> int:
+    """Replies a rollout record holds beyond the ledger's answered rows for it: rows someone deleted."""
+    rows = Ledger.read(paths.ledger)
+    missing = 0
+    for record_path in paths.junior.glob("rollout-[0-9][0-9].json"):
+        answered = sum(1 for r in rows if r.agent == record_path.stem and r.error is None)
+        missing += max(0, json.loads(record_path.read_text()).get("steps", 0) - answered)
+    return missing
+
+
+def _files(root: Path) -> dict[str, int]:
+    return {p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
 def _read(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -314,6 +407,8 @@ SCENARIOS = {
     "outage-10min": lambda work, tasks: outage(work, tasks, 600, "outage-10min"),
     "server-killed": server_killed,
     "docker-scoring": docker_scoring,
+    "budget-killed": budget_actor_killed,
+    "second-run": second_run_cleanup,
 }
 
 
