@@ -82,18 +82,18 @@ def at_exit(callback: Callable[[], object]) -> None:
 
 
 def _run_at_exit() -> None:
-    for callback in list(_at_exit):
-        try:
-            callback()
-        except Exception:  # noqa: BLE001 - the process is ending whatever one of them does
-            pass
+    _call_each(_at_exit)
 
 
 def run_cleanups() -> None:
-    for cleanup in list(_cleanups):
+    _call_each(_cleanups)
+
+
+def _call_each(callbacks: list[Callable[[], object]]) -> None:
+    for callback in list(callbacks):
         try:
-            cleanup()
-        except Exception:  # noqa: BLE001 - a stop must go on whatever one cleanup does
+            callback()
+        except Exception:  # noqa: BLE001 - a stop (or the exit) must go on whatever one of them does
             pass
 
 

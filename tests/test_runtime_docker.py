@@ -211,11 +211,15 @@ def test_read_only_container_refuses_writes_but_reads(leaky_image, leaky_repo, r
         assert runtime.run("echo scratch > /tmp/notes && cat /tmp/notes").output == "scratch\n"
 
 
-def test_open_runtime_in_the_background_is_labelled_and_stops(leaky_image, leaky_repo, run_id):
-    task = Task(instance_id="demo__calc-1", repo="demo/calc", base_commit=leaky_repo["base"],
+def calc_task(leaky_repo) -> Task:
+    return Task(instance_id="demo__calc-1", repo="demo/calc", base_commit=leaky_repo["base"],
                 problem_statement="add() subtracts instead of adding.", repo_language="python",
                 fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[],
                 before_repo_set_cmd="", dockerhub_tag="unused")
+
+
+def test_open_runtime_in_the_background_is_labelled_and_stops(leaky_image, leaky_repo, run_id):
+    task = calc_task(leaky_repo)
     runtime = open_runtime(task, "rollout-03", Containers(), run_id=run_id, image_template=leaky_image,
                            background=True)
     try:
@@ -237,10 +241,7 @@ def test_a_background_runtime_whose_warm_up_fails_leaves_no_container(leaky_imag
         raise RuntimeUnavailable("the engine went away")
 
     monkeypatch.setattr(DockerRuntime, "run", failing)
-    task = Task(instance_id="demo__calc-1", repo="demo/calc", base_commit=leaky_repo["base"],
-                problem_statement="add() subtracts instead of adding.", repo_language="python",
-                fail_to_pass=["test_add"], pass_to_pass=[], selected_test_files_to_run=[],
-                before_repo_set_cmd="", dockerhub_tag="unused")
+    task = calc_task(leaky_repo)
     runtime = open_runtime(task, "rollout-00", Containers(), run_id=run_id, image_template=leaky_image,
                            background=True)
     with pytest.raises(RuntimeUnavailable, match="went away"):

@@ -278,13 +278,7 @@ def test_prompts_under_the_models_cache_minimum_are_neither_read_nor_written(tmp
     prompts of a rollout, shorter, pay plain input, not the cache-write price; a prompt past the minimum whose
     shared prefix is still under it writes all and reads nothing."""
     messages = _conversation(3, 8000)  # prompts of 2,000, 4,100 and 6,200 tokens at 4 characters a token
-    prompts = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant"]
-    rows = [_row("rollout-00", "junior", 0.0, input_tokens=_chars(p) // 4, output_tokens=0, at=10.0 * (j + 1))
-            for j, p in enumerate(prompts)]
-    run = make_run(tmp_path / "run", votes=["x"], verdicts={"x": True}, principal_resolved=True, rows=rows,
-                   conversations={0: messages})
-    replay = read_run(run)
-    pricer = Pricer.for_run(replay.config, {"junior": "anthropic/claude-haiku-4-5"})
+    replay, pricer, prompts = _replayed(tmp_path, messages, "anthropic/claude-haiku-4-5", 0)
     assert pricer.prices["junior"].cache_min_tokens == 4096
     spend = replay_task(replay.tasks[0], HistoryVariant(cache=True), pricer, HistoryVariant())["rollout-00"]
     tokens = [_chars(p) / 4 for p in prompts]
@@ -397,13 +391,7 @@ def test_a_cache_entry_further_back_than_anthropics_lookback_is_not_read(tmp_pat
     one past N = 11, find nothing (the system prompt alone is under the model's minimum), where a provider that
     caches every prefix on its own reads up to the observation cut last."""
     messages = _conversation(14, 4000)
-    prompts = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant"]
-    rows = [_row("rollout-00", "junior", 0.0, input_tokens=_chars(p) // 4, output_tokens=10, at=10.0 * (j + 1))
-            for j, p in enumerate(prompts)]
-    run = make_run(tmp_path / "run", votes=["x"], verdicts={"x": True}, principal_resolved=True, rows=rows,
-                   conversations={0: messages})
-    replay = read_run(run)
-    pricer = Pricer.for_run(replay.config, {"junior": "anthropic/claude-sonnet-4-5-20250929"})  # minimum 1,024
+    replay, pricer, prompts = _replayed(tmp_path, messages, "anthropic/claude-sonnet-4-5-20250929", 10)  # min 1,024
 
     def cached(after: int, price=pricer) -> float:
         variant = HistoryVariant(cache=True, compact_after=after, compact_chars=100)
@@ -415,3 +403,15 @@ def test_a_cache_entry_further_back_than_anthropics_lookback_is_not_read(tmp_pat
     assert cached(10) == pytest.approx(whole_reads[10] + 2000)  # of the three past N = 10, the first reads the task
     automatic = Pricer.for_run(replay.config, {})
     assert cached(11, automatic) > whole_reads[11] + 2 * 2000
+
+
+def _replayed(tmp_path, messages, model: str, output_tokens: int):
+    """A run whose one rollout had ``messages``, a call at each of its replies; its replay, a pricer for ``model``
+    as the junior, and the prompts of those calls."""
+    prompts = [messages[:i] for i, m in enumerate(messages) if m["role"] == "assistant"]
+    rows = [_row("rollout-00", "junior", 0.0, input_tokens=_chars(p) // 4, output_tokens=output_tokens,
+                 at=10.0 * (j + 1)) for j, p in enumerate(prompts)]
+    run = make_run(tmp_path / "run", votes=["x"], verdicts={"x": True}, principal_resolved=True, rows=rows,
+                   conversations={0: messages})
+    replay = read_run(run)
+    return replay, Pricer.for_run(replay.config, {"junior": model}), prompts
