@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from pipeline import stopping
-from pipeline.errors import InfrastructureFault, SwepipeError, describe
+from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError, describe
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
 from pipeline.run.task import RunSettings, run_one_task
@@ -292,7 +292,8 @@ class NodeImages:
                 names = list(dict.fromkeys(r["image"] for r in finished))
                 result = prune([n for n in names if n not in running], self.keep, protect=running)
                 used = run_images_bytes([*running, *names])
-        except Exception as exc:  # noqa: BLE001 - a Docker fault here is logged, never the task's result
+        except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a Docker fault here is logged, never the
+            # task's result
             node.log(f"image cache on {socket.gethostname()}: could not prune after {self.instance_id}: {exc}")
             return None
         row = {"after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
@@ -385,5 +386,6 @@ def remove_run_containers(run_id: str, session: str | None = None) -> tuple[str,
         run_folder(run_id).rmdir()  # when no other session of the run has scratch here
     try:
         return socket.gethostname(), containers.remove_labelled(run_id, session)
-    except Exception as error:  # noqa: BLE001 - a node without Docker: say so, the others go on
+    except (Exception, RuntimeUnavailable) as error:  # noqa: BLE001 - a node without Docker: say so, the others
+        # go on
         return socket.gethostname(), [f"(failed: {type(error).__name__}: {error})"]

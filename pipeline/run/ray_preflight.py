@@ -7,6 +7,7 @@ import contextlib
 import socket
 import time
 
+from pipeline.errors import RuntimeUnavailable
 from pipeline.run.task import RunSettings
 from pipeline.tasks import Task
 from pipeline.run.ray_connect import RESOURCE, alive_nodes, connect, node_labels
@@ -27,7 +28,8 @@ def node_preflight(names: list[str], budget_gb: float | None, registry_timeout: 
     host = socket.gethostname()
     try:
         check = preflight(names, budget_gb, registry_timeout=registry_timeout)
-    except Exception as error:  # noqa: BLE001 - a node without a working Docker: said, by the driver
+    except (Exception, RuntimeUnavailable) as error:  # noqa: BLE001 - a node without a working Docker: said, by the
+        # driver
         return {"host": host, "error": f"Docker cannot be asked there ({type(error).__name__}: {error})"}
     return {"host": host, "line": check.line(), "problem": None if check.ok else check.problem(),
             "present": [i.name for i in check.images if i.present],
@@ -44,7 +46,6 @@ def check_images_on_nodes(ray, names, budget_gb: float | None = None, announce=p
     that does not answer in time is reported and left out. Returns node label -> its report."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from pipeline.errors import RuntimeUnavailable
     from pipeline.runtime.image_cache import REGISTRY_TIMEOUT
 
     registry_timeout = REGISTRY_TIMEOUT if registry_timeout is None else registry_timeout

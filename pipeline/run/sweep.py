@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from pipeline import stopping
 from pipeline.config import RunConfig, SoloConfig
-from pipeline.errors import SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.models.spec import ModelSpec
 from pipeline.run.run_dataset import record_dataset
@@ -484,7 +484,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
         for entry in manifest["cells"]:
             if entry["status"] == "running":
                 entry["status"] = "stopped"
-    except SwepipeError as error:  # e.g. the cell's run directory is in use by another process
+    except (SwepipeError, InfrastructureFault) as error:  # e.g. the cell's run directory is in use, an image missing
         for entry in manifest["cells"]:
             if entry["status"] == "running":
                 entry["status"] = f"failed: {error}"[:300]

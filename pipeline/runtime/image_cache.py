@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from pipeline import stopping
+from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 
 REGISTRY_TIMEOUT = 20.0  # seconds one manifest query may take before the registry counts as unreachable
@@ -151,8 +152,8 @@ def registry_status(name: str, timeout: float = REGISTRY_TIMEOUT) -> str:
             answer["status"] = _classify(exc)
         except DockerException as exc:
             answer["status"] = f"unknown (registry unreachable: {_short(exc)})"
-        except Exception as exc:  # noqa: BLE001 - a connection error surfaces as requests' own types
-            answer["status"] = f"unknown (registry unreachable: {_short(exc)})"
+        except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a connection error surfaces as requests'
+            answer["status"] = f"unknown (registry unreachable: {_short(exc)})"  # own types; no engine at all
 
     thread = threading.Thread(target=ask, name=f"manifest {name}", daemon=True)
     thread.start()
@@ -379,8 +380,6 @@ def require_images(names: Iterable[str], budget_gb: float | None = None, announc
                    registry_timeout: float = REGISTRY_TIMEOUT) -> Preflight:
     """The preflight of `swepipe run` and `swepipe eval`: one summary line; RuntimeUnavailable when an image
     cannot be had."""
-    from pipeline.errors import RuntimeUnavailable
-
     check = preflight(names, budget_gb, registry_timeout=registry_timeout)
     announce(check.line())
     if not check.ok:
@@ -421,7 +420,8 @@ def prefetch_image(name: str, platform: str | None = None, *, keep_bytes: int | 
                            list(dict.fromkeys(prunable)), protect, guard)
     except stopping.Stopped:
         raise
-    except Exception as exc:  # noqa: BLE001 - a failed prefetch is no error: the task pulls the image itself
+    except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a failed prefetch is no error: the task pulls
+        # the image itself (and meets a lasting fault there, as infrastructure)
         record = {"outcome": "failed", "reason": _short(exc, 500)}
     return {"prefetch": name, **record, "seconds": round(time.monotonic() - started, 2)}
 
@@ -638,7 +638,7 @@ class RunImageCache:
                             used = run_images_bytes(everything)
                 with self.lock:
                     running, ahead = sorted(set(self.running.values())), sorted(set(self.prefetched.values()))
-        except (DockerException, OSError) as exc:
+        except (DockerException, OSError, RuntimeUnavailable) as exc:  # a prune is never a task's result
             if self.log:
                 self.log(f"image cache: could not prune after {task.instance_id}: {exc}")
             return None
