@@ -247,3 +247,23 @@ def test_a_container_removed_while_the_cache_lists_them_is_simply_gone(monkeypat
         for container in (doomed, stays):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+
+
+def test_a_docker_engine_gone_after_a_task_fails_its_prune_and_nothing_else(monkeypatch):
+    """The prune after a task runs in the task's `finally`: an engine that no longer answers there (no Exception
+    since infrastructure faults are BaseExceptions) must be a logged line, never an error that ends the run."""
+    from pipeline.errors import RuntimeUnavailable
+
+    said = []
+    cache = image_cache.RunImageCache(BUNDLED_IMAGE_TEMPLATE, budget_gb=1.0, log=said.append)
+    task = load_tasks("bundled")[0]
+    cache.start(task)
+
+    def gone():
+        raise RuntimeUnavailable("no Docker engine answers (connection refused)")
+
+    monkeypatch.setattr(containers, "client", gone)
+    monkeypatch.setattr(image_cache, "touch", lambda *args: None)  # the access time is kept on disk, not asked
+    assert cache.finish(task) is None
+    assert any("could not prune after" in line and "no Docker engine answers" in line for line in said)
+    cache.close()
