@@ -1,11 +1,10 @@
-"""The report's figures as PNG bytes (matplotlib's Agg canvas: no display, no global pyplot state)."""
+"""The report's figures as PNG bytes (pipeline.report.plotting: matplotlib's Agg canvas, no pyplot state)."""
 
 from __future__ import annotations
 
-import io
-
 from pipeline.report.coverage import RunCoverage
 from pipeline.report.load import RunData
+from pipeline.report.plotting import dollars_axis, distinct_labels, new_figure, png_bytes
 from pipeline.report.stats import RunStats
 from pipeline.report.tables import short_id
 
@@ -15,21 +14,6 @@ MAX_LABELLED_TASKS = 40
 MAX_MARKED_TASKS = 150  # past this, verdict marks are clutter
 
 
-def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width, height), dpi=110, layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def _png(figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
 def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
     """Stacked dollars per task by stage, tasks sorted by their total; a mark shows each task's verdict."""
     if not run.tasks:
@@ -37,7 +21,7 @@ def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
     tasks = sorted(run.tasks, key=lambda t: (t.total_cost, t.instance_id))
     stages = [s for s in stats.stages if any(t.cost(s) for t in tasks)] or list(stats.stages[:1])
     labelled = len(tasks) <= MAX_LABELLED_TASKS
-    figure = _figure(max(6.0, min(14.0, 2.5 + 0.38 * len(tasks))), 5.2 if labelled else 4.2)
+    figure = new_figure(max(6.0, min(14.0, 2.5 + 0.38 * len(tasks))), 5.2 if labelled else 4.2)
     axes = figure.add_subplot()
     positions = list(range(len(tasks)))
     bottom = [0.0] * len(tasks)
@@ -72,7 +56,7 @@ def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
         axes.set_xlabel("tasks")
     axes.legend(fontsize=8, loc="upper left")
     axes.grid(axis="y", alpha=0.3)
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def coverage_curves(coverage: RunCoverage) -> bytes | None:
@@ -81,7 +65,7 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
     shaded), and the context sent at k=K."""
     if not coverage.tasks:
         return None
-    figure = _figure(13.0, 4.5)
+    figure = new_figure(13.0, 4.5)
     panels = [("removed", "removed-line coverage"), ("added", "added-line coverage"),
               ("tokens", "context tokens (approx.)")]
     styles = [("hunks", "candidates", "#7da7d9", "--", "s", 7, 2.2),
@@ -131,7 +115,7 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
         if number == 1:
             axes.legend(fontsize=8, loc="lower right")
     figure.suptitle(coverage_title(coverage), fontsize=11)
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def coverage_title(coverage: RunCoverage) -> str:
@@ -157,8 +141,6 @@ def pareto_labels(shown: list[RunStats], baseline: RunStats | None) -> tuple[dic
     rate share one label, their names one under another (a sweep's blocking and async cells often coincide);
     run ids too long to fit (a sweep's cells) are named by the words that set them apart from the other long ids
     ("s2 async"), shorter ones in full."""
-    from pipeline.report.team_figures import distinct_labels
-
     long = [s.run_id for s in shown if len(s.run_id) > PARETO_LABEL_WIDTH]
     names = dict(zip(long, distinct_labels(long, width=PARETO_LABEL_WIDTH)))
     labels: dict[tuple[float, float], list[str]] = {}
@@ -175,7 +157,7 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
     shown = [s for s in stats if s.rate is not None and s.dollars_per_task is not None]
     if not shown:
         return None
-    figure = _figure(7.5, 5.0)
+    figure = new_figure(7.5, 5.0)
     axes = figure.add_subplot()
     for s in shown:
         low, high = s.interval or (s.rate, s.rate)
@@ -196,17 +178,11 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
         axes.plot([s.dollars_per_task for s in frontier], [s.rate for s in frontier], ":", color="#2e8b57",
                   label="Pareto frontier")
         axes.legend(fontsize=8, loc="lower right")
-    costs = [s.dollars_per_task for s in shown]
-    span = max(costs) - min(costs)
-    if span > 0:
-        axes.set_xlim(max(0.0, min(costs) - 0.15 * span), max(costs) + 0.35 * span)
-    else:
-        axes.set_xlim(0.0, max(2 * max(costs), 1e-4))
-    axes.xaxis.set_major_formatter("${x:,.4g}")
+    dollars_axis(axes, [s.dollars_per_task for s in shown], 0.15, 0.35)
     axes.set_ylim(-0.03, 1.05)
     axes.set_xlabel("dollars per task (mean)")
     axes.set_ylabel("resolve rate (95% bootstrap interval)")
     axes.set_title("resolve rate against dollars per task" + ("\n(long run ids: the words that set them apart)"
                                                               if shortened else ""))
     axes.grid(alpha=0.3)
-    return _png(figure)
+    return png_bytes(figure)

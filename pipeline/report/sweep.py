@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.errors import SwepipeError
-from pipeline.report.figures import _figure, _png
 from pipeline.report.load import load_run
+from pipeline.report.plotting import new_figure, png_bytes
 from pipeline.report.render import markdown
 from pipeline.report.stats import RunStats, compare, efficiency, run_stats
 from pipeline.report.tables import NA, Table, money, percent
@@ -206,7 +206,7 @@ def by_size(report: SweepReport) -> bytes | None:
     if not team:
         return None
     metric = report.metric
-    figure = _figure(13.5, 4.6)
+    figure = new_figure(13.5, 4.6)
     panels = [(report.metric_name, lambda c: _metric(c.stats, metric)),
               ("dollars per task (mean)", lambda c: c.stats.dollars_per_task),
               (f"efficiency: {'reward' if metric == 'reward' else 'resolve rate'} per added $ over solo",
@@ -259,7 +259,7 @@ def by_size(report: SweepReport) -> bytes | None:
             axes.legend(fontsize=7, loc="best")
     figure.suptitle(f"sweep {report.manifest.get('sweep_id', report.root.name)}: against team size "
                     f"({len(team)} team cell(s); lines: cells differing only in size)", fontsize=11)
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def by_cell(report: SweepReport) -> bytes | None:
@@ -272,7 +272,7 @@ def by_cell(report: SweepReport) -> bytes | None:
     metric = report.metric
     groups = _groups([c for c in cells if c.kind == "team"])
     colour_of = {c.name: COLOURS[i % len(COLOURS)] for i, key in enumerate(groups) for c in groups[key]}
-    figure = _figure(14.0, max(3.2, 1.4 + 0.32 * len(cells)))
+    figure = new_figure(14.0, max(3.2, 1.4 + 0.32 * len(cells)))
     positions = list(range(len(cells)))[::-1]  # the first cell on top
     panels = [(report.metric_name, lambda c: _metric(c.stats, metric)),
               ("dollars per task (mean)", lambda c: c.stats.dollars_per_task),
@@ -306,7 +306,7 @@ def by_cell(report: SweepReport) -> bytes | None:
         axes.grid(axis="x", alpha=0.3)
     figure.suptitle(f"sweep {report.manifest.get('sweep_id', report.root.name)}: by cell (solo baselines grey)",
                     fontsize=11)
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def write_sweep_report(report: SweepReport) -> dict[str, Path]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pipeline.report.figures import _figure, _png
+from pipeline.report.plotting import distinct_labels, new_figure, png_bytes
 from pipeline.report.tables import short_id
 from pipeline.report.team import DIRECTIONS, OTHER, STAGES, TeamRun, TeamTask, by_lead_model, summarise, timeline
 
@@ -36,7 +36,7 @@ def timeline_figure(run: TeamRun, limit: int = MAX_TIMELINE_TASKS) -> tuple[byte
     grid_rows = math.ceil(len(shown) / columns)
     agents = [max(MIN_ROWS, len(timeline(t))) for t in shown]
     height = sum(max(agents[i:i + columns]) * 0.42 + 1.3 for i in range(0, len(shown), columns))
-    figure = _figure(7.0 * columns, min(max(height, 3.0), 22.0))
+    figure = new_figure(7.0 * columns, min(max(height, 3.0), 22.0))
     used: dict[str, None] = {}
     for number, task in enumerate(shown, start=1):
         axes = figure.add_subplot(grid_rows, columns, number)
@@ -77,7 +77,7 @@ def timeline_figure(run: TeamRun, limit: int = MAX_TIMELINE_TASKS) -> tuple[byte
     left_out = drawable - len(shown)
     note = (f" ({len(shown)} of {drawable} tasks with team records: those that delegated first, then by "
             "instance id; every task is in the per-task table)" if left_out else "")
-    return _png(figure), note
+    return png_bytes(figure), note
 
 
 def _legend(figure, used: dict[str, None], columns: int) -> None:
@@ -121,18 +121,6 @@ def summary_data(runs: list[TeamRun]) -> dict:
     }
 
 
-def distinct_labels(names: list[str], width: int = 22) -> list[str]:
-    """Short labels for run ids that share most of their words (a sweep's cells): the ``-``-separated parts that
-    not every id has, e.g. team-s2-implementation-async-... -> "s2 async"; a lone id is only shortened."""
-    if len(names) < 2:
-        return [short_id(name, width) for name in names]
-    parts = [name.split("-") for name in names]
-    common = set.intersection(*(set(p) for p in parts))
-    labels = [" ".join(part for part in p if part not in common) or name for p, name in zip(parts, names)]
-    if len(set(labels)) < len(labels):  # two ids differ only in word order: keep them apart
-        labels = names
-    return [short_id(label, width) for label in labels]
-
 
 def summary_figure(runs: list[TeamRun]) -> bytes | None:
     data = summary_data(runs)
@@ -140,7 +128,7 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
         return None
     names = distinct_labels(data["runs"])
     positions = list(range(len(names)))
-    figure = _figure(max(11.0, 3.2 * 4), 4.6)
+    figure = new_figure(max(11.0, 3.2 * 4), 4.6)
     panels = figure.subplots(1, 4)
 
     axes = panels[0]
@@ -192,7 +180,7 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
             legend=False)
     title = data["runs"][0] if len(data["runs"]) == 1 else f"{len(data['runs'])} runs, labelled by what sets them apart"
     figure.suptitle(f"team analysis: {short_id(title, 110)}", fontsize=11)
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def _na_marks(axes, positions: list[int], missing: list[bool]) -> None:

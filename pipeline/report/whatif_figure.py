@@ -3,7 +3,7 @@ marked (pass@k is an oracle: drawn, never on the front)."""
 
 from __future__ import annotations
 
-from pipeline.report.figures import _figure, _png
+from pipeline.report.plotting import dollars_axis, new_figure, png_bytes
 from pipeline.report.whatif import Policy, WhatIf
 
 _STYLE = {  # family -> (marker, colour, label)
@@ -33,7 +33,7 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
     if not policies:
         return None
     several = len(results) > 1
-    figure = _figure(8.5, 5.6)
+    figure = new_figure(8.5, 5.6)
     axes = figure.add_subplot()
     for family, (marker, colour, label) in _STYLE.items():
         members = [p for p in policies if p.family == family]
@@ -66,9 +66,7 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
                 labelled.append((p.dollars_per_task, p.resolve_rate))
                 axes.annotate(_label(p, several), (p.dollars_per_task, p.resolve_rate), textcoords="offset points",
                               xytext=(6, 5), fontsize=7, color="#2e5e3e")
-    axes.set_xlim(max(0.0, min(costs) - 0.08 * span) if span else 0.0, max(costs) + 0.3 * span if span else
-                  max(2 * max(costs), 1e-4))
-    axes.xaxis.set_major_formatter("${x:,.4g}")
+    dollars_axis(axes, costs, 0.08, 0.3)
     axes.set_ylim(-0.03, 1.05)
     axes.set_xlabel("dollars per task (mean)")
     axes.set_ylabel("resolve rate")
@@ -76,7 +74,7 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
     axes.set_title(f"what-if: resolve rate against dollars per task\n{tasks}", fontsize=10)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, loc="lower right")
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def _label(policy: Policy, several: bool) -> str:
