@@ -17,7 +17,7 @@ from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.run.sweep import build_grid, plan_sweep, read_grid_file, slug
+from pipeline.studies.sweep import build_grid, plan_sweep, read_grid_file, slug
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, bash, patch_per_file, reply

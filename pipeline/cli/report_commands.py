@@ -95,8 +95,8 @@ def _tasks_of_runs(runs: list[Path], selection: opt.TaskSelection) -> list:
 
 
 def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template: str | None, workers: int) -> None:
-    """Run the senior on the first k rollouts (pipeline.run.senior_at); on Ctrl-C or SIGTERM, stop cleanly."""
-    from pipeline.run.senior_at import parse_ks, run_senior_at
+    """Run the senior on the first k rollouts (pipeline.studies.senior_at); on Ctrl-C or SIGTERM, stop cleanly."""
+    from pipeline.studies.senior_at import parse_ks, run_senior_at
 
     def line(text: str) -> None:
         console.print(text, soft_wrap=True, highlight=False)

@@ -63,8 +63,8 @@ def sweep(
     """Run a grid of team configurations (size, stage, mode, lead and worker model, prompt) and their solo
     baselines over the tasks, each cell its own resumable run directory; then plot reward and efficiency against
     the baseline by team size and by cell."""
-    from pipeline.run.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
-                                    run_sweep)
+    from pipeline.studies.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
+                                        run_sweep)
 
     if report_only:
         if not sweep_id:

@@ -7,7 +7,7 @@ Three contexts, each holding the one before it:
   (senior/expansion_by_candidate.json: enclosing definitions, definitions they use, callers, tests);
 - (c) "+ senior model": plus the spans the senior model chose, as the principal got them (a brief's
   ``context_spans``). The senior ran once in the run, at k = K (senior/brief.json); ``swepipe coverage RUN
-  --senior-at 1,3,5`` runs it again on the first k rollouts of each task (pipeline.run.senior_at, into
+  --senior-at 1,3,5`` runs it again on the first k rollouts of each task (pipeline.studies.senior_at, into
   tasks/<id>/analysis/senior-at-NN/), so (c) is a curve. (c) minus (b) on the same rollouts is the senior
   model's lift.
 

@@ -13,7 +13,7 @@ from pipeline.report.plotting import new_figure, png_bytes
 from pipeline.report.render import markdown
 from pipeline.report.stats import RunStats, compare, efficiency, run_stats
 from pipeline.report.tables import NA, Table, money, percent
-from pipeline.run.sweep import MANIFEST, read_manifest
+from pipeline.studies.sweep import MANIFEST, read_manifest
 from pipeline.storage import write_text_atomic
 
 GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt")  # a line of the by-size figure: all but size

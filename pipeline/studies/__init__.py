@@ -1,0 +1,3 @@
+"""Studies over runs: ``swepipe sweep``'s grid of team configurations (``sweep``) and the senior on fewer rollouts
+after a run (``senior_at``, ``swepipe coverage --senior-at``). Each drives the run path (pipeline.run) and adds no
+stage of its own."""
