@@ -20,7 +20,7 @@ from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.runtime import containers
-from pipeline.runtime.images import image_name
+from pipeline.runtime.image_names import image_name
 from pipeline.tasks import load_tasks
 
 

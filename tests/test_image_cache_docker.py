@@ -22,7 +22,8 @@ import yaml
 
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.runtime import containers, image_cache
-from pipeline.runtime.images import image_name, prepare_image
+from pipeline.runtime.image_names import image_name
+from pipeline.runtime.images import prepare_image
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, write_config
 

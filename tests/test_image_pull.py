@@ -25,7 +25,8 @@ from pipeline import stopping
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers, image_cache, images
-from pipeline.runtime.images import ensure_image, image_name
+from pipeline.runtime.image_names import image_name
+from pipeline.runtime.images import ensure_image
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, write_config
 

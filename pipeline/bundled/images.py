@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from docker.errors import APIError, BuildError, ImageNotFound
+from docker.errors import APIError, BuildError
 
 from pipeline.bundled import build
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base_image import BASE_IMAGE, build_base_image
+from pipeline.runtime.image_names import local_image
 
 SOURCE_LABEL = "swepipe.source_hash"
 
@@ -35,10 +36,8 @@ def _image_id(name: str) -> str:
 
 
 def _current_hash(name: str) -> str | None:
-    try:
-        return (containers.client().images.get(name).labels or {}).get(SOURCE_LABEL)
-    except ImageNotFound:
-        return None
+    image = local_image(name)
+    return None if image is None else (image.labels or {}).get(SOURCE_LABEL)
 
 
 def _hash_files(paths: list[Path], root: Path, *extra: str) -> str:

@@ -155,7 +155,7 @@ def _task_image_names(selected, image_template: str | None, config: Path | None,
     """The image names of the selected tasks (by the run's template) and the config's image cache budget."""
     from pipeline.config import load_config
     from pipeline.datasets import defaults_for
-    from pipeline.runtime.images import image_name
+    from pipeline.runtime.image_names import image_name
 
     cfg = load_config(config)
     template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template

@@ -19,7 +19,8 @@ from pipeline.storage import redact_file, write_json_atomic
 from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, entry_script, judge,
                                           parse_statuses, strip_binary_sections)
 from pipeline.runtime import containers
-from pipeline.runtime.images import ensure_image, image_name
+from pipeline.runtime.image_names import image_name
+from pipeline.runtime.images import ensure_image
 from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.tasks import Task
 

@@ -12,10 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from docker.errors import ImageNotFound
-
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
+from pipeline.runtime.image_names import local_image
 
 BASE_IMAGE = "swepipe-base:bookworm"
 BASE_PACKAGES = ("git", "python3", "python-is-python3", "ca-certificates", "procps")
@@ -23,11 +22,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 
 
 def base_image_exists(name: str = BASE_IMAGE) -> bool:
-    try:
-        containers.client().images.get(name)
-        return True
-    except ImageNotFound:
-        return False
+    return local_image(name) is not None
 
 
 def build_base_image(name: str = BASE_IMAGE, *, force: bool = False, mirror: str = DEBIAN_MIRROR,

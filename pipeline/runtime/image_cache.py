@@ -19,8 +19,9 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from pipeline import stopping
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
+from pipeline.runtime.image_names import (REGISTRY_TIMEOUT, error_text, local_image, registry_host, registry_status,
+                                          run_image_names)
 
-REGISTRY_TIMEOUT = 20.0  # seconds one manifest query may take before the registry counts as unreachable
 GB = 10 ** 9  # as `docker images` counts
 
 _used: dict[str, float] = {}  # image id -> when this process last used it (prepare_image, a finished task)
@@ -122,62 +123,6 @@ class ImageStatus:
     @property
     def obtainable(self) -> bool:
         return self.present or self.registry == "available"
-
-
-def local_image(name: str):
-    """The local image ``name``, or None."""
-    try:
-        return containers.client().images.get(name)
-    except ImageNotFound:
-        return None
-
-
-def registry_host(name: str) -> str:
-    """The registry an image name points at (``docker.io`` unless its first part names a host)."""
-    first, slash, _ = name.partition("/")
-    return first if slash and ("." in first or ":" in first or first == "localhost") else "docker.io"
-
-
-def registry_status(name: str, timeout: float = REGISTRY_TIMEOUT) -> str:
-    """Whether the registry holds ``name`` (a manifest query through the engine, with the user's `docker login`
-    credentials): ``available``, ``missing (...)``, or ``unknown (...)`` when it could not be asked; never longer
-    than ``timeout`` seconds."""
-    answer: dict[str, str] = {}
-
-    def ask() -> None:
-        try:
-            containers.client().api.inspect_distribution(name)
-            answer["status"] = "available"
-        except APIError as exc:
-            answer["status"] = _classify(exc)
-        except DockerException as exc:
-            answer["status"] = f"unknown (registry unreachable: {_short(exc)})"
-        except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a connection error surfaces as requests'
-            answer["status"] = f"unknown (registry unreachable: {_short(exc)})"  # own types; no engine at all
-
-    thread = threading.Thread(target=ask, name=f"manifest {name}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return answer.get("status") or f"unknown (registry unreachable: no answer in {timeout:.0f} s)"
-
-
-def _classify(exc: APIError) -> str:
-    text = _short(exc)
-    lowered = text.lower()
-    code = getattr(exc, "status_code", None)
-    if code == 429 or "toomanyrequests" in lowered or "rate limit" in lowered:
-        return f"unknown (registry rate limit, 429: {text})"
-    if any(word in lowered for word in ("manifest unknown", "not found", "does not exist", "name unknown")):
-        return f"missing ({text})"
-    if any(word in lowered for word in ("unauthorized", "denied", "authentication required")):
-        return f"missing or private ({text}; `docker login` to the registry if it is private)"
-    return f"unknown (registry unreachable: {text})"
-
-
-def _short(exc: BaseException, width: int = 200) -> str:
-    text = getattr(exc, "explanation", None) or str(exc)
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 @dataclass
@@ -361,12 +306,6 @@ def _remove_group(client, group: dict) -> list[str]:
     return removed
 
 
-def run_image_names(tasks, image_template: str) -> list[str]:
-    from pipeline.runtime.images import image_name
-
-    return [image_name(image_template, task.to_row()) for task in tasks]
-
-
 def check_run_images(tasks, settings, announce=print, registry_timeout: float = REGISTRY_TIMEOUT) -> Preflight:
     """The preflight at the start of a run: one summary line; RuntimeUnavailable when an image cannot be had
     (so the run stops in its first minute, not an hour in)."""
@@ -422,7 +361,7 @@ def prefetch_image(name: str, platform: str | None = None, *, keep_bytes: int | 
         raise
     except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a failed prefetch is no error: the task pulls
         # the image itself (and meets a lasting fault there, as infrastructure)
-        record = {"outcome": "failed", "reason": _short(exc, 500)}
+        record = {"outcome": "failed", "reason": error_text(exc, 500)}
     return {"prefetch": name, **record, "seconds": round(time.monotonic() - started, 2)}
 
 

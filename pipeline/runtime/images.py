@@ -1,5 +1,5 @@
-"""The image layer: task image names, pulling a missing image with progress (a registry's rate limit retried),
-and the sanitised image cache.
+"""The image layer: pulling a missing image with progress (a registry's rate limit retried), and the sanitised
+image cache. Names and registries are ``image_names``; disk, preflight, pruning and prefetch have their modules.
 
 ``prepare_image`` gives the image a task's container starts from; it starts no runtime itself (its
 scratch container for sanitising is driven through the Docker SDK directly).
@@ -10,35 +10,23 @@ from __future__ import annotations
 import hashlib
 import io
 import random
-import string
 import tarfile
 import threading
 import time
 
-from docker.errors import APIError, DockerException, ImageNotFound
+from docker.errors import APIError, DockerException
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pipeline import stopping
-from pipeline.errors import RuntimeUnavailable, SwepipeError
+from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE
 from pipeline.runtime.docker_stream import FrameReader
+from pipeline.runtime.image_names import error_text, local_image, rate_limited, registry_host
 from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
-
-def image_name(template: str, fields: dict[str, str]) -> str:
-    """Fill ``template`` from a task's fields, e.g. ``jefzda/sweap-images:{dockerhub_tag}``."""
-    names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    missing = sorted(n for n in names if not fields.get(n))
-    if missing:
-        raise SwepipeError(
-            f"image template {template!r} uses {', '.join(missing)}, which the task "
-            f"{fields.get('instance_id', '?')} does not have; fix --image-template"
-        )
-    return template.format(**fields)
-
 
 PULL_ATTEMPTS = 5  # tries of a pull a registry answers with its rate limit (429); other errors are not retried
 PULL_BACKOFF = 5.0  # seconds before the second try, doubled for each one after, times a jitter in [0.5, 1]
@@ -56,7 +44,7 @@ def ensure_image(name: str, platform: str | None = None, show_progress: bool = T
     by a prefetch) waits for that pull (a stop cuts the wait short) and pulls it itself only if it failed. A
     registry's rate limit is retried ``attempts`` times in all (``pull_image``).
     """
-    found = _local(name)
+    found = local_image(name)
     if found is not None:
         return found
     with _pull_locks_guard:
@@ -64,7 +52,7 @@ def ensure_image(name: str, platform: str | None = None, show_progress: bool = T
     while not lock.acquire(timeout=0.2):
         stopping.check()
     try:
-        found = _local(name)  # pulled meanwhile
+        found = local_image(name)  # pulled meanwhile
         if found is not None:
             return found
         pull_image(name, platform, show_progress=show_progress, attempts=attempts)
@@ -76,21 +64,6 @@ def ensure_image(name: str, platform: str | None = None, show_progress: bool = T
         lock.release()
 
 
-def _local(name: str):
-    try:
-        return containers.client().images.get(name)
-    except ImageNotFound:
-        return None
-
-
-def rate_limited(exc: BaseException) -> bool:
-    """Whether a registry refused a request for its rate limit (Docker Hub: 429 ``toomanyrequests``)."""
-    response = getattr(exc, "response", None)
-    text = " ".join(str(getattr(exc, "explanation", None) or exc).split()).lower()
-    return (getattr(response, "status_code", None) == 429 or "toomanyrequests" in text
-            or "too many requests" in text or "rate limit" in text)
-
-
 def pull_image(name: str, platform: str | None = None, *, show_progress: bool = False, attempts: int | None = None,
                backoff: float | None = None, max_wait: float | None = None) -> None:
     """Pull ``name`` through the Docker engine, with the user's `docker login` credentials (the SDK sends those
@@ -100,8 +73,6 @@ def pull_image(name: str, platform: str | None = None, *, show_progress: bool = 
     longer between tries (with jitter, each wait at most ``max_wait``; a stop ends the wait with ``Stopped``);
     then, or at once for any other error, RuntimeUnavailable says why and what to do.
     """
-    from pipeline.runtime.image_cache import registry_host
-
     attempts = max(1, PULL_ATTEMPTS if attempts is None else attempts)
     backoff = PULL_BACKOFF if backoff is None else backoff
     max_wait = PULL_MAX_WAIT if max_wait is None else max_wait
@@ -123,7 +94,7 @@ def pull_image(name: str, platform: str | None = None, *, show_progress: bool = 
                 login = "`docker login`" if host == "docker.io" else f"`docker login {host}`"
                 raise RuntimeUnavailable(
                     f"image {name}: the registry {host} refused the pull with its rate limit (429 too many "
-                    f"requests: {_short(exc)}), {attempts} time(s) over {waited:.0f} s of waiting. {login} on "
+                    f"requests: {error_text(exc, 300)}), {attempts} time(s) over {waited:.0f} s of waiting. {login} on "
                     "every machine that pulls (an account's limit is higher than an anonymous one), or point "
                     "--image-template at a registry mirror or a private registry that holds the images, then run "
                     "the command again"
@@ -132,11 +103,6 @@ def pull_image(name: str, platform: str | None = None, *, show_progress: bool = 
             if stopping.STOP.wait(wait):
                 raise stopping.Stopped("the run is stopping") from exc
             waited += wait
-
-
-def _short(exc: BaseException, width: int = 300) -> str:
-    text = " ".join(str(getattr(exc, "explanation", None) or exc).split())
-    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _pull(repository: str, tag: str, platform: str | None, show_progress: bool) -> None:
@@ -195,11 +161,8 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
     with _sanitise_locks_guard:
         lock = _sanitise_locks.setdefault(name, threading.Lock())
     with lock:
-        try:
-            containers.client().images.get(name)
+        if local_image(name) is not None:
             return name
-        except ImageNotFound:
-            pass
         started = time.monotonic()
         docker_client = containers.client()
         containers.install_cleanup_handlers()
