@@ -1,8 +1,8 @@
 """Reports over run directories: resolve rate against dollars, coverage of the gold patch, figures.
 
 load (a run on disk) -> stats / coverage (numbers) -> tables / figures -> render (Markdown, HTML, terminal);
-team / team_figures read and draw what team runs record; build puts them together. Nothing here calls a model or
-Docker.
+team (records, summaries, cells) and team_figures read, count and draw what team runs record; build puts them
+together. Nothing here calls a model or Docker.
 """
 
 from pipeline.report.build import Report, build_report, write_report

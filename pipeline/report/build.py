@@ -9,13 +9,14 @@ from pathlib import Path
 
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
-from pipeline.report import team as team_tab
 from pipeline.report import team_figures
 from pipeline.report.coverage import RunCoverage, run_coverage
 from pipeline.report.load import RunData, load_run
 from pipeline.report.render import html_page, markdown
 from pipeline.report.stats import RunStats, run_stats
 from pipeline.report.task_page import PageSet, write_task_pages
+from pipeline.report.team.cells import lead_model_table, team_by_task, team_overview
+from pipeline.report.team.records import TeamRun, team_runs
 from pipeline.storage import write_text_atomic
 
 PER_TASK_ROWS_IN_MARKDOWN = 30
@@ -28,7 +29,7 @@ class Report:
     baseline: RunStats | None
     coverage: list[RunCoverage]  # runs with a pool, or the first run's (all n/a) when none has one
     notes: list[str] = field(default_factory=list)
-    team: list[team_tab.TeamRun] = field(default_factory=list)  # the runs with team tasks: the team analysis
+    team: list[TeamRun] = field(default_factory=list)  # the runs with team tasks: the team analysis
     gold: dict[str, str] | None = None  # instance id -> the dataset's gold patch (task pages), when it was read
     problems: dict[str, str] | None = None  # instance id -> the dataset's problem statement (task pages)
 
@@ -41,10 +42,10 @@ class Report:
         shown = [tab.overview(self.stats, self.baseline), tab.failures(self.stats), tab.exits(self.stats)]
         number = {run.run_id: n for n, run in reversed(list(enumerate(self.runs)))}  # run id -> its first run
         if self.team:
-            shown += [team_tab.team_overview(self.team), team_tab.lead_model_table(self.team)]
+            shown += [team_overview(self.team), lead_model_table(self.team)]
             for run in self.team:
                 if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit):
-                    shown.append(team_tab.team_by_task(run))
+                    shown.append(team_by_task(run))
                     shown[-1].row_tasks = [(number.get(run.run_id, -1), t.instance_id) for t in run.tasks]
         for coverage in self.coverage:
             shown += [tab.coverage_table(coverage)]
@@ -105,7 +106,7 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
     else:
         every = [run_coverage(run, patches, seed=seed) for run in runs]
         coverage = [c for c in every if c.tasks] or [every[first]]
-    return Report(runs, stats, base_stats, coverage, notes, team_tab.team_runs(runs), gold=patches, problems=problems)
+    return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems)
 
 
 def write_report(report: Report, out_dir: Path, html_path: Path | None = None,

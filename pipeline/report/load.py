@@ -1,4 +1,10 @@
-"""Reading one run directory (README, "A run on disk") into plain records; nothing is recomputed here."""
+"""Reading one run directory (README, "A run on disk") into plain records; nothing is recomputed here.
+
+``load_run`` reads what every report needs (predictions, eval results, rollouts without their trajectories, the
+pool, the brief, the context); ``TaskFiles`` reads, when asked, the rest of one task's files (trajectories, the
+principal's calls, the team's records, the ledger, the scoring's logs) for its page. ``read_json`` is the one way
+both read a JSON file: the data, or why there is none.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -31,6 +38,7 @@ class TaskRecord:
     brief: dict | None = None  # senior/brief.json
     expansion_by_candidate: dict | None = None  # senior/expansion_by_candidate.json
     context_text: str | None = None  # senior/context.md
+    unreadable: dict[str, str] = field(default_factory=dict)  # a file above (junior/pool.json, ...) -> why it is None
 
     @property
     def resolved(self) -> bool | None:
@@ -163,11 +171,20 @@ def _task(layout: RunLayout, root: Path, instance_id: str, prediction: dict) -> 
     context = paths.senior / "context.md"
     if not isinstance(prediction.get("cost"), dict):
         prediction = {**prediction, **_ledger_spend(paths.ledger)}
+    unreadable: dict[str, str] = {}
+
+    def record(relative: str):
+        read = read_json(paths.root / relative)
+        if read.problem not in (None, MISSING):
+            unreadable[relative] = read.problem
+        return read.data
+
     return TaskRecord(
         instance_id=instance_id, prediction=prediction, eval_result=eval_result, rollouts=_rollouts(paths),
-        pool=_read_json(paths.junior / "pool.json"), brief=_read_json(paths.senior / "brief.json"),
-        expansion_by_candidate=_read_json(paths.senior / "expansion_by_candidate.json"),
-        context_text=context.read_text(encoding="utf-8", errors="replace") if context.is_file() else None)
+        pool=record("junior/pool.json"), brief=record("senior/brief.json"),
+        expansion_by_candidate=record("senior/expansion_by_candidate.json"),
+        context_text=context.read_text(encoding="utf-8", errors="replace") if context.is_file() else None,
+        unreadable=unreadable)
 
 
 def _ledger_spend(path: Path) -> dict:
@@ -208,10 +225,123 @@ def _number(value) -> float:
 
 
 def _read_json(path: Path):
+    return read_json(path).data
+
+
+MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class Read:
+    """A JSON file read back: its data, or None and why (``problem``: MISSING, or what was wrong with it)."""
+
+    data: Any = None
+    problem: str | None = None
+
+
+def read_json(path: Path, errors: str = "strict") -> Read:
+    """A run's JSON file, read as untrusted input. ``errors``: how bytes that are not UTF-8 are decoded ("strict":
+    the file is unreadable; "surrogateescape" for a page, which shows such a byte as ``\\xXX``)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Read(problem=MISSING)
+    except OSError as error:
+        return Read(problem=f"cannot be read ({error})")
+    try:
+        return Read(json.loads(raw.decode("utf-8", errors=errors)))
+    except ValueError as error:
+        return Read(problem=f"not valid JSON, perhaps cut short by a kill ({len(raw):,} bytes; {error})")
+
+
+def read_text(path: Path) -> str | None:
+    """A run's text file as it was written (bytes that are not UTF-8 kept as surrogate escapes); None if absent."""
+    try:
+        return path.read_bytes().decode("utf-8", errors="surrogateescape")
+    except OSError:
         return None
+
+
+@dataclass(frozen=True)
+class RolloutFiles:
+    """One junior rollout's files: its record (rollout-NN.json, with the trajectory) and, while it ran or after
+    a kill, its live trajectory (rollout-NN.trajectory.json); None where a file is absent."""
+
+    index: int
+    record: Read | None
+    record_path: Path | None
+    live: Read | None
+    live_path: Path | None
+
+
+_ROLLOUT_FILE = re.compile(r"^rollout-(\d+)(\.trajectory)?\.json$")
+
+
+class TaskFiles:
+    """The files of one finished task that ``load_run`` does not keep, read when asked (a run of hundreds of
+    tasks holds gigabytes of trajectories): for the task pages. JSON is read with ``read_json`` (bytes that are
+    not UTF-8 kept, to be shown as such), text with ``read_text``."""
+
+    def __init__(self, run: RunData, task: TaskRecord):
+        self.run_root = run.root
+        self.root = RunLayout(run.root).task(task.instance_id).root
+        self.instance_id = task.instance_id
+
+    def has(self, folder: str) -> bool:
+        """Whether the task has the stage folder ``folder`` (junior, senior, principal, solo, team)."""
+        return (self.root / folder).is_dir()
+
+    def json(self, relative: str) -> Read:
+        return read_json(self.root / relative, errors="surrogateescape")
+
+    def text(self, relative: str) -> str | None:
+        return read_text(self.root / relative)
+
+    def rollouts(self) -> list[RolloutFiles]:
+        """Every rollout of junior/ that left a record or a live trajectory, by index."""
+        folder = self.root / "junior"
+        found: dict[int, dict[str, Path]] = {}
+        for path in folder.iterdir() if folder.is_dir() else ():
+            match = _ROLLOUT_FILE.match(path.name)
+            if match:
+                found.setdefault(int(match.group(1)), {})["live" if match.group(2) else "record"] = path
+        rollouts = []
+        for index in sorted(found):
+            record, live = found[index].get("record"), found[index].get("live")
+            rollouts.append(RolloutFiles(index, read_json(record, "surrogateescape") if record else None, record,
+                                         read_json(live, "surrogateescape") if live else None, live))
+        return rollouts
+
+    def team_agents(self) -> list[tuple[str, Path]]:
+        """(name, trajectory file) of the team's lead, then its workers by number."""
+        folder = self.root / "team"
+        workers = ((p.name.removesuffix(".trajectory.json"), p) for p in folder.glob("worker-*.trajectory.json"))
+        return [("lead", folder / "lead.trajectory.json"),
+                *sorted(workers, key=lambda item: int(re.sub(r"\D", "", item[0]) or 0))]
+
+    def eval_folder(self) -> Path | None:
+        """Where the task's scoring left its files: the run's eval/ folder, else `swepipe eval`'s place."""
+        return next((d for d in (self.root / "eval", self.run_root / "eval" / self.instance_id)
+                     if (d / "result.json").is_file()), None)
+
+    def first_task_message(self) -> tuple[str, str] | None:
+        """(file, content) of the first user message any agent was given, for a page without the dataset."""
+        for path in [*sorted((self.root / "junior").glob("rollout-*.json")), self.root / "solo" / "trajectory.json",
+                     self.root / "team" / "lead.trajectory.json", self.root / "senior" / "trajectory.json"]:
+            data = read_json(path, "surrogateescape").data
+            traj = data.get("trajectory") if isinstance(data, dict) and "trajectory" in data else data
+            messages = traj.get("messages") if isinstance(traj, dict) else None
+            users = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
+            if users:
+                return self.relative(path), users[0].get("content")
+        return None
+
+    def relative(self, path: Path) -> str:
+        """``path`` as the pages name it: from the folder that holds the run (``<run>/tasks/<id>/...``)."""
+        try:
+            return str(path.relative_to(self.run_root.parent))
+        except ValueError:
+            return str(path)
 
 
 def _read_yaml(path: Path) -> dict:

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from pipeline.report import tables as tab
 from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
 from pipeline.report.load import RunData, TaskRecord
-from pipeline.report.team import ABSOLUTE
+from pipeline.report.team.records import ABSOLUTE
 from pipeline.storage import write_text_atomic
 
 MAX_PAGE_BYTES = 5_000_000
