@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 import yaml
 
 from pipeline.layout import RunLayout
@@ -119,11 +120,14 @@ def kill_one_container(run_id: str, done: threading.Event, killed: list) -> None
         found = containers.client().containers.list(
             filters={"label": [f"{containers.RUN_LABEL}={run_id}", "swepipe.agent=rollout-01"]})
         for container in found:
-            top = container.top().get("Processes") or []
-            if any("sleep 20" in " ".join(p) for p in top):
-                container.kill()
-                killed.append(container.name)
-                return
+            try:
+                top = container.top().get("Processes") or []
+                if any("sleep 20" in " ".join(p) for p in top):
+                    container.kill()
+                    killed.append(container.name)
+                    return
+            except docker.errors.NotFound:
+                continue  # gone between the listing and the look inside (its rollout ended)
         time.sleep(0.3)
 
 
