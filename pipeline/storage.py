@@ -6,7 +6,7 @@ Every file swepipe writes goes through here (``write_json_atomic``, ``write_text
 A process may also mirror its writes (``set_mirror``): every write under a root is then also handed, as
 (op, path relative to the root, bytes), to a sink, in the order the files were changed. A Ray worker runs a
 task in a scratch copy of the run directory and sends its writes to the driver, the one process that writes
-the run directory itself (pipeline.run.ray_node, pipeline.run.ray_driver).
+the run directory itself (pipeline.run.ray.node, pipeline.run.ray.driver).
 """
 
 from __future__ import annotations

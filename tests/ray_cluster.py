@@ -30,10 +30,11 @@ def local_cluster():
 
 
 def scratch_left(run_id: str) -> list[Path]:
-    """The scratch folders of ``run_id``'s tasks still on this machine's nodes (every driver session's)."""
-    from pipeline.run.ray_node import run_folder
+    """The scratch folders of ``run_id``'s tasks still on this machine's nodes (every driver session's), each with
+    what is inside it, so that a failure shows what was left."""
+    from pipeline.run.ray.node import run_folder
 
-    return sorted(run_folder(run_id).glob("*/attempt-*"))
+    return sorted(path for attempt in run_folder(run_id).glob("*/attempt-*") for path in [attempt, *attempt.rglob("*")])
 
 
 def no_containers_left(run_id: str | None = None) -> bool:

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
-from pipeline.runtime import containers, image_cache
-from pipeline.runtime.image_names import image_name
+from pipeline.runtime import containers, image_cache, image_disk, image_prune
+from pipeline.runtime.image_names import image_name, local_image
 from pipeline.runtime.images import prepare_image
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, write_config
@@ -44,7 +44,7 @@ def repository():
     yield name
     client = containers.client()
     ids = {i.id for i in client.images.list(name=name)}
-    for copy in image_cache.sanitised_images(ids):
+    for copy in image_disk.sanitised_images(ids):
         for tag in copy.tags:
             client.images.remove(tag, force=True)
     for image in client.images.list(name=name):
@@ -102,7 +102,7 @@ def test_images_check_reports_present_missing_and_sizes(tmp_path, repository):
     done = swepipe("images", "check", "--dataset", str(data), "--image-template", template, "--instance-ids",
                    present.instance_id, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    size = image_cache.disk_bytes([containers.client().images.get(image_name(template, present.to_row())).id])
+    size = image_disk.disk_bytes([containers.client().images.get(image_name(template, present.to_row())).id])
     assert size > 300e6  # the bundled image's layers, counted as Docker stores them
     assert f"{size / 1e9:.2f} GB" in done.stdout and "images: 1 of 1 present" in done.stdout
     assert "free for Docker" in done.stdout
@@ -150,38 +150,38 @@ def test_prune_removes_least_recently_used_first_and_never_an_image_in_use(repos
     client = containers.client()
     sanitised = {name: prepare_image(name, task.base_commit) for name, task in zip(names, CHOSEN)}
     for name in (names[1], names[0], names[2]):  # least recently used: names[1], then names[0]
-        image_cache.touch(name)
+        image_disk.touch(name)
         time.sleep(0.01)
     ids = [client.images.get(n).id for n in names]
-    whole = image_cache.disk_bytes([*ids, *(client.images.get(s).id for s in sanitised.values())])
-    alone = image_cache.disk_bytes([ids[2], client.images.get(sanitised[names[2]]).id])
-    two = image_cache.disk_bytes([*ids[1:], *(client.images.get(sanitised[n]).id for n in names[1:])])
+    whole = image_disk.disk_bytes([*ids, *(client.images.get(s).id for s in sanitised.values())])
+    alone = image_disk.disk_bytes([ids[2], client.images.get(sanitised[names[2]]).id])
+    two = image_disk.disk_bytes([*ids[1:], *(client.images.get(sanitised[n]).id for n in names[1:])])
 
     # A running swepipe container of the least recently used image's sanitised copy: that pair stays.
     busy = client.containers.run(sanitised[names[1]], ["sleep", "300"], detach=True,
                                  labels=containers.labels("image-cache-test"))
     try:
-        result = image_cache.prune(names, two)
+        result = image_prune.prune(names, two)
     finally:
         busy.remove(force=True)
     assert result.before == whole
     assert names[1] in result.kept_in_use
     assert result.removed == [sanitised[names[0]], names[0]]  # next least recently used, its copy first
     assert result.after == two
-    assert image_cache.local_image(names[0]) is None and image_cache.local_image(sanitised[names[0]]) is None
-    assert image_cache.local_image(names[1]) is not None and image_cache.local_image(names[2]) is not None
-    assert image_cache.local_image(image_name(BUNDLED_IMAGE_TEMPLATE, CHOSEN[0].to_row())) is not None  # its tag
+    assert local_image(names[0]) is None and local_image(sanitised[names[0]]) is None
+    assert local_image(names[1]) is not None and local_image(names[2]) is not None
+    assert local_image(image_name(BUNDLED_IMAGE_TEMPLATE, CHOSEN[0].to_row())) is not None  # its tag
 
     # Protected by name (a task running now): kept; with nothing in use, the least recently used goes first.
-    result = image_cache.prune(names, alone, protect=[names[2]])
+    result = image_prune.prune(names, alone, protect=[names[2]])
     assert result.removed == [sanitised[names[1]], names[1]] and result.after == alone
 
 
 def test_run_with_a_budget_smaller_than_its_images_holds_it_after_each_task(tmp_path, repository):
     names = [throwaway(repository, task) for task in CHOSEN]
     client = containers.client()
-    sizes = [image_cache.disk_bytes([client.images.get(n).id]) for n in names]
-    everything = image_cache.disk_bytes(client.images.get(n).id for n in names)
+    sizes = [image_disk.disk_bytes([client.images.get(n).id]) for n in names]
+    everything = image_disk.disk_bytes(client.images.get(n).id for n in names)
     budget = max(sizes) * 1.2  # room for any one task's image and its sanitised copy, not for all three
     assert everything > budget
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[SUBMIT]]}))
@@ -201,15 +201,15 @@ def test_run_with_a_budget_smaller_than_its_images_holds_it_after_each_task(tmp_
         assert row["run_images_bytes"] <= budget, row
     assert any(row["removed"] for row in rows)  # the budget made it remove images
     # Measured here too, from Docker: what is left of the run's images and their copies fits.
-    left = [i.id for n in names if (i := image_cache.local_image(n)) is not None]
-    assert image_cache.disk_bytes([*left, *(c.id for c in image_cache.sanitised_images(set(left)))]) <= budget
+    left = [i.id for n in names if (i := local_image(n)) is not None]
+    assert image_disk.disk_bytes([*left, *(c.id for c in image_disk.sanitised_images(set(left)))]) <= budget
     assert not client.containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=budget"})
 
 
 def test_a_registry_that_does_not_answer_is_asked_once_per_wave_not_once_per_image(silent_registry):
     """731 images on an unreachable registry must not take 731 timeouts: after the first answer of 'unknown', the
     host's other images are not asked again."""
-    from pipeline.runtime.image_cache import preflight
+    from pipeline.runtime.image_preflight import preflight
 
     names = [f"{silent_registry}/swepipe/none:task-{n}" for n in range(40)]
     result = preflight(names, registry_timeout=2)
@@ -238,7 +238,7 @@ def test_a_container_removed_while_the_cache_lists_them_is_simply_gone(monkeypat
 
     try:
         monkeypatch.setattr(ContainerCollection, "get", get_after_another_task_removed_it)
-        assert client.images.get(image).id in image_cache.images_in_use()  # the other container's image
+        assert client.images.get(image).id in image_prune.images_in_use()  # the other container's image
         monkeypatch.undo()
         doomed = client.containers.run(image, ["sleep", "300"], detach=True, labels=containers.labels(run_id))
         monkeypatch.setattr(ContainerCollection, "get", get_after_another_task_removed_it)

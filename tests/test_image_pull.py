@@ -24,8 +24,8 @@ from fake_registry import FakeRegistry, from_docker_save
 from pipeline import stopping
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.errors import RuntimeUnavailable
-from pipeline.runtime import containers, image_cache, images
-from pipeline.runtime.image_names import image_name
+from pipeline.runtime import containers, image_disk, images
+from pipeline.runtime.image_names import image_name, local_image
 from pipeline.runtime.images import ensure_image
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, write_config
@@ -44,7 +44,7 @@ def remove_images(prefix: str) -> None:
     """Every image named ``prefix``... and the sanitised copies made of them."""
     client = containers.client()
     found = [i for i in client.images.list() if any(t.startswith(prefix) for t in i.tags)]
-    for copy in image_cache.sanitised_images({i.id for i in found}):
+    for copy in image_disk.sanitised_images({i.id for i in found}):
         for tag in copy.tags:
             client.images.remove(tag, force=True)
     for image in found:
@@ -112,7 +112,7 @@ def test_a_rate_limit_that_persists_is_named_with_what_to_do_and_other_errors_ar
     # A missing image is not a rate limit: asked once, and its error says what it is.
     assert "rate limit" not in str(missing.value) and "manifest unknown" in str(missing.value)
     assert tag_pulls(registry, repository, "nosuch") == [404, 404]  # one pull (HEAD, then GET), not retried
-    assert image_cache.local_image(name) is None
+    assert local_image(name) is None
 
 
 def test_a_stop_cuts_the_wait_between_pulls_short(monkeypatch, repository):
@@ -221,7 +221,7 @@ def test_a_prefetch_that_would_pass_the_image_budget_is_not_made(tmp_path, serve
     registry, repository = served
     first, second = PYTHON[:2]
     client = containers.client()
-    alone = image_cache.disk_bytes([client.images.get(image_name(BUNDLED_IMAGE_TEMPLATE, first.to_row())).id])
+    alone = image_disk.disk_bytes([client.images.get(image_name(BUNDLED_IMAGE_TEMPLATE, first.to_row())).id])
     budget = alone * 1.3  # one task's image and its sanitised copy fit; a second image (by the estimate) does not
     script(tmp_path, delay=4)
     write_config(tmp_path / "config.yaml", tmp_path / "script.yaml", juniors={"k": 1},

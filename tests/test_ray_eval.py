@@ -12,7 +12,8 @@ import yaml
 from fake_registry import FakeRegistry
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.runtime import containers, image_cache
+from pipeline.runtime import containers, image_disk
+from pipeline.runtime.image_names import local_image
 from pipeline.runtime.limits import MIB, MEMORY_SHARE, format_size, machine_memory
 from pipeline.tasks import load_tasks
 from ray_cluster import NODES, SLOTS, no_containers_left, scratch_left
@@ -147,7 +148,7 @@ def test_nodes_size_limits_for_their_slots_and_prune_the_run_s_images_within_the
                                                                                          repository):  # noqa: F811
     names = [throwaway(repository, task) for task in CHOSEN]
     client = containers.client()
-    sizes = [image_cache.disk_bytes([client.images.get(n).id]) for n in names]
+    sizes = [image_disk.disk_bytes([client.images.get(n).id]) for n in names]
     budget = max(sizes) * 1.2  # room for one task's image and its sanitised copy, not for all three
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[SUBMIT]]}))
     write_config(tmp_path / "config.yaml", tmp_path / "script.yaml", juniors={"k": 1},
@@ -176,8 +177,8 @@ def test_nodes_size_limits_for_their_slots_and_prune_the_run_s_images_within_the
     assert any(r["removed"] for r in rows)
     for row in rows:  # what a node kept over the budget, it kept because a task there held it
         assert row["run_images_bytes"] <= budget or row["running"], row
-    left = [i.id for n in names if (i := image_cache.local_image(n)) is not None]
-    assert image_cache.disk_bytes([*left, *(c.id for c in image_cache.sanitised_images(set(left)))]) <= budget
+    left = [i.id for n in names if (i := local_image(n)) is not None]
+    assert image_disk.disk_bytes([*left, *(c.id for c in image_disk.sanitised_images(set(left)))]) <= budget
     assert no_containers_left("nodes")
 
 

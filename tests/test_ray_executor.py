@@ -85,7 +85,7 @@ class LocalKeeper:
     """RunBudgetKeeper called in-process, as the worker's proxy calls the actor."""
 
     def __init__(self, limit, spent=0.0):
-        from pipeline.run.ray_actors import RunBudgetKeeper
+        from pipeline.run.ray.actors import RunBudgetKeeper
 
         self.keeper, self.calls = RunBudgetKeeper(limit, spent), []
 
@@ -128,7 +128,7 @@ def test_task_budgets_in_two_processes_share_one_run_budget_held_remotely():
 
 
 def test_no_run_budget_means_no_remote_call():
-    from pipeline.run.ray_actors import RunBudgetKeeper  # noqa: F401 - importable without Ray running
+    from pipeline.run.ray.actors import RunBudgetKeeper  # noqa: F401 - importable without Ray running
 
     task = Budget("run", None).child("task", 1.0)
     task.reserve(0.5).settle(0.4)

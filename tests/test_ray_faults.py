@@ -16,9 +16,9 @@ from pipeline import stopping
 from pipeline.errors import ClusterFault
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.run import ray_driver
-from pipeline.run.ray_actors import RemoteRunBudget, RunBudgetKeeper
-from pipeline.run.ray_connect import RESOURCE
+from pipeline.run.ray import driver as ray_driver
+from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper
+from pipeline.run.ray.connect import RESOURCE
 from pipeline.tasks import load_tasks
 from ray_cluster import no_containers_left, scratch_left
 from scripted_pipeline import SUBMIT, edits_from_patch, reply, write_config
@@ -47,7 +47,7 @@ def on_cluster(cluster, monkeypatch):
     """This process as a driver of the local cluster; the stop state it may set is forgotten afterwards."""
     from ray._private import ray_constants
 
-    from pipeline.run.ray_connect import connect
+    from pipeline.run.ray.connect import connect
 
     # What RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 says, which Ray reads once, when this process (the cluster's
     # fixture) imported it: 127.0.0.1 stays loopback instead of becoming this machine's other address.
@@ -61,7 +61,7 @@ def on_cluster(cluster, monkeypatch):
 @pytest.mark.slow
 def test_a_budget_actor_that_times_out_or_dies_is_a_cluster_fault_and_leaves_no_hold(on_cluster):
     ray = on_cluster
-    from pipeline.run.ray_connect import head_affinity
+    from pipeline.run.ray.connect import head_affinity
 
     class SlowKeeper(RunBudgetKeeper):
         """The head busy past the caller's timeout: the grant comes after the caller gave up."""
@@ -141,7 +141,7 @@ def test_an_infrastructure_fault_raised_in_a_ray_task_is_infra_and_the_worker_se
 def test_a_fault_stop_on_a_node_stops_the_run_with_its_reason_and_code(on_cluster, tmp_path):
     def body(item, key, queue):
         from pipeline import stopping
-        from pipeline.run.ray_node import stopped_here
+        from pipeline.run.ray.node import stopped_here
 
         stopping.fault("the model endpoint scripted is down: a configuration error", 2)  # as the node's stage did
         ended = stopped_here("node")
@@ -160,7 +160,7 @@ def test_a_fault_stop_on_a_node_stops_the_run_with_its_reason_and_code(on_cluste
 def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_reruns(cluster, on_cluster, tmp_path,
                                                                                    monkeypatch):
     from pipeline import storage
-    from pipeline.run.ray_executor import RayRun
+    from pipeline.run.ray.executor import RayRun
     from pipeline.run.setup import prepare_run, resolve_config
 
     task = FIRST
@@ -284,7 +284,7 @@ def test_cleaning_up_run_exp_touches_nothing_of_run_exp_2_running_beside_it(clus
 
 
 def test_the_cluster_scratch_of_a_run_is_named_by_its_whole_id(tmp_path):
-    from pipeline.run.ray_node import run_folder, session_folder
+    from pipeline.run.ray.node import run_folder, session_folder
 
     assert run_folder("exp") != run_folder("exp-2") and run_folder("exp-2").parent == run_folder("exp").parent
     for odd in ("..", ".", "a/b"):  # one path component, never a way out of the scratch root

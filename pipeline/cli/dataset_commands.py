@@ -91,8 +91,8 @@ def cleanup(
     from pipeline.runtime import containers
 
     if (executor or "threads") == "ray":
-        from pipeline.run.ray_connect import connect
-        from pipeline.run.ray_driver import cleanup_nodes
+        from pipeline.run.ray.connect import connect
+        from pipeline.run.ray.driver import cleanup_nodes
 
         if not run_id:
             raise SwepipeError("swepipe cleanup --executor ray needs --run-id (the run whose containers go)")
@@ -173,7 +173,8 @@ def images_check(
 ) -> None:
     """Before a long run: which of the tasks' images are present, their sizes, the disk the run needs against
     containers.image_cache_gb and Docker's free disk, and whether the registry has the missing ones."""
-    from pipeline.runtime.image_cache import gb, preflight
+    from pipeline.runtime.image_disk import gb
+    from pipeline.runtime.image_preflight import preflight
 
     names, budget = _task_image_names(selection.load(), image_template, config, selection.dataset)
     check = preflight(names, budget, registry_timeout=registry_timeout)
@@ -205,7 +206,8 @@ def images_prune(
 ) -> None:
     """Remove swepipe's cached sanitised images and the selected tasks' images, least recently used first, until
     they take at most --keep-gb; never an image a running swepipe container uses."""
-    from pipeline.runtime.image_cache import GB, gb, prune
+    from pipeline.runtime.image_disk import GB, gb
+    from pipeline.runtime.image_prune import prune
 
     names, budget = _task_image_names(selection.load(), image_template, config, selection.dataset)
     keep = keep_gb if keep_gb is not None else (budget or 0.0)

@@ -79,7 +79,7 @@ def eval_(
     if candidates is not None and output_dir is not None:
         raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output-dir")
     if executor == "ray":  # Ray missing or no cluster there: said now, before anything is scored
-        from pipeline.run.ray_connect import connect
+        from pipeline.run.ray.connect import connect
 
         connect(ray_address)
     if candidates is not None:
@@ -103,7 +103,7 @@ def eval_(
         _check_images(loaded, tasks_, out, settings, redo, ray_address if executor == "ray" else None)
     try:
         if executor == "ray":
-            from pipeline.run.ray_eval import evaluate_predictions_on_ray
+            from pipeline.run.ray.scoring import evaluate_predictions_on_ray
 
             summary = evaluate_predictions_on_ray(loaded, tasks_, out, settings, redo=redo, attempts=attempts,
                                                   show_progress=sys.stderr.isatty(), address=ray_address)
@@ -139,13 +139,13 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
                             limits=None if ray_address else container_limits(concurrent=workers),
                             log_limit=log_limit)
     if not skip_image_check and plan.todo:
-        from pipeline.runtime.image_cache import run_image_names
+        from pipeline.runtime.image_names import run_image_names
 
         tasks_ = list({job.task.instance_id: job.task for job in plan.todo}.values())
         _require_images(run_image_names(tasks_, settings.image_template), ray_address)
     try:
         if ray_address:
-            from pipeline.run.ray_candidates import score_candidates_on_ray
+            from pipeline.run.ray.candidates import score_candidates_on_ray
 
             summary = score_candidates_on_ray(plan, settings, attempts=attempts, show_progress=sys.stderr.isatty(),
                                               address=ray_address)
@@ -161,7 +161,7 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
 
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: str | None = None) -> None:
     from pipeline.evaluation.batch import has_verdict, read_result
-    from pipeline.runtime.image_cache import run_image_names
+    from pipeline.runtime.image_names import run_image_names
 
     wanted = {p.instance_id for p in loaded}
     todo = [t for t in tasks_
@@ -173,12 +173,12 @@ def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: 
 def _require_images(names, ray_address: str | None) -> None:
     """Every image is present or on its registry: here, or on every node of the cluster at ``ray_address``."""
     if ray_address is not None:
-        from pipeline.run.ray_connect import connect
-        from pipeline.run.ray_preflight import check_images_on_nodes
+        from pipeline.run.ray.connect import connect
+        from pipeline.run.ray.preflight import check_images_on_nodes
 
         check_images_on_nodes(connect(ray_address), names, announce=console.print)
     else:
-        from pipeline.runtime.image_cache import require_images
+        from pipeline.runtime.image_preflight import require_images
 
         require_images(names, announce=console.print)
 

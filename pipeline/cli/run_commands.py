@@ -101,7 +101,7 @@ def run(
         selection = selection.for_run(runs_dir / run_id, console.print)
     selected = selection.load()
     if cfg.executor.kind == "ray":  # Ray missing or no cluster there: said now, before the run directory exists
-        from pipeline.run.ray_connect import connect
+        from pipeline.run.ray.connect import connect
 
         connect(cfg.executor.ray_address)
     settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, run_id=run_id,
@@ -113,9 +113,9 @@ def run(
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
         if not skip_image_check and (settings.config.containers.impl is None or settings.evaluation is not None):
             if settings.config.executor.kind == "ray":  # on every node of the cluster
-                from pipeline.run.ray_preflight import check_run_images_on_nodes as check_run_images
+                from pipeline.run.ray.preflight import check_run_images_on_nodes as check_run_images
             else:
-                from pipeline.runtime.image_cache import check_run_images
+                from pipeline.runtime.image_preflight import check_run_images
 
             check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
         summary = run_tasks(selected, settings, workers=workers, show_progress=interactive,

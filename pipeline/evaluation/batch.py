@@ -48,7 +48,7 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
                          settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
                          show_progress: bool = True) -> EvalSummary:
     """Score the predictions not scored yet into ``output_dir`` on this machine, ``workers`` at a time (on a Ray
-    cluster: pipeline.run.ray_eval.evaluate_predictions_on_ray, the same files and summary)."""
+    cluster: pipeline.run.ray.scoring.evaluate_predictions_on_ray, the same files and summary)."""
     summary, todo = plan_eval(predictions, tasks, output_dir, redo)
     by_id = {task.instance_id: task for task in tasks}
     lock = threading.Lock()

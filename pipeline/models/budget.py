@@ -6,7 +6,7 @@ reservation is settled: released, and the real cost charged. So ``spent + reserv
 limit, however many rollouts and tasks call at the same time (as long as a call never costs more than
 its worst case, which the client bounds by sending ``max_tokens``).
 
-A budget held in another process (the run's, on a cluster: pipeline.run.ray_actors) is a ``Budget`` whose
+A budget held in another process (the run's, on a cluster: pipeline.run.ray.actors) is a ``Budget`` whose
 ``remote`` stands for it: its limit is checked and charged there, after the local budgets below it hold.
 """
 

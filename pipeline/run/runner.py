@@ -1,7 +1,7 @@
 """Scheduling tasks: several at a time, predictions appended as they finish, progress on screen.
 
 Kept apart from run_one_task so another executor (a Ray cluster, one Docker host per node:
-pipeline.run.ray_executor) drives the same per-task function and the same bookkeeping (``plan``,
+pipeline.run.ray.executor) drives the same per-task function and the same bookkeeping (``plan``,
 ``record_prediction``).
 """
 
@@ -63,7 +63,7 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
     """Run the tasks not finished yet; ``log`` gets one plain line per finished task (for logs, where
     no progress bar is drawn). The config's executor says where: threads here, or a Ray cluster."""
     if run.config.executor.kind == "ray":
-        from pipeline.run.ray_executor import run_tasks_on_ray
+        from pipeline.run.ray.executor import run_tasks_on_ray
 
         return run_tasks_on_ray(tasks, run, show_progress=show_progress, log=log)
     summary, todo = plan(tasks, run)

@@ -56,7 +56,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     # when the strategy has juniors, and written into the run's config.yaml.
     # (k = 0: the senior's and principal's one container at a time.)
     # With the ray executor they are left unset here and sized on the node that runs each task, from its machine
-    # and its docker_slots (pipeline.run.ray_executor; the task's limits.json records them).
+    # and its docker_slots (pipeline.run.ray.executor; the task's limits.json records them).
     per_task = max(1, config.juniors.k) if "junior" in strategy_class(config.strategy).roles else 1
     if config.executor.kind != "ray":
         config = config.model_copy(update={"containers": fill_defaults(config.containers,

@@ -23,7 +23,7 @@ SESSION_LABEL = "swepipe.session"  # the cluster session (a Ray driver's nonce) 
 SANITISED_REPOSITORY = "swepipe-sanitised"
 
 _live: dict[str, docker.models.containers.Container] = {}
-_session: dict[str, str] = {}  # SESSION_LABEL for the containers this process starts (pipeline.run.ray_node)
+_session: dict[str, str] = {}  # SESSION_LABEL for the containers this process starts (pipeline.run.ray.node)
 _lock = threading.Lock()
 _client: docker.DockerClient | None = None
 

@@ -23,6 +23,7 @@ from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE
 from pipeline.runtime.docker_stream import FrameReader
+from pipeline.runtime.image_disk import touch
 from pipeline.runtime.image_names import error_text, local_image, rate_limited, registry_host
 from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
@@ -136,8 +137,6 @@ def prepare_image(name: str, base_commit: str, *, platform: str | None = None, w
                   sanitise: bool = True, show_progress: bool = False, limits: ContainerLimits | None = None) -> str:
     """The image a task's container should start from: ``name`` made available locally and, when
     ``sanitise``, its cached sanitised image (which also carries the command server)."""
-    from pipeline.runtime.image_cache import touch
-
     source = ensure_image(name, platform=platform, show_progress=show_progress)
     touch(source.id)  # least recently used first, when the image cache is pruned
     if not sanitise:

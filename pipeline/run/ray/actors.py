@@ -8,7 +8,7 @@ import uuid
 
 from pipeline.errors import ClusterFault
 from pipeline.models.budget import Budget, CostLimitExceeded
-from pipeline.run.ray_connect import CALL_TIMEOUT
+from pipeline.run.ray.connect import CALL_TIMEOUT
 
 
 def ask(method, *args, what: str, timeout: float = CALL_TIMEOUT):

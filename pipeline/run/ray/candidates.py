@@ -1,6 +1,6 @@
 """``swepipe eval --candidates RUN --executor ray``: a run's junior candidates scored on a Ray cluster.
 
-Each candidate is one scoring as ``swepipe eval --executor ray`` runs one (pipeline.run.ray_eval: a Ray task holding
+Each candidate is one scoring as ``swepipe eval --executor ray`` runs one (pipeline.run.ray.scoring: a Ray task holding
 one docker_slot, the official protocol in a scratch folder on its node, its artefacts sent back, a lost node's
 scoring run again elsewhere), into the run's ``tasks/<id>/candidates/<key>/``; the driver writes each result.json
 (pipeline.evaluation.candidates.record_candidate) once the artefacts are in place, so a rerun skips exactly the
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pipeline.evaluation.candidates import CandidateJob, CandidatesPlan, record_candidate, write_task_summaries
 from pipeline.evaluation.runner import EvalSettings
-from pipeline.run.ray_connect import connect
-from pipeline.run.ray_driver import eval_inputs
-from pipeline.run.ray_eval import RayEval, ScoringShipment
+from pipeline.run.ray.connect import connect
+from pipeline.run.ray.driver import eval_inputs
+from pipeline.run.ray.scoring import RayEval, ScoringShipment
 
 
 class RayCandidates(RayEval):

@@ -15,9 +15,9 @@ from pipeline import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
 from pipeline.run.task import RunSettings
 from pipeline.tasks import Task
-from pipeline.run.ray_actors import StopFlag, ask
-from pipeline.run.ray_connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
-from pipeline.run.ray_node import TEMP_SUFFIX, remove_run_containers
+from pipeline.run.ray.actors import StopFlag, ask
+from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
+from pipeline.run.ray.node import TEMP_SUFFIX, remove_run_containers
 
 
 ATTEMPTS = 3  # runs of a task whose node died, before it is left unfinished (an infra error)
@@ -67,7 +67,7 @@ SYSTEM_ERRORS_NAMES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedEr
 
 class RayDriver:
     """Driving Ray tasks that each hold ``slots`` docker_slots, whatever they do (a run's tasks: ``RayRun``;
-    scorings: pipeline.run.ray_eval): the writes they send applied under ``root`` by one driver thread (the driver
+    scorings: pipeline.run.ray.scoring): the writes they send applied under ``root`` by one driver thread (the driver
     alone writes there), a lost node's work run again elsewhere (``ATTEMPTS`` runs at most), progress per node and
     stage, and a stop that stops every node's work and removes the run's containers there (labelled ``run_id``).
 

@@ -13,13 +13,13 @@ containers, ``juniors.k``), so no node runs more containers than it declared. Th
 (``budgets.per_run``) is one Ray actor every task's budget reserves from; a stop (Ctrl-C, SIGTERM) on the
 driver is a flag every worker watches, then the run's containers are removed on every node.
 
-What a run and scoring (pipeline.run.ray_eval) share: ``on_node`` (pipeline.run.ray_node: a Ray task's scratch
-folder whose writes go to the driver) and ``RayDriver`` (pipeline.run.ray_driver: the write queue drained by the
-driver, lost nodes, progress, stops, cleanup); joining is pipeline.run.ray_connect, the run's actors
-pipeline.run.ray_actors. On each node, container limits the config leaves unset are sized from that node (its
+What a run and scoring (pipeline.run.ray.scoring) share: ``on_node`` (pipeline.run.ray.node: a Ray task's scratch
+folder whose writes go to the driver) and ``RayDriver`` (pipeline.run.ray.driver: the write queue drained by the
+driver, lost nodes, progress, stops, cleanup); joining is pipeline.run.ray.connect, the run's actors
+pipeline.run.ray.actors. On each node, container limits the config leaves unset are sized from that node (its
 machine and docker_slots, recorded in the task's limits.json), and with ``containers.image_cache_gb`` the node
 prunes the run's finished tasks' images after each task (``NodeImages``); before the first task, every node runs
-the image preflight (pipeline.run.ray_preflight). Images are not prefetched on nodes: a task pulls its own when
+the image preflight (pipeline.run.ray.preflight). Images are not prefetched on nodes: a task pulls its own when
 it starts.
 """
 
@@ -30,10 +30,10 @@ from collections.abc import Callable
 from pipeline.run.runner import RunSummary, plan, record_prediction
 from pipeline.run.task import RunSettings, seeded_run_budget
 from pipeline.tasks import Task
-from pipeline.run.ray_actors import RunBudgetKeeper
-from pipeline.run.ray_connect import CALL_TIMEOUT, RESOURCE, connect, head_affinity
-from pipeline.run.ray_driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots_per_task, snapshot
-from pipeline.run.ray_node import TaskShipment, work_on_node
+from pipeline.run.ray.actors import RunBudgetKeeper
+from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, connect, head_affinity
+from pipeline.run.ray.driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots_per_task, snapshot
+from pipeline.run.ray.node import TaskShipment, work_on_node
 
 
 

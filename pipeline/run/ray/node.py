@@ -27,8 +27,8 @@ from pipeline.models.budget import Budget
 from pipeline.run.task import RunSettings, run_one_task
 from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.tasks import Task
-from pipeline.run.ray_actors import RemoteRunBudget, ask
-from pipeline.run.ray_connect import CALL_TIMEOUT, RESOURCE
+from pipeline.run.ray.actors import RemoteRunBudget, ask
+from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE
 
 
 STOP_POLL = 0.5  # seconds between a worker's looks at the run's stop flag
@@ -112,7 +112,10 @@ def on_node(run_id: str, session: str, key: str, queue, stop, files: dict[str, b
         watcher.close()
         with contextlib.suppress(Exception, InfrastructureFault):
             _reconcile(scratch, folder, sent, put, key)
-        shutil.rmtree(base, ignore_errors=True)
+        left = remove_tree(base)
+        if left:
+            with contextlib.suppress(Exception, InfrastructureFault):
+                put((key, "log", "", f"ray: could not remove this attempt's scratch {base}: {left}".encode()))
 
 
 def work_on_node(shipment: TaskShipment) -> dict:
@@ -246,7 +249,8 @@ class NodeImages:
         containers_config = run.config.containers
         if containers_config.impl is not None or containers_config.image_cache_gb is None:
             return None
-        from pipeline.runtime.image_cache import GB, run_image_names
+        from pipeline.runtime.image_disk import GB
+        from pipeline.runtime.image_names import run_image_names
 
         try:
             image = run_image_names([task], run.image_template)[0]
@@ -276,7 +280,8 @@ class NodeImages:
         """After the task (never fails it): this task's image counts as finished on the node, then the prune."""
         import fcntl
 
-        from pipeline.runtime.image_cache import gb, prune, run_images_bytes, touch
+        from pipeline.runtime.image_disk import gb, run_images_bytes, touch
+        from pipeline.runtime.image_prune import prune
 
         (self.state / "running" / f"{self.instance_id}.json").unlink(missing_ok=True)
         if stopping.requested():
@@ -372,6 +377,18 @@ def run_folder(run_id: str) -> Path:
     return Path(tempfile.gettempdir()) / SCRATCH_ROOT / quote(run_id, safe="").replace(".", "%2E")
 
 
+def remove_tree(path: Path, tries: int = 3) -> str:
+    """``path`` removed, tried again a moment later while something is still there (another node of this machine
+    removing the same session folder, a file closed late); what is left, named, or "" when it is gone."""
+    for attempt in range(tries):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return ""
+        time.sleep(0.2 * (attempt + 1))
+    left = sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+    return f"{len(left)} path(s) left, first {left[:5]}"
+
+
 def session_folder(run_id: str, session: str) -> Path:
     return run_folder(run_id) / quote(session, safe="").replace(".", "%2E")
 
@@ -381,7 +398,7 @@ def remove_run_containers(run_id: str, session: str | None = None) -> tuple[str,
     and the scratch folders a worker that was killed left (call it when none of those tasks runs there)."""
     from pipeline.runtime import containers
 
-    shutil.rmtree(session_folder(run_id, session) if session else run_folder(run_id), ignore_errors=True)
+    remove_tree(session_folder(run_id, session) if session else run_folder(run_id))
     with contextlib.suppress(OSError):
         run_folder(run_id).rmdir()  # when no other session of the run has scratch here
     try:

@@ -3,7 +3,7 @@
 Each Ray task scores one prediction as the thread path does (``pipeline.evaluation.batch.score_one``: the official
 protocol in a fresh container of the task's image, reruns for ``--attempts``), in a scratch folder on its node,
 with the run scripts and Dockerfiles the driver shipped; its artefacts go back to the driver through the run's
-write queue (pipeline.run.ray_driver), and the driver alone writes the output folder: the artefacts, then
+write queue (pipeline.run.ray.driver), and the driver alone writes the output folder: the artefacts, then
 ``result.json`` once they are all in place, so an instance with a result.json is whole and a rerun skips it. A
 scoring whose node dies is run again elsewhere (a few times at most, then recorded as infra_error). Container
 limits are sized on the node, from its machine and its docker_slots (each result.json records them).
@@ -19,9 +19,9 @@ from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.batch import EvalSummary, _rate, finish_eval, plan_eval, record_result, score_one
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import EvalSettings
-from pipeline.run.ray_connect import RESOURCE, connect
-from pipeline.run.ray_driver import RayDriver, eval_inputs
-from pipeline.run.ray_node import ended_by, local_eval_settings, node_sizing, on_node, stopped_here
+from pipeline.run.ray.connect import RESOURCE, connect
+from pipeline.run.ray.driver import RayDriver, eval_inputs
+from pipeline.run.ray.node import ended_by, local_eval_settings, node_sizing, on_node, stopped_here
 from pipeline.runtime.limits import container_limits
 from pipeline.tasks import Task
 
@@ -37,7 +37,7 @@ class ScoringShipment:
     settings: EvalSettings  # the driver's; run scripts and Dockerfiles come as eval_files
     attempts: int
     key: str
-    session: str  # the driver's nonce (pipeline.run.ray_node)
+    session: str  # the driver's nonce (pipeline.run.ray.node)
     folder: str  # where the scoring's files go, relative to the driver's output folder
     eval_files: dict[str, bytes]
     queue: object
