@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline.run.runner import RunSummary, plan, record_prediction
+from pipeline.run.records import RunSummary, plan, record_prediction
 from pipeline.run.task import RunSettings, seeded_run_budget
 from pipeline.tasks import Task
 from pipeline.run.ray.actors import RunBudgetKeeper

@@ -1,0 +1,100 @@
+"""A run's bookkeeping, whichever executor runs its tasks (the thread pool, pipeline.run.runner; a Ray cluster,
+pipeline.run.ray.executor): the tasks left to run (``plan``), each finished task recorded (``record_prediction``),
+the summary of the session (``RunSummary``) and a finished task as one line of a log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pipeline.outages import BREAKERS
+from pipeline.run.task import RunSettings
+from pipeline.storage import append_jsonl, write_json_atomic
+from pipeline.tasks import Task
+
+
+@dataclass
+class RunSummary:
+    roles: tuple[str, ...] = ()
+    predictions: dict[str, dict] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    infra_errors: dict[str, str] = field(default_factory=dict)  # left unfinished, retried by a rerun
+    stopped: bool = False  # a stop (Ctrl-C, SIGTERM) cut the run short; the rest resumes on a rerun
+
+    def spend(self, stage: str) -> float:
+        return sum(p.get("cost", {}).get(stage, 0.0) for p in self.predictions.values())
+
+    @property
+    def scored(self) -> list[bool]:
+        return [p["resolved"] for p in self.predictions.values() if p.get("resolved") is not None]
+
+    def line(self) -> str:
+        stages = [s for s in self.roles if self.spend(s)] or list(self.roles)
+        dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in stages)
+        scored = self.scored
+        rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
+        paused = BREAKERS.status()
+        return f"{dollars}{rate}" + (f" | waiting: {paused}" if paused else "")
+
+    def calls(self) -> tuple[int, int]:
+        """Model calls made and failed by the tasks of this session (their ledgers, earlier sessions too)."""
+        mine = [self.predictions[i] for i in self.predictions if i not in self.skipped]
+        return sum(p.get("calls", {}).get("made", 0) for p in mine), \
+            sum(p.get("calls", {}).get("failed", 0) for p in mine)
+
+    @property
+    def no_model_answered(self) -> bool:
+        """Calls were made and every one failed: whatever was resolved says nothing about the models."""
+        made, failed = self.calls()
+        return made > 0 and failed == made
+
+
+def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
+    """The run's summary with the tasks an earlier session finished, and the tasks left to run."""
+    summary = RunSummary(roles=run.roles)
+    finished = run.layout.finished()
+    todo = []
+    for task in tasks:
+        if task.instance_id in finished:
+            summary.predictions[task.instance_id] = finished[task.instance_id]
+            summary.skipped.append(task.instance_id)
+        else:
+            todo.append(task)
+    return summary, todo
+
+
+def record_prediction(summary: RunSummary, run: RunSettings, prediction: dict,
+                      log: Callable[[str], None] | None = None) -> None:
+    """A finished task, whichever executor ran it: its line in predictions.jsonl (or infra_errors.jsonl: left
+    unfinished for a rerun), the summary, eval_results.json. One caller at a time."""
+    if log:
+        log(task_line(prediction, summary.roles))
+    if prediction.get("infra_error"):
+        append_jsonl(run.layout.root / "infra_errors.jsonl", prediction)
+        summary.infra_errors[prediction["instance_id"]] = prediction["error"]
+        return
+    append_jsonl(run.layout.predictions, prediction)
+    summary.predictions[prediction["instance_id"]] = prediction
+    if run.evaluation is not None:
+        write_json_atomic(run.layout.root / "eval_results.json",
+                          {i: p["resolved"] for i, p in sorted(summary.predictions.items())
+                           if p.get("resolved") is not None})
+
+
+def task_line(prediction: dict, roles: tuple[str, ...]) -> str:
+    """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
+    cost = prediction.get("cost", {})
+    resolved = {True: "resolved", False: "not resolved"}.get(prediction.get("resolved"), "")
+    status = "not run (infra error, retried by a rerun)" if prediction.get("infra_error") else \
+        f"source {prediction.get('source', 'none')}"
+    error = (prediction.get("error") or "").strip().splitlines()
+    parts = [f"task {short_id(prediction['instance_id'])}: {status}",
+             ", ".join(f"{role} ${cost.get(role, 0.0):.4f}" for role in roles), resolved,
+             f"error: {error[0][:100]}" if error else ""]
+    return " | ".join(part for part in parts if part)
+
+
+def short_id(instance_id: str, width: int = 40) -> str:
+    """An instance id short enough for an 80-column table: the long commit-hash tail cut."""
+    text = instance_id.removeprefix("instance_")
+    return text if len(text) <= width else text[:width - 1] + "…"
