@@ -6,12 +6,14 @@ keys come from the environment only, so the resolved config can be written next 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pipeline.config_overlay import Assignment, overlay, validation_problems
 from pipeline.errors import SwepipeError
 from pipeline.models.spec import ROLES, ModelSpec
 
@@ -302,21 +304,27 @@ def commented_yaml(config: BaseModel, indent: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_config(path: Path | None) -> RunConfig:
-    if path is None:
-        return RunConfig()
+def load_config(path: Path | None, assignments: Iterable[Assignment] = ()) -> RunConfig:
+    """The config file (none: the defaults) with the command line's ``assignments`` on top
+    (pipeline.config_overlay), checked once."""
+    data: dict = {}
+    if path is not None:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as error:
+            raise SwepipeError(f"cannot read the config file {path}: {error}") from None
+        except yaml.YAMLError as error:
+            raise SwepipeError(f"the config file {path} is not valid YAML: {error}") from None
+        if not isinstance(data, dict):
+            raise SwepipeError(f"the config file {path} is not a mapping of options (it holds a "
+                               f"{type(data).__name__})")
+        unknown_roles = sorted(set((data.get("models") or {})) - set(ROLES))
+        if unknown_roles:
+            raise SwepipeError(f"{path}: unknown role(s) {', '.join(unknown_roles)} under models; roles are "
+                               f"{', '.join(ROLES)}")
+    assignments = list(assignments)
+    merged = overlay(data, assignments, RunConfig)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as error:
-        raise SwepipeError(f"cannot read the config file {path}: {error}") from None
-    except yaml.YAMLError as error:
-        raise SwepipeError(f"the config file {path} is not valid YAML: {error}") from None
-    unknown_roles = sorted(set((data.get("models") or {})) - set(ROLES))
-    if unknown_roles:
-        raise SwepipeError(f"{path}: unknown role(s) {', '.join(unknown_roles)} under models; roles are "
-                           f"{', '.join(ROLES)}")
-    try:
-        return RunConfig.model_validate(data)
+        return RunConfig.model_validate(merged)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise SwepipeError(f"{path}: {problems}") from None
+        raise SwepipeError(validation_problems(error, assignments, str(path) if path else None)) from None
