@@ -1,24 +1,52 @@
-"""Tables and figures as Markdown (report.md, for terminals), HTML (one offline file) or rich tables."""
+"""Tables and figures as Markdown (report.md, for terminals), HTML (one offline file, templates/report.html) or rich
+tables."""
 
 from __future__ import annotations
 
 import base64
-import html
 import time
+from dataclasses import dataclass
 
 from pipeline.report.tables import Table
+from pipeline.report.templating import render
 
-_CSS = """
-body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em auto; max-width: 1200px;
-       color: #222; padding: 0 1em; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.88em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; } tr:nth-child(even) td { background: #fafafa; }
-td:first-child { white-space: nowrap; }
-.note { color: #555; font-size: 0.85em; margin: 0.2em 0; }
-figure { margin: 1em 0; } img { max-width: 100%; border: 1px solid #eee; }
-"""
+@dataclass
+class Cell:
+    """A table cell of the HTML report: its text, and the spaces it starts with (kept, as non-breaking)."""
+
+    text: str
+    indent: int = 0
+
+
+@dataclass
+class Row:
+    cells: list[Cell]
+    href: str | None = None  # the task page its first cell links to
+
+
+@dataclass
+class TableView:
+    title: str
+    headers: list[str]
+    rows: list[Row]
+    notes: list[str]
+
+
+@dataclass
+class Figure:
+    caption: str
+    src: str  # the PNG as a data: URL
+
+
+@dataclass
+class ReportView:
+    """Everything report.html shows (templates/report.html)."""
+
+    title: str
+    lead: list[str]
+    tables: list[TableView]
+    figures: list[Figure]
+    generated: str
 
 
 def markdown(title: str, tables: list[Table], figures: dict[str, str], lead: list[str] | None = None,
@@ -49,29 +77,18 @@ def html_page(title: str, tables: list[Table], figures: dict[str, bytes], lead: 
               links: dict[tuple[int, str], str] | None = None, generated: str | None = None) -> str:
     """One self-contained page: the figures are embedded as base64 PNG, nothing is fetched. ``links``: as for
     ``markdown``, the task pages beside it; ``generated``: the time it says it was made (default now)."""
-    body = [f"<h1>{html.escape(title)}</h1>", *(f"<p>{html.escape(line)}</p>" for line in lead or [])]
-    for table in tables:
-        body.append(f"<h2>{html.escape(table.title)}</h2>")
-        if table.rows:
-            body.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in table.headers)
-                        + "</tr></thead><tbody>")
-            for row, href in zip(table.rows, _row_links(table, links)):
-                cells = [_html_cell(c) for c in row]
-                if href and cells:
-                    cells[0] = f'<a href="{html.escape(href)}">{cells[0]}</a>'
-                body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-            body.append("</tbody></table>")
-        body += [f'<p class="note">{html.escape(note)}</p>' for note in table.notes]
-    if figures:
-        body.append("<h2>Figures</h2>")
-        for caption, png in figures.items():
-            data = base64.b64encode(png).decode("ascii")
-            body.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    generated = generated or time.strftime("%Y-%m-%d %H:%M:%S")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{_CSS}</style></head><body>\n" + "\n".join(body)
-            + f'\n<p class="note">generated {generated} by swepipe report</p></body></html>\n')
+    return render("report.html", view=report_view(title, tables, figures, lead, links, generated))
+
+
+def report_view(title: str, tables: list[Table], figures: dict[str, bytes], lead: list[str] | None = None,
+                links: dict[tuple[int, str], str] | None = None, generated: str | None = None) -> ReportView:
+    shown = [TableView(table.title, list(table.headers),
+                       [Row([_cell(c) for c in row], href) for row, href in zip(table.rows, _row_links(table, links))],
+                       list(table.notes))
+             for table in tables]
+    pictures = [Figure(caption, "data:image/png;base64," + base64.b64encode(png).decode("ascii"))
+                for caption, png in figures.items()]
+    return ReportView(title, list(lead or []), shown, pictures, generated or time.strftime("%Y-%m-%d %H:%M:%S"))
 
 
 def rich_table(table: Table):
@@ -100,6 +117,6 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _html_cell(text: str) -> str:
+def _cell(text: str) -> Cell:
     indent = len(text) - len(text.lstrip(" "))
-    return "&nbsp;" * indent + html.escape(text[indent:])
+    return Cell(text[indent:], indent)

@@ -1,0 +1,22 @@
+"""Text as the HTML pages show it: whatever a run file held, made safe to show and to write as UTF-8."""
+
+from __future__ import annotations
+
+import json
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def clean(value) -> str:
+    """Text that can be shown and written as UTF-8: a byte that was not UTF-8 (held as a ``\\udcXX`` escape)
+    shows as ``\\xXX``, terminal colour codes go, other control characters show as U+FFFD; a value that is no
+    text shows as JSON (None as nothing)."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    text = _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
+                          else "\ufffd", text)
+    return _CONTROL.sub("\ufffd", _ANSI.sub("", text))
