@@ -260,6 +260,11 @@ def _python(code: str, *args: str) -> str:
         ("import pipeline.models.litellm_setup", ["pipeline.models.scripted"]),
         ("import pipeline.tasks.record", ["pipeline.bundled.build", "pipeline.datasets"]),
         ("import pipeline.tasks", ["pipeline.bundled.build", "pipeline.datasets"]),
+        # the executors: Ray is imported only inside the ray executor's functions, the thread one never loads it
+        ("from pipeline.config import ExecutorConfig; from pipeline.run.executors import executor_for; "
+         "executor_for(ExecutorConfig(kind='ray'))", ["ray"]),
+        ("from pipeline.config import ExecutorConfig; from pipeline.run.executors import executor_for; "
+         "executor_for(ExecutorConfig())", ["ray", "pipeline.run.ray.executor"]),
     ],
 )
 def test_import_does_not_load(statement, unwanted):

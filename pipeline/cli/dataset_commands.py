@@ -88,24 +88,11 @@ def cleanup(
 ) -> None:
     """Remove containers (and optionally cached images) that swepipe left behind (with --executor ray: a run's
     containers on every node of the cluster)."""
-    from pipeline.runtime import containers
+    from pipeline.config import ExecutorConfig
+    from pipeline.run.executors import executor_for
 
-    if (executor or "threads") == "ray":
-        from pipeline.run.ray.connect import connect
-        from pipeline.run.ray.driver import cleanup_nodes
-
-        if not run_id:
-            raise SwepipeError("swepipe cleanup --executor ray needs --run-id (the run whose containers go)")
-        for node, names in cleanup_nodes(connect(ray_address or "auto"), run_id).items():
-            print(f"{node}: removed {len(names)} container(s)" + (f": {', '.join(names)}" if names else ""))
-        return
-    if executor not in (None, "threads"):
-        raise SwepipeError(f"--executor {executor}: expected threads or ray")
-    removed = containers.remove_labelled(run_id)
-    print(f"removed {len(removed)} container(s)" + (f": {', '.join(removed)}" if removed else ""))
-    if images:
-        tags = containers.remove_sanitised_images()
-        print(f"removed {len(tags)} sanitised image(s)")
+    chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
+    executor_for(chosen).cleanup(run_id, images, say=print)
 
 
 @images_app.command("build")

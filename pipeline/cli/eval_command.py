@@ -55,7 +55,6 @@ def eval_(
     """Score predictions (or, with --candidates, every junior candidate of a run) with the hidden tests, by the
     official SWE-Bench Pro protocol."""
     from pipeline.datasets import defaults_for
-    from pipeline.evaluation.batch import evaluate_predictions
     from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.runner import EvalSettings
@@ -73,19 +72,15 @@ def eval_(
         raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
                            "default, --eval-network turns it on")
     from pipeline.config import ExecutorConfig
+    from pipeline.run.executors import executor_for
 
-    chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
-    executor, ray_address = chosen.kind, chosen.ray_address
+    where = executor_for(opt.executor_settings(ExecutorConfig(), executor, ray_address))  # the flags checked
     if candidates is not None and output_dir is not None:
         raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output-dir")
-    if executor == "ray":  # Ray missing or no cluster there: said now, before anything is scored
-        from pipeline.run.ray.connect import connect
-
-        connect(ray_address)
+    where.connect()  # Ray missing or no cluster there: said now, before anything is scored
     if candidates is not None:
         _eval_candidates(candidates, selection, run_scripts, dockerfiles, image_template, workers, redo, timeout,
-                         attempts, platform, eval_network, skip_image_check,
-                         ray_address if executor == "ray" else None, log_limit)
+                         attempts, platform, eval_network, skip_image_check, where, log_limit)
         return
     loaded = load_predictions(predictions)
     selection = selection.for_run(predictions.resolve().parent, console.print)  # a run's own predictions.jsonl
@@ -97,19 +92,13 @@ def eval_(
                             run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
                             timeout=timeout, platform=platform, network=eval_network, run_id=run_id,
                             # with ray, sized on each node from its machine and docker_slots
-                            limits=None if executor == "ray" else container_limits(concurrent=workers),
+                            limits=None if where.limits_per_node else container_limits(concurrent=workers),
                             log_limit=log_limit)
     if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
-        _check_images(loaded, tasks_, out, settings, redo, ray_address if executor == "ray" else None)
+        _check_images(loaded, tasks_, out, settings, redo, where)
     try:
-        if executor == "ray":
-            from pipeline.run.ray.scoring import evaluate_predictions_on_ray
-
-            summary = evaluate_predictions_on_ray(loaded, tasks_, out, settings, redo=redo, attempts=attempts,
-                                                  show_progress=sys.stderr.isatty(), address=ray_address)
-        else:
-            summary = evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo,
-                                           attempts=attempts, show_progress=sys.stderr.isatty())
+        summary = where.evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo,
+                                             attempts=attempts, show_progress=sys.stderr.isatty())
     except (KeyboardInterrupt, stopping.Stopped):  # a signal, or Docker down past --outage-seconds
         exit_stopped(console, f"the scored instances are saved in {out}; {_again()} to score the rest")
     print_summary(summary, out, console)
@@ -117,11 +106,11 @@ def eval_(
 
 def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_template, workers: int, redo: bool,
                      timeout: float, attempts: int, platform, eval_network: bool, skip_image_check: bool,
-                     ray_address: str | None, log_limit: int) -> None:
-    """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates; on the Ray cluster
-    at ``ray_address`` when given), its summary."""
+                     where, log_limit: int) -> None:
+    """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates) by the executor
+    ``where``, its summary."""
     from pipeline.datasets import defaults_for
-    from pipeline.evaluation.candidates import plan_candidates, run_containers, score_candidates, summary_lines
+    from pipeline.evaluation.candidates import plan_candidates, run_containers, summary_lines
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.report.export import resolve_run
     from pipeline.runtime.limits import container_limits
@@ -136,22 +125,16 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
                             timeout=timeout, platform=platform or recorded.get("platform"), network=eval_network,
                             run_id=f"{root.name}-candidates",
                             # with ray, sized on each node from its machine and docker_slots
-                            limits=None if ray_address else container_limits(concurrent=workers),
+                            limits=None if where.limits_per_node else container_limits(concurrent=workers),
                             log_limit=log_limit)
     if not skip_image_check and plan.todo:
         from pipeline.runtime.image_names import run_image_names
 
         tasks_ = list({job.task.instance_id: job.task for job in plan.todo}.values())
-        _require_images(run_image_names(tasks_, settings.image_template), ray_address)
+        where.require_images(run_image_names(tasks_, settings.image_template), announce=console.print)
     try:
-        if ray_address:
-            from pipeline.run.ray.candidates import score_candidates_on_ray
-
-            summary = score_candidates_on_ray(plan, settings, attempts=attempts, show_progress=sys.stderr.isatty(),
-                                              address=ray_address)
-        else:
-            summary = score_candidates(plan, settings, workers=workers, attempts=attempts,
-                                       show_progress=sys.stderr.isatty())
+        summary = where.score_candidates(plan, settings, workers=workers, attempts=attempts,
+                                         show_progress=sys.stderr.isatty())
     except (KeyboardInterrupt, stopping.Stopped):  # a signal, or Docker down past --outage-seconds
         exit_stopped(console, f"the candidates scored so far are saved in {root}/tasks/*/candidates/; {_again()} "
                               "to score the rest")
@@ -159,7 +142,8 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
         console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
-def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: str | None = None) -> None:
+def _check_images(loaded, tasks_, out: Path, settings, redo: bool, where) -> None:
+    """The images of the predictions still to score, present or on their registry where ``where`` scores."""
     from pipeline.evaluation.batch import has_verdict, read_result
     from pipeline.runtime.image_names import run_image_names
 
@@ -167,20 +151,7 @@ def _check_images(loaded, tasks_, out: Path, settings, redo: bool, ray_address: 
     todo = [t for t in tasks_
             if t.instance_id in wanted and (redo or not has_verdict(read_result(out / t.instance_id / "result.json")))]
     if todo:
-        _require_images(run_image_names(todo, settings.image_template), ray_address)
-
-
-def _require_images(names, ray_address: str | None) -> None:
-    """Every image is present or on its registry: here, or on every node of the cluster at ``ray_address``."""
-    if ray_address is not None:
-        from pipeline.run.ray.connect import connect
-        from pipeline.run.ray.preflight import check_images_on_nodes
-
-        check_images_on_nodes(connect(ray_address), names, announce=console.print)
-    else:
-        from pipeline.runtime.image_preflight import require_images
-
-        require_images(names, announce=console.print)
+        where.require_images(run_image_names(todo, settings.image_template), announce=console.print)
 
 
 def _again() -> str:

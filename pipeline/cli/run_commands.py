@@ -82,7 +82,7 @@ def run(
 ) -> None:
     """Run a strategy (by default the pipeline: juniors, senior, principal) over the tasks, resumably, and
     optionally score it."""
-    from pipeline.run.runner import run_tasks
+    from pipeline.run.executors import executor_for
     from pipeline.run.setup import prepare_run, resolve_config
 
     cfg = resolve_config(config, k=k, strategy=strategy, overrides={
@@ -100,10 +100,8 @@ def run(
     if run_id:  # a resumed run goes on with its own dataset
         selection = selection.for_run(runs_dir / run_id, console.print)
     selected = selection.load()
-    if cfg.executor.kind == "ray":  # Ray missing or no cluster there: said now, before the run directory exists
-        from pipeline.run.ray.connect import connect
-
-        connect(cfg.executor.ray_address)
+    where = executor_for(cfg.executor)
+    where.connect()  # Ray missing or no cluster there: said now, before the run directory exists
     settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, run_id=run_id,
                                    runs_dir=runs_dir, evaluate=evaluate, reuse_juniors_from=reuse_juniors_from,
                                    run_scripts=run_scripts, dockerfiles=dockerfiles, image_template=image_template,
@@ -112,14 +110,9 @@ def run(
     try:
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
         if not skip_image_check and (settings.config.containers.impl is None or settings.evaluation is not None):
-            if settings.config.executor.kind == "ray":  # on every node of the cluster
-                from pipeline.run.ray.preflight import check_run_images_on_nodes as check_run_images
-            else:
-                from pipeline.runtime.image_preflight import check_run_images
-
-            check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
-        summary = run_tasks(selected, settings, workers=workers, show_progress=interactive,
-                            log=None if interactive else _log_line)
+            where.check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
+        summary = where.run_tasks(selected, settings, workers=workers, show_progress=interactive,
+                                  log=None if interactive else _log_line)
     finally:
         if server is not None:
             server.stop()

@@ -1,8 +1,9 @@
-"""Scheduling tasks: several at a time, predictions appended as they finish, progress on screen.
+"""The thread executor (``executor.kind: threads``, the default): a run's tasks several at a time on this machine,
+predictions appended as they finish, progress on screen; scoring and cleanup here too (``ThreadExecutor``).
 
 Kept apart from run_one_task so another executor (a Ray cluster, one Docker host per node:
 pipeline.run.ray.executor) drives the same per-task function and the same bookkeeping (``plan``,
-``record_prediction``: pipeline.run.records).
+``record_prediction``: pipeline.run.records). Executors are chosen by name in pipeline.run.executors.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline import stopping
 from pipeline.outages import BREAKERS
@@ -20,15 +23,18 @@ from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
 from pipeline.runtime.image_cache import RunImageCache
 from pipeline.tasks import Task
 
+if TYPE_CHECKING:
+    from pipeline.config import ExecutorConfig
+    from pipeline.evaluation.candidates import CandidatesPlan
+    from pipeline.evaluation.predictions import Prediction
+    from pipeline.evaluation.runner import EvalSettings
+
 
 def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True,
               log: Callable[[str], None] | None = None) -> RunSummary:
-    """Run the tasks not finished yet; ``log`` gets one plain line per finished task (for logs, where
-    no progress bar is drawn). The config's executor says where: threads here, or a Ray cluster."""
-    if run.config.executor.kind == "ray":
-        from pipeline.run.ray.executor import run_tasks_on_ray
-
-        return run_tasks_on_ray(tasks, run, show_progress=show_progress, log=log)
+    """Run the tasks not finished yet here, ``workers`` at a time; ``log`` gets one plain line per finished task
+    (for logs, where no progress bar is drawn). Whichever executor the config names: ``executor_for(...).run_tasks``
+    (pipeline.run.executors)."""
     summary, todo = plan(tasks, run)
     BREAKERS.announce = log  # an endpoint's pause and recovery, as lines of the log (the progress line shows them)
     run_budget = seeded_run_budget(run)  # what earlier sessions of this run spent still counts against it
@@ -60,3 +66,53 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
         if image_cache is not None:
             image_cache.close()
     return summary
+
+
+class ThreadExecutor:
+    """The Executor (pipeline.run.executors) of this machine: tasks and scorings in a thread pool, Docker here."""
+
+    name = "threads"
+    limits_per_node = False  # sized here, for this machine and the work run at once
+
+    def __init__(self, config: ExecutorConfig):
+        self.config = config
+
+    def connect(self) -> None:
+        """Nothing to join: this machine is always there."""
+
+    def check_run_images(self, tasks: list[Task], run: RunSettings, announce: Callable[[str], None]) -> None:
+        from pipeline.runtime.image_preflight import check_run_images
+
+        check_run_images(tasks, run, announce)
+
+    def require_images(self, names: Iterable[str], announce: Callable[[str], None]) -> None:
+        from pipeline.runtime.image_preflight import require_images
+
+        require_images(names, announce=announce)
+
+    def run_tasks(self, tasks: list[Task], run: RunSettings, *, workers: int = 1, show_progress: bool = True,
+                  log: Callable[[str], None] | None = None) -> RunSummary:
+        return run_tasks(tasks, run, workers=workers, show_progress=show_progress, log=log)
+
+    def evaluate_predictions(self, predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+                             settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
+                             show_progress: bool = True):
+        from pipeline.evaluation.batch import evaluate_predictions
+
+        return evaluate_predictions(predictions, tasks, output_dir, settings, workers=workers, redo=redo,
+                                    attempts=attempts, show_progress=show_progress)
+
+    def score_candidates(self, plan: CandidatesPlan, settings: EvalSettings, *, workers: int = 2, attempts: int = 1,
+                         show_progress: bool = True):
+        from pipeline.evaluation.candidates import score_candidates
+
+        return score_candidates(plan, settings, workers=workers, attempts=attempts, show_progress=show_progress)
+
+    def cleanup(self, run_id: str | None, images: bool, say: Callable[[str], None]) -> None:
+        from pipeline.runtime import containers
+
+        removed = containers.remove_labelled(run_id)
+        say(f"removed {len(removed)} container(s)" + (f": {', '.join(removed)}" if removed else ""))
+        if images:
+            tags = containers.remove_sanitised_images()
+            say(f"removed {len(tags)} sanitised image(s)")

@@ -13,6 +13,7 @@ from pipeline.errors import SwepipeError
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
+from pipeline.run.executors import executor_for
 from pipeline.run.run_dataset import record_dataset
 from pipeline.run.same_config import check_same_config
 from pipeline.run.task import RunSettings
@@ -55,10 +56,10 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     # Container limits the config leaves unset: sized for ``workers`` tasks at once, each with K rollouts
     # when the strategy has juniors, and written into the run's config.yaml.
     # (k = 0: the senior's and principal's one container at a time.)
-    # With the ray executor they are left unset here and sized on the node that runs each task, from its machine
-    # and its docker_slots (pipeline.run.ray.executor; the task's limits.json records them).
+    # With an executor that sizes them per node (ray) they are left unset here and sized on the node that runs each
+    # task, from its machine and its docker_slots (pipeline.run.ray.executor; the task's limits.json records them).
     per_task = max(1, config.juniors.k) if "junior" in strategy_class(config.strategy).roles else 1
-    if config.executor.kind != "ray":
+    if not executor_for(config.executor).limits_per_node:
         config = config.model_copy(update={"containers": fill_defaults(config.containers,
                                                                        max(1, workers) * per_task)})
     for role, spec in config.models.items():

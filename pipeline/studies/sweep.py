@@ -437,7 +437,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
               log: Callable[[str], None] = print, announce: Callable[[str], None] = print) -> SweepOutcome:
     """Run every cell in turn through the run path; a stop (Ctrl-C, SIGTERM) ends the sweep after saving what
     finished, with the cell marked stopped, so the same command resumes it."""
-    from pipeline.run.runner import run_tasks
+    from pipeline.run.executors import executor_for
     from pipeline.run.setup import prepare_run
 
     sweep_layout = RunLayout(plan.root)
@@ -459,7 +459,8 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
                                            dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
                                            announce=announce, eval_network=eval_network, workers=workers)
             try:
-                summary = run_tasks(plan.tasks, settings, workers=workers, show_progress=show_progress, log=log)
+                summary = executor_for(settings.config.executor).run_tasks(
+                    plan.tasks, settings, workers=workers, show_progress=show_progress, log=log)
             finally:
                 if server is not None:
                     server.stop()

@@ -21,12 +21,18 @@ machine and docker_slots, recorded in the task's limits.json), and with ``contai
 prunes the run's finished tasks' images after each task (``NodeImages``); before the first task, every node runs
 the image preflight (pipeline.run.ray.preflight). Images are not prefetched on nodes: a task pulls its own when
 it starts.
+
+``RayExecutor`` is this executor as pipeline.run.executors names it (``executor.kind: ray``): the run here, scoring
+(pipeline.run.ray.scoring, pipeline.run.ray.candidates), the image preflight and the cleanup on every node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from pipeline.errors import SwepipeError
 from pipeline.run.records import RunSummary, plan, record_prediction
 from pipeline.run.task import RunSettings, seeded_run_budget
 from pipeline.tasks import Task
@@ -34,6 +40,12 @@ from pipeline.run.ray.actors import RunBudgetKeeper
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, connect, head_affinity
 from pipeline.run.ray.driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots_per_task, snapshot
 from pipeline.run.ray.node import TaskShipment, work_on_node
+
+if TYPE_CHECKING:
+    from pipeline.config import ExecutorConfig
+    from pipeline.evaluation.candidates import CandidatesPlan
+    from pipeline.evaluation.predictions import Prediction
+    from pipeline.evaluation.runner import EvalSettings
 
 
 
@@ -111,3 +123,57 @@ def run_tasks_on_ray(tasks: list[Task], run: RunSettings, show_progress: bool = 
     """``run_tasks`` on the cluster at ``executor.ray_address``; the same summary, predictions and files."""
     ray = connect(run.config.executor.ray_address)
     return RayRun(ray, tasks, run, show_progress, log).execute()
+
+
+class RayExecutor:
+    """The Executor (pipeline.run.executors) of a Ray cluster at ``executor.ray_address``: every task and scoring a
+    Ray task on a node with docker_slots to spare; Ray imported only when one of these is called."""
+
+    name = "ray"
+    limits_per_node = True  # sized on the node that runs each task or scoring, from its machine and docker_slots
+
+    def __init__(self, config: ExecutorConfig):
+        self.config = config
+
+    def connect(self) -> None:
+        """Join the cluster now: Ray missing or no cluster there is said before anything is written."""
+        connect(self.config.ray_address)
+
+    def check_run_images(self, tasks: list[Task], run: RunSettings, announce: Callable[[str], None]) -> None:
+        from pipeline.run.ray.preflight import check_run_images_on_nodes
+
+        check_run_images_on_nodes(tasks, run, announce)  # on every node of the cluster
+
+    def require_images(self, names: Iterable[str], announce: Callable[[str], None]) -> None:
+        from pipeline.run.ray.preflight import check_images_on_nodes
+
+        check_images_on_nodes(connect(self.config.ray_address), names, announce=announce)
+
+    def run_tasks(self, tasks: list[Task], run: RunSettings, *, workers: int = 1, show_progress: bool = True,
+                  log: Callable[[str], None] | None = None) -> RunSummary:
+        # ``workers`` is not used: the nodes' docker_slots say how many tasks run at once
+        return run_tasks_on_ray(tasks, run, show_progress=show_progress, log=log)
+
+    def evaluate_predictions(self, predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+                             settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
+                             show_progress: bool = True):
+        from pipeline.run.ray.scoring import evaluate_predictions_on_ray
+
+        return evaluate_predictions_on_ray(predictions, tasks, output_dir, settings, redo=redo, attempts=attempts,
+                                           show_progress=show_progress, address=self.config.ray_address)
+
+    def score_candidates(self, plan: CandidatesPlan, settings: EvalSettings, *, workers: int = 2, attempts: int = 1,
+                         show_progress: bool = True):
+        from pipeline.run.ray.candidates import score_candidates_on_ray
+
+        return score_candidates_on_ray(plan, settings, attempts=attempts, show_progress=show_progress,
+                                       address=self.config.ray_address)
+
+    def cleanup(self, run_id: str | None, images: bool, say: Callable[[str], None]) -> None:
+        """A run's containers and scratch on every node (``images`` is not used: each node keeps its images)."""
+        from pipeline.run.ray.driver import cleanup_nodes
+
+        if not run_id:
+            raise SwepipeError("swepipe cleanup --executor ray needs --run-id (the run whose containers go)")
+        for node, names in cleanup_nodes(connect(self.config.ray_address), run_id).items():
+            say(f"{node}: removed {len(names)} container(s)" + (f": {', '.join(names)}" if names else ""))
