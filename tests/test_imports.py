@@ -1,9 +1,15 @@
-"""The import graph of `pipeline`: no cycles between its packages, and no heavy imports where none are needed.
+"""The import graph of `pipeline`: no cycles between its packages, none between its modules at import time, and
+no heavy imports where none are needed.
 
-The graph comes from the source (`ast`), not from importing anything: every `import` and `from ... import`,
-at module level or inside a function, counts; only those under `if TYPE_CHECKING:` do not, as they never
-run. Modules collapse to their package, the first component under `pipeline/` (`pipeline.team.lead` ->
+The graph comes from the source (`ast`), not from importing anything. Between packages, every `import` and
+`from ... import`, at module level or inside a function, counts; only those under `if TYPE_CHECKING:` do not, as
+they never run. Modules collapse to their package, the first component under `pipeline/` (`pipeline.team.lead` ->
 `team`; a top-level module such as `pipeline/config.py` is its own node, `config`).
+
+Between modules, only the imports that run when a module is imported count: those at module level (in a class
+body, a `try:` or an `if` there too), not those inside a function, nor under `if TYPE_CHECKING:`. An edge goes to
+the module named (`from pipeline.cli import app` -> `pipeline.cli`, `from pipeline import datasets` ->
+`pipeline.datasets`), not to the packages Python imports on the way there.
 """
 
 from __future__ import annotations
@@ -50,11 +56,12 @@ def _module_files() -> dict[str, Path]:
     return modules
 
 
-def _imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+def _imports_of(module: str, path: Path, modules: dict[str, Path], at_import: bool = False) -> list[Import]:
+    """The imports of pipeline modules in ``module`` (``at_import``: only those run when it is imported)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[Import] = []
-    for node in _executed_nodes(tree):
+    for node in _executed_nodes(tree, at_import):
         if isinstance(node, ast.Import):
             found += [Import(module, alias.name, path, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -71,12 +78,15 @@ def _imports_of(module: str, path: Path, modules: dict[str, Path]) -> list[Impor
     return [i for i in found if i.target == "pipeline" or i.target.startswith("pipeline.")]
 
 
-def _executed_nodes(tree: ast.AST):
-    """Every node, at any depth, except the bodies of `if TYPE_CHECKING:`, which never run."""
+def _executed_nodes(tree: ast.AST, at_import: bool = False):
+    """Every node, at any depth, except the bodies of `if TYPE_CHECKING:`, which never run (``at_import``: nor the
+    bodies of functions, which run only when called)."""
     stack = [tree]
     while stack:
         node = stack.pop()
         yield node
+        if at_import and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue  # an import statement can only be in its body, which runs when the function is called
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             stack.extend(node.orelse)
         else:
@@ -94,9 +104,9 @@ def _node(module: str) -> str | None:
     return parts[1] if len(parts) > 1 else None  # the bare `pipeline` package is nobody's dependency
 
 
-def all_imports() -> list[Import]:
+def all_imports(at_import: bool = False) -> list[Import]:
     modules = _module_files()
-    return [i for module, path in modules.items() for i in _imports_of(module, path, modules)]
+    return [i for module, path in modules.items() for i in _imports_of(module, path, modules, at_import)]
 
 
 def package_graph(imports: list[Import]) -> dict[str, dict[str, list[Import]]]:
@@ -109,8 +119,18 @@ def package_graph(imports: list[Import]) -> dict[str, dict[str, list[Import]]]:
     return graph
 
 
+def module_graph(imports: list[Import]) -> dict[str, dict[str, list[Import]]]:
+    """module -> imported module -> the import statements behind that edge (the bare `pipeline` package left out,
+    as in the package graph)."""
+    graph: dict[str, dict[str, list[Import]]] = defaultdict(lambda: defaultdict(list))
+    for imp in imports:
+        if imp.source != imp.target and "pipeline" not in (imp.source, imp.target):
+            graph[imp.source][imp.target].append(imp)
+    return graph
+
+
 def _components(graph: dict[str, dict[str, list[Import]]]) -> list[list[str]]:
-    """Strongly connected components with more than one package (Tarjan)."""
+    """Strongly connected components with more than one node (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -162,12 +182,14 @@ def _shortest_cycle(graph: dict[str, dict[str, list[Import]]], start: str, membe
     raise AssertionError(f"{start} is in a cycle but none was found")  # not reached for a real component
 
 
-def describe_cycles(graph: dict[str, dict[str, list[Import]]]) -> list[str]:
+def describe_cycles(graph: dict[str, dict[str, list[Import]]], nodes: str = "packages") -> list[str]:
+    """Each knot of the graph: its shortest cycle with the import lines behind every edge, then the knot's other
+    imports; ``nodes`` names what the graph's nodes are."""
     descriptions = []
     for component in _components(graph):
         members = set(component)
         cycle = _shortest_cycle(graph, component[0], members)
-        lines = [f"cycle {' -> '.join(cycle)} (packages in this knot: {', '.join(component)})"]
+        lines = [f"cycle {' -> '.join(cycle)} ({nodes} in this knot: {', '.join(component)})"]
         on_cycle = set(itertools.pairwise(cycle))
         lines += _edge_lines(graph, list(itertools.pairwise(cycle)))
         others = [(s, t) for s in component for t in sorted(graph.get(s, {}))
@@ -215,6 +237,41 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
     assert not any(".bundled.tasks." in i.source for i in imports)
 
 
+def test_the_module_graph_counts_only_imports_run_at_import_time(tmp_path):
+    """Guards the module graph's parser: module level, class bodies and `try:` count; function bodies (a method's,
+    a nested function's) and `if TYPE_CHECKING:` do not."""
+    source = tmp_path / "y.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from pipeline import datasets\n"
+        "try:\n"
+        "    import pipeline.errors\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "if TYPE_CHECKING:\n"
+        "    from pipeline.tasks import Task\n"
+        "class C:\n"
+        "    from pipeline.config import RunConfig\n"
+        "    def method(self):\n"
+        "        from pipeline.team import lead\n"
+        "async def later():\n"
+        "    def inner():\n"
+        "        import pipeline.run.task\n",
+        encoding="utf-8",
+    )
+    modules = dict.fromkeys(["pipeline.x.y", "pipeline.datasets", "pipeline.team.lead"], source)
+    found = {(i.target, i.line) for i in _imports_of("pipeline.x.y", source, modules, at_import=True)}
+    assert found == {("pipeline.datasets", 2), ("pipeline.errors", 4), ("pipeline.config", 10)}
+    everything = {i.target for i in _imports_of("pipeline.x.y", source, modules)}
+    assert {"pipeline.team.lead", "pipeline.run.task"} <= everything
+
+    imports = [Import("pipeline.a", "pipeline.b", PACKAGE_DIR / "a.py", 1),
+               Import("pipeline.b", "pipeline.a", PACKAGE_DIR / "b.py", 2),
+               Import("pipeline.b", "pipeline", PACKAGE_DIR / "b.py", 3)]
+    [described] = describe_cycles(module_graph(imports), "modules")
+    assert "cycle pipeline.a -> pipeline.b -> pipeline.a (modules in this knot" in described
+
+
 def test_cycles_are_described_with_their_import_lines():
     graph = {
         "a": {"b": [Import("pipeline.a", "pipeline.b.x", PACKAGE_DIR / "a.py", 3)]},
@@ -235,6 +292,16 @@ def test_no_import_cycle_between_packages():
     cycles = describe_cycles(package_graph(all_imports()))
     if cycles:
         pytest.fail("import cycles between packages of pipeline/:\n" + "\n".join(cycles), pytrace=False)
+
+
+def test_no_import_cycle_between_modules():
+    """No module imports, while it is being imported, one that imports it back (directly or through others): the
+    order modules are first imported in can then never find a name missing."""
+    cycles = describe_cycles(module_graph(all_imports(at_import=True)), "modules")
+    if cycles:
+        pytest.fail("import cycles between modules of pipeline/ (imports run at import time):\n" + "\n".join(cycles)
+                    + "\nmove what both need to a module of its own, or import it inside the function that needs it",
+                    pytrace=False)
 
 
 def test_config_does_not_import_the_stages():

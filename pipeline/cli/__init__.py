@@ -1,19 +1,14 @@
-"""The `swepipe` command line: the app here, its commands in the modules imported at the bottom."""
+"""The `swepipe` command line: ``main``, and the app (pipeline.cli.app) with its commands, from the modules imported
+at the bottom."""
 
 from __future__ import annotations
 
 import sys
 
-import typer
 from rich.console import Console
 
+from pipeline.cli.app import app, console, images_app  # noqa: F401 - the app and console, as pipeline.cli names them
 from pipeline.errors import InfrastructureFault, SwepipeError
-
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
-images_app = typer.Typer(no_args_is_help=True, help="Build, check and prune the Docker images tasks run in.")
-app.add_typer(images_app, name="images")
-console = Console()
 
 
 def main() -> None:

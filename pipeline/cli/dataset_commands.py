@@ -11,8 +11,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from pipeline.cli import app, console, images_app
 from pipeline.cli import options as opt
+from pipeline.cli.app import app, console, images_app
 from pipeline.errors import SwepipeError
 
 

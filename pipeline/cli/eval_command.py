@@ -11,8 +11,8 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline import stopping
-from pipeline.cli import app, console
 from pipeline.cli import options as opt
+from pipeline.cli.app import app, console
 from pipeline.cli.stops import exit_stopped
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT

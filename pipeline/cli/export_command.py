@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import app, console
 from pipeline.cli import options as opt
+from pipeline.cli.app import app, console
 from pipeline.errors import SwepipeError
 
 

@@ -10,8 +10,8 @@ from typing import Annotated, Literal, Optional
 import typer
 from rich.table import Table
 
-from pipeline.cli import app, console
 from pipeline.cli import options as opt
+from pipeline.cli.app import app, console
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
 from pipeline.strategies.base import REGISTRY as STRATEGIES
