@@ -250,6 +250,17 @@ def test_without_the_dataset_the_issue_comes_from_a_trajectory(tmp_path):
     assert "Not available: the report could not read the dataset." in pages["pipe-1"]
 
 
+def test_a_record_the_report_could_not_read_is_named_on_the_page_as_in_the_report(tmp_path):
+    """The page shows the pool and the brief as load_run read them (once, for the report and the pages): a byte
+    that is not UTF-8 makes the file unreadable for both, and the page says why instead of leaving it out."""
+    run = make_run(tmp_path)
+    pool = run / "tasks" / "pipe-1" / "junior" / "pool.json"
+    pool.write_bytes(pool.read_bytes().replace(b'"calc.py"', b'"calc\xff.py"', 1))
+    page = pages_of(run, tmp_path / "report.html")["pipe-1"]
+    assert re.search(r'<h2>Candidate pool</h2>\s*<p class="bad">junior/pool.json is not valid JSON, perhaps cut '
+                     r"short by a kill \([\d,]+ bytes; &#x27;utf-8&#x27; codec can&#x27;t decode byte 0xff", page)
+
+
 def test_a_page_over_the_bound_is_made_again_with_smaller_cuts(tmp_path):
     run = make_run(tmp_path)
     rollout = run / "tasks" / "pipe-1" / "junior" / "rollout-00.json"

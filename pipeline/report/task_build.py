@@ -1,0 +1,590 @@
+"""Building a task page's view (task_view.TaskPage) from what the loader read.
+
+The task's records come from ``load_run`` (the prediction, the eval result, the pool, the brief, the context) and
+the rest of its files from ``load.TaskFiles``, read when the page is built. What is logic is done here: texts are
+cleaned (text.clean) and cut to the page's bound (``limit``, counted), long ones marked to be folded, numbers,
+money and times formatted, the team's records merged into one timeline, the gold patch's lines marked with the
+contexts that held them (coverage.py's rules).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any, Callable
+
+from pipeline.report import tables as tab
+from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
+from pipeline.report.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
+from pipeline.report.task_view import (
+    AgentPanel, Block, Brief, Call, Candidate, Diff, DiffLine, EvalSection, Event, Fact, JuniorsSection,
+    LedgerSection, Mark, Outcome, PoolSection, PrincipalSection, ProblemSection, ResultSection, RolloutPanel,
+    Section, SeniorSection, SoloSection, Step, Tab, Tabs, TaskPage, TeamSection, TestRow, Trajectory)
+from pipeline.report.team.records import ABSOLUTE
+from pipeline.report.text import clean
+
+FOLD_LINES = 15  # a text longer than this (or than FOLD_CHARS) is folded
+FOLD_CHARS = 1_500
+STEPS_KEPT = 60  # at the smallest cut, steps shown per agent: the first ones and the last 10
+_SPAN_HEADER = re.compile(r"^### (.+):(\d+)-(\d+)$")
+
+
+def build_task_view(run: RunData, task: TaskRecord, gold_patch: str | None = None, problem: str | None = None,
+                    limit: int = 20_000, last: bool = False, back: list[str] | None = None) -> TaskPage:
+    """The page of ``task`` with long texts cut to ``limit`` characters (``last``: the smallest cut, which also
+    leaves steps out); ``back``: the links to the report."""
+    return _Builder(run, task, gold_patch, problem, limit, last).page(back or [])
+
+
+def _facts(pairs, keep_none: bool = False) -> list[Fact]:
+    return [Fact(clean(name), clean(value)) for name, value in pairs if keep_none or value is not None]
+
+
+def _num(value, default=0.0) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _count(value) -> str:
+    return f"{int(_num(value)):,}"
+
+
+class _Builder:
+    def __init__(self, run: RunData, task: TaskRecord, gold_patch: str | None, problem: str | None, limit: int,
+                 last: bool):
+        self.run, self.task, self.gold_patch, self.problem = run, task, gold_patch, problem
+        self.limit, self.last = limit, last
+        self.files = TaskFiles(run, task)
+        self.cuts = 0  # texts cut on this page
+        self.tab_groups = 0
+        self.max_tabs = 0
+
+    def page(self, back: list[str]) -> TaskPage:
+        makers: list[tuple[str, str, Callable[[], Any]]] = [
+            ("problem", "Problem statement", self.problem_section),
+            ("result", "Prediction and gold patch", self.result_section),
+            ("eval", "Evaluation", self.eval_section),
+            ("juniors", "Junior rollouts", self.juniors_section),
+            ("pool", "Candidate pool", self.pool_section),
+            ("senior", "Senior", self.senior_section),
+            ("principal", "Principal", self.principal_section),
+            ("solo", "Solo agent", self.solo_section),
+            ("team", "Team", self.team_section),
+            ("ledger", "Model calls (ledger)", self.ledger_section)]
+        sections = []
+        for anchor, title, make in makers:
+            try:
+                view = make()
+            except Exception as error:  # noqa: BLE001 - one odd record must not cost the whole page
+                sections.append(Section(anchor, title, failure=f"{type(error).__name__}: {clean(error)}"))
+                continue
+            if view is not None:
+                sections.append(Section(anchor, title, view))
+        task, prediction = self.task, self.task.prediction
+        facts = [("run", self.run.run_id), ("strategy", prediction.get("strategy") or tab.NA),
+                 ("outcome", task.category), ("source", prediction.get("source") or tab.NA),
+                 ("cost", tab.money(task.total_cost)), ("time", tab.seconds(task.seconds))]
+        if task.fail_to_pass:
+            facts.append(("FAIL_TO_PASS passed", f"{task.fail_to_pass[0]}/{task.fail_to_pass[1]}"))
+        models = prediction.get("models") if isinstance(prediction.get("models"), dict) else {}
+        cut_note = (f"{self.cuts} long text(s) on this page are cut to {self.limit:,} characters (marked where); "
+                    "the run directory has them whole." if self.cuts else None)
+        return TaskPage(
+            title=f"{task.instance_id} · {self.run.run_id}", instance_id=task.instance_id, back=back,
+            facts=_facts(facts, keep_none=True), models=_facts(models.items(), keep_none=True),
+            error=clean(prediction["error"]) if prediction.get("error") else None, cut_note=cut_note,
+            max_tabs=self.max_tabs, sections=sections, generated=time.strftime("%Y-%m-%d %H:%M:%S"),
+            source=self.files.relative(self.files.root))
+
+    # -- pieces -------------------------------------------------------------------------------------------------
+
+    def cut(self, text: str, where: str = "") -> str:
+        if len(text) <= self.limit:
+            return text
+        self.cuts += 1
+        head, tail = text[: self.limit * 2 // 3], text[-(self.limit // 3):]
+        return (f"{head}\n\n[… {len(text) - len(head) - len(tail):,} of {len(text):,} characters cut here"
+                + (f"; the whole text is in {where}" if where else "") + f" …]\n\n{tail}")
+
+    def block(self, text, title: str, where: str = "", css: str = "", open_: bool | None = None) -> Block:
+        """A text, folded when long (or when ``open_`` is False)."""
+        text = text if isinstance(text, str) else clean(text)
+        if not text.strip():
+            return Block(title, empty=True)
+        lines = text.count("\n") + 1
+        fold = open_ is False or (open_ is None and (lines > FOLD_LINES or len(text) > FOLD_CHARS))
+        size = f"{lines:,} line{'s' if lines != 1 else ''}, {len(text):,} characters"
+        return Block(title, clean(self.cut(text, where)), size, fold, css)  # cut first: a 20 MB output is not cleaned
+
+    def diff(self, patch, where: str = "", coverage: GoldLineCoverage | None = None) -> Diff:
+        """A unified diff; with ``coverage``, each gold line marked with the contexts that held it."""
+        text = patch if isinstance(patch, str) else clean(patch)
+        if not text.strip():
+            return Diff([])
+        text = clean(self.cut(text, where))
+        names = list(coverage.contexts) if coverage else []
+        lines, path, old_no = [], None, 0
+        for line in text.split("\n"):
+            kind, marks = "", None
+            if line.startswith(("diff --git", "--- ", "+++ ", "index ", "new file", "deleted file")):
+                kind = "file"
+                if line.startswith("+++ "):
+                    name = line[4:].split("\t")[0]
+                    path = name[2:] if name.startswith("b/") else None if name == "/dev/null" else name
+                elif line.startswith("--- ") and path is None:
+                    name = line[4:].split("\t")[0]
+                    path = name[2:] if name.startswith("a/") else None
+                if line.startswith("diff --git"):
+                    path = None
+            elif line.startswith("@@"):
+                kind = "hunk"
+                match = re.match(r"^@@ -(\d+)", line)
+                old_no = int(match.group(1)) if match else 0
+            elif line.startswith("+"):
+                kind = "add"
+                if coverage:
+                    marks = self._marks(coverage, names, added=(path, squash(line[1:])))
+            elif line.startswith("-"):
+                kind = "del"
+                if coverage:
+                    marks = self._marks(coverage, names, removed=(path, old_no))
+                old_no += 1
+            elif line.startswith(" "):
+                old_no += 1
+            held = ", ".join(m.name for m in marks if m.held) if marks is not None else ""
+            lines.append(DiffLine(kind, line, marks, f"held by: {held or 'none'}" if marks is not None else ""))
+        return Diff(lines, covered=coverage is not None)
+
+    @staticmethod
+    def _marks(coverage: GoldLineCoverage, names: list[str], added=None, removed=None) -> list[Mark] | None:
+        if added is not None and not added[1]:
+            return None
+        marks = []
+        for name in names:
+            removed_in, added_in = coverage.contexts[name]
+            marks.append(Mark(name, (added in added_in) if added is not None else (removed in removed_in)))
+        return marks
+
+    def tabs(self, items: list[Tab]) -> Tabs | None:
+        """CSS-only tabs, the first shown."""
+        if not items:
+            return None
+        self.tab_groups += 1
+        self.max_tabs = max(self.max_tabs, len(items))
+        return Tabs(f"g{self.tab_groups}", items)
+
+    @staticmethod
+    def rows(rows: list[list]) -> list[list[str]]:
+        return [[clean(cell) for cell in row] for row in rows]
+
+    # -- agents ---------------------------------------------------------------------------------------------
+
+    def trajectory(self, traj, where: str) -> Trajectory:
+        """An agent's conversation: opening messages folded, then each step (reply, command, output)."""
+        if not isinstance(traj, dict):
+            return Trajectory(recorded=False)
+        facts = [("exit", traj.get("exit_reason") or "(not finished)"), ("steps", len(traj.get("steps") or [])),
+                 ("cost", tab.money(_num(traj.get("cost")))),
+                 ("tokens in/out", f"{_count(traj.get('input_tokens'))} / {_count(traj.get('output_tokens'))}"),
+                 ("time", tab.seconds(_num(traj.get("seconds"))))]
+        if traj.get("resumed"):
+            facts.append(("resumed", "yes"))
+        view = Trajectory(facts=_facts(facts, keep_none=True),
+                          error=clean(traj["error"]) if traj.get("error") else None)
+        messages = [m for m in traj.get("messages") or [] if isinstance(m, dict)]
+        opening = []
+        for message in messages:
+            if message.get("role") == "assistant":
+                break
+            opening.append(message)
+        view.opening = [self.block(m.get("content"), f"{m.get('role', '?')} message", where, open_=False)
+                        for m in opening]
+        steps = [s for s in traj.get("steps") or [] if isinstance(s, dict)]
+        if not steps and len(messages) > len(opening):
+            view.messages = [self.block(m.get("content"), f"{m.get('role', '?')}", where,
+                                        css="reply" if m.get("role") == "assistant" else "")
+                             for m in messages[len(opening):]]
+        numbered = list(enumerate(steps))
+        if self.last and len(steps) > STEPS_KEPT:
+            view.steps = [self.step(n, s, where) for n, s in numbered[: STEPS_KEPT - 10]]
+            view.left_out = (f"[… {len(steps) - STEPS_KEPT} steps left out to keep this page small; they are in "
+                             f"{where} …]")
+            view.last_steps = [self.step(n, s, where) for n, s in numbered[-10:]]
+        else:
+            view.steps = [self.step(n, s, where) for n, s in numbered]
+        if traj.get("submission"):
+            view.submission = self.block(traj["submission"], "submission", where)
+        return view
+
+    def step(self, number: int, step: dict, where: str) -> Step:
+        fmt = bool(step.get("format_error"))
+        code = step.get("exit_code")
+        head = [f"step {step.get('index', number) if isinstance(step.get('index'), int) else number}",
+                tab.money(_num(step.get("cost"))),
+                f"tokens {_count(step.get('input_tokens'))} in / {_count(step.get('output_tokens'))} out",
+                f"model {_num(step.get('model_seconds')):.1f} s"]
+        if step.get("command") is not None:
+            head.append(f"command {_num(step.get('command_seconds')):.1f} s")
+        if code is not None:
+            head.append(f"exit code {code}")
+        if step.get("timed_out"):
+            head.append("timed out")
+        view = Step(css="step fmt" if fmt else "step fail" if isinstance(code, int) and code != 0 else "step",
+                    head=" · ".join(map(str, head)),
+                    reply=self.block(step.get("reply"), "reply", where, css="reply", open_=True))
+        if step.get("tool_calls"):
+            view.tool_calls = self.block(step["tool_calls"], "tool calls", where, open_=False)
+        if fmt:
+            view.format_error = clean(step["format_error"])
+        if step.get("command") is not None:
+            view.action = clean(step.get("action") or "bash")
+            view.command = self.cut(clean(step["command"]), where)
+        if step.get("output") is not None:
+            view.output = self.block(step.get("output"), "output", where)
+        if step.get("changed_files"):
+            view.changed = clean(", ".join(map(str, step["changed_files"])))
+        return view
+
+    # -- sections -------------------------------------------------------------------------------------------
+
+    def problem_section(self) -> ProblemSection:
+        if self.problem:
+            return ProblemSection(None, self.block(self.problem, "the dataset's problem statement", open_=True))
+        first = self.files.first_task_message()
+        if first:
+            where, content = first
+            return ProblemSection("The dataset was not read: this is the task as the agents were given it (the "
+                                  f"first message of {where}).", self.block(content, "task message", open_=True))
+        return ProblemSection("Not on record (the dataset was not read and no trajectory holds it).", None)
+
+    def result_section(self) -> ResultSection:
+        prediction = self.task.prediction
+        view = ResultSection(clean(prediction.get("source") or tab.NA),
+                             self.diff(prediction.get("model_patch"), "predictions.jsonl"), None)
+        if self.gold_patch is not None:
+            coverage = gold_line_coverage(self.task, self.gold_patch, shown_candidates(self.run.config),
+                                          self.files.root)
+            if coverage and coverage.contexts:
+                view.gold_note = (f"Coverage of each gold line at k=K ({', '.join(coverage.contexts)}), as in the "
+                                  "report's coverage tables: cand. = the junior candidates' hunks and added lines; "
+                                  "+exp. = plus the code expansion; sent = what the principal was sent. A bold "
+                                  "name: that context held the line; dots: it did not.")
+            elif coverage is not None:
+                view.gold_note = "No coverage: the run has no candidate pool or brief for this task."
+            view.gold = self.diff(self.gold_patch, "the dataset", coverage)
+        return view
+
+    def eval_section(self) -> EvalSection:
+        result = self.task.eval_result
+        if not isinstance(result, dict):
+            return EvalSection(recorded=False)
+        folder = self.files.eval_folder()
+        view = EvalSection(recorded=True, facts=_facts([
+            ("category", result.get("category")), ("resolved", result.get("resolved")),
+            ("patch applied", result.get("patch_applied")), ("patch empty", result.get("patch_empty")),
+            ("timed out", result.get("timed_out")), ("network", result.get("network")),
+            ("exit code", result.get("entry_exit_code"))]))
+        if result.get("error"):
+            view.error = self.block(result["error"], "error", open_=True)
+        required: dict[str, str] = {}
+        for kind in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            outcome = result.get(kind)
+            if not isinstance(outcome, dict):
+                view.outcomes.append(Outcome(kind, recorded=False))
+                continue
+            groups = {g: [str(n) for n in outcome.get(g) or []] for g in ("passed", "failed", "missing")}
+            for names in groups.values():
+                for name in names:
+                    required[name] = kind
+            shown = [(group, [clean(self.cut(n)) for n in groups[group][:500]], max(len(groups[group]) - 500, 0))
+                     for group in ("failed", "missing") if groups[group]]
+            view.outcomes.append(Outcome(kind, True, len(groups["passed"]), sum(map(len, groups.values())), shown))
+        if result.get("near_misses"):
+            view.near_misses = self.block(result["near_misses"], "near misses (names equal up to whitespace, not "
+                                                                 "counted)")
+        output = read_json(folder / "output.json", "surrogateescape").data if folder else None
+        tests = output.get("tests") if isinstance(output, dict) else None
+        if isinstance(tests, list) and tests:
+            view.test_count, view.tests_left_out = f"{len(tests):,}", max(len(tests) - 5000, 0)
+            for test in tests[:5000]:
+                if isinstance(test, dict):
+                    status = test.get("status")
+                    css = "good" if status == "PASSED" else "bad" if status in ("FAILED", "ERROR") else ""
+                    view.tests.append(TestRow(self.cut(clean(test.get("name")), ""), clean(status), css,
+                                              required.get(str(test.get("name")), "")))
+        for name in ("stdout.log", "stderr.log", "entry.log", "entryscript.sh") if folder else ():
+            text = read_text(folder / name)
+            if text is not None:
+                view.logs.append(self.block(text, name, self.files.relative(folder / name), open_=False))
+        return view
+
+    def juniors_section(self) -> JuniorsSection | None:
+        if not self.files.has("junior"):
+            return None
+        items, rows = [], []
+        for rollout in self.files.rollouts():
+            record, notes = rollout.record.data if rollout.record else None, []
+            traj, where = None, ""
+            if isinstance(record, dict):
+                traj, where = record.get("trajectory"), self.files.relative(rollout.record_path)
+            elif rollout.record is not None:
+                notes.append(f"{rollout.record_path.name} is {rollout.record.problem}.")
+            if traj is None and rollout.live is not None:
+                traj, where = rollout.live.data, self.files.relative(rollout.live_path)
+                name, problem = rollout.live_path.name, rollout.live.problem
+                notes.append(f"Shown from {name} (the rollout had not finished)." if problem is None
+                             else f"{name} is {problem}.")
+            record = record if isinstance(record, dict) else {}
+            exit_reason = (record.get("exit_reason") or (traj if isinstance(traj, dict) else {}).get("exit_reason")
+                           or "unreadable")
+            facts = [("temperature", record.get("temperature")), ("seed", record.get("seed")),
+                     ("model", record.get("model"))]
+            if traj is None:
+                facts = [("exit", exit_reason), *facts]
+            rows.append([f"{rollout.index:02d}", exit_reason, record.get("steps", tab.NA),
+                         tab.money(_num(record.get("cost"))),
+                         f"{_count(record.get('input_tokens'))} / {_count(record.get('output_tokens'))}",
+                         f"{len((record.get('patch') or '').splitlines())} lines"])
+            errors = [f"{key}: {clean(record[key])}" for key in ("error", "patch_error")
+                      if record.get(key) and (key != "error" or record[key] != (traj if isinstance(traj, dict)
+                                                                                 else {}).get("error"))]
+            panel = RolloutPanel(_facts(facts), notes, errors,
+                                 self.trajectory(traj, where) if traj is not None else None,
+                                 self.diff(record.get("patch"), where))
+            items.append(Tab(f"rollout {rollout.index:02d} · {exit_reason}", panel))
+        return JuniorsSection(self.rows(rows), self.tabs(items))
+
+    def pool_section(self) -> PoolSection | None:
+        pool = self.task.pool
+        if pool is None:
+            problem = self.task.unreadable.get("junior/pool.json")
+            return PoolSection(unreadable=f"junior/pool.json is {problem}.") if problem else None
+        view = PoolSection(rollouts=clean(pool.get("rollouts", tab.NA)),
+                           candidate_count=len(pool.get("candidates") or []))
+        for key, what in (("empty", "left no source edit"), ("unparsable", "left a diff that does not parse"),
+                          ("failed", "whose diff could not be taken")):
+            if pool.get(key):
+                view.notes.append(f"rollouts that {what}: {clean(', '.join(map(str, pool[key])))}")
+        if pool.get("dropped"):
+            view.dropped = self.block(pool["dropped"], "files cleaning left out, and why", open_=False)
+        brief_key = (self.task.brief or {}).get("candidate")
+        for number, candidate in enumerate(pool.get("candidates") or [], start=1):
+            if not isinstance(candidate, dict):
+                continue
+            chosen = " · the senior's choice" if brief_key and brief_key in (candidate.get("key"), number) else ""
+            view.candidates.append(Candidate(
+                number, clean(candidate.get("votes", 0)), chosen,
+                clean(", ".join(map(str, candidate.get("rollouts") or []))),
+                clean(", ".join(map(str, candidate.get("exit_reasons") or []))),
+                clean(", ".join(map(str, candidate.get("files") or []))),
+                self.diff(candidate.get("patch"), "junior/pool.json"),
+                self.diff(candidate["test_patch"], "junior/pool.json") if candidate.get("test_patch") else None))
+        return view
+
+    def senior_section(self) -> SeniorSection | None:
+        if not self.files.has("senior"):
+            return None
+        brief, view = self.task.brief, SeniorSection(None, None, None, None, None)
+        if isinstance(brief, dict):
+            spans = [s for s in brief.get("spans") or [] if isinstance(s, dict)]
+            view.brief = Brief(
+                _facts([("source", brief.get("source")), ("exit", brief.get("senior_exit")),
+                        ("steps", brief.get("senior_steps")), ("cost", tab.money(_num(brief.get("senior_cost")))),
+                        ("context tokens", brief.get("context_tokens")), ("candidate chosen", brief.get("candidate"))]),
+                clean(brief["senior_error"]) if brief.get("senior_error") else None,
+                self.block(brief.get("analysis"), "analysis", "senior/brief.json", open_=True),
+                self.block(brief["problems"], "problems with the brief", open_=False)
+                if brief.get("problems") else None,
+                self.rows([[s.get("file"), f"{s.get('start')}-{s.get('end')}",
+                            self.cut(clean(s.get("why") or s.get("reason") or ""))] for s in spans]))
+        else:
+            view.brief_problem = self.task.unreadable.get("senior/brief.json") or (
+                MISSING if brief is None else "not a JSON object")
+        if self.task.context_text is not None:
+            view.context = self.context_spans(self.task.context_text)
+        read = self.files.json("senior/trajectory.json")
+        if read.data is not None:
+            view.trajectory = self.trajectory(read.data, "senior/trajectory.json")
+        elif read.problem != MISSING:
+            view.trajectory_problem = read.problem
+        return view
+
+    def context_spans(self, context: str) -> list[Block]:
+        """context.md, one fold per span (### file:start-end and its code)."""
+        parts: list[tuple[str, list[str]]] = [("", [])]
+        for row in clean(context).split("\n"):
+            if _SPAN_HEADER.match(row):
+                parts.append((row[4:], []))
+            else:
+                parts[-1][1].append(row)
+        blocks = []
+        for title, rows in parts:
+            text = "\n".join(rows).strip("\n")
+            if title or text.strip():
+                blocks.append(self.block(text, title or "context.md", "senior/context.md", open_=False))
+        return blocks
+
+    def principal_section(self) -> PrincipalSection | None:
+        if not self.files.has("principal"):
+            return None
+        view = PrincipalSection()
+        read = self.files.json("principal/result.json")
+        result = read.data
+        if isinstance(result, dict):
+            view.facts = _facts([("source", result.get("source")), ("calls", result.get("calls")),
+                                 ("cost", tab.money(_num(result.get("cost")))),
+                                 ("patch lines", result.get("patch_lines"))])
+            view.error = clean(result["error"]) if result.get("error") else None
+            view.failed = [clean(self.cut(clean(failed))) for failed in result.get("failed_attempts") or []]
+            candidates = result.get("candidates")
+            shown = candidates.get("shown") if isinstance(candidates, dict) else None
+            if shown is not None:
+                view.shown = clean(shown or "none")
+        elif read.problem != MISSING:
+            view.problems.append(f"principal/result.json is {read.problem}.")
+        request, replies = self.files.json("principal/request.json"), self.files.json("principal/replies.json")
+        calls = request.data.get("calls") if isinstance(request.data, dict) else None
+        answers = replies.data if isinstance(replies.data, list) else []
+        if calls is None and request.problem != MISSING:
+            view.problems.append(f"principal/request.json is {request.problem}.")
+        if replies.problem not in (None, MISSING):
+            view.problems.append(f"principal/replies.json is {replies.problem}.")
+        for number in range(max(len(calls or []), len(answers))):
+            call = (calls or [])[number] if number < len(calls or []) else {}
+            messages = [self.block(m.get("content"), f"request: {m.get('role', '?')} message",
+                                   "principal/request.json", open_=False)
+                        for m in (call.get("messages") if isinstance(call, dict) else None) or []
+                        if isinstance(m, dict)]
+            reply = answers[number] if number < len(answers) else None
+            if isinstance(reply, dict):
+                meta = (f"reply · {tab.money(_num(reply.get('cost')))} · tokens {_count(reply.get('input_tokens'))} "
+                        f"in / {_count(reply.get('output_tokens'))} out")
+                shown_reply = self.block(reply.get("content"), meta, "principal/replies.json", css="reply", open_=True)
+            elif reply is not None:
+                shown_reply = self.block(reply, "reply", "principal/replies.json", css="reply", open_=True)
+            else:
+                shown_reply = None
+            view.calls.append(Call(number + 1, messages, shown_reply))
+        patch = self.files.text("principal/patch.diff")
+        if patch is not None:
+            view.patch = self.diff(patch, "principal/patch.diff")
+        return view
+
+    def solo_section(self) -> SoloSection | None:
+        if not self.files.has("solo"):
+            return None
+        read = self.files.json("solo/trajectory.json")
+        patch = self.files.text("solo/patch.diff")
+        return SoloSection(read.problem if read.problem not in (None, MISSING) else None,
+                           self.trajectory(read.data, "solo/trajectory.json"),
+                           self.diff(patch, "solo/patch.diff") if patch is not None else None)
+
+    def team_section(self) -> TeamSection | None:
+        if not self.files.has("team"):
+            return None
+        problems = []
+        read = self.files.json("team/delegations.json")
+        if read.problem not in (None, MISSING):
+            problems.append(f"team/delegations.json is {read.problem}.")
+        delegations = read.data if isinstance(read.data, dict) else {}
+        read = self.files.json("team/messages.json")
+        if read.problem not in (None, MISSING):
+            problems.append(f"team/messages.json is {read.problem}.")
+        messages = [m for m in read.data if isinstance(m, dict)] if isinstance(read.data, list) else []
+        waits = self.files.json("team/lead_waits.json").data
+        settings = _facts((k, delegations.get(k)) for k in ("mode", "size", "sizing", "stages", "submit_guard",
+                                                              "directory", "lead_prompt"))
+        torn, events = self.timeline(delegations, messages, waits)
+        items = []
+        by_worker = {d.get("worker"): d for d in delegations.get("delegations") or [] if isinstance(d, dict)}
+        for name, path in self.files.team_agents():
+            read = read_json(path, "surrogateescape")
+            traj, record = read.data, by_worker.get(name)
+            panel = AgentPanel(None, None, None, None, self.trajectory(traj, self.files.relative(path)))
+            if record:
+                panel.facts = _facts([("stage", record.get("stage")), ("state", record.get("state")),
+                                      ("writable", record.get("writable"))], keep_none=True)
+                panel.task = self.block(record.get("task"), "its task", "team/delegations.json", open_=True)
+                if record.get("report"):
+                    panel.report = self.block(record["report"], "its report", "team/delegations.json")
+            if read.problem not in (None, MISSING):
+                panel.problem = f"{path.name} is {read.problem}."
+            exit_reason = (traj.get("exit_reason") if isinstance(traj, dict) else None) or (
+                record and record.get("exit_reason")) or "?"
+            label = f"{name} · {exit_reason}" if isinstance(traj, dict) or record else f"{name} · unreadable"
+            items.append(Tab(label, panel))
+        return TeamSection(problems, settings, torn, events, self.tabs(items))
+
+    def timeline(self, delegations: dict, messages: list[dict], waits) -> tuple[int, list[Event]]:
+        """Commands, delegations, messages and the lead's waits, merged by time (seconds from the team's start);
+        and how many lines of the command journal could not be read."""
+        start = _num(delegations.get("started"), None) if delegations.get("started") is not None else None
+        events: list[tuple[float, str, str, str]] = []  # (time, who, what, text)
+
+        def at(value) -> float | None:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                return None
+            return value if value < ABSOLUTE or start is None else value - start
+
+        torn = 0
+        for line in (self.files.text("team/commands.jsonl") or "").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                torn += 1
+                continue
+            if not isinstance(entry, dict):
+                continue
+            when = at(entry.get("started"))
+            took = (f" ({_num(entry.get('ended')) - _num(entry.get('started')):.1f} s)"
+                    if entry.get("ended") is not None and entry.get("started") is not None else "")
+            changed = f"; changed {', '.join(map(str, entry.get('changed') or []))}" if entry.get("changed") else ""
+            events.append((when if when is not None else float("inf"), str(entry.get("agent")),
+                           f"command, exit {entry.get('exit_code')}{took}{changed}", clean(entry.get("command"))))
+        for record in delegations.get("delegations") or []:
+            if not isinstance(record, dict):
+                continue
+            when = at(record.get("delegated_at"))
+            if when is None:
+                when = at(record.get("offset"))
+            events.append((when if when is not None else float("inf"), "lead",
+                           f"delegates to {record.get('worker')} ({record.get('stage')})", clean(record.get("task"))))
+            ended = at(record.get("ended_at"))
+            if ended is not None:
+                events.append((ended, str(record.get("worker")),
+                               f"ends: {record.get('exit_reason') or record.get('state')}",
+                               clean(record.get("report") or record.get("error") or "")))
+        for message in messages:
+            when = at(message.get("time"))
+            if when is None:
+                when = at(message.get("sent"))
+            what = f"message to {message.get('to')}" + (" (malformed: " + str(message.get("problem")) + ")"
+                                                         if message.get("malformed") else "")
+            events.append((when if when is not None else float("inf"), str(message.get("from")), what,
+                           clean(message.get("text"))))
+        for wait in waits if isinstance(waits, list) else []:
+            if isinstance(wait, dict) and at(wait.get("start")) is not None:
+                events.append((at(wait.get("start")), "lead",
+                               f"waits on workers for {_num(wait.get('end')) - _num(wait.get('start')):.1f} s", ""))
+        events.sort(key=lambda e: e[0])
+        return torn, [Event("?" if when == float("inf") else f"{when:.1f} s", clean(who), clean(what),
+                            self.block(text, "text") if text.strip() else None) for when, who, what, text in events]
+
+    def ledger_section(self) -> LedgerSection | None:
+        text = self.files.text("ledger.jsonl")
+        if text is None:
+            return None
+        rows, torn = [], 0
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                torn += 1
+                continue
+            if isinstance(row, dict):
+                rows.append([row.get("stage"), row.get("agent") or row.get("role"), row.get("model"),
+                             _count(row.get("input_tokens")), _count(row.get("cached_tokens")),
+                             _count(row.get("output_tokens")), tab.money(_num(row.get("cost"))),
+                             f"{_num(row.get('latency')):.1f} s", row.get("retries"),
+                             self.cut(clean(row.get("error") or ""))])
+        return LedgerSection(torn, len(rows), self.rows(rows[:5000]))
