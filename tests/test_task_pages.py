@@ -381,6 +381,34 @@ def html_escape(text: str) -> str:
     return html.escape(text, quote=True)
 
 
+def test_hostile_names_and_dataset_texts_show_as_text(tmp_path):
+    """What the poisoned records cannot hold: the run's folder name (its run id, in every page's title, facts and
+    footer and in the report's tables), a worker's file name (its tab), and the dataset's problem statement and gold
+    patch: each is shown as text by the templates."""
+    name = "<img src=x onerror=alert(2)>'\""  # a folder name can hold anything but a slash
+    run = make_run(tmp_path).rename(tmp_path / "runs" / name)
+    worker = "worker-2<b onmouseover=alert(3)>"
+    write(run / "tasks" / "team-1" / "team" / f"{worker}.trajectory.json", trajectory("w", []))
+    evil = EVIL.replace("/", "")  # a line of the gold patch: no newline, and the hunk's counts unchanged
+    report = build_report([run], {"pipe-1": GOLD.replace("# checked by test_add", "# " + evil)},
+                          problems={"pipe-1": EVIL})
+    html = tmp_path / "out" / "report.html"
+    write_report(report, run, html)
+    pages = {p.stem: p.read_text() for p in (html.parent / "report_tasks").glob("*/*.html")}
+    assert set(pages) == {"pipe-1", "solo-1", "team-1"}
+    for page_name, page in [*pages.items(), ("report.html", html.read_text())]:
+        parsed = Tags()
+        parsed.feed(page)
+        assert "script" not in parsed.tags, page_name
+        assert all(source.startswith("data:image/png;base64,") for source in parsed.sources), page_name
+        assert not {a for a in parsed.attributes if a.startswith("on") or a == "x"}, page_name
+        assert html_escape(name) in page, page_name  # the run id, as text
+    assert "<title>" + html_escape(f"pipe-1 · {name}") + "</title>" in pages["pipe-1"]
+    assert html_escape(EVIL) in pages["pipe-1"] and "<script" not in pages["pipe-1"].lower()  # the problem statement
+    assert f'<span class="code">+    # {html_escape(evil)}</span>' in pages["pipe-1"]  # the gold line, marked
+    assert f"{html_escape(worker)} · submitted" in pages["team-1"]  # its tab
+
+
 def test_an_instance_id_that_leaves_the_report_folder_is_left_out_with_a_message(tmp_path):
     run = make_run(tmp_path)
     escaping = "../../../../escaped"
