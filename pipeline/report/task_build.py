@@ -328,7 +328,7 @@ class _Builder:
             if isinstance(record, dict):
                 traj, where = record.get("trajectory"), self.files.relative(rollout.record_path)
             elif rollout.record is not None:
-                notes.append(f"{rollout.record_path.name} is {rollout.record.problem}.")
+                notes.append(f"{rollout.record_path.name} is {rollout.record.problem or 'not a JSON object'}.")
             if traj is None and rollout.live is not None:
                 traj, where = rollout.live.data, self.files.relative(rollout.live_path)
                 name, problem = rollout.live_path.name, rollout.live.problem
@@ -446,7 +446,7 @@ class _Builder:
         calls = request.data.get("calls") if isinstance(request.data, dict) else None
         answers = replies.data if isinstance(replies.data, list) else []
         if calls is None and request.problem != MISSING:
-            view.problems.append(f"principal/request.json is {request.problem}.")
+            view.problems.append(f"principal/request.json is {request.problem or 'without calls'}.")
         if replies.problem not in (None, MISSING):
             view.problems.append(f"principal/replies.json is {replies.problem}.")
         for number in range(max(len(calls or []), len(answers))):
