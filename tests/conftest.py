@@ -108,8 +108,7 @@ def demo_task(leaky_repo, number=1):
 @pytest.fixture(scope="module")
 def cluster():
     """A local Ray cluster on 127.0.0.1 (tests/ray_cluster.py): a head with no docker slots, two nodes with two."""
-    from ray_cluster import local_cluster, no_containers_left
+    from ray_cluster import local_cluster
 
     with local_cluster() as started:
         yield started
-    no_containers_left()

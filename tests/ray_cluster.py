@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from leftovers import no_containers_left, scratch_left  # noqa: F401 - the cluster tests' checks
+
 SLOTS = 2  # per node: one task of k = 2 juniors at a time
 NODES = ("node-b", "node-c")
 
@@ -27,21 +29,6 @@ def local_cluster():
         yield local
     finally:
         local.shutdown()
-
-
-def scratch_left(run_id: str) -> list[Path]:
-    """The scratch folders of ``run_id``'s tasks still on this machine's nodes (every driver session's), each with
-    what is inside it, so that a failure shows what was left."""
-    from pipeline.run.ray.node import run_folder
-
-    return sorted(path for attempt in run_folder(run_id).glob("*/attempt-*") for path in [attempt, *attempt.rglob("*")])
-
-
-def no_containers_left(run_id: str | None = None) -> bool:
-    from pipeline.runtime import containers
-
-    wanted = f"{containers.RUN_LABEL}={run_id}" if run_id else containers.LABEL
-    return containers.client().containers.list(all=True, filters={"label": wanted}) == []
 
 
 def cluster_pids(cluster) -> set[int]:

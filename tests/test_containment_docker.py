@@ -26,6 +26,7 @@ from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.limits import CAPABILITIES, MIB, container_limits, fill_defaults
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, apply_patch_command, bash
+from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = next(t for t in load_tasks(BUNDLED) if t.repo_language == "python")
@@ -34,7 +35,7 @@ FORK_BOMB = ":(){ :|:& };:"
 
 
 def labelled(run_id):
-    return containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"})
+    return run_containers(run_id)
 
 
 def host_config(container):

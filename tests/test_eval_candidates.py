@@ -16,6 +16,7 @@ from pipeline.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 from scripted_pipeline import patch_per_file
+from leftovers import run_containers
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
 TINYQ, CURSORLY, FLAGPOLE = TASKS["tinyq"], TASKS["cursorly"], TASKS["flagpole"]
@@ -165,7 +166,7 @@ def test_candidates_are_scored_resumably_and_a_bad_pool_does_not_stop_the_run(tm
     assert "2 scored now, 0 already had a verdict" in redo.stdout
     assert all(paths.candidate_result(key).stat().st_mtime_ns > stamps[key] for key in stamps)
     assert json.loads(paths.candidate_result(gold_key).read_text())["resolved"] is True
-    left = containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=cands-candidates"})
+    left = run_containers("cands-candidates")
     assert left == []
 
 

@@ -14,8 +14,8 @@ from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import EvalSettings, evaluate
-from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
+from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 TASKS = load_tasks(BUNDLED)
@@ -112,7 +112,7 @@ def test_hanging_run_script_ends_as_timeout(tmp_path, run_id):
                                                                      timeout=8))
     assert result["category"] == "timeout" and not result["resolved"]
     assert time.monotonic() - started < 60
-    assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}) == []
+    assert run_containers(run_id) == []
 
 
 def test_missing_scripts_and_unknown_instances_do_not_stop_the_run(tmp_path, run_id):
@@ -152,7 +152,7 @@ def test_rerun_after_interrupting_eval_skips_what_finished(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode != 0
-    assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=eval-preds"}) == []
+    assert run_containers("eval-preds") == []
     first = finished[0]
     first_mtime = first.stat().st_mtime_ns
     assert len(list(out.glob("*/result.json"))) < 3

@@ -22,8 +22,8 @@ from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import RunLayout
 from pipeline.outages import BREAKERS, Settings
 from pipeline.run.task import score_prediction
-from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
+from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 TASKS = load_tasks(BUNDLED)
@@ -37,7 +37,7 @@ def settings(run_id, **overrides):
 
 
 def left_behind(run_id):
-    return containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"})
+    return run_containers(run_id)
 
 
 def failing(monkeypatch, tmp_path, times, instance_id=None):

@@ -26,6 +26,7 @@ from pipeline.runtime.image_names import image_name, local_image
 from pipeline.runtime.images import prepare_image
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, write_config
+from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
@@ -203,7 +204,7 @@ def test_run_with_a_budget_smaller_than_its_images_holds_it_after_each_task(tmp_
     # Measured here too, from Docker: what is left of the run's images and their copies fits.
     left = [i.id for n in names if (i := local_image(n)) is not None]
     assert image_disk.disk_bytes([*left, *(c.id for c in image_disk.sanitised_images(set(left)))]) <= budget
-    assert not client.containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=budget"})
+    assert not run_containers("budget")
 
 
 def test_a_registry_that_does_not_answer_is_asked_once_per_wave_not_once_per_image(silent_registry):

@@ -29,6 +29,7 @@ from pipeline.runtime.image_names import image_name, local_image
 from pipeline.runtime.images import ensure_image
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, write_config
+from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
@@ -213,7 +214,7 @@ def test_the_next_tasks_image_is_pulled_while_a_task_runs_and_a_failed_prefetch_
     assert ahead[third.instance_id]["outcome"] == "failed", rows
     assert "toomanyrequests" in ahead[third.instance_id]["reason"]
     assert tag_pulls(registry, repository, third.to_row()["dockerhub_tag"]) == [429, 429, 200]
-    assert not containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=ahead"})
+    assert not run_containers("ahead")
 
 
 @pytest.mark.slow

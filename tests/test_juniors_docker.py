@@ -18,6 +18,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
+from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 TASK = next(t for t in load_tasks(BUNDLED) if t.repo_language == "python")
@@ -109,7 +110,7 @@ def test_parallel_rollouts_each_end_their_own_way(tmp_path, run_id):
                       EvalSettings(image_template=defaults_for(BUNDLED).image_template,
                                    run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id))
     assert result["resolved"], result.get("category")
-    assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}) == []
+    assert run_containers(run_id) == []
 
 
 def test_rollouts_already_on_disk_are_reused(tmp_path, run_id):

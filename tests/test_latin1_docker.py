@@ -18,6 +18,7 @@ from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
 from pipeline.runtime.images import prepare_image
 from scripted_pipeline import SUBMIT, bash, reply, write_config
+from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 LATIN1_IMAGE = "swepipe-test-latin1:latest"
@@ -126,7 +127,7 @@ def test_a_latin1_fix_survives_from_the_rollout_to_scoring(latin1_task, tmp_path
     assert scored.returncode == 0, scored.stdout[-3000:] + scored.stderr[-3000:]
     verdict = json.loads((tmp_path / "scored" / INSTANCE / "result.json").read_text())
     assert verdict["category"] == "resolved" and verdict["patch_applied"] is True, verdict
-    assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}) == []
+    assert run_containers(run_id) == []
 
 
 def test_an_image_without_base64_still_gives_the_diff(latin1_task, run_id):

@@ -1,0 +1,45 @@
+"""What a test's runs may leave behind (containers, a Ray node's scratch), counted for this test process only.
+
+This machine's Docker engine and /tmp outlive a test process that was killed (Ctrl-C, a lost machine); what such a
+process left is no run's of this one, and must not fail a test here (`swepipe cleanup` removes it)."""
+
+from __future__ import annotations
+
+import glob
+import tempfile
+import time
+from pathlib import Path
+
+from pipeline.runtime.image_disk import _epoch
+
+STARTED = time.time() - 1.0  # Docker stamps creation in whole UTC seconds at worst
+
+
+def run_containers(run_id: str | None = None, *, running: bool = False) -> list:
+    """The containers of run ``run_id`` (any swepipe run's when None) this test process's runs started."""
+    from pipeline.runtime import containers
+
+    wanted = f"{containers.RUN_LABEL}={run_id}" if run_id else containers.LABEL
+    found = containers.client().containers.list(all=not running, filters={"label": wanted})
+    return [c for c in found if _epoch(c.attrs.get("Created")) >= STARTED]
+
+
+def no_containers_left(run_id: str | None = None) -> bool:
+    return run_containers(run_id) == []
+
+
+def _attempt_folders(run_id: str = "*") -> set[Path]:
+    from pipeline.run.ray.node import SCRATCH_ROOT, run_folder
+
+    runs = run_folder(run_id) if run_id != "*" else Path(tempfile.gettempdir()) / SCRATCH_ROOT / "*"
+    return {Path(path) for path in glob.glob(str(runs / "*" / "attempt-*"))}
+
+
+_BEFORE = _attempt_folders()  # every run's, as this test process found them
+
+
+def scratch_left(run_id: str) -> list[Path]:
+    """The scratch folders of ``run_id``'s tasks still on this machine's Ray nodes, made by this test process's
+    runs, each with what is inside it, so that a failure shows what was left."""
+    left = _attempt_folders(run_id) - _BEFORE
+    return sorted(path for attempt in left for path in [attempt, *attempt.rglob("*")])
