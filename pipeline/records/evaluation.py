@@ -1,0 +1,64 @@
+"""The hidden tests' verdict on a patch (pipeline.evaluation.runner.evaluate, with pipeline.evaluation.batch's reruns
+and pipeline.evaluation.candidates' candidate fields)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text
+
+
+class TestOutcome(Part):
+    """How the required tests of one list came out (pipeline.evaluation.protocol.TestOutcome)."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    passed: list[Text] = Field(None, description="reported PASSED")
+    failed: list[Text] = Field(None, description="reported with another status")
+    missing: list[Text] = Field(None, description="not reported at all")
+
+
+class Attempt(Part):
+    """One run of the tests with --attempts (the first is the verdict)."""
+
+    attempt: Int = Field(None, description="its number, from 1")
+    resolved: Flag = Field(None, description="its verdict")
+    category: Text = Field(None, description="its category")
+    statuses: dict[str, Text] = Field(None, description="test name -> status")
+
+
+class EvalResult(Record):
+    """The official SWE-Bench Pro verdict on one patch: resolved when every FAIL_TO_PASS and PASS_TO_PASS test is
+    reported PASSED, names compared exactly; with the category that says why not, and each test's outcome. An
+    infra_error is no verdict: the scoring could not run (eval/infra_error.json), and a rerun scores again."""
+
+    FILE = ("tasks/<instance_id>/eval/result.json; <output-dir>/<instance_id>/result.json (swepipe eval); "
+            "tasks/<instance_id>/candidates/<key>/result.json (swepipe eval --candidates)")
+
+    instance_id: Text = Field(None, description="the task")
+    resolved: Flag = Field(None, description="the verdict")
+    category: Text = Field(None, description="resolved, tests_failed, patch_failed, timeout or infra_error")
+    patch_empty: Flag = Field(None, description="the patch was empty")
+    patch_applied: Flag | None = Field(None, description="git apply succeeded (null: not known)")
+    binary_sections_stripped: Flag = Field(None, description="binary sections were taken out of the patch first")
+    network: Flag = Field(None, description="the tests' container had the network")
+    limits: dict[str, Any] = Field(None, description="the container's limits (pipeline.runtime.limits)")
+    image: Text = Field(None, description="the task's image")
+    entry_exit_code: Int | None = Field(None, description="the entry script's exit code (null: timed out)")
+    timed_out: Flag = Field(None, description="the tests ran out of time")
+    FAIL_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests the fix must make pass (a list of "
+                                                                     "names: no per-test outcome)")
+    PASS_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests that must keep passing")
+    near_misses: dict[str, Text] = Field(None, description="required name -> a reported name equal to it up to "
+                                                           "whitespace (recorded, not counted)")
+    statuses: dict[str, Text] = Field(None, description="every reported test -> its status")
+    error: Text = Field(None, description="what went wrong (an infra_error's cause, an unreadable output.json)")
+    duration: Number = Field(None, description="seconds the scoring took")
+    attempts: list[Attempt] = Field(None, description="with --attempts N: each run of an unresolved patch")
+    flaky_tests: list[Text] = Field(None, description="tests whose status changed between attempts")
+    key: Text = Field(None, description="candidates: the candidate's key in pool.json")
+    votes: Int | None = Field(None, description="candidates: its votes")
+    rollouts: list[Int] | None = Field(None, description="candidates: its rollouts")
+    node: Text | None = Field(None, description="with the ray executor: the machine that scored it")

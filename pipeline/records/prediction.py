@@ -1,0 +1,111 @@
+"""A finished task's prediction (pipeline.run.task.run_one_task, recorded by pipeline.run.records), a line of
+predictions.jsonl, and ``read_predictions``, the reader of that file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable
+from pipeline.records.brief import SkipDecision
+
+
+class Tokens(Part):
+    """Tokens of a stage's (or role's) calls."""
+
+    input: Int = Field(None, description="input tokens (the cached ones among them)")
+    cached: Int = Field(None, description="input tokens read from a prompt cache")
+    output: Int = Field(None, description="output tokens")
+
+
+class Calls(Part):
+    """The task's model calls, from its ledger (earlier sessions too)."""
+
+    made: Int = Field(None, description="calls made")
+    failed: Int = Field(None, description="calls that failed")
+
+
+class Prediction(Record):
+    """A task the run finished: its patch, where the patch came from, the models, dollars, tokens and time by stage
+    (by role for the team), and the verdict when the run scored it. A rerun appends a line; the last line of an
+    instance is its prediction. infra_errors.jsonl holds the same record for tasks left unfinished by an
+    infrastructure fault (infra_error true), retried by a rerun."""
+
+    FILE = "predictions.jsonl (one a line); infra_errors.jsonl"
+
+    instance_id: str = Field(description="the task")
+    model_patch: str | None = Field(None, description="the patch submitted (bytes that are not UTF-8 as \\udcXX "
+                                                      "escapes); empty for none")
+    strategy: Text = Field(None, description="pipeline, solo, team, vote, or a plug-in's name")
+    source: Text = Field(None, description="where the patch came from: the principal result's source (pipeline), "
+                                           "solo, team, vote, or none")
+    models: dict[str, Text] = Field(None, description="role -> model string, for the roles the strategy uses")
+    error: Text | None = Field(None, description="the failure that ended the task (\"<stage> stage: <error>\"), or a "
+                                                 "stage's own error")
+    skip_check: SkipDecision = Field(None, description="pipeline with principal.skip_when: the rule's decision")
+    juniors_reused_from: Text | None = Field(None, description="the run the rollouts were reused from, if any")
+    exit_reason: Text | None = Field(None, description="solo and team: how the agent (the lead) ended")
+    workers: Int = Field(None, description="team: the workers started")
+    delegations: dict[str, Int] | None = Field(None, description="team: delegations by stage")
+    lost_work: list[dict[str, Any]] | dict[str, Any] | None = Field(
+        None, description="team with the submit guard off: what workers did after the lead submitted (older "
+                          "records: a mapping by worker)")
+    votes: Int = Field(None, description="vote: the votes of the submitted candidate")
+    infra_retries: list[Text] = Field(None, description="infrastructure faults the task's stages were retried "
+                                                        "after")
+    infra_error: Flag = Field(None, description="true: no answer (infra_errors.jsonl), the task stays unfinished")
+    cost: dict[str, Number] = Field(None, description="dollars by stage (by role for the team), and total; rollouts "
+                                                      "reused from another run count as paid there")
+    tokens: dict[str, Tokens] = Field(None, description="tokens by stage (by role for the team)")
+    calls: Calls = Field(None, description="the task's model calls")
+    seconds: dict[str, Number] = Field(None, description="wall time by stage")
+    resolved: Flag | None = Field(None, description="with --evaluate: the hidden tests' verdict")
+    node: Text = Field(None, description="with the ray executor: the machine that ran the task")
+
+
+@dataclass
+class PredictionLines:
+    """A predictions.jsonl file as read back: the last line of each instance wins (as a rerun's does)."""
+
+    records: dict[str, Prediction] = field(default_factory=dict)
+    # The instances whose last line is no prediction: instance id -> (line number, why).
+    unreadable: dict[str, tuple[int, str]] = field(default_factory=dict)
+    nameless: list[int] = field(default_factory=list)  # lines that are no prediction of any instance
+    torn: bool = False  # the last line was cut short by a killed write
+
+
+def read_predictions(path: Path) -> PredictionLines:
+    """The predictions in the JSON Lines file at ``path`` (none when it is absent)."""
+    found = PredictionLines()
+    try:
+        text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        return found
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            if number == len(lines) and not text.endswith("\n"):
+                found.torn = True
+            else:
+                found.nameless.append(number)
+            continue
+        instance_id = data.get("instance_id") if isinstance(data, dict) else None
+        if not isinstance(instance_id, str) or not instance_id:
+            found.nameless.append(number)
+            continue
+        record = Prediction.from_data(data, path)
+        found.records.pop(instance_id, None)
+        found.unreadable.pop(instance_id, None)
+        if isinstance(record, Unreadable):
+            found.unreadable[instance_id] = (number, record.why)
+        else:
+            found.records[instance_id] = record
+    return found

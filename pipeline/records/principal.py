@@ -1,0 +1,55 @@
+"""The principal stage's result (pipeline.principal.stage.run_principal; pipeline.principal.choice.choose with the
+principal model none; pipeline.principal.skip.SkipPrincipal when the skip rule held)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from pipeline import patchtext
+from pipeline.records.base import Int, Number, Part, Record, Text
+from pipeline.records.brief import SkipDecision
+
+
+class Shown(Part):
+    """The junior candidates as the principal was sent them (pipeline.principal.stage.ShownCandidates), named by
+    their 1-based place in the pool."""
+
+    tokens: Int = Field(None, description="the tokens of the candidates' block")
+    shown: list[Int] = Field(None, description="the candidates shown")
+    cut: list[Int] = Field(None, description="shown, but only the start of their patch (bigger than the budget)")
+    over_budget: list[Int] = Field(None, description="left out: over principal.candidate_tokens")
+    over_count: list[Int] = Field(None, description="left out by principal.show_candidates")
+
+
+class PrincipalResult(Record):
+    """The final patch and where it came from: the principal model's edits applied to a clean checkout of the base
+    commit (checked to apply), a fallback, or a candidate submitted without a call. patch.diff beside it holds the
+    same patch."""
+
+    FILE = "tasks/<instance_id>/principal/result.json"
+
+    source: Text = Field(None, description="principal, fallback:junior_top, senior_choice, junior_top, "
+                                           "skip:junior_top or none")
+    error: Text | None = Field(None, description="why the principal's edits were not used, or why there is no patch")
+    failed_attempts: list[Text] = Field(None, description="why each unusable reply was refused")
+    calls: Int = Field(None, description="the principal model's calls (replies)")
+    cost: Number = Field(None, description="dollars they cost")
+    patch_lines: Int = Field(None, description="the patch's lines")
+    candidates: Shown = Field(None, description="the candidates the principal was sent")
+    candidate: Int | None = Field(None, description="without a call: the pool candidate (1-based) submitted")
+    senior_candidate: Int | Text | None = Field(None, description="with the principal model none: the candidate the "
+                                                                  "brief named")
+    senior_choice_problem: Text | None = Field(None, description="with the principal model none: why the brief's "
+                                                                 "candidate was not used")
+    skipped: SkipDecision = Field(None, description="when the skip rule held: its decision")
+    patch: Text = Field(None, description="the final patch (format 0 results without it: patch.diff's)")
+
+    @classmethod
+    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+        """A result written before results held their patch: patch.diff beside it is the patch."""
+        beside = path.with_name("patch.diff") if path is not None else None
+        if "patch" not in data and beside is not None and beside.is_file():
+            data["patch"] = patchtext.read(beside)
+        return data
