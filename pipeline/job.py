@@ -16,6 +16,7 @@ from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
+from pipeline.records import Record
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -76,10 +77,17 @@ class TaskJob:
             return max(1, len(text) // 4)
 
 
-def once(path: Path, make: Callable[[], dict]) -> dict:
-    """The record at ``path`` if an earlier session finished it, else ``make()``'s, saved there."""
+def once(path: Path, make: Callable[[], dict], record: type[Record] | None = None) -> dict:
+    """The record at ``path`` if an earlier session finished it, else ``make()``'s, saved there. ``record``: its
+    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one."""
+    if record is not None:
+        if path.exists():
+            return record.load(path).to_dict()
+        made = make()
+        record.of(made).write(path)
+        return made
     if path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
-    record = make()
-    write_json_atomic(path, record)
-    return record
+    made = make()
+    write_json_atomic(path, made)
+    return made

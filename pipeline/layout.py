@@ -156,14 +156,17 @@ class RunLayout:
         return TaskPaths(self.root / "tasks" / instance_id)
 
     def finished(self) -> dict[str, dict]:
-        """Predictions already written, by instance id (a line cut short by a crash is ignored)."""
+        """Predictions already written, by instance id (a line cut short by a crash is ignored), as the dicts the
+        run's bookkeeping holds (no ``format``: that is the file's). Lenient on purpose: a task with any line is
+        not run (and paid for) again; the reports read the file through pipeline.records.read_predictions."""
         done = {}
         if self.predictions.exists():
             for line in self.predictions.read_text(encoding="utf-8").splitlines():
                 try:
                     record = json.loads(line)
                     done[record["instance_id"]] = record
-                except (ValueError, KeyError, TypeError):
+                    record.pop("format", None)
+                except (ValueError, KeyError, TypeError, AttributeError):
                     continue
         return done
 

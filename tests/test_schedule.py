@@ -184,7 +184,7 @@ def test_with_the_schedule_off_every_rollout_runs_as_before(tmp_path, local_repo
     job = juniors_job(tmp_path, local_repo, [FIX], k=5, schedule={"enabled": False, "first": 1, "top_share": 0.1})
     records, pool = junior_stage(job)
     assert len(records) == 5 and pool.rollouts == 5
-    assert set(pool_json(job)) == set(CandidatePool.__dataclass_fields__)  # no schedule record
+    assert set(pool_json(job)) == {"format", *CandidatePool.__dataclass_fields__}  # no schedule record
     assert junior_agents(job) == [f"rollout-0{i}" for i in range(5)]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from pathlib import Path
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import CATEGORIES, EvalSettings, evaluate
 from pipeline.parallel import run_with_progress
+from pipeline.records import EvalResult, Unreadable
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -88,11 +88,10 @@ def plan_eval(predictions: list[Prediction], tasks: list[Task], output_dir: Path
 
 def read_result(path: Path) -> dict | None:
     """An earlier scoring's result.json; None when there is none or it cannot be read (it is scored again)."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    record = EvalResult.read(path)
+    if isinstance(record, Unreadable) or "resolved" not in record.model_fields_set:
         return None
-    return record if isinstance(record, dict) and "resolved" in record else None
+    return record.to_dict()
 
 
 def has_verdict(result: dict | None) -> bool:
@@ -117,7 +116,7 @@ def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings
 
 def record_result(output_dir: Path, summary: EvalSummary, result: dict) -> None:
     """A scored instance: its result.json, the summary, the official files. One caller at a time."""
-    write_json_atomic(output_dir / result["instance_id"] / "result.json", result)
+    EvalResult.of(result).write(output_dir / result["instance_id"] / "result.json")
     summary.results[result["instance_id"]] = result
     _write_official(output_dir, summary)
 

@@ -10,7 +10,6 @@ why its pool could not be read. ``swepipe whatif`` reads these files.
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from pipeline.evaluation.batch import has_verdict, read_result, score_one
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout, TaskPaths, is_candidate_key
 from pipeline.parallel import run_with_progress
+from pipeline.records import EvalResult, Pool, Unreadable, read_json
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -107,29 +107,32 @@ class CandidatesPlan:
 
 
 def read_pool(path: Path) -> list[dict]:
-    """The candidates of a pool.json, checked: MalformedPool says what is wrong with it."""
-    try:
-        pool = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise MalformedPool(f"{path} cannot be read: {error}") from None
-    except ValueError as error:
-        raise MalformedPool(f"{path} is not JSON: {error}") from None
-    if not isinstance(pool, dict) or not isinstance(pool.get("candidates"), list):
+    """The candidates of a pool.json (pipeline.records.Pool), checked: MalformedPool says what is wrong with it."""
+    read = read_json(path)
+    if read.problem is not None:
+        json_problem = read.problem.removeprefix("not valid JSON, ")
+        raise MalformedPool(f"{path} is not JSON: {json_problem}" if json_problem != read.problem
+                            else f"{path} cannot be read: {read.problem}")
+    data = read.data
+    if not isinstance(data, dict) or not isinstance(data.get("candidates"), list):
         raise MalformedPool(f"{path} has no \"candidates\" list")
-    seen = set()
-    for number, candidate in enumerate(pool["candidates"]):
-        where = f"{path}: candidate {number}"
+    for number, candidate in enumerate(data["candidates"]):
         if not isinstance(candidate, dict):
-            raise MalformedPool(f"{where} is not an object")
-        key = candidate.get("key")
+            raise MalformedPool(f"{path}: candidate {number} is not an object")
+    pool = Pool.from_data(data, path)
+    if isinstance(pool, Unreadable):
+        raise MalformedPool(f"{path} is {pool.why}")
+    seen = set()
+    for number, candidate in enumerate(pool.candidates):
+        where, key = f"{path}: candidate {number}", candidate.key
         if not is_candidate_key(key):
             raise MalformedPool(f"{where} has no usable \"key\" (letters, digits, '.', '_', '-'): {key!r}")
         if key in seen:
             raise MalformedPool(f"{where}: key {key} appears twice")
         seen.add(key)
-        if not isinstance(candidate.get("patch"), str) or not candidate["patch"].strip():
+        if not isinstance(candidate.patch, str) or not candidate.patch.strip():
             raise MalformedPool(f"{where} ({key}) has no \"patch\" text")
-    return pool["candidates"]
+    return [candidate.to_dict() for candidate in pool.candidates]
 
 
 def plan_candidates(run_dir: Path, tasks: list[Task], redo: bool = False) -> CandidatesPlan:
@@ -193,7 +196,7 @@ def record_candidate(summary: CandidatesSummary, job: CandidateJob, result: dict
     """One candidate's verdict: eval's record plus the candidate's key, votes and rollouts, as its result.json and
     in ``summary`` (an infra_error too: it is scored again on the next invocation)."""
     result.update(key=job.key, votes=job.votes, rollouts=job.rollouts)
-    write_json_atomic(job.paths.candidate_result(job.key), result)
+    EvalResult.of(result).write(job.paths.candidate_result(job.key))
     summary.tasks[job.task.instance_id].results[job.key] = result
     summary.scored_now += 1
 

@@ -15,7 +15,8 @@ from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_trans
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
 from pipeline.evaluation.files import extract_archive, tar_of
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
-from pipeline.storage import redact_file, write_json_atomic
+from pipeline.records import EvalResult
+from pipeline.storage import redact_file
 from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, entry_script, judge,
                                           parse_statuses, strip_binary_sections)
 from pipeline.runtime import containers
@@ -183,4 +184,4 @@ def _category(record: dict) -> str:
 
 
 def save_result(out_dir: Path, record: dict) -> None:
-    write_json_atomic(out_dir / "result.json", record)
+    EvalResult.of(record).write(out_dir / "result.json")

@@ -14,7 +14,7 @@ from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
-from pipeline.storage import write_json_atomic
+from pipeline.records import Rollout
 
 
 def rollout_path(directory: Path, index: int) -> Path:
@@ -92,7 +92,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     record.update(cost=steps.get("cost", 0.0), input_tokens=steps.get("input_tokens", 0),
                   output_tokens=steps.get("output_tokens", 0), seconds=steps.get("seconds", 0.0),
                   steps=len(steps.get("steps", [])))
-    write_json_atomic(rollout_path(directory, index), record)
+    Rollout.of(record).write(rollout_path(directory, index))
     trajectory.unlink(missing_ok=True)  # now inside the rollout record
     return record
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -14,7 +13,7 @@ from pipeline.job import TaskJob
 from pipeline.juniors import schedule as waves
 from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import rollout_path, run_rollout
-from pipeline.storage import write_json_atomic
+from pipeline.records import Pool, Rollout, Unreadable
 
 _ROLLOUT_FILE = re.compile(r"^rollout-(\d+)\.json$")
 
@@ -39,7 +38,7 @@ def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict | None) -> None
     data = pool.to_dict()
     if schedule is not None:
         data["schedule"] = schedule
-    write_json_atomic(job.paths.junior / "pool.json", data)
+    Pool.of(data).write(job.paths.junior / "pool.json")
 
 
 def _run(job: TaskJob, on_done) -> tuple[list[dict], dict | None]:
@@ -102,14 +101,12 @@ def _schedule_record(settings, k: int, decisions: list[dict], directory: Path) -
 
 
 def _recorded_decisions(directory: Path) -> list[dict]:
-    """The schedule's decisions an earlier session wrote into junior/pool.json ([] when none)."""
-    try:
-        data = json.loads((directory / "pool.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """The schedule's decisions an earlier session wrote into junior/pool.json ([] when none, or it cannot be
+    read)."""
+    pool = Pool.read(directory / "pool.json")
+    if isinstance(pool, Unreadable) or pool.schedule is None or pool.schedule.decisions is None:
         return []
-    schedule = data.get("schedule") if isinstance(data, dict) else None
-    decisions = schedule.get("decisions") if isinstance(schedule, dict) else None
-    return [d for d in decisions if isinstance(d, dict)] if isinstance(decisions, list) else []
+    return [decision.to_dict() for decision in pool.schedule.decisions]
 
 
 def _rollouts(job: TaskJob, indices: range, on_done, check_stop: bool = False) -> dict[int, dict]:
@@ -121,7 +118,7 @@ def _rollouts(job: TaskJob, indices: range, on_done, check_stop: bool = False) -
     for index in indices:
         previous = rollout_path(directory, index)
         if previous.exists():
-            records[index] = json.loads(previous.read_text(encoding="utf-8"))
+            records[index] = Rollout.load(previous).to_dict()
         else:
             todo.append(index)
     if todo:
@@ -146,8 +143,8 @@ def copy_rollouts(source: Path, target: Path, k: int, start: int = 0) -> int:
     for index in range(start, k):
         theirs, ours = rollout_path(source, index), rollout_path(target, index)
         if theirs.exists() and not ours.exists():
-            record = json.loads(theirs.read_text(encoding="utf-8"))
-            record["reused_from"] = str(source)
-            write_json_atomic(ours, record)
+            record = Rollout.load(theirs)  # kept as it is, whatever format it was written in
+            record.reused_from = str(source)
+            record.write(ours)
             copied += 1
     return copied

@@ -15,7 +15,6 @@ whatever the rule says now.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pipeline import patchtext
@@ -23,6 +22,7 @@ from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.schedule import agreement, agrees
+from pipeline.records import Brief, PrincipalResult, Unreadable
 
 SKIP_SOURCE = "skip:junior_top"  # the prediction's source when the senior and principal were skipped
 SKIPPED_BRIEF = "skipped"  # the brief's source then
@@ -44,14 +44,11 @@ def skip_decision(job: TaskJob, pool: CandidatePool, records: list[dict]) -> dic
 
 
 def _recorded(brief: Path, result: Path) -> dict | None:
-    for path, key in ((result, "source"), (brief, "source")):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get(key) in (SKIP_SOURCE, SKIPPED_BRIEF) \
-                and isinstance(record.get("skipped"), dict):
-            return record["skipped"]
+    for path, kind in ((result, PrincipalResult), (brief, Brief)):
+        record = kind.read(path)
+        if not isinstance(record, Unreadable) and record.source in (SKIP_SOURCE, SKIPPED_BRIEF) \
+                and record.skipped is not None:
+            return record.skipped.to_dict()
     return None
 
 
@@ -72,7 +69,7 @@ class SkippedSenior:
                     "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
                     "skipped": self.decision}
 
-        return {**once(job.paths.senior / "brief.json", make), "context": ""}
+        return {**once(job.paths.senior / "brief.json", make, Brief), "context": ""}
 
 
 class SkipPrincipal:
@@ -93,4 +90,4 @@ class SkipPrincipal:
                     "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
                     "patch_lines": patch.count("\n"), "skipped": self.decision, "patch": patch}
 
-        return once(job.paths.principal / "result.json", make)
+        return once(job.paths.principal / "result.json", make, PrincipalResult)

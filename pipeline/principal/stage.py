@@ -20,6 +20,7 @@ from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.principal.edits import EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.prompts import render, render_task_prompt
+from pipeline.records import PrincipalResult
 from pipeline.runtime.base import Runtime
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -54,10 +55,7 @@ class Principal:
             job.seconds["principal"] = round(time.monotonic() - started, 2)
             return result
 
-        result = once(job.paths.principal / "result.json", make)
-        if "patch" not in result:  # written before results held their patch
-            result["patch"] = patchtext.read(job.paths.principal / "patch.diff")
-        return result
+        return once(job.paths.principal / "result.json", make, PrincipalResult)
 
     def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
         """The result record, patch.diff written: from the principal model's one call."""

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.outages import BREAKERS
+from pipeline.records import Prediction
 from pipeline.run.task import RunSettings
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
@@ -69,11 +70,12 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: dict,
     unfinished for a rerun), the summary, eval_results.json. One caller at a time."""
     if log:
         log(task_line(prediction, summary.roles))
+    line = Prediction.of(prediction).to_disk()
     if prediction.get("infra_error"):
-        append_jsonl(run.layout.root / "infra_errors.jsonl", prediction)
+        append_jsonl(run.layout.root / "infra_errors.jsonl", line)
         summary.infra_errors[prediction["instance_id"]] = prediction["error"]
         return
-    append_jsonl(run.layout.predictions, prediction)
+    append_jsonl(run.layout.predictions, line)
     summary.predictions[prediction["instance_id"]] = prediction
     if run.evaluation is not None:
         write_json_atomic(run.layout.root / "eval_results.json",

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
+from pipeline.records import EvalResult, Unreadable
 
 FREE_TO_CHANGE = ("budgets", "executor", "faults")
 CONTAINER_FIELDS_DECIDING = ("image_template", "network")  # the other container settings may change
@@ -71,12 +72,9 @@ def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]
 def _scored_network(layout: RunLayout) -> bool | None:
     """Whether the run's scored tasks had the network (their eval/result.json), None when none was scored yet."""
     for path in (layout.root / "tasks").glob("*/eval/result.json"):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and "network" in record:
-            return bool(record["network"])
+        record = EvalResult.read(path)
+        if not isinstance(record, Unreadable) and "network" in record.model_fields_set:
+            return bool(record.network)
     return None
 
 

@@ -3,7 +3,6 @@ tasks but the run's budget, so an executor (a thread pool, a cluster) can run it
 
 from __future__ import annotations
 
-import json
 import time
 import traceback
 from collections.abc import Callable
@@ -18,7 +17,8 @@ from pipeline.layout import RunLayout, TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.outages import BREAKERS
-from pipeline.storage import write_json_atomic, write_text_atomic
+from pipeline.records import EvalResult, Prediction, RecordError, Unreadable
+from pipeline.storage import write_text_atomic
 from pipeline.strategies.base import strategy_class
 from pipeline.tasks import Task
 
@@ -75,11 +75,25 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
     prediction.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
                       calls={"made": len(rows), "failed": sum(1 for row in rows if row.error)},
                       seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)})
+    prediction = _checked(prediction, job.stage)
     if run.evaluation is not None and not prediction.get("infra_error"):
         prediction["resolved"] = score_prediction(task, prediction["model_patch"], paths, run.evaluation)
         if prediction["resolved"] is None:  # scoring could not run: no verdict, so the task stays unfinished
             prediction["infra_error"] = True
             prediction["error"] = prediction["error"] or "scoring: " + _scoring_error(paths)
+    return prediction
+
+
+def _checked(prediction: dict, stage: str) -> dict:
+    """``prediction`` when it is a Prediction record (pipeline.records); else (a plug-in strategy that returned
+    fields of the wrong type) the task's failure, saying what is wrong, its spend kept."""
+    try:
+        Prediction.of(prediction)
+    except RecordError as error:
+        kept = {key: prediction[key] for key in ("instance_id", "strategy", "models", "cost", "tokens", "calls",
+                                                   "seconds") if key in prediction}
+        return {**kept, "model_patch": "", "source": "none", "error": f"{stage} stage: {error}",
+                "infra_error": False}
     return prediction
 
 
@@ -101,10 +115,9 @@ def _with_infra_retries(strategy, job: TaskJob, prediction: dict) -> dict:
 
 
 def _scoring_error(paths: TaskPaths) -> str:
-    try:
-        return json.loads((paths.eval / "infra_error.json").read_text()).get("error") or "infrastructure error"
-    except (OSError, ValueError):
-        return "infrastructure error"
+    record = EvalResult.read(paths.eval / "infra_error.json")
+    error = None if isinstance(record, Unreadable) else record.error
+    return error if isinstance(error, str) and error else "infrastructure error"
 
 
 def task_job(task: Task, run: RunSettings, run_budget: Budget) -> TaskJob:
@@ -176,10 +189,10 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
     which is kept apart (eval/infra_error.json) so that the next try scores again instead of reading it back."""
     done = paths.eval / "result.json"
     if done.exists():
-        return json.loads(done.read_text()).get("resolved")
+        return EvalResult.load(done).resolved
     result = evaluate(task, patch, paths.eval, settings)
     if result["category"] == "infra_error":
-        write_json_atomic(paths.eval / "infra_error.json", result)
+        EvalResult.of(result).write(paths.eval / "infra_error.json")
         return None
-    write_json_atomic(done, result)
+    EvalResult.of(result).write(done)
     return result["resolved"]

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline import patchtext
+from pipeline import patchtext, records
 from pipeline.agent.agent import Agent, AgentRun, prompt
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
@@ -47,7 +47,7 @@ class Senior:
             job.seconds["senior"] = round(time.monotonic() - started, 2)
             return record
 
-        record = once(job.paths.senior / "brief.json", make)
+        record = once(job.paths.senior / "brief.json", make, records.Brief)
         return {**record, "context": (job.paths.senior / "context.md").read_text(encoding="utf-8")} \
             if "context" not in record else record
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import stopping
+from pipeline import records, stopping
 from pipeline.config import RunConfig, load_config
 from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.job import TaskJob, once
@@ -143,11 +143,11 @@ def _plan(layout: RunLayout, tasks: list[Task], ks: list[int], summary: SeniorAt
         if task.instance_id not in finished:
             continue
         paths = layout.task(task.instance_id)
-        pool = _read_json(paths.junior / "pool.json")
-        if not isinstance(pool, dict) or not isinstance(pool.get("rollouts"), int) or pool["rollouts"] < 1:
+        pool = records.Pool.read(paths.junior / "pool.json")
+        big_k = None if isinstance(pool, records.Unreadable) else pool.rollouts
+        if isinstance(big_k, bool) or not isinstance(big_k, int) or big_k < 1:
             summary.notes.append(f"{_short(task)}: skipped, no junior pool")
             continue
-        big_k = pool["rollouts"]
         for k in ks:
             if k > big_k:
                 summary.notes.append(f"{_short(task)} k={k}: skipped, the task has K={big_k} rollouts")
@@ -177,8 +177,8 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     if saved.is_file():  # an earlier session's steps count against this (task, k)'s limit (the run's has them)
         budget.seed(float(json.loads(saved.read_text(encoding="utf-8")).get("cost", 0.0)))
     before = _analysis_spend(paths.ledger)
-    records = [json.loads(rollout_path(paths.junior, i).read_text(encoding="utf-8")) for i in range(k)]
-    pool = build_pool(task.instance_id, records)
+    rollouts = [records.Rollout.load(rollout_path(paths.junior, i)).to_dict() for i in range(k)]
+    pool = build_pool(task.instance_id, rollouts)
     started = time.monotonic()
     failure = None
 
@@ -196,7 +196,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
                                        "seconds": round(time.monotonic() - started, 2)}}
 
     try:
-        record = once(directory / "brief.json", make)
+        record = once(directory / "brief.json", make, records.Brief)
     except _NotSaved:
         record = None
     except InfrastructureFault as error:
@@ -232,9 +232,3 @@ def _analysis_spend(ledger: Path) -> float:
 def _short(task: Task) -> str:
     return task.instance_id.removeprefix("instance_")[:48]
 
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
