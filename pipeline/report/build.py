@@ -106,6 +106,8 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
     else:
         every = [run_coverage(run, patches, seed=seed) for run in runs]
         coverage = [c for c in every if c.tasks] or [every[first]]
+    notes += [f"{run.run_id}: {task.instance_id}: {name} is {why}; the report reads it as none"
+              for run in runs for task in run.tasks for name, why in task.unreadable.items()]
     return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems)
 
 

@@ -36,7 +36,6 @@ that is), and its token cost is estimated (see ``Point.estimated``).
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import re
 from collections import Counter
@@ -47,6 +46,9 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from pipeline.layout import TaskPaths
+from pipeline.records import Brief, Pool, read_json
+from pipeline.records.base import Part
+from pipeline.records.pool import Candidate
 from pipeline.report.load import RunData, TaskRecord
 
 MAX_EXACT_ROLLOUTS = 6
@@ -196,7 +198,7 @@ def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCov
             result.skipped[task.instance_id] = "not in the dataset"
         elif not patch.strip():
             result.skipped[task.instance_id] = "empty gold patch"
-        elif not task.pool:
+        elif not _has_pool(task):
             result.skipped[task.instance_id] = "no junior pool"
         else:
             try:
@@ -245,12 +247,11 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
     briefs on fewer rollouts (tasks/<id>/analysis); without it only ``task``'s records are used. ``senior_off``:
     the run had no senior model, so its own brief (the code expansion) is no '+senior' point.
     """
-    pool = task.pool or {}
-    raw_candidates = pool.get("candidates") or []
+    pool = task.pool or Pool()
+    raw_candidates = pool.candidates or []
     candidates = [_candidate(c) for c in raw_candidates]
-    by_rollout = {index: c for c, raw in zip(candidates, raw_candidates) for index in raw.get("rollouts") or []}
-    indices = sorted(set(by_rollout) | set(pool.get("empty") or []) | set(pool.get("unparsable") or [])
-                     | set(pool.get("failed") or []))
+    by_rollout = {index: c for c, raw in zip(candidates, raw_candidates) for index in raw.rollouts or []}
+    indices = sorted(set(by_rollout) | set(pool.empty or []) | set(pool.unparsable or []) | set(pool.failed or []))
     if not indices:
         return None
     big_k = len(indices)
@@ -292,11 +293,11 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
         sources[k] = brief.source
 
     final = None
-    if task.brief is not None and task.brief.get("context_spans") is not None:
+    if task.brief is not None and task.brief.context_spans is not None:
         shown = candidates if shown_candidates is None else candidates[:shown_candidates]
-        final = measure(_spans(task.brief["context_spans"]), shown)
-        if task.brief.get("context_tokens") is not None:  # the run's own count of what was sent
-            final.tokens = float(task.brief["context_tokens"]) + sum(c.added_tokens for c in shown)
+        final = measure(_spans(task.brief.context_spans), shown)
+        if task.brief.context_tokens is not None:  # the run's own count of what was sent
+            final.tokens = float(task.brief.context_tokens) + sum(c.added_tokens for c in shown)
             final.estimated = 0.0
     return TaskCoverage(task.instance_id, big_k, len(orderings), hunks, with_expansion, final,
                         len(gold.removed), len(gold.added), len(gold.files), senior=senior, paired=paired,
@@ -307,8 +308,8 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
 def _task_measure(task: TaskRecord, gold: GoldEdits, task_root: Path | None, big_k: int):
     """(the senior's briefs by k, the task's coverage measure, its expansion_text.json record)."""
     briefs, contexts, base_texts = _senior_briefs(task, task_root, big_k)
-    base = _read_json(task_root / "senior" / "expansion_text.json") if task_root else None
-    texts = _line_texts([task.context_text or "", *contexts], (task.pool or {}).get("candidates") or [],
+    base = read_json(task_root / "senior" / "expansion_text.json").data if task_root else None
+    texts = _line_texts([task.context_text or "", *contexts], (task.pool.candidates or []) if task.pool else [],
                         [base, *base_texts])
     known = [t for lines in texts.values() for t in lines.values()]
     line_tokens = sum(map(_tokens_of, known)) / len(known) if known else DEFAULT_LINE_TOKENS
@@ -336,21 +337,21 @@ def gold_line_coverage(task: TaskRecord, patch: str, shown_candidates: int | Non
         gold = None
     if gold is None:
         return None
-    pool = task.pool or {}
-    candidates = [_candidate(c) for c in pool.get("candidates") or []]
-    big_k = len({i for c in pool.get("candidates") or [] for i in c.get("rollouts") or []}
-                | set(pool.get("empty") or []) | set(pool.get("unparsable") or []) | set(pool.get("failed") or []))
+    pool = task.pool or Pool()
+    candidates = [_candidate(c) for c in pool.candidates or []]
+    big_k = len({i for c in pool.candidates or [] for i in c.rollouts or []}
+                | set(pool.empty or []) | set(pool.unparsable or []) | set(pool.failed or []))
     _, measure, _ = _task_measure(task, gold, task_root, big_k)
     contexts: dict[str, tuple[set, set]] = {}
-    if task.pool:
+    if _has_pool(task):
         own = [r for c in candidates for r in c.ranges]
         expansion = task.expansion_by_candidate or {}
         extra = [span for c in candidates for span in _spans(expansion.get(c.key))]
         contexts["cand."] = measure.covered(own, candidates)
         contexts["+exp."] = measure.covered(own + extra, candidates)
-    if task.brief is not None and task.brief.get("context_spans") is not None:
+    if task.brief is not None and task.brief.context_spans is not None:
         shown = candidates if shown_candidates is None else candidates[:shown_candidates]
-        contexts["sent"] = measure.covered(_spans(task.brief["context_spans"]), shown)
+        contexts["sent"] = measure.covered(_spans(task.brief.context_spans), shown)
     return GoldLineCoverage(gold, contexts)
 
 
@@ -367,22 +368,22 @@ def _senior_briefs(task: TaskRecord, task_root: Path | None,
     if analysis is not None and analysis.is_dir():
         for directory in sorted(analysis.iterdir()):
             match = _SENIOR_AT.match(directory.name)
-            record = _read_json(directory / "brief.json") if match else None
+            record = Brief.read(directory / "brief.json") if match else None
             k = int(match.group(1)) if match else 0
-            if isinstance(record, dict) and record.get("context_spans") is not None and 1 <= k <= big_k:
+            if isinstance(record, Brief) and record.context_spans is not None and 1 <= k <= big_k:
                 briefs[k] = _brief(record)
                 context = directory / "context.md"
                 if context.is_file():
                     contexts.append(context.read_text(encoding="utf-8", errors="replace"))
-                base_texts.append(_read_json(directory / "expansion_text.json"))
-    if task.brief is not None and task.brief.get("context_spans") is not None:
+                base_texts.append(read_json(directory / "expansion_text.json").data)
+    if task.brief is not None and task.brief.context_spans is not None:
         briefs[big_k] = _brief(task.brief)  # the run's own, at k = K
     return briefs, contexts, base_texts
 
 
-def _brief(record: dict) -> _Brief:
-    tokens = record.get("context_tokens")
-    return _Brief(_spans(record.get("context_spans")), str(record.get("source") or "senior"),
+def _brief(record: Brief) -> _Brief:
+    tokens = record.context_tokens
+    return _Brief(_spans(record.context_spans), str(record.source or "senior"),
                   float(tokens) if isinstance(tokens, (int, float)) else None)
 
 
@@ -463,9 +464,11 @@ def _orderings(indices: list[int], seed: int) -> list[tuple[int, ...]]:
 
 
 def _spans(raw) -> list[tuple[str, int, int]]:
-    """(file, start, end) of span records; malformed ones are left out."""
+    """(file, start, end) of span records (a brief's, or expansion_by_candidate.json's dicts); malformed ones are
+    left out."""
     spans = []
     for span in raw or []:
+        span = span.to_dict() if isinstance(span, Part) else span
         try:
             spans.append((str(span["file"]), int(span["start"]), int(span["end"])))
         except (KeyError, TypeError, ValueError):
@@ -473,20 +476,25 @@ def _spans(raw) -> list[tuple[str, int, int]]:
     return spans
 
 
-def _candidate(raw: dict) -> _Candidate:
-    ranges = [(h["file"], int(h["old_start"]), int(h["old_start"]) + int(h["old_lines"]) - 1)
-              for h in raw.get("hunks") or [] if int(h.get("old_lines") or 0) > 0]
+def _candidate(raw: Candidate) -> _Candidate:
+    ranges = [(h.file, int(h.old_start), int(h.old_start) + int(h.old_lines) - 1)
+              for h in raw.hunks or [] if int(h.old_lines or 0) > 0]
     added, added_tokens = set(), 0.0
-    for patched_file in _parse(raw.get("patch") or ""):
+    for patched_file in _parse(raw.patch or ""):
         for hunk in patched_file:
             for line in hunk:
                 if line.is_added and squash(line.value):
                     added.add((patched_file.path, squash(line.value)))
                     added_tokens += _tokens_of(line.value.rstrip("\n"))
-    return _Candidate(raw.get("key", ""), set(raw.get("files") or []), ranges, added, added_tokens)
+    return _Candidate(raw.key if raw.key is not None else "", set(raw.files or []), ranges, added, added_tokens)
 
 
-def _line_texts(contexts: list[str], candidates: list[dict], base_texts: list) -> dict[str, dict[int, str]]:
+def _has_pool(task: TaskRecord) -> bool:
+    """Whether the task has a pool with anything in it (an empty pool.json is none)."""
+    return task.pool is not None and bool(task.pool.to_dict())
+
+
+def _line_texts(contexts: list[str], candidates: list[Candidate], base_texts: list) -> dict[str, dict[int, str]]:
     """Base-commit text by file and line number: from the saved base text of the expansions
     (expansion_text.json), the candidates' context/removed lines, and the context.md files."""
     texts: dict[str, dict[int, str]] = {}
@@ -497,7 +505,7 @@ def _line_texts(contexts: list[str], candidates: list[dict], base_texts: list) -
                 if isinstance(text, str) and str(number).isdigit():
                     texts.setdefault(str(file), {})[int(number)] = text
     for raw in candidates:
-        for patched_file in _parse(raw.get("patch") or ""):
+        for patched_file in _parse(raw.patch or ""):
             for hunk in patched_file:
                 for line in hunk:
                     if line.source_line_no is not None:
@@ -514,12 +522,6 @@ def _line_texts(contexts: list[str], candidates: list[dict], base_texts: list) -
                 texts.setdefault(file, {}).setdefault(int(numbered.group(1)), numbered.group(2) or "")
     return texts
 
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _parse(patch: str):

@@ -22,8 +22,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import records
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout, TaskPaths
+from pipeline.records import Prediction
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic, write_json_atomic
 from pipeline.tasks import check_instance_id
@@ -54,9 +56,10 @@ def resolve_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
 
 @dataclass
 class RunPredictions:
-    """predictions.jsonl as export reads it: the last line of each instance wins (as a rerun's does)."""
+    """predictions.jsonl as export reads it (pipeline.records.read_predictions): the last line of each instance
+    wins (as a rerun's does)."""
 
-    records: dict[str, dict]
+    records: dict[str, Prediction]
     torn: bool = False  # the last line was cut short by a killed write
     unreadable: list[int] = field(default_factory=list)  # other lines that are not a prediction
     unfinished: list[str] = field(default_factory=list)  # tasks of the run without a prediction
@@ -64,49 +67,14 @@ class RunPredictions:
 
 def read_predictions(root: Path) -> RunPredictions:
     layout = RunLayout(root)
-    found = RunPredictions(records={})
-    if layout.predictions.is_file():
-        text = layout.predictions.read_text(encoding="utf-8", errors="surrogateescape")
-        lines = text.splitlines()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = _prediction(line)
-            if record is not None:
-                found.records[record["instance_id"]] = record
-            elif number == len(lines) and not text.endswith("\n"):
-                found.torn = True
-            else:
-                found.unreadable.append(number)
+    lines = records.read_predictions(layout.predictions)
+    found = RunPredictions(records=lines.records, torn=lines.torn,
+                           unreadable=sorted([*lines.nameless, *(number for number, _ in lines.unreadable.values())]))
     started = {p.name for p in (root / "tasks").iterdir() if p.is_dir()} if (root / "tasks").is_dir() else set()
-    started |= _infra_error_ids(root / "infra_errors.jsonl")
+    infra = records.read_predictions(root / "infra_errors.jsonl")
+    started |= {*infra.records, *infra.unreadable}
     found.unfinished = sorted(started - set(found.records))
     return found
-
-
-def _prediction(line: str) -> dict | None:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("instance_id"), str) or not record["instance_id"]:
-        return None
-    if record.get("model_patch") is not None and not isinstance(record["model_patch"], str):
-        return None
-    return record
-
-
-def _infra_error_ids(path: Path) -> set[str]:
-    ids = set()
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get("instance_id"), str):
-                ids.add(record["instance_id"])
-    return ids
 
 
 def _require_predictions(root: Path, found: RunPredictions) -> None:
@@ -185,7 +153,7 @@ def export_predictions(root: Path, fmt: str, output: Path | None = None, name: s
     summary = ExportSummary(path=path, format=fmt, left_out=found)
     entries = []
     for instance_id, record in sorted(found.records.items()):
-        patch = record.get("model_patch") or ""
+        patch = record.model_patch or ""
         summary.exported += 1
         summary.empty += not patch.strip()
         summary.not_utf8 += _has_undecodable_bytes(patch)
@@ -248,21 +216,21 @@ def export_trajectories(root: Path, output: Path) -> ExportSummary:
     return summary
 
 
-def task_trajectories(paths: TaskPaths, prediction: dict) -> list[Trajectory]:
+def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Trajectory]:
     """Every agent's trajectory a task left: its juniors, senior and principal, or its solo agent, or its team's
     lead and workers. A record that is missing or unreadable is skipped (an ablated stage has none)."""
-    models = prediction.get("models") if isinstance(prediction.get("models"), dict) else {}
+    models = prediction.models or {}
     found = []
     for path in sorted(paths.junior.glob("rollout-*.json")) if paths.junior.is_dir() else []:
-        rollout = _read_json(path)
-        if isinstance(rollout, dict) and isinstance(rollout.get("trajectory"), dict):
+        rollout = records.Rollout.read(path) if not path.name.endswith(".trajectory.json") else None
+        if isinstance(rollout, records.Rollout) and rollout.trajectory is not None:
             found.append(_from_agent_run(
-                f"junior-{path.stem}", "junior", rollout["trajectory"],
-                submission=rollout.get("patch"), is_patch=True,
-                model={"model_name": rollout.get("model") or models.get("junior"),
-                       "temperature": rollout.get("temperature"), "seed": rollout.get("seed")},
-                extra={"reused_from": rollout.get("reused_from"), "patch_source": rollout.get("patch_source")},
-                exit_reason=rollout.get("exit_reason")))
+                f"junior-{path.stem}", "junior", rollout.trajectory,
+                submission=rollout.patch, is_patch=True,
+                model={"model_name": rollout.model or models.get("junior"),
+                       "temperature": rollout.temperature, "seed": rollout.seed},
+                extra={"reused_from": rollout.reused_from, "patch_source": rollout.patch_source},
+                exit_reason=rollout.exit_reason))
     senior = _read_json(paths.senior / "trajectory.json")
     if isinstance(senior, dict):
         found.append(_from_agent_run("senior", "senior", senior, submission=senior.get("submission"),
@@ -334,8 +302,8 @@ def _principal(directory: Path, model: str | None) -> Trajectory | None:
         return None
     replies = _read_json(directory / "replies.json")
     replies = [r for r in replies if isinstance(r, dict)] if isinstance(replies, list) else []
-    result = _read_json(directory / "result.json")
-    result = result if isinstance(result, dict) else {}
+    result = records.PrincipalResult.read(directory / "result.json")
+    result = result if isinstance(result, records.PrincipalResult) else records.PrincipalResult()
     messages: list[dict] = []
     for number, call in enumerate(calls):
         sent = [m for m in (call.get("messages") if isinstance(call, dict) else None) or [] if isinstance(m, dict)]
@@ -345,21 +313,21 @@ def _principal(directory: Path, model: str | None) -> Trajectory | None:
             messages.append({"role": "assistant", "content": reply.get("content") or "",
                              "extra": {"step": number, **{key: reply[key] for key in
                                                           ("cost", "input_tokens", "output_tokens") if key in reply}}})
-    source, error = result.get("source"), result.get("error")
+    source, error = result.source, result.error
     if source == "principal":
         status = "submitted"
     elif isinstance(error, str) and error.startswith("principal call failed"):
         status = "model_error"
-    elif result:
+    elif result.to_dict():
         status = "format_errors"  # every reply's edits were unusable
     else:
         status = None  # the stage did not finish
     return Trajectory(
         agent="principal", kind="principal", messages=messages, exit_status=status,
-        submission=result.get("patch") if source == "principal" else "", submission_is_patch=True,
+        submission=result.patch if source == "principal" else "", submission_is_patch=True,
         cost=float(sum(r.get("cost") or 0.0 for r in replies)), api_calls=len(replies),
         model={"model_name": model} if model else {},
-        extra={"source": source, "error": error, "failed_attempts": result.get("failed_attempts"),
+        extra={"source": source, "error": error, "failed_attempts": result.failed_attempts,
                "calls": len(calls), "input_tokens": sum(r.get("input_tokens") or 0 for r in replies),
                "output_tokens": sum(r.get("output_tokens") or 0 for r in replies)})
 
@@ -390,7 +358,5 @@ def write_trajectory(path: Path, trajectory: Trajectory, *, run_id: str, instanc
 
 
 def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """A JSON file's data; None when it is missing or cannot be read (pipeline.records.read_json says why)."""
+    return records.read_json(path).data

@@ -1,29 +1,33 @@
-"""Reading one run directory (README, "A run on disk") into plain records; nothing is recomputed here.
+"""Reading one run directory (README, "A run on disk") into its records; nothing is recomputed here.
 
 ``load_run`` reads what every report needs (predictions, eval results, rollouts without their trajectories, the
-pool, the brief, the context); ``TaskFiles`` reads, when asked, the rest of one task's files (trajectories, the
-principal's calls, the team's records, the ledger, the scoring's logs) for its page. ``read_json`` is the one way
-both read a JSON file: the data, or why there is none.
+pool, the brief, the context) as the typed records of pipeline.records, older formats upgraded there; a record that
+cannot be read is None and named in the task's ``unreadable`` (a task whose prediction cannot be read is left out
+and named in ``refused``). ``TaskFiles`` reads, when asked, the rest of one task's files (trajectories, the
+principal's calls, the team's records, the ledger, the scoring's logs) for its page: the records among them through
+their types too, the others with ``read_json``, the one way a JSON file is read (the data, or why there is none).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from pipeline.errors import SwepipeError
 from pipeline.models.ledger import Ledger
 from pipeline.layout import RunLayout, TaskPaths
+from pipeline.records import (MISSING, NOT_AN_OBJECT, Brief, EvalResult, Pool, Prediction, PrincipalResult, Read,
+                              Rollout, Unreadable, read_json, read_predictions)
+from pipeline.records.evaluation import TestOutcome
 from pipeline.tasks import check_instance_id
 
 _ROLLOUT = re.compile(r"^rollout-(\d+)\.json$")
-_ROLLOUT_FIELDS = ("index", "exit_reason", "error", "cost", "seconds", "steps", "reused_from")
+__all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "load_run",
+           "read_json", "read_text"]
 
 
 @dataclass
@@ -31,11 +35,11 @@ class TaskRecord:
     """What a run left on disk for one finished task (a prediction exists)."""
 
     instance_id: str
-    prediction: dict
-    eval_result: dict | None = None  # eval/result.json (of the run, or of `swepipe eval` into <run>/eval/<id>/)
-    rollouts: list[dict] = field(default_factory=list)  # junior/rollout-NN.json without the trajectory
-    pool: dict | None = None  # junior/pool.json
-    brief: dict | None = None  # senior/brief.json
+    prediction: Prediction
+    eval_result: EvalResult | None = None  # eval/result.json (of the run, or of `swepipe eval` into <run>/eval/<id>/)
+    rollouts: list[Rollout] = field(default_factory=list)  # junior/rollout-NN.json without the trajectory, by index
+    pool: Pool | None = None  # junior/pool.json
+    brief: Brief | None = None  # senior/brief.json
     expansion_by_candidate: dict | None = None  # senior/expansion_by_candidate.json
     context_text: str | None = None  # senior/context.md
     unreadable: dict[str, str] = field(default_factory=dict)  # a file above (junior/pool.json, ...) -> why it is None
@@ -43,21 +47,21 @@ class TaskRecord:
     @property
     def resolved(self) -> bool | None:
         """The verdict: the prediction's own, else the eval result's; None when never scored (or infra error)."""
-        verdict = self.prediction.get("resolved")
+        verdict = self.prediction.resolved
         if verdict is not None:
             return bool(verdict)
-        if self.eval_result is None or self.eval_result.get("category") == "infra_error":
+        if self.eval_result is None or self.eval_result.category == "infra_error":
             return None
-        verdict = self.eval_result.get("resolved")
+        verdict = self.eval_result.resolved
         return None if verdict is None else bool(verdict)
 
     @property
     def category(self) -> str:
         """Eval category; 'not scored' without a verdict, 'unresolved (no eval result)' with only a False."""
         verdict = self.resolved
-        result = self.eval_result or {}
-        if result.get("category") and (verdict is None or bool(result.get("resolved")) == verdict):
-            return result["category"]  # (a result that contradicts the prediction's verdict is not its category)
+        result = self.eval_result
+        if result is not None and result.category and (verdict is None or bool(result.resolved) == verdict):
+            return result.category  # (a result that contradicts the prediction's verdict is not its category)
         if verdict is None:
             return "not scored"
         return "resolved" if verdict else "unresolved (no eval result)"
@@ -78,19 +82,17 @@ class TaskRecord:
     def tests_passed(self, kinds: tuple[str, ...]) -> tuple[int, int] | None:
         """(passed, required) over the eval result's per-test outcomes of ``kinds``: the one reader of them."""
         result = self.eval_result
-        if not isinstance(result, dict) or result.get("category") == "infra_error":
+        if result is None or result.category == "infra_error":
             return None
         verdict = self.resolved
-        if verdict is not None and result.get("resolved") is not None and bool(result["resolved"]) != verdict:
+        if verdict is not None and result.resolved is not None and bool(result.resolved) != verdict:
             return None
         passed = required = 0
         for kind in kinds:
-            outcome = result.get(kind)
-            if not isinstance(outcome, dict) or not isinstance(outcome.get("passed"), list):
+            outcome = getattr(result, kind)
+            if not isinstance(outcome, TestOutcome) or outcome.passed is None:
                 return None
-            groups = [outcome.get(group) or [] for group in ("passed", "failed", "missing")]
-            if not all(isinstance(group, list) for group in groups):
-                return None
+            groups = [getattr(outcome, group) or [] for group in ("passed", "failed", "missing")]
             passed += len(groups[0])
             required += sum(len(group) for group in groups)
         return (passed, required) if required else None
@@ -107,13 +109,12 @@ class TaskRecord:
 
     @property
     def seconds(self) -> float:
-        seconds = self.prediction.get("seconds")
-        return float(sum(v for v in seconds.values() if _is_number(v))) if isinstance(seconds, dict) else 0.0
+        seconds = self.prediction.seconds
+        return float(sum(v for v in seconds.values() if _is_number(v))) if seconds is not None else 0.0
 
     @property
     def _costs(self) -> dict:
-        cost = self.prediction.get("cost")
-        return cost if isinstance(cost, dict) else {}
+        return self.prediction.cost or {}
 
 
 @dataclass
@@ -130,7 +131,7 @@ class RunData:
 
     @property
     def strategies(self) -> list[str]:
-        return sorted({t.prediction.get("strategy") or "?" for t in self.tasks})
+        return sorted({str(t.prediction.strategy or "?") for t in self.tasks})
 
 
 def load_run(path: str | Path) -> RunData:
@@ -139,10 +140,16 @@ def load_run(path: str | Path) -> RunData:
     if not root.is_dir():
         raise SwepipeError(f"run directory {root} does not exist (pass runs/<run-id>)")
     layout = RunLayout(root)
-    predictions, refused = _checked(layout.finished())
+    lines = read_predictions(layout.predictions)
+    predictions, refused = _checked(lines.records)
+    wrong, refused_wrong = _checked(lines.unreadable)
+    refused.update(refused_wrong)
+    refused.update({instance_id: f"task {instance_id}: its prediction (predictions.jsonl line {number}) is {why}"
+                    for instance_id, (number, why) in wrong.items()})
     tasks = [_task(layout, root, instance_id, prediction) for instance_id, prediction in sorted(predictions.items())]
     task_dirs = sorted(p.name for p in (root / "tasks").iterdir() if p.is_dir()) if (root / "tasks").is_dir() else []
-    unfinished, refused_dirs = _checked({name: None for name in task_dirs if name not in predictions})
+    unfinished, refused_dirs = _checked({name: None for name in task_dirs
+                                         if name not in predictions and name not in refused})
     refused.update(refused_dirs)
     for instance_id, problem in refused.items():
         print(f"swepipe: {root}: {problem}; left out of the report (a run directory's files are read as "
@@ -163,26 +170,33 @@ def _checked(by_id: dict) -> tuple[dict, dict[str, str]]:
     return kept, refused
 
 
-def _task(layout: RunLayout, root: Path, instance_id: str, prediction: dict) -> TaskRecord:
+def _task(layout: RunLayout, root: Path, instance_id: str, prediction: Prediction) -> TaskRecord:
     paths = layout.task(instance_id)
-    eval_result = _read_json(paths.eval / "result.json")
-    if eval_result is None:
-        eval_result = _read_json(root / "eval" / instance_id / "result.json")  # `swepipe eval`'s default place
-    context = paths.senior / "context.md"
-    if not isinstance(prediction.get("cost"), dict):
-        prediction = {**prediction, **_ledger_spend(paths.ledger)}
     unreadable: dict[str, str] = {}
 
-    def record(relative: str):
-        read = read_json(paths.root / relative)
-        if read.problem not in (None, MISSING):
-            unreadable[relative] = read.problem
-        return read.data
+    def record(kind, relative: str, where: Path | None = None):
+        read = kind.read(where or paths.root / relative)
+        if isinstance(read, Unreadable):
+            if not read.missing:
+                unreadable[relative] = read.why
+            return None
+        return read
 
+    eval_result = record(EvalResult, "eval/result.json")
+    if eval_result is None:  # `swepipe eval`'s default place
+        eval_result = record(EvalResult, f"../../eval/{instance_id}/result.json", root / "eval" / instance_id /
+                             "result.json")
+    context = paths.senior / "context.md"
+    if prediction.cost is None:  # a prediction of a run that did not record its spend: the ledger's
+        spent = Prediction.from_data({**prediction.to_disk(), **_ledger_spend(paths.ledger)})
+        prediction = spent if isinstance(spent, Prediction) else prediction
+    expansion = read_json(paths.senior / "expansion_by_candidate.json")
+    if expansion.problem not in (None, MISSING):
+        unreadable["senior/expansion_by_candidate.json"] = expansion.problem
     return TaskRecord(
-        instance_id=instance_id, prediction=prediction, eval_result=eval_result, rollouts=_rollouts(paths),
-        pool=record("junior/pool.json"), brief=record("senior/brief.json"),
-        expansion_by_candidate=record("senior/expansion_by_candidate.json"),
+        instance_id=instance_id, prediction=prediction, eval_result=eval_result,
+        rollouts=_rollouts(paths, unreadable), pool=record(Pool, "junior/pool.json"),
+        brief=record(Brief, "senior/brief.json"), expansion_by_candidate=expansion.data,
         context_text=context.read_text(encoding="utf-8", errors="replace") if context.is_file() else None,
         unreadable=unreadable)
 
@@ -201,18 +215,23 @@ def _ledger_spend(path: Path) -> dict:
     return {"cost": {**cost, "total": round(sum(cost.values()), 8)}, "tokens": tokens, "cost_from": "ledger"}
 
 
-def _rollouts(paths: TaskPaths) -> list[dict]:
+def _rollouts(paths: TaskPaths, unreadable: dict[str, str]) -> list[Rollout]:
+    """The task's rollout records, their trajectories left out, by index; those that cannot be read named in
+    ``unreadable``."""
     if not paths.junior.is_dir():
         return []
     found = []
     for path in sorted(paths.junior.iterdir()):
         match = _ROLLOUT.match(path.name)
-        record = _read_json(path) if match else None
-        if isinstance(record, dict):
-            kept = {key: record.get(key) for key in _ROLLOUT_FIELDS}
-            kept["index"] = int(match.group(1)) if kept["index"] is None else kept["index"]
-            found.append(kept)
-    return sorted(found, key=lambda r: r["index"])
+        if not match:
+            continue
+        record = Rollout.read(path)
+        if isinstance(record, Unreadable):
+            unreadable[f"junior/{path.name}"] = record.why
+            continue
+        index = record.index if _is_number(record.index) else int(match.group(1))
+        found.append((index, record.without_trajectory()))
+    return [record for _, record in sorted(found, key=lambda pair: pair[0])]
 
 
 def _is_number(value) -> bool:
@@ -222,36 +241,6 @@ def _is_number(value) -> bool:
 def _number(value) -> float:
     """A number read back from a run file; anything else (a file someone else wrote may hold any text) is 0."""
     return float(value) if _is_number(value) else 0.0
-
-
-def _read_json(path: Path):
-    return read_json(path).data
-
-
-MISSING = "missing"
-
-
-@dataclass(frozen=True)
-class Read:
-    """A JSON file read back: its data, or None and why (``problem``: MISSING, or what was wrong with it)."""
-
-    data: Any = None
-    problem: str | None = None
-
-
-def read_json(path: Path, errors: str = "strict") -> Read:
-    """A run's JSON file, read as untrusted input. ``errors``: how bytes that are not UTF-8 are decoded ("strict":
-    the file is unreadable; "surrogateescape" for a page, which shows such a byte as ``\\xXX``)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return Read(problem=MISSING)
-    except OSError as error:
-        return Read(problem=f"cannot be read ({error})")
-    try:
-        return Read(json.loads(raw.decode("utf-8", errors=errors)))
-    except ValueError as error:
-        return Read(problem=f"not valid JSON, perhaps cut short by a kill ({len(raw):,} bytes; {error})")
 
 
 def read_text(path: Path) -> str | None:
@@ -264,11 +253,11 @@ def read_text(path: Path) -> str | None:
 
 @dataclass(frozen=True)
 class RolloutFiles:
-    """One junior rollout's files: its record (rollout-NN.json, with the trajectory) and, while it ran or after
-    a kill, its live trajectory (rollout-NN.trajectory.json); None where a file is absent."""
+    """One junior rollout's files: its record (rollout-NN.json, with the trajectory; or why it cannot be read) and,
+    while it ran or after a kill, its live trajectory (rollout-NN.trajectory.json); None where a file is absent."""
 
     index: int
-    record: Read | None
+    record: Rollout | Unreadable | None
     record_path: Path | None
     live: Read | None
     live_path: Path | None
@@ -279,8 +268,8 @@ _ROLLOUT_FILE = re.compile(r"^rollout-(\d+)(\.trajectory)?\.json$")
 
 class TaskFiles:
     """The files of one finished task that ``load_run`` does not keep, read when asked (a run of hundreds of
-    tasks holds gigabytes of trajectories): for the task pages. JSON is read with ``read_json`` (bytes that are
-    not UTF-8 kept, to be shown as such), text with ``read_text``."""
+    tasks holds gigabytes of trajectories): for the task pages. Records are read through their types, other JSON
+    with ``read_json`` (bytes that are not UTF-8 kept, to be shown as such), text with ``read_text``."""
 
     def __init__(self, run: RunData, task: TaskRecord):
         self.run_root = run.root
@@ -297,6 +286,10 @@ class TaskFiles:
     def text(self, relative: str) -> str | None:
         return read_text(self.root / relative)
 
+    def principal_result(self) -> PrincipalResult | Unreadable:
+        """principal/result.json (bytes that are not UTF-8 kept)."""
+        return PrincipalResult.read(self.root / "principal" / "result.json", errors="surrogateescape")
+
     def rollouts(self) -> list[RolloutFiles]:
         """Every rollout of junior/ that left a record or a live trajectory, by index."""
         folder = self.root / "junior"
@@ -308,7 +301,7 @@ class TaskFiles:
         rollouts = []
         for index in sorted(found):
             record, live = found[index].get("record"), found[index].get("live")
-            rollouts.append(RolloutFiles(index, read_json(record, "surrogateescape") if record else None, record,
+            rollouts.append(RolloutFiles(index, Rollout.read(record, "surrogateescape") if record else None, record,
                                          read_json(live, "surrogateescape") if live else None, live))
         return rollouts
 

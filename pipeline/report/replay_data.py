@@ -12,7 +12,8 @@ from pathlib import Path
 from pipeline.juniors.pool import Candidate
 from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.models.ledger import Ledger, LedgerRow
-from pipeline.report.load import RunData, TaskRecord, _read_json, load_run
+from pipeline.records import EvalResult, Rollout, Unreadable, read_json
+from pipeline.report.load import RunData, TaskRecord, load_run
 
 _ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
 _CANDIDATE_FIELDS = {f.name for f in fields(Candidate)}
@@ -65,27 +66,29 @@ def read_run(path: str | Path) -> RunReplay:
 
 def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
     paths = layout.task(record.instance_id)
-    pool = record.pool if isinstance(record.pool, dict) else {}
-    candidates = [Candidate(**{k: v for k, v in c.items() if k in _CANDIDATE_FIELDS})
-                  for c in pool.get("candidates") or [] if isinstance(c, dict) and is_candidate_key(c.get("key"))]
-    exits = {int(r["index"]): r.get("exit_reason") or "unknown" for r in record.rollouts}
+    pool = record.pool.candidates or [] if record.pool is not None else []
+    candidates = [Candidate(**{k: v for k, v in c.to_dict().items() if k in _CANDIDATE_FIELDS})
+                  for c in pool if is_candidate_key(c.key)]
+    exits = {int(r.index): r.exit_reason or "unknown" for r in record.rollouts}
     for candidate in candidates:  # a pool that names a rollout whose record is gone still counts its votes
         for index, reason in zip(candidate.rollouts, candidate.exit_reasons):
             exits.setdefault(int(index), reason)
-    verdicts = {c.key: _verdict(_read_json(paths.candidate_result(c.key))) for c in candidates}
+    verdicts = {c.key: _verdict(EvalResult.read(paths.candidate_result(c.key))) for c in candidates}
     conversations, calls = {}, _paid_calls(paths.ledger)
     for index in exits:
-        agent, rollout = f"rollout-{index:02d}", _read_json(paths.junior / f"rollout-{index:02d}.json")
-        messages = _messages(rollout, nested=True)
+        agent, rollout = f"rollout-{index:02d}", Rollout.read(paths.junior / f"rollout-{index:02d}.json")
+        if isinstance(rollout, Unreadable):
+            continue
+        messages = _messages(rollout.trajectory)
         if messages:
             conversations[agent] = messages
-        if isinstance(rollout, dict) and rollout.get("reused_from") and not any(r.agent == agent for r in calls):
+        if rollout.reused_from and not any(r.agent == agent for r in calls):
             calls += _reused_calls(record.instance_id, agent, rollout, messages)
-    senior = _messages(_read_json(paths.senior / "trajectory.json"), nested=False)
+    senior = _messages(read_json(paths.senior / "trajectory.json").data)
     if senior:
         conversations["senior"] = senior
     return TaskReplay(instance_id=record.instance_id, resolved=record.resolved,
-                      strategy=str(record.prediction.get("strategy") or "?"),
+                      strategy=str(record.prediction.strategy or "?"),
                       exits=exits, candidates=candidates, verdicts=verdicts, calls=calls,
                       conversations=conversations)
 
@@ -95,15 +98,15 @@ def _paid_calls(ledger: Path) -> list[LedgerRow]:
     return [row for row in Ledger.read(ledger) if row.stage != "analysis"]
 
 
-def _reused_calls(instance_id: str, agent: str, rollout: dict, messages: list[dict]) -> list[LedgerRow]:
+def _reused_calls(instance_id: str, agent: str, rollout: Rollout, messages: list[dict]) -> list[LedgerRow]:
     """The calls of a rollout taken from another run (``reused_from``: paid there, so this run's ledger has no row
     of it), rebuilt from its record's totals: one per reply, input tokens in proportion to each prompt's length,
     output tokens and cost shared evenly, one after the other from time 0 (as rollouts start together)."""
     prompts = [len(json.dumps(messages[:i], default=str)) for i, m in enumerate(messages) if m.get("role") ==
                "assistant"] or [1]
-    total_input, total_output = int(rollout.get("input_tokens") or 0), int(rollout.get("output_tokens") or 0)
-    cost = float(rollout.get("cost") or 0.0)
-    return [LedgerRow(stage="junior", role="junior", model=str(rollout.get("model") or "?"),
+    total_input, total_output = int(rollout.input_tokens or 0), int(rollout.output_tokens or 0)
+    cost = float(rollout.cost or 0.0)
+    return [LedgerRow(stage="junior", role="junior", model=str(rollout.model or "?"),
                       input_tokens=round(total_input * size / sum(prompts)),
                       output_tokens=round(total_output / len(prompts)), cost=cost / len(prompts), latency=0.5,
                       task=instance_id, agent=agent, time=step + 1.0, call=f"reused:{agent}:{step}")
@@ -115,13 +118,12 @@ def rollout_index(agent: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _verdict(result) -> bool | None:
-    if not isinstance(result, dict) or result.get("category") == "infra_error" or result.get("resolved") is None:
+def _verdict(result: EvalResult | Unreadable) -> bool | None:
+    if isinstance(result, Unreadable) or result.category == "infra_error" or result.resolved is None:
         return None
-    return bool(result["resolved"])
+    return bool(result.resolved)
 
 
-def _messages(record, nested: bool) -> list[dict]:
-    trajectory = record.get("trajectory") if nested and isinstance(record, dict) else record
+def _messages(trajectory) -> list[dict]:
     messages = trajectory.get("messages") if isinstance(trajectory, dict) else None
     return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []

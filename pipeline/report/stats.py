@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.evaluation.runner import CATEGORIES
+from pipeline.records.pool import Schedule
 from pipeline.report.load import RunData, TaskRecord
 
 # The pipeline's stages, as pipeline.run.task.STAGES (not imported: that module pulls in litellm).
@@ -149,19 +150,19 @@ def pipeline_variant(config: dict, strategies: list[str]) -> str:
 
 
 def _scheduled(task: TaskRecord) -> bool:
-    return isinstance(task.pool, dict) and isinstance(task.pool.get("schedule"), dict)
+    return task.pool is not None and task.pool.schedule is not None
 
 
-def schedule_stop(schedule: dict) -> str:
+def schedule_stop(schedule: Schedule) -> str:
     """How a task's junior schedule ended (junior/pool.json ``schedule``): the rules that held when it converged
     ("top_share", "no_new_files", both joined by +), "K reached", or "unfinished"."""
-    decisions = [d for d in schedule.get("decisions") or [] if isinstance(d, dict)]
-    last = decisions[-1] if decisions else {}
-    if last.get("decision") != "stop":
+    decisions = schedule.decisions or []
+    last = decisions[-1] if decisions else None
+    if last is None or last.decision != "stop":
         return "unfinished"
-    if not last.get("converged"):
+    if not last.converged:
         return "K reached"
-    held = [rule for rule, value in (last.get("rules") or {}).items() if value]
+    held = [rule for rule, value in (last.rules or {}).items() if value]
     return "+".join(held) or "converged"
 
 
@@ -193,7 +194,7 @@ def efficiency(run: RunStats, baseline: RunStats, metric: str = "rate") -> float
 def run_stats(run: RunData, seed: int = 0) -> RunStats:
     tasks = run.tasks
     verdicts = [t.resolved for t in tasks if t.resolved is not None]
-    named = {s for t in tasks for s in (t.prediction.get("cost") or {}) if s != "total"}
+    named = {s for t in tasks for s in (t.prediction.cost or {}) if s != "total"}
     stages = [s for s in STAGES if s in named] + sorted(named - set(STAGES))  # a solo run has no junior column
     per_stage = {stage: [t.cost(stage) for t in tasks] for stage in stages}
     per_stage["total"] = [t.total_cost for t in tasks]
@@ -216,17 +217,15 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         tokens_mean={stage: {kind: _mean([_tokens(t, stage, kind) for t in tasks]) for kind in TOKEN_KINDS}
                      for stage in stages},
         seconds_mean=_mean(seconds), seconds_median=_median(seconds), seconds_total=float(sum(seconds)),
-        junior_exits=Counter(r.get("exit_reason") or "unknown" for t in tasks for r in t.rollouts),
-        agent_exits=Counter(t.prediction["exit_reason"] for t in tasks if t.prediction.get("exit_reason")),
-        sources=Counter(t.prediction.get("source") or "unknown" for t in tasks),
-        senior_sources=Counter(t.brief.get("source") or "unknown" for t in tasks if t.brief is not None),
-        errors=Counter(error_kind(t.prediction["error"]) for t in tasks if t.prediction.get("error")),
+        junior_exits=Counter(r.exit_reason or "unknown" for t in tasks for r in t.rollouts),
+        agent_exits=Counter(t.prediction.exit_reason for t in tasks if t.prediction.exit_reason),
+        sources=Counter(t.prediction.source or "unknown" for t in tasks),
+        senior_sources=Counter(t.brief.source or "unknown" for t in tasks if t.brief is not None),
+        errors=Counter(error_kind(t.prediction.error) for t in tasks if t.prediction.error),
         categories=_categories(tasks),
-        reused_juniors=Counter(t.prediction["juniors_reused_from"] for t in tasks
-                               if t.prediction.get("juniors_reused_from")),
-        schedule_stops=Counter(schedule_stop(t.pool["schedule"]) for t in tasks if _scheduled(t)),
-        scheduled_rollouts=[(t.pool["schedule"].get("rollouts_run"), t.pool["schedule"].get("k")) for t in tasks
-                            if _scheduled(t)],
+        reused_juniors=Counter(t.prediction.juniors_reused_from for t in tasks if t.prediction.juniors_reused_from),
+        schedule_stops=Counter(schedule_stop(t.pool.schedule) for t in tasks if _scheduled(t)),
+        scheduled_rollouts=[(t.pool.schedule.rollouts_run, t.pool.schedule.k) for t in tasks if _scheduled(t)],
         unfinished=len(run.unfinished),
         variant=pipeline_variant(run.config, run.strategies), compaction=history_compaction(run.config),
         f2p_credit=_mean(credits), f2p_tasks=len(credits), reward=_mean(rewards), reward_tasks=len(rewards),
@@ -248,7 +247,8 @@ def _categories(tasks: list[TaskRecord]) -> Counter:
 
 
 def _tokens(task: TaskRecord, stage: str, kind: str) -> int:
-    value = ((task.prediction.get("tokens") or {}).get(stage) or {}).get(kind)
+    used = (task.prediction.tokens or {}).get(stage)
+    value = getattr(used, kind) if used is not None else None
     return int(value) if isinstance(value, (int, float)) else 0
 
 

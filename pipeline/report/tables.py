@@ -196,14 +196,14 @@ def failures(stats: list[RunStats]) -> Table:
 
 def per_task(run: RunData, stages: list[str]) -> Table:
     rows = []
-    nodes = any(t.prediction.get("node") for t in run.tasks)  # which machine ran each task (recorded since Ray)
+    nodes = any(t.prediction.node for t in run.tasks)  # which machine ran each task (recorded since Ray)
     for t in run.tasks:
         f2p = f"{t.fail_to_pass[0]}/{t.fail_to_pass[1]}" if t.fail_to_pass else NA
         reward = f"{t.reward[0]}/{t.reward[1]} = {t.reward[0] / t.reward[1]:.0%}" if t.reward else NA
-        where = [t.prediction.get("node") or NA] if nodes else []
+        where = [t.prediction.node or NA] if nodes else []
         rows.append([t.instance_id, t.category, f2p, reward, money(t.total_cost), *(money(t.cost(s)) for s in stages),
-                     seconds(t.seconds), *where, t.prediction.get("source") or NA,
-                     (t.prediction.get("error") or "")[:100]])
+                     seconds(t.seconds), *where, t.prediction.source or NA,
+                     str(t.prediction.error or "")[:100]])
     table = Table(f"Tasks of {run.run_id}", ["instance", "outcome", "F2P passed", "reward (tests passed)", "$",
                                              *(f"{s} $" for s in stages), "time", *(["node"] if nodes else []),
                                              "source", "error"], rows)

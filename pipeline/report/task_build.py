@@ -16,6 +16,9 @@ from typing import Any, Callable
 
 from pipeline.report import tables as tab
 from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
+from pipeline.records import Rollout, Unreadable
+from pipeline.records.base import Part
+from pipeline.records.evaluation import TestOutcome
 from pipeline.report.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
 from pipeline.report.task_view import (
     AgentPanel, Block, Brief, Call, Candidate, Diff, DiffLine, EvalSection, Event, Fact, JuniorsSection,
@@ -47,6 +50,11 @@ def _num(value, default=0.0) -> float:
 
 def _count(value) -> str:
     return f"{int(_num(value)):,}"
+
+
+def _plain(value):
+    """A record's part as the dict it was read from (to be shown as text); any other value as it is."""
+    return value.to_dict() if isinstance(value, Part) else value
 
 
 class _Builder:
@@ -81,18 +89,18 @@ class _Builder:
             if view is not None:
                 sections.append(Section(anchor, title, view))
         task, prediction = self.task, self.task.prediction
-        facts = [("run", self.run.run_id), ("strategy", prediction.get("strategy") or tab.NA),
-                 ("outcome", task.category), ("source", prediction.get("source") or tab.NA),
+        facts = [("run", self.run.run_id), ("strategy", prediction.strategy or tab.NA),
+                 ("outcome", task.category), ("source", prediction.source or tab.NA),
                  ("cost", tab.money(task.total_cost)), ("time", tab.seconds(task.seconds))]
         if task.fail_to_pass:
             facts.append(("FAIL_TO_PASS passed", f"{task.fail_to_pass[0]}/{task.fail_to_pass[1]}"))
-        models = prediction.get("models") if isinstance(prediction.get("models"), dict) else {}
+        models = prediction.models or {}
         cut_note = (f"{self.cuts} long text(s) on this page are cut to {self.limit:,} characters (marked where); "
                     "the run directory has them whole." if self.cuts else None)
         return TaskPage(
             title=f"{task.instance_id} · {self.run.run_id}", instance_id=task.instance_id, back=back,
             facts=_facts(facts, keep_none=True), models=_facts(models.items(), keep_none=True),
-            error=clean(prediction["error"]) if prediction.get("error") else None, cut_note=cut_note,
+            error=clean(prediction.error) if prediction.error else None, cut_note=cut_note,
             max_tabs=self.max_tabs, sections=sections, generated=time.strftime("%Y-%m-%d %H:%M:%S"),
             source=self.files.relative(self.files.root))
 
@@ -259,8 +267,8 @@ class _Builder:
 
     def result_section(self) -> ResultSection:
         prediction = self.task.prediction
-        view = ResultSection(clean(prediction.get("source") or tab.NA),
-                             self.diff(prediction.get("model_patch"), "predictions.jsonl"), None)
+        view = ResultSection(clean(prediction.source or tab.NA),
+                             self.diff(prediction.model_patch, "predictions.jsonl"), None)
         if self.gold_patch is not None:
             coverage = gold_line_coverage(self.task, self.gold_patch, shown_candidates(self.run.config),
                                           self.files.root)
@@ -276,32 +284,32 @@ class _Builder:
 
     def eval_section(self) -> EvalSection:
         result = self.task.eval_result
-        if not isinstance(result, dict):
+        if result is None:
             return EvalSection(recorded=False)
         folder = self.files.eval_folder()
         view = EvalSection(recorded=True, facts=_facts([
-            ("category", result.get("category")), ("resolved", result.get("resolved")),
-            ("patch applied", result.get("patch_applied")), ("patch empty", result.get("patch_empty")),
-            ("timed out", result.get("timed_out")), ("network", result.get("network")),
-            ("exit code", result.get("entry_exit_code"))]))
-        if result.get("error"):
-            view.error = self.block(result["error"], "error", open_=True)
+            ("category", result.category), ("resolved", result.resolved),
+            ("patch applied", result.patch_applied), ("patch empty", result.patch_empty),
+            ("timed out", result.timed_out), ("network", result.network),
+            ("exit code", result.entry_exit_code)]))
+        if result.error:
+            view.error = self.block(result.error, "error", open_=True)
         required: dict[str, str] = {}
         for kind in ("FAIL_TO_PASS", "PASS_TO_PASS"):
-            outcome = result.get(kind)
-            if not isinstance(outcome, dict):
+            outcome = getattr(result, kind)
+            if not isinstance(outcome, TestOutcome):
                 view.outcomes.append(Outcome(kind, recorded=False))
                 continue
-            groups = {g: [str(n) for n in outcome.get(g) or []] for g in ("passed", "failed", "missing")}
+            groups = {g: [str(n) for n in getattr(outcome, g) or []] for g in ("passed", "failed", "missing")}
             for names in groups.values():
                 for name in names:
                     required[name] = kind
             shown = [(group, [clean(self.cut(n)) for n in groups[group][:500]], max(len(groups[group]) - 500, 0))
                      for group in ("failed", "missing") if groups[group]]
             view.outcomes.append(Outcome(kind, True, len(groups["passed"]), sum(map(len, groups.values())), shown))
-        if result.get("near_misses"):
-            view.near_misses = self.block(result["near_misses"], "near misses (names equal up to whitespace, not "
-                                                                 "counted)")
+        if result.near_misses:
+            view.near_misses = self.block(result.near_misses, "near misses (names equal up to whitespace, not "
+                                                              "counted)")
         output = read_json(folder / "output.json", "surrogateescape").data if folder else None
         tests = output.get("tests") if isinstance(output, dict) else None
         if isinstance(tests, list) and tests:
@@ -323,34 +331,34 @@ class _Builder:
             return None
         items, rows = [], []
         for rollout in self.files.rollouts():
-            record, notes = rollout.record.data if rollout.record else None, []
+            record, notes = rollout.record, []
             traj, where = None, ""
-            if isinstance(record, dict):
-                traj, where = record.get("trajectory"), self.files.relative(rollout.record_path)
-            elif rollout.record is not None:
-                notes.append(f"{rollout.record_path.name} is {rollout.record.problem or 'not a JSON object'}.")
+            if isinstance(record, Rollout):
+                traj, where = record.trajectory, self.files.relative(rollout.record_path)
+            elif record is not None:
+                notes.append(f"{rollout.record_path.name} is {record.why}.")
             if traj is None and rollout.live is not None:
                 traj, where = rollout.live.data, self.files.relative(rollout.live_path)
                 name, problem = rollout.live_path.name, rollout.live.problem
                 notes.append(f"Shown from {name} (the rollout had not finished)." if problem is None
                              else f"{name} is {problem}.")
-            record = record if isinstance(record, dict) else {}
-            exit_reason = (record.get("exit_reason") or (traj if isinstance(traj, dict) else {}).get("exit_reason")
+            record = record if isinstance(record, Rollout) else Rollout()
+            exit_reason = (record.exit_reason or (traj if isinstance(traj, dict) else {}).get("exit_reason")
                            or "unreadable")
-            facts = [("temperature", record.get("temperature")), ("seed", record.get("seed")),
-                     ("model", record.get("model"))]
+            facts = [("temperature", record.temperature), ("seed", record.seed), ("model", record.model)]
             if traj is None:
                 facts = [("exit", exit_reason), *facts]
-            rows.append([f"{rollout.index:02d}", exit_reason, record.get("steps", tab.NA),
-                         tab.money(_num(record.get("cost"))),
-                         f"{_count(record.get('input_tokens'))} / {_count(record.get('output_tokens'))}",
-                         f"{len((record.get('patch') or '').splitlines())} lines"])
-            errors = [f"{key}: {clean(record[key])}" for key in ("error", "patch_error")
-                      if record.get(key) and (key != "error" or record[key] != (traj if isinstance(traj, dict)
-                                                                                 else {}).get("error"))]
+            rows.append([f"{rollout.index:02d}", exit_reason,
+                         record.steps if "steps" in record.model_fields_set else tab.NA,
+                         tab.money(_num(record.cost)),
+                         f"{_count(record.input_tokens)} / {_count(record.output_tokens)}",
+                         f"{len((record.patch or '').splitlines())} lines"])
+            traj_error = (traj if isinstance(traj, dict) else {}).get("error")
+            errors = [f"{key}: {clean(getattr(record, key))}" for key in ("error", "patch_error")
+                      if getattr(record, key) and (key != "error" or record.error != traj_error)]
             panel = RolloutPanel(_facts(facts), notes, errors,
                                  self.trajectory(traj, where) if traj is not None else None,
-                                 self.diff(record.get("patch"), where))
+                                 self.diff(record.patch, where))
             items.append(Tab(f"rollout {rollout.index:02d} · {exit_reason}", panel))
         return JuniorsSection(self.rows(rows), self.tabs(items))
 
@@ -359,47 +367,44 @@ class _Builder:
         if pool is None:
             problem = self.task.unreadable.get("junior/pool.json")
             return PoolSection(unreadable=f"junior/pool.json is {problem}.") if problem else None
-        view = PoolSection(rollouts=clean(pool.get("rollouts", tab.NA)),
-                           candidate_count=len(pool.get("candidates") or []))
+        view = PoolSection(rollouts=clean(pool.rollouts if "rollouts" in pool.model_fields_set else tab.NA),
+                           candidate_count=len(pool.candidates or []))
         for key, what in (("empty", "left no source edit"), ("unparsable", "left a diff that does not parse"),
                           ("failed", "whose diff could not be taken")):
-            if pool.get(key):
-                view.notes.append(f"rollouts that {what}: {clean(', '.join(map(str, pool[key])))}")
-        if pool.get("dropped"):
-            view.dropped = self.block(pool["dropped"], "files cleaning left out, and why", open_=False)
-        brief_key = (self.task.brief or {}).get("candidate")
-        for number, candidate in enumerate(pool.get("candidates") or [], start=1):
-            if not isinstance(candidate, dict):
-                continue
-            chosen = " · the senior's choice" if brief_key and brief_key in (candidate.get("key"), number) else ""
+            if getattr(pool, key):
+                view.notes.append(f"rollouts that {what}: {clean(', '.join(map(str, getattr(pool, key))))}")
+        if pool.dropped:
+            view.dropped = self.block([_plain(d) for d in pool.dropped], "files cleaning left out, and why",
+                                      open_=False)
+        brief_key = self.task.brief.candidate if self.task.brief is not None else None
+        for number, candidate in enumerate(pool.candidates or [], start=1):
+            chosen = " · the senior's choice" if brief_key and brief_key in (candidate.key, number) else ""
             view.candidates.append(Candidate(
-                number, clean(candidate.get("votes", 0)), chosen,
-                clean(", ".join(map(str, candidate.get("rollouts") or []))),
-                clean(", ".join(map(str, candidate.get("exit_reasons") or []))),
-                clean(", ".join(map(str, candidate.get("files") or []))),
-                self.diff(candidate.get("patch"), "junior/pool.json"),
-                self.diff(candidate["test_patch"], "junior/pool.json") if candidate.get("test_patch") else None))
+                number, clean(candidate.votes if "votes" in candidate.model_fields_set else 0), chosen,
+                clean(", ".join(map(str, candidate.rollouts or []))),
+                clean(", ".join(map(str, candidate.exit_reasons or []))),
+                clean(", ".join(map(str, candidate.files or []))),
+                self.diff(candidate.patch, "junior/pool.json"),
+                self.diff(candidate.test_patch, "junior/pool.json") if candidate.test_patch else None))
         return view
 
     def senior_section(self) -> SeniorSection | None:
         if not self.files.has("senior"):
             return None
         brief, view = self.task.brief, SeniorSection(None, None, None, None, None)
-        if isinstance(brief, dict):
-            spans = [s for s in brief.get("spans") or [] if isinstance(s, dict)]
+        if brief is not None:
+            spans = [s.to_dict() for s in brief.spans or []]
             view.brief = Brief(
-                _facts([("source", brief.get("source")), ("exit", brief.get("senior_exit")),
-                        ("steps", brief.get("senior_steps")), ("cost", tab.money(_num(brief.get("senior_cost")))),
-                        ("context tokens", brief.get("context_tokens")), ("candidate chosen", brief.get("candidate"))]),
-                clean(brief["senior_error"]) if brief.get("senior_error") else None,
-                self.block(brief.get("analysis"), "analysis", "senior/brief.json", open_=True),
-                self.block(brief["problems"], "problems with the brief", open_=False)
-                if brief.get("problems") else None,
+                _facts([("source", brief.source), ("exit", brief.senior_exit),
+                        ("steps", brief.senior_steps), ("cost", tab.money(_num(brief.senior_cost))),
+                        ("context tokens", brief.context_tokens), ("candidate chosen", brief.candidate)]),
+                clean(brief.senior_error) if brief.senior_error else None,
+                self.block(_plain(brief.analysis), "analysis", "senior/brief.json", open_=True),
+                self.block(brief.problems, "problems with the brief", open_=False) if brief.problems else None,
                 self.rows([[s.get("file"), f"{s.get('start')}-{s.get('end')}",
                             self.cut(clean(s.get("why") or s.get("reason") or ""))] for s in spans]))
         else:
-            view.brief_problem = self.task.unreadable.get("senior/brief.json") or (
-                MISSING if brief is None else "not a JSON object")
+            view.brief_problem = self.task.unreadable.get("senior/brief.json") or MISSING
         if self.task.context_text is not None:
             view.context = self.context_spans(self.task.context_text)
         read = self.files.json("senior/trajectory.json")
@@ -428,20 +433,17 @@ class _Builder:
         if not self.files.has("principal"):
             return None
         view = PrincipalSection()
-        read = self.files.json("principal/result.json")
-        result = read.data
-        if isinstance(result, dict):
-            view.facts = _facts([("source", result.get("source")), ("calls", result.get("calls")),
-                                 ("cost", tab.money(_num(result.get("cost")))),
-                                 ("patch lines", result.get("patch_lines"))])
-            view.error = clean(result["error"]) if result.get("error") else None
-            view.failed = [clean(self.cut(clean(failed))) for failed in result.get("failed_attempts") or []]
-            candidates = result.get("candidates")
-            shown = candidates.get("shown") if isinstance(candidates, dict) else None
+        result = self.files.principal_result()
+        if not isinstance(result, Unreadable):
+            view.facts = _facts([("source", result.source), ("calls", result.calls),
+                                 ("cost", tab.money(_num(result.cost))), ("patch lines", result.patch_lines)])
+            view.error = clean(result.error) if result.error else None
+            view.failed = [clean(self.cut(clean(failed))) for failed in result.failed_attempts or []]
+            shown = result.candidates.shown if result.candidates is not None else None
             if shown is not None:
                 view.shown = clean(shown or "none")
-        elif read.problem != MISSING:
-            view.problems.append(f"principal/result.json is {read.problem}.")
+        elif not result.missing:
+            view.problems.append(f"principal/result.json is {result.why}.")
         request, replies = self.files.json("principal/request.json"), self.files.json("principal/replies.json")
         calls = request.data.get("calls") if isinstance(request.data, dict) else None
         answers = replies.data if isinstance(replies.data, list) else []

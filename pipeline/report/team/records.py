@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pipeline.records import Prediction
 from pipeline.report.load import RunData, TaskRecord, read_json
 
 STAGES = ("planning", "implementation", "verification")
@@ -158,15 +159,16 @@ def team_task(run: RunData, task: TaskRecord) -> TeamTask:
     waits = _waits(raw_waits, clock) if isinstance(raw_waits, list) else None
     lead_seconds = _number(lead.get("seconds"))
     if lead_seconds is None:
-        lead_seconds = _number((task.prediction.get("seconds") or {}).get("team"))
+        lead_seconds = _number((task.prediction.seconds or {}).get("team"))
     guard = _guard(run.config)
-    models = task.prediction.get("models") if isinstance(task.prediction.get("models"), dict) else {}
+    models = task.prediction.models or {}
     config_models = run.config.get("models") if isinstance(run.config.get("models"), dict) else {}
     return TeamTask(run_id=run.run_id, instance_id=task.instance_id,
                     lead_model=_model(models, config_models, "lead"),
                     worker_model=_model(models, config_models, "worker"),
                     counts=counts, delegations=delegations, messages=messages, waits=waits, lead_seconds=lead_seconds,
-                    lost_work=_lost_work(task.prediction.get("lost_work", (saved or {}).get("lost_work"))),
+                    lost_work=_lost_work(task.prediction.lost_work if "lost_work" in task.prediction.model_fields_set
+                                         else (saved or {}).get("lost_work")),
                     guard=guard)
 
 
@@ -226,10 +228,10 @@ def _first(record: dict, clock: _Clock, *keys: str) -> float | None:
     return None
 
 
-def _counts(delegations: list[Delegation] | None, prediction: dict) -> dict[str, int] | None:
+def _counts(delegations: list[Delegation] | None, prediction: Prediction) -> dict[str, int] | None:
     if delegations is not None:
         return {stage: sum(1 for d in delegations if d.stage == stage) for stage in STAGES}
-    counts = prediction.get("delegations")  # the prediction's own tally, when the record is gone
+    counts = prediction.delegations  # the prediction's own tally, when the record is gone
     if isinstance(counts, dict) and any(isinstance(counts.get(stage), int) for stage in STAGES):
         return {stage: int(counts.get(stage) or 0) for stage in STAGES}
     return None
@@ -284,7 +286,7 @@ def _lost_work(value) -> list[LostWork] | None:
 
 
 def _is_team(run: RunData, task: TaskRecord) -> bool:
-    strategy = task.prediction.get("strategy") or run.config.get("strategy")
+    strategy = task.prediction.strategy or run.config.get("strategy")
     return strategy == "team"
 
 
