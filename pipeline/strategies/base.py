@@ -1,12 +1,16 @@
-"""The Strategy protocol, the registry of built-in strategies, and loading one by name or import string."""
+"""The protocols of the plug-ins: a Strategy, and the pipeline's SeniorStage and PrincipalStage; the registry of
+built-in strategies, and loading a strategy or stage by name or import string."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
+
+if TYPE_CHECKING:
+    from pipeline.juniors.pool import CandidatePool
 
 # Built-in strategies by name; each module is imported only when it is used.
 REGISTRY = {
@@ -29,6 +33,42 @@ class Strategy(Protocol):
     def __init__(self, config: RunConfig) -> None: ...
 
     def run_task(self, job: TaskJob) -> dict: ...
+
+
+class SeniorStage(Protocol):
+    """The pipeline's second stage (config ``senior.impl``; built in: pipeline.senior.stage:Senior). Constructed
+    with the run's config. ``brief`` returns the brief record (pipeline.records.Brief's fields: at least
+    ``context``, the text the principal is sent; usually ``analysis``, ``spans``, ``source``, ``candidate``, the
+    1-based pool candidate it judges right or closest). A stage that writes senior/brief.json itself should write
+    it through pipeline.records.Brief (``job.once(path, make, Brief)``), so that an earlier session's is reused and
+    reports read it; it may add keys of its own, which are kept."""
+
+    role: str | None  # the model role it calls ("senior"); None: it calls no model, so none need be configured
+
+    def __init__(self, config: RunConfig) -> None: ...
+
+    def brief(self, job: TaskJob, pool: CandidatePool) -> dict:
+        """The brief of the task in ``job`` from its candidate pool (most-voted first)."""
+
+
+class PrincipalStage(Protocol):
+    """The pipeline's third stage (config ``principal.impl``; built in: pipeline.principal.stage:Principal, or
+    pipeline.principal.choice:SeniorChoice with the principal model none). Constructed with the run's config.
+    ``write`` returns the result record (pipeline.records.PrincipalResult's fields: at least ``patch``, the final
+    patch, and ``source``, where it came from; ``error`` when there is none). The patch becomes the prediction. A
+    stage that writes principal/result.json itself should write it through pipeline.records.PrincipalResult
+    (``job.once(path, make, PrincipalResult)``); it may add keys of its own, which are kept."""
+
+    role: str | None  # the model role it calls ("principal"); None: it calls no model
+
+    def __init__(self, config: RunConfig) -> None: ...
+
+    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
+        """The final patch of the task in ``job``, from its pool and the senior's ``brief``."""
+
+
+# What each configured stage must have: the config key that names it -> (its protocol, its method).
+STAGE_PROTOCOLS = {"senior.impl": (SeniorStage, "brief"), "principal.impl": (PrincipalStage, "write")}
 
 
 class BaseStrategy:
@@ -64,7 +104,13 @@ def strategy_class(name: str) -> type[Strategy]:
 
 
 def stage_class(spec: str | None, default: str, what: str):
-    """The stage class the config names (``senior.impl``, ``principal.impl``), else the built-in one."""
+    """The stage class the config names (``senior.impl``, ``principal.impl``), else the built-in one; one without
+    its protocol's method (SeniorStage.brief, PrincipalStage.write) is refused before anything is spent."""
     from pipeline.plugins import load_object
 
-    return load_object(spec or default, what)
+    cls = load_object(spec or default, what)
+    protocol, method = STAGE_PROTOCOLS.get(what, (None, None))
+    if method is not None and not callable(getattr(cls, method, None)):
+        raise SwepipeError(f"{what} {spec or default!r} is not a {protocol.__name__}: it has no {method}(job, pool"
+                           + (", brief" if method == "write" else "") + ") method")
+    return cls
