@@ -40,8 +40,8 @@ class SeniorStage(Protocol):
     with the run's config. ``brief`` returns the brief record (pipeline.records.Brief's fields: at least
     ``context``, the text the principal is sent; usually ``analysis``, ``spans``, ``source``, ``candidate``, the
     1-based pool candidate it judges right or closest). A stage that writes senior/brief.json itself should write
-    it through pipeline.records.Brief (``job.once(path, make, Brief)``), so that an earlier session's is reused and
-    reports read it; it may add keys of its own, which are kept."""
+    it through pipeline.records.Brief (``pipeline.job.once(path, make, Brief)``), so that an earlier session's is
+    reused and reports read it; it may add keys of its own, which are kept."""
 
     role: str | None  # the model role it calls ("senior"); None: it calls no model, so none need be configured
 
@@ -57,7 +57,7 @@ class PrincipalStage(Protocol):
     ``write`` returns the result record (pipeline.records.PrincipalResult's fields: at least ``patch``, the final
     patch, and ``source``, where it came from; ``error`` when there is none). The patch becomes the prediction. A
     stage that writes principal/result.json itself should write it through pipeline.records.PrincipalResult
-    (``job.once(path, make, PrincipalResult)``); it may add keys of its own, which are kept."""
+    (``pipeline.job.once(path, make, PrincipalResult)``); it may add keys of its own, which are kept."""
 
     role: str | None  # the model role it calls ("principal"); None: it calls no model
 
