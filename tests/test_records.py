@@ -261,3 +261,21 @@ def test_a_run_of_the_previous_version_reads_as_the_same_run_of_this_one(tmp_pat
 def test_the_records_package_names_every_record_type():
     assert set(records.RECORDS) == {Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult}
     assert all(kind.FILE and kind.FORMAT == 1 and kind.__doc__ for kind in records.RECORDS)
+
+
+def test_the_run_directory_document_is_what_the_record_types_give():
+    """docs/run-directory.md is generated (python -m pipeline.records.schema): it cannot drift from the types."""
+    from pipeline.records import schema
+
+    assert schema.DOC.read_text(encoding="utf-8") == schema.render(), "run python -m pipeline.records.schema"
+    assert schema.main(["--check"]) == 0
+    text = schema.render()
+    for kind in records.RECORDS:
+        section = text.split(f"\n## {kind.__name__}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"Format {kind.FORMAT}." in section
+        for name, info in kind.model_fields.items():  # every field, with its description
+            assert f"| `{name}` |" in section and info.description and _words(info.description) in section, name
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")

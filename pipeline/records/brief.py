@@ -45,7 +45,8 @@ class Brief(Record):
     root, ranges within the files), the candidate it judged right or closest, and the context materialised from
     the spans under senior.context_tokens, as the principal is sent it (also in context.md beside it)."""
 
-    FILE = "tasks/<instance_id>/senior/brief.json"
+    FILE = ("tasks/<instance_id>/senior/brief.json; tasks/<instance_id>/analysis/senior-at-NN/brief.json "
+            "(swepipe coverage --senior-at)")
 
     analysis: Text | SeniorAt = Field(None, description="the senior's analysis; in analysis/senior-at-NN/brief.json, "
                                                         "what the senior was run on")

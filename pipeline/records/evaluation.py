@@ -34,7 +34,8 @@ class EvalResult(Record):
     reported PASSED, names compared exactly; with the category that says why not, and each test's outcome. An
     infra_error is no verdict: the scoring could not run (eval/infra_error.json), and a rerun scores again."""
 
-    FILE = ("tasks/<instance_id>/eval/result.json; <output-dir>/<instance_id>/result.json (swepipe eval); "
+    FILE = ("tasks/<instance_id>/eval/result.json; tasks/<instance_id>/eval/infra_error.json (a scoring that could "
+            "not run); <output-dir>/<instance_id>/result.json (swepipe eval); "
             "tasks/<instance_id>/candidates/<key>/result.json (swepipe eval --candidates)")
 
     instance_id: Text = Field(None, description="the task")

@@ -35,7 +35,7 @@ class Prediction(Record):
     instance is its prediction. infra_errors.jsonl holds the same record for tasks left unfinished by an
     infrastructure fault (infra_error true), retried by a rerun."""
 
-    FILE = "predictions.jsonl (one a line); infra_errors.jsonl"
+    FILE = "predictions.jsonl (one a line); infra_errors.jsonl (tasks left unfinished, one a line)"
 
     instance_id: str = Field(description="the task")
     model_patch: str | None = Field(None, description="the patch submitted (bytes that are not UTF-8 as \\udcXX "
