@@ -75,12 +75,20 @@ def write_run_config(directory, script: dict, **config) -> None:
         **config}))
 
 
-def run_in_process(directory, repo, **resolve):
-    """One task through `swepipe run`'s own setup and task runner; its prediction, ledger and paths."""
+def settings_of(*typed: str) -> list:
+    """The command line's ``--set PATH=VALUE`` assignments."""
+    from pipeline.config_overlay import parse_set
+
+    return [parse_set(text) for text in typed]
+
+
+def run_in_process(directory, repo, *typed: str):
+    """One task through `swepipe run`'s own setup and task runner (``typed``: its --set assignments); its
+    prediction, ledger and paths."""
     from pipeline.run.setup import prepare_run, resolve_config
     from pipeline.run.task import run_one_task, seeded_run_budget
 
-    config = resolve_config(directory / "config.yaml", **resolve)
+    config = resolve_config(directory / "config.yaml", settings_of(*typed))
     settings, server = prepare_run(dataset="bundled", config=config, run_id="run", runs_dir=directory / "runs")
     try:
         assert server is None  # no local model for a role that is switched off or not needed
@@ -148,7 +156,7 @@ def test_principal_none_runs_without_a_principal_call_or_price(tmp_path, local_r
 def test_senior_none_makes_no_senior_call_and_the_principal_still_writes(tmp_path, local_repo):
     script = {"junior": [[bash(FIX), bash("submit")]], "senior": [brief()], "principal": [reply(PRINCIPAL_EDIT)]}
     write_run_config(tmp_path, script)
-    prediction, rows, paths, settings = run_in_process(tmp_path, local_repo, overrides={"senior": "none"})
+    prediction, rows, paths, settings = run_in_process(tmp_path, local_repo, "models.senior.model=none")
     assert settings.config.models["senior"].model == "none"
     assert prediction["source"] == "principal" and "+    return a + b" in prediction["model_patch"], prediction
     assert [r for r in rows if r.role == "senior"] == [] and not (paths.senior / "trajectory.json").exists()
@@ -165,7 +173,7 @@ def test_senior_none_makes_no_senior_call_and_the_principal_still_writes(tmp_pat
 def test_k_zero_runs_no_junior_and_the_senior_explores_alone(tmp_path, local_repo):
     script = {"senior": [bash("grep -n 'def ' calc.py"), brief()], "principal": [reply(PRINCIPAL_EDIT)]}
     write_run_config(tmp_path, script, models={"junior": None})  # no junior model, and no local model started
-    prediction, rows, paths, settings = run_in_process(tmp_path, local_repo, k=0)
+    prediction, rows, paths, settings = run_in_process(tmp_path, local_repo, "juniors.k=0")
     assert prediction["source"] == "principal" and "+    return a + b" in prediction["model_patch"], prediction
     assert [r for r in rows if r.stage == "junior"] == [] and {r.stage for r in rows} == {"senior", "principal"}
     pool = json.loads((paths.junior / "pool.json").read_text())
@@ -181,18 +189,19 @@ def test_ablations_that_cannot_run_are_refused_with_a_clear_message(tmp_path):
     from pipeline.run.setup import resolve_config
 
     with pytest.raises(SwepipeError, match="vote strategy needs juniors.*-k N"):
-        resolve_config(None, strategy="vote", k=0)
+        resolve_config(None, settings_of("strategy=vote", "juniors.k=0"))
     with pytest.raises(SwepipeError, match="juniors.k is 0 and the senior model is none"):
-        resolve_config(None, k=0, overrides={"senior": "none"})
+        resolve_config(None, settings_of("juniors.k=0", "models.senior.model=none"))
     with pytest.raises(SwepipeError, match="juniors.k is 0 and the principal model is none"):
-        resolve_config(None, k=0, overrides={"principal": "none"})
+        resolve_config(None, settings_of("juniors.k=0", "models.principal.model=none"))
     with pytest.raises(SwepipeError, match="without its junior model.*use -k 0"):
-        resolve_config(None, overrides={"junior": "none"})
+        resolve_config(None, settings_of("models.junior.model=none"))
     with pytest.raises(SwepipeError, match="solo strategy cannot run without its solo model"):
-        resolve_config(None, strategy="solo", overrides={"solo": "none"})
+        resolve_config(None, settings_of("strategy=solo", "models.solo.model=none"))
     with pytest.raises(SwepipeError, match="juniors.k"):
-        resolve_config(None, k=65)
-    assert resolve_config(None, strategy="solo", k=0).juniors.k == 0  # solo has no juniors: k does not matter
+        resolve_config(None, settings_of("juniors.k=65"))
+    solo = resolve_config(None, settings_of("strategy=solo", "juniors.k=0"))
+    assert solo.juniors.k == 0  # solo has no juniors: k does not matter
 
 
 def test_vote_with_k_zero_stops_the_command_with_exit_2(tmp_path):
@@ -207,14 +216,14 @@ def test_needed_roles_leave_out_what_is_switched_off():
     from pipeline.run.setup import resolve_config
     from pipeline.strategies.base import needed_roles, strategy_class
 
-    def roles(**resolve):
-        config = resolve_config(None, **resolve)
+    def roles(*typed: str):
+        config = resolve_config(None, settings_of(*typed))
         return needed_roles(strategy_class(config.strategy), config)
 
     assert roles() == ("junior", "senior", "principal")
-    assert roles(overrides={"senior": "none"}) == ("junior", "principal")
-    assert roles(overrides={"principal": "NONE"}) == ("junior", "senior")
-    assert roles(k=0) == ("senior", "principal")
+    assert roles("models.senior.model=none") == ("junior", "principal")
+    assert roles("models.principal.model=NONE") == ("junior", "senior")
+    assert roles("juniors.k=0") == ("senior", "principal")
 
 
 # -- end to end on a bundled task in Docker, scored with the hidden tests ----------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.config_overlay import parse_set
 from pipeline import stopping
 from pipeline.config import Budgets, Containers, Juniors, RunConfig, load_config
 from pipeline.errors import SwepipeError
@@ -239,7 +240,7 @@ def test_parallel_tasks_never_spend_more_than_the_run_budget(tmp_path, local_rep
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({
         "models": {"junior": spec}, "juniors": {"k": 2}, "budgets": {"per_run": 1.00},
         "containers": {"impl": "local_opener:open_local"}}))
-    config = resolve_config(tmp_path / "config.yaml", strategy="vote")
+    config = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=vote")])
     settings, _ = prepare_run(dataset="bundled", config=config, run_id="parallel", runs_dir=tmp_path / "runs")
     tasks = [demo_task(local_repo, n) for n in range(3)]
     summary = run_tasks(tasks, settings, workers=3, show_progress=False)

@@ -12,6 +12,7 @@ import time
 import pytest
 import yaml
 
+from pipeline.config_overlay import parse_set
 from pipeline import stopping
 from pipeline.errors import ClusterFault
 from pipeline.layout import RunLayout
@@ -177,8 +178,8 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
         apply(root, op, relative, data)
 
     monkeypatch.setattr(storage, "apply_mirrored", slow_ledger)
-    settings, _ = prepare_run(dataset="bundled", config=resolve_config(tmp_path / "config.yaml", strategy="vote"),
-                              run_id="behind", runs_dir=tmp_path / "runs")
+    config = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=vote")])
+    settings, _ = prepare_run(dataset="bundled", config=config, run_id="behind", runs_dir=tmp_path / "runs")
     lines = []
     driver = RayRun(on_cluster, [task], settings, False, lines.append)
     summary = driver.execute()

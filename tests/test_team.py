@@ -5,6 +5,7 @@ import json
 import pytest
 import yaml
 
+from pipeline.config_overlay import parse_set
 from pipeline.agent.actions import FormatError, parse_action
 from pipeline.config import Limits, RunConfig, TeamConfig
 from pipeline.errors import SwepipeError
@@ -336,7 +337,7 @@ def test_run_one_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monkey
                                                           "containers": {"impl": "local_opener:open_local"}}))
     monkeypatch.setenv("SWEPIPE_TEST_REPO", str(leaky_repo["path"]))
     monkeypatch.setenv("SWEPIPE_TEST_BASE", leaky_repo["base"])
-    cfg = resolve_config(tmp_path / "config.yaml", strategy="team", team={"size": 4, "mode": None})
+    cfg = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=team"), parse_set("team.size=4")])
     assert cfg.team.size == 4 and cfg.team.mode == "async"
     settings, server = prepare_run(dataset="bundled", config=cfg, run_id="team", runs_dir=tmp_path / "runs")
     assert server is None
@@ -367,8 +368,9 @@ def test_team_options_are_checked_before_anything_runs(tmp_path):
     from pipeline.run.setup import resolve_config
 
     with pytest.raises(SwepipeError, match="team.size"):
-        resolve_config(None, overrides={"lead": "scripted/x", "worker": "scripted/x"}, strategy="team",
-                       team={"size": 17})
+        resolve_config(None, [parse_set(text) for text in ("models.lead.model=scripted/x",
+                                                           "models.worker.model=scripted/x", "strategy=team",
+                                                           "team.size=17")])
 
 
 @pytest.mark.slow

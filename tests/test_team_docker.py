@@ -46,9 +46,10 @@ def test_async_team_resolves_tinyq_in_one_container(tmp_path):
     spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"models": {"lead": spec, "worker": spec},
                                                           "limits": {"max_steps": 8}}))
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--strategy", "team", "--team-mode", "async",
-                           "--team-size", "2", "--instance-ids", task.instance_id, "--config", "config.yaml",
-                           "--run-id", "team", "--evaluate"], capture_output=True, text=True, cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--strategy", "team", "--set",
+                           "team.mode=async", "--set", "team.size=2", "--instance-ids", task.instance_id,
+                           "--config", "config.yaml", "--run-id", "team", "--evaluate"], capture_output=True,
+                          text=True, cwd=tmp_path,
                           env={**os.environ, "COLUMNS": "250"}, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "resolved 1/1" in done.stdout and "lead $" in done.stdout

@@ -269,7 +269,7 @@ def test_the_leads_piv_prompt_is_used_when_chosen(tmp_path, workspace):
 
 @pytest.mark.slow
 def test_swepipe_run_takes_the_study_options_and_records_them(tmp_path, leaky_repo):
-    """`swepipe run` with --solo-prompt piv, and an async team with the guard and directory off and the piv lead
+    """`swepipe run` with --set solo.prompt=piv, and an async team with the guard and directory off and the piv lead
     prompt: the prompts are used, config.yaml records every choice, and the lead's early submit leaves the worker's
     later fix out of the prediction, which records it as lost work."""
     from pipeline.tasks import load_tasks
@@ -289,9 +289,9 @@ def test_swepipe_run_takes_the_study_options_and_records_them(tmp_path, leaky_re
         "models": {"solo": spec, "lead": spec, "worker": spec}, "containers": {"impl": "local_opener:open_local"}}))
     env = {**os.environ, "SWEPIPE_TEST_REPO": str(leaky_repo["path"]), "SWEPIPE_TEST_BASE": leaky_repo["base"],
            "PYTHONPATH": str(Path(__file__).parent)}
-    runs = {"solo": ["--strategy", "solo", "--solo-prompt", "piv"],
-            "team": ["--strategy", "team", "--team-mode", "async", "--team-submit-guard", "off", "--team-directory",
-                     "off", "--lead-prompt", "piv"]}
+    runs = {"solo": ["--strategy", "solo", "--set", "solo.prompt=piv"],
+            "team": ["--strategy", "team", "--set", "team.mode=async", "--set", "team.submit_guard=false", "--set",
+                     "team.directory=off", "--set", "team.lead_prompt=piv"]}
     for run_id, options in runs.items():
         done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", *options, "--instance-ids", task_id,
                                "--config", "config.yaml", "--run-id", run_id], cwd=tmp_path, env=env,
@@ -311,6 +311,6 @@ def test_swepipe_run_takes_the_study_options_and_records_them(tmp_path, leaky_re
     [lost] = prediction["lost_work"]
     assert lost["worker"] == "worker-0" and lost["files"] == ["calc.py"]
     assert "+# notes" in prediction["model_patch"] and "calc.py" not in prediction["model_patch"]
-    bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--team-submit-guard", "maybe",
+    bad = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--set", "team.submit_guard=maybe",
                           "--print-config"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert bad.returncode == 2 and "maybe" in bad.stderr
+    assert bad.returncode == 2 and "--set team.submit_guard=maybe: Input should be a valid boolean" in bad.stderr

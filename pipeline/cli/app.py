@@ -6,8 +6,21 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
-images_app = typer.Typer(no_args_is_help=True, help="Build, check and prune the Docker images tasks run in.")
+from pipeline.cli.help import Command, Group
+
+
+class App(typer.Typer):
+    """A Typer app whose commands and groups print swepipe's --help (pipeline.cli.help)."""
+
+    def __init__(self, **settings) -> None:
+        super().__init__(cls=Group, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                         **settings)
+
+    def command(self, *args, cls=Command, **settings):
+        return super().command(*args, cls=cls, **settings)
+
+
+app = App(help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
+images_app = App(help="Build, check and prune the Docker images tasks run in.")
 app.add_typer(images_app, name="images")
 console = Console()

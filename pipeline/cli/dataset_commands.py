@@ -49,7 +49,10 @@ def validate(
     output_dir: Annotated[Optional[Path], typer.Option(help="Where the check's evaluations go.")] = None,
     eval_network: opt.EvalNetwork = False,
 ) -> None:
-    """Check every task: gold resolves, empty patch does not, F2P fail and P2P pass at base, no test name leaks."""
+    """Check that every task is sound before a model ever sees it.
+
+    The gold patch resolves, the empty patch does not, FAIL_TO_PASS tests fail and PASS_TO_PASS tests pass at the
+    base commit, and no hidden test's name leaks into the prompt."""
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.evaluation.validate import validate_tasks
@@ -86,8 +89,9 @@ def cleanup(
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
 ) -> None:
-    """Remove containers (and optionally cached images) that swepipe left behind (with --executor ray: a run's
-    containers on every node of the cluster)."""
+    """Remove the containers (and cached images) swepipe left behind.
+
+    With --executor ray, a run's containers on every node of the cluster."""
     from pipeline.config import ExecutorConfig
     from pipeline.run.executors import executor_for
 
@@ -101,10 +105,10 @@ def images_build(
     selection: opt.TaskSelection,
     force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
 ) -> None:
-    """Build the Debian base image (debootstrap + docker import) and the bundled tasks' images.
+    """Build the Debian base image and the bundled tasks' images.
 
-    Cached: an image is rebuilt only when what it is built from changed.
-    """
+    The base comes from debootstrap and docker import. Cached: an image is rebuilt only when what it is built
+    from changed."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -158,8 +162,10 @@ def images_check(
     registry_timeout: Annotated[float, typer.Option(
         help="Seconds one registry query may take before the registry counts as unreachable.")] = 20.0,
 ) -> None:
-    """Before a long run: which of the tasks' images are present, their sizes, the disk the run needs against
-    containers.image_cache_gb and Docker's free disk, and whether the registry has the missing ones."""
+    """Check the tasks' images before a long run: present, sizes, disk.
+
+    Which images are present, their sizes, the disk the run needs against containers.image_cache_gb and Docker's
+    free disk, and whether the registry has the missing ones."""
     from pipeline.runtime.image_disk import gb
     from pipeline.runtime.image_preflight import preflight
 
@@ -191,8 +197,10 @@ def images_prune(
     image_template: opt.ImageTemplate = None,
     config: opt.ConfigFile = None,
 ) -> None:
-    """Remove swepipe's cached sanitised images and the selected tasks' images, least recently used first, until
-    they take at most --keep-gb; never an image a running swepipe container uses."""
+    """Remove cached images, least recently used first, down to --keep-gb.
+
+    swepipe's sanitised images and the selected tasks' images go; never an image a running swepipe container
+    uses."""
     from pipeline.runtime.image_disk import GB, gb
     from pipeline.runtime.image_prune import prune
 

@@ -13,47 +13,53 @@ import typer
 from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
+from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
 from pipeline.cli.stops import exit_stopped
 from pipeline.errors import SwepipeError
-from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.outages import BREAKERS, Settings
 
 
 @app.command("eval")
 @opt.selects_tasks("dataset", "split")
+@opt.scores()
 def eval_(
     predictions: Annotated[Optional[Path], typer.Option(
+        rich_help_panel=SCORING,
         help="predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")] = None,
     candidates: Annotated[Optional[str], typer.Option(
         "--candidates", metavar="RUN",
+        rich_help_panel=SCORING,
         help="Instead of predictions: score every distinct junior candidate of the run RUN (a run id or "
              "runs/<run-id>) into tasks/<id>/candidates/<key>/result.json, skipping those already scored.")] = None,
     selection: opt.TaskSelection = opt.TaskSelection(),
-    run_scripts: opt.RunScripts = None,
-    dockerfiles: opt.Dockerfiles = None,
+    scoring: opt.Scoring = opt.Scoring(),
     image_template: opt.ImageTemplate = None,
     output_dir: Annotated[Optional[Path], typer.Option(
+        rich_help_panel=OUTPUT,
         help="Where results go (default runs/<run-id>/eval; a predictions file inside runs/<run-id>/ "
              "names the run).")] = None,
-    workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
-    redo: Annotated[bool, typer.Option(help="Score again instances that already have a result.")] = False,
-    timeout: opt.Timeout = 1800,
-    attempts: Annotated[int, typer.Option(help="Rerun unresolved instances up to N attempts in all to spot flaky "
-                                          "tests; the first attempt's verdict stays the official one.")] = 1,
+    workers: Annotated[int, typer.Option(help="Instances scored at once.", rich_help_panel=EXECUTION)] = 2,
+    redo: Annotated[bool, typer.Option(help="Score again instances that already have a result.",
+                                       rich_help_panel=SCORING)] = False,
+    attempts: Annotated[int, typer.Option(
+        rich_help_panel=SCORING,
+        help="Rerun unresolved instances up to N attempts in all to spot flaky tests; the first attempt's verdict "
+             "stays the official one.")] = 1,
     platform: opt.Platform = None,
-    eval_network: opt.EvalNetwork = False,
     block_network: Annotated[bool, typer.Option(
         hidden=True, help="Kept for old scripts: the tests run with no network unless --eval-network.")] = False,
     skip_image_check: Annotated[bool, typer.Option(
-        "--skip-image-check", help="Start without checking first that every image to score in is present or on "
-                                   "its registry (see `swepipe images check`).")] = False,
+        "--skip-image-check", rich_help_panel=EXECUTION,
+        help="Start without checking first that every image to score in is present or on its registry (see "
+             "`swepipe images check`).")] = False,
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
-    eval_log_mb: opt.EvalLogMb = LOG_LIMIT / 1e6,
     outage_seconds: opt.OutageSeconds = Settings().outage_seconds,
 ) -> None:
-    """Score predictions (or, with --candidates, every junior candidate of a run) with the hidden tests, by the
-    official SWE-Bench Pro protocol."""
+    """Score predictions with the hidden tests (the official protocol).
+
+    Predictions from a file, or with --candidates every distinct junior candidate of a run, scored by the official
+    SWE-Bench Pro protocol in each task's image."""
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
@@ -63,12 +69,10 @@ def eval_(
     if (predictions is None) == (candidates is None):
         raise SwepipeError("give either --predictions FILE (score predictions) or --candidates RUN (score a run's "
                            "junior candidates)" + (", not both" if predictions is not None else ""))
-    if attempts < 1 or workers < 1 or timeout <= 0 or eval_log_mb <= 0 or outage_seconds <= 0:
-        raise SwepipeError("--attempts and --workers must be at least 1, and --timeout, --eval-log-mb and "
-                           "--outage-seconds above 0")
+    if attempts < 1 or workers < 1 or outage_seconds <= 0:
+        raise SwepipeError("--attempts and --workers must be at least 1, and --outage-seconds above 0")
     BREAKERS.configure(dataclasses.replace(Settings(), outage_seconds=outage_seconds, setting="--outage-seconds"))
-    log_limit = int(eval_log_mb * 1e6)
-    if block_network and eval_network:
+    if block_network and scoring.eval_network:
         raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
                            "default, --eval-network turns it on")
     from pipeline.config import ExecutorConfig
@@ -79,8 +83,8 @@ def eval_(
         raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output-dir")
     where.connect()  # Ray missing or no cluster there: said now, before anything is scored
     if candidates is not None:
-        _eval_candidates(candidates, selection, run_scripts, dockerfiles, image_template, workers, redo, timeout,
-                         attempts, platform, eval_network, skip_image_check, where, log_limit)
+        _eval_candidates(candidates, selection, scoring, image_template, workers, redo, attempts, platform,
+                         skip_image_check, where)
         return
     loaded = load_predictions(predictions)
     selection = selection.for_run(predictions.resolve().parent, console.print)  # a run's own predictions.jsonl
@@ -89,11 +93,11 @@ def eval_(
     run_id = _run_id_for(predictions)
     out = output_dir or Path("runs") / run_id / "eval"
     settings = EvalSettings(image_template=image_template or defaults.image_template,
-                            run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
-                            timeout=timeout, platform=platform, network=eval_network, run_id=run_id,
+                            run_scripts=scoring.run_scripts or defaults.run_scripts, dockerfiles=scoring.dockerfiles,
+                            timeout=scoring.timeout, platform=platform, network=scoring.eval_network, run_id=run_id,
                             # with ray, sized on each node from its machine and docker_slots
                             limits=None if where.limits_per_node else container_limits(concurrent=workers),
-                            log_limit=log_limit)
+                            log_limit=scoring.log_limit)
     if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
         _check_images(loaded, tasks_, out, settings, redo, where)
     try:
@@ -104,9 +108,8 @@ def eval_(
     print_summary(summary, out, console)
 
 
-def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_template, workers: int, redo: bool,
-                     timeout: float, attempts: int, platform, eval_network: bool, skip_image_check: bool,
-                     where, log_limit: int) -> None:
+def _eval_candidates(run: str, selection, scoring: opt.Scoring, image_template, workers: int, redo: bool,
+                     attempts: int, platform, skip_image_check: bool, where) -> None:
     """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates) by the executor
     ``where``, its summary."""
     from pipeline.datasets import defaults_for
@@ -121,12 +124,13 @@ def _eval_candidates(run: str, selection, run_scripts, dockerfiles, image_templa
     defaults = defaults_for(selection.dataset)
     recorded = run_containers(root)  # the image and platform the run's agents had, unless given here
     settings = EvalSettings(image_template=image_template or recorded.get("image_template") or defaults.image_template,
-                            run_scripts=run_scripts or defaults.run_scripts, dockerfiles=dockerfiles,
-                            timeout=timeout, platform=platform or recorded.get("platform"), network=eval_network,
+                            run_scripts=scoring.run_scripts or defaults.run_scripts, dockerfiles=scoring.dockerfiles,
+                            timeout=scoring.timeout, platform=platform or recorded.get("platform"),
+                            network=scoring.eval_network,
                             run_id=f"{root.name}-candidates",
                             # with ray, sized on each node from its machine and docker_slots
                             limits=None if where.limits_per_node else container_limits(concurrent=workers),
-                            log_limit=log_limit)
+                            log_limit=scoring.log_limit)
     if not skip_image_check and plan.todo:
         from pipeline.runtime.image_names import run_image_names
 

@@ -27,8 +27,10 @@ def export(
         help="The official prefix / swebench model_name_or_path of every prediction (default: the run id).")] = None,
     runs_dir: opt.RunsDir = Path("runs"),
 ) -> None:
-    """Write a run's predictions as the official SWE-Bench Pro harness or swebench reads them, or every agent's
-    trajectory in mini-swe-agent's .traj.json form. Tasks without a prediction yet are left out and counted."""
+    """Export a run's predictions or trajectories for other tools.
+
+    Predictions as the official SWE-Bench Pro harness or swebench reads them, or every agent's trajectory in
+    mini-swe-agent's .traj.json form. Tasks without a prediction yet are left out and counted."""
     from pipeline.report.export import FORMATS, export_predictions, export_trajectories, resolve_run
 
     if format_ not in FORMATS:

@@ -1,4 +1,5 @@
-"""Options shared by every command that takes tasks, so they read the same everywhere."""
+"""Options shared by the commands, declared once so that they read the same everywhere, each in its --help panel
+(pipeline.cli.help): task selection, models, strategy and config, execution, scoring, the run directory."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from pipeline.cli.help import CONFIG, EXECUTION, MODELS, OUTPUT, SCORING, STRATEGY, TASKS
 from pipeline.datasets import BUNDLED
+from pipeline.errors import SwepipeError
+from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.tasks import Task, TaskFilter, load_tasks, parse_instance_ids
 
 DEFAULT_DATASET = BUNDLED
@@ -77,28 +81,37 @@ ALL_FILTERS = tuple(_SELECTION_OPTIONS)
 def selects_tasks(*names: str):
     """Give a command the task-selection options ``names`` (default: all); it receives them as
     ``selection: TaskSelection``. Declared here once, shown in each command's --help."""
-    names = names or ALL_FILTERS
-    defaults = TaskSelection()
+    return _option_group("selection", TaskSelection, _SELECTION_OPTIONS, names or ALL_FILTERS)
+
+
+def _option_group(parameter: str, group: type, declared: dict, names):
+    """Give a command the options ``names`` of ``declared`` (option name -> its Annotated declaration), handed to
+    it as one ``parameter`` holding ``group(**values, given=...)``, ``given`` being those set on the command line
+    (when the group has that field). Groups stack: each command keeps one typer context parameter."""
+    defaults = group()
+    wants_given = "given" in {field.name for field in dataclasses.fields(group)}
 
     def wrap(command):
         own = inspect.signature(command, eval_str=True)
         added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name),
-                                   annotation=_SELECTION_OPTIONS[name]) for name in names]
+                                   annotation=declared[name]) for name in names]
         kept = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values()
-                if p.name != "selection"]
+                if p.name not in (parameter, _CONTEXT)]
         context = inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        passes_context = _CONTEXT in own.parameters  # an inner group wants it too
 
         @functools.wraps(command)
-        def with_selection(**options):
+        def with_group(**options):
             chosen = {name: options.pop(name) for name in names}
-            given = _given_on_command_line(options.pop(_CONTEXT, None), names)
-            return command(selection=TaskSelection(**chosen, given=given), **options)
+            ctx = options.get(_CONTEXT) if passes_context else options.pop(_CONTEXT, None)
+            extra = {"given": _given_on_command_line(ctx, names)} if wants_given else {}
+            return command(**{parameter: group(**chosen, **extra)}, **options)
 
-        del with_selection.__wrapped__  # typer must read the signature below, not the command's
+        del with_group.__wrapped__  # typer must read the signature below, not the command's
         signature = own.replace(parameters=[*added, *kept, context])
-        with_selection.__signature__ = signature
-        with_selection.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
-        return with_selection
+        with_group.__signature__ = signature
+        with_group.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        return with_group
 
     return wrap
 
@@ -152,6 +165,134 @@ Executor = Annotated[Optional[str], typer.Option(
 RayAddress = Annotated[Optional[str], typer.Option(
     "--ray-address", help="The Ray cluster: auto (the one `ray start` began on this machine), host:port or "
                           "ray://host:port (default from config: auto).")]
+
+
+SoloModel = Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")]
+LeadModel = Annotated[Optional[str], typer.Option(help="litellm model string for the team's lead.")]
+WorkerModel = Annotated[Optional[str], typer.Option(help="litellm model string for the team's workers.")]
+StrategyName = Annotated[Optional[str], typer.Option(
+    help="pipeline, solo, team, vote, or a Strategy class as package.module:Class (default from config: "
+         "pipeline).")]
+PrintConfig = Annotated[bool, typer.Option(
+    "--print-config", help="Print the resolved config (every option, its value and what it means) as YAML, and "
+                           "run nothing.")]
+Set = Annotated[Optional[list[str]], typer.Option(
+    "--set", metavar="PATH=VALUE",
+    help="Set any option of the config, e.g. --set team.mode=async --set budgets.per_task=2 (repeatable; "
+         "--print-config lists every option). The flags above are shortcuts for the commonest ones.")]
+
+
+def _in_panel(panel: str, *declarations) -> None:
+    for declaration in declarations:
+        declaration.__metadata__[0].rich_help_panel = panel
+
+
+_in_panel(TASKS, Dataset, Split, InstanceIds, Repo, Language, Limit, Slice, Shuffle, Seed)
+_in_panel(MODELS, JuniorModel, SeniorModel, PrincipalModel, SoloModel, LeadModel, WorkerModel)
+_in_panel(STRATEGY, StrategyName)
+_in_panel(CONFIG, ConfigFile, Set, PrintConfig)
+_in_panel(EXECUTION, Executor, RayAddress, ImageTemplate, Platform)
+_in_panel(SCORING, RunScripts, Dockerfiles, Timeout, EvalNetwork, EvalLogMb, OutageSeconds)
+_in_panel(OUTPUT, RunsDir)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How the hidden tests score patches, as one value: the options shared by swepipe run --evaluate, eval and
+    sweep --evaluate."""
+
+    run_scripts: Path | None = None
+    dockerfiles: Path | None = None
+    timeout: float = 1800
+    eval_network: bool = False
+    eval_log_mb: float = LOG_LIMIT / 1e6
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0 or self.eval_log_mb <= 0:
+            raise SwepipeError(f"--timeout ({self.timeout}) and --eval-log-mb ({self.eval_log_mb}) must be above 0")
+
+    @property
+    def log_limit(self) -> int:
+        return int(self.eval_log_mb * 1e6)
+
+
+_SCORING_OPTIONS = {"run_scripts": RunScripts, "dockerfiles": Dockerfiles, "timeout": Timeout,
+                    "eval_network": EvalNetwork, "eval_log_mb": EvalLogMb}
+
+
+def scores(*names: str):
+    """Give a command the scoring options ``names`` (default: all); it receives them as ``scoring: Scoring``."""
+    return _option_group("scoring", Scoring, _SCORING_OPTIONS, names or tuple(_SCORING_OPTIONS))
+
+
+# A shortcut flag -> the config path it sets.
+SHORTCUTS = {"junior_model": ("models.junior.model", "--junior-model"),
+             "senior_model": ("models.senior.model", "--senior-model"),
+             "principal_model": ("models.principal.model", "--principal-model"),
+             "solo_model": ("models.solo.model", "--solo-model"), "lead_model": ("models.lead.model", "--lead-model"),
+             "worker_model": ("models.worker.model", "--worker-model"), "strategy": ("strategy", "--strategy"),
+             "k": ("juniors.k", "-k"), "max_steps": ("limits.max_steps", "--max-steps"),
+             "executor": ("executor.kind", "--executor"), "ray_address": ("executor.ray_address", "--ray-address")}
+
+
+def config_assignments(sets: list[str] | None, **flags):
+    """The command line's changes to the config, in one list (pipeline.config_overlay): the shortcut flags given
+    (``flags``, by SHORTCUTS name), then every ``--set``. A flag and a --set giving one option two values is
+    refused: which one was meant cannot be known."""
+    from pipeline.config_overlay import flag, parse_set
+
+    given = [flag(SHORTCUTS[name][0], value, f"{SHORTCUTS[name][1]} {value}")
+             for name, value in flags.items() if value is not None]
+    settings = [parse_set(text) for text in sets or []]
+    for shortcut in given:
+        for setting in settings:
+            if setting.path == shortcut.path and setting.value != shortcut.value:
+                raise SwepipeError(f"{shortcut.given} and {setting.given} both set {shortcut.dotted}; give one")
+    return [*given, *settings]
+
+
+# Flags that are gone -> what to type instead ({} is the value the old flag was given).
+REMOVED_RUN_FLAGS = {"--team-stages": "--set team.stages={}", "--team-mode": "--set team.mode={}",
+                     "--team-size": "--set team.size={}", "--team-sizing": "--set team.sizing={}",
+                     "--team-messages/--no-team-messages": "--set team.messages={}",
+                     "--team-submit-guard": "--set team.submit_guard={}",
+                     "--team-directory": "--set team.directory={}", "--lead-prompt": "--set team.lead_prompt={}",
+                     "--solo-prompt": "--set solo.prompt={}"}
+REMOVED_ROLLOUTS_FLAGS = {"--output-dir": "--runs-dir DIR --run-id ID (the rollouts go to "
+                                          "DIR/ID/tasks/<id>/junior, and the same id reuses finished ones)"}
+
+
+def _hidden_option(flags: str):
+    kind = Optional[bool] if "/" in flags else Optional[str]  # a --flag/--no-flag pair, or a flag with a value
+    return Annotated[kind, typer.Option(flags, hidden=True)]
+
+
+def refuses_removed(removed: dict[str, str]):
+    """Give a command hidden options for flags it no longer has; one given is refused naming what to type
+    instead, rather than click's bare 'no such option'."""
+    names = {flags: "_removed_" + flags.split("/")[0].lstrip("-").replace("-", "_") for flags in removed}
+
+    def wrap(command):
+        own = inspect.signature(command, eval_str=True)
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                   annotation=_hidden_option(flags)) for flags, name in names.items()]
+
+        @functools.wraps(command)
+        def refusing(**options):
+            for flags, name in names.items():
+                value = options.pop(name)
+                if value is not None:
+                    shown = {True: "true", False: "false", "on": "true", "off": "false"}.get(value, value)
+                    raise SwepipeError(f"{flags.split('/')[0]} was removed; use {removed[flags].format(shown)}")
+            return command(**options)
+
+        del refusing.__wrapped__
+        signature = own.replace(parameters=[*own.parameters.values(), *added])
+        refusing.__signature__ = signature
+        refusing.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+        return refusing
+
+    return wrap
 
 
 def executor_settings(base, executor: str | None, ray_address: str | None):

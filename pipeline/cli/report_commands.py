@@ -25,9 +25,10 @@ def report(
                                                  "(<name>_tasks/).")] = None,
     selection: opt.TaskSelection = opt.TaskSelection(),
 ) -> None:
-    """Resolve rate, reward, dollars, tokens and time by stage, exit reasons, coverage and, for team runs, the team
-    analysis of run directories (no model, no Docker); writes report.md, report.html and figures/ into the first
-    run's directory."""
+    """Report runs: resolve rate, dollars, tokens and time by stage.
+
+    Also exit reasons, coverage and, for team runs, the team analysis; no model, no Docker. Writes report.md,
+    report.html, a page per task and figures/ into the first run's directory."""
     from pipeline.report.build import build_report, write_report
     from pipeline.report.render import rich_table
 
@@ -61,8 +62,9 @@ def coverage(
     figure: Annotated[Optional[Path], typer.Option(
         help="Where to write the coverage figure (PNG; default RUN/figures/coverage-<run-id>.png).")] = None,
 ) -> None:
-    """How much of each task's gold patch the context held, against pool size: the candidates' hunks, plus the
-    code expansion, plus the senior model's spans."""
+    """How much of each gold patch the context held, by pool size.
+
+    Counted over the candidates' hunks, plus the code expansion, plus the senior model's spans."""
     from pipeline.report.coverage import run_coverage
     from pipeline.report.figures import coverage_curves
     from pipeline.report.load import load_run
@@ -125,9 +127,11 @@ def whatif(
     max_subsets: Annotated[int, typer.Option(help="vote@k: at most this many k-subsets of a task's rollouts "
                                              "(a seeded sample beyond).")] = 500,
 ) -> None:
-    """What other policies would have resolved and cost, from the recorded runs alone (no model, no container):
-    pass@k, vote@k, the recorded principal, skip rules, adaptive schedules, compacted histories and prompt caching.
-    Candidates' verdicts come from `swepipe eval --candidates RUN`."""
+    """What other policies would have resolved and cost, from records.
+
+    From the recorded runs alone (no model, no container): pass@k, vote@k, the recorded principal, skip rules,
+    adaptive schedules, compacted histories and prompt caching. Candidates' verdicts come from `swepipe eval
+    --candidates RUN`."""
     import json
 
     from pipeline.report.render import rich_table

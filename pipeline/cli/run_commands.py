@@ -5,95 +5,69 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
+from pipeline.cli.help import EXECUTION, OUTPUT, SCORING, STRATEGY, TASKS
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
-from pipeline.strategies.base import REGISTRY as STRATEGIES
 
 
 @app.command()
 @opt.selects_tasks()
+@opt.scores()
+@opt.refuses_removed(opt.REMOVED_RUN_FLAGS)
 def run(
     selection: opt.TaskSelection,
-    config: opt.ConfigFile = None,
+    scoring: opt.Scoring,
     junior_model: opt.JuniorModel = None,
     senior_model: opt.SeniorModel = None,
     principal_model: opt.PrincipalModel = None,
-    strategy: Annotated[Optional[str], typer.Option(help=f"{', '.join(STRATEGIES)}, or a Strategy class as "
-                                                   "package.module:Class (default from config: pipeline).")] = None,
-    solo_model: Annotated[Optional[str], typer.Option(help="litellm model string for the solo agent.")] = None,
-    lead_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's lead.")] = None,
-    worker_model: Annotated[Optional[str], typer.Option(help="litellm model string for the team's workers.")] = None,
-    team_stages: Annotated[Optional[str], typer.Option(
-        help="Team: the stage workers serve: planning, implementation, verification or all "
-             "(default from config: all).")] = None,
-    team_mode: Annotated[Optional[str], typer.Option(
-        help="Team: blocking (the lead waits for its workers) or async (workers run while it works; "
-             "default from config: blocking).")] = None,
-    team_size: Annotated[Optional[int], typer.Option(
-        help="Team: workers at a time, 1 to 16 (default from config: 3 for a fixed team; a lead that sizes its "
-             "own may run up to 16).")] = None,
-    team_sizing: Annotated[Optional[str], typer.Option(
-        help="Team: fixed (every delegation uses the whole team) or lead (the lead picks up to --team-size; "
-             "default).")] = None,
-    team_messages: Annotated[Optional[bool], typer.Option(
-        "--team-messages/--no-team-messages",
-        help="Team: let agents message each other (default from config: yes).")] = None,
-    team_submit_guard: Annotated[Optional[Literal["on", "off"]], typer.Option(
-        help="Team: on refuses the lead's submit while workers run or reports are unread; off lets it submit, "
-             "stops the workers and records their later work as lost (default from config: on).")] = None,
-    team_directory: Annotated[Optional[Literal["on", "off"]], typer.Option(
-        help="Team: on, workers see the team directory (each other and their tasks); off, each knows only its "
-             "own task (default from config: on).")] = None,
-    lead_prompt: Annotated[Optional[Literal["minimal", "piv"]], typer.Option(
-        help="Team: the lead's prompt, minimal or piv (plan, implement, verify; default from config: "
-             "minimal).")] = None,
-    solo_prompt: Annotated[Optional[Literal["minimal", "piv"]], typer.Option(
-        help="Solo: the agent's prompt, minimal or piv (plan, implement, verify; default from config: "
-             "minimal).")] = None,
-    k: Annotated[Optional[int], typer.Option("-k", help="Junior rollouts per task, 0 to 64; 0: no juniors, the senior "
-                                                   "explores alone (default from config: 10).")] = None,
-    workers: Annotated[int, typer.Option(help="Tasks run at once.")] = 1,
-    run_id: Annotated[Optional[str], typer.Option(
-        help="Run id; the same id resumes a run (default: run-<time>).")] = None,
-    runs_dir: opt.RunsDir = Path("runs"),
-    evaluate: Annotated[bool, typer.Option(
-        "--evaluate", help="Score each prediction with the hidden tests as soon as it exists.")] = False,
-    reuse_juniors_from: Annotated[Optional[str], typer.Option(
-        help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
-    run_scripts: opt.RunScripts = None,
-    dockerfiles: opt.Dockerfiles = None,
-    image_template: opt.ImageTemplate = None,
-    timeout: opt.Timeout = 1800,
-    eval_network: opt.EvalNetwork = False,
-    print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved config (every option, "
-                                               "its value and what it means) as YAML, and run nothing.")] = False,
-    skip_image_check: Annotated[bool, typer.Option(
-        "--skip-image-check", help="Start without checking first that every task's image is present or on its "
-                                   "registry (see `swepipe images check`).")] = False,
+    solo_model: opt.SoloModel = None,
+    lead_model: opt.LeadModel = None,
+    worker_model: opt.WorkerModel = None,
+    strategy: opt.StrategyName = None,
+    k: Annotated[Optional[int], typer.Option(
+        "-k", rich_help_panel=STRATEGY,
+        help="Junior rollouts per task, 0 to 64; 0: no juniors, the senior explores alone (default from config: "
+             "10).")] = None,
+    config: opt.ConfigFile = None,
+    assignments: opt.Set = None,
+    print_config: opt.PrintConfig = False,
+    workers: Annotated[int, typer.Option(help="Tasks run at once.", rich_help_panel=EXECUTION)] = 1,
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
+    image_template: opt.ImageTemplate = None,
+    skip_image_check: Annotated[bool, typer.Option(
+        "--skip-image-check", rich_help_panel=EXECUTION,
+        help="Start without checking first that every task's image is present or on its registry (see `swepipe "
+             "images check`).")] = False,
+    evaluate: Annotated[bool, typer.Option(
+        "--evaluate", rich_help_panel=SCORING,
+        help="Score each prediction with the hidden tests as soon as it exists.")] = False,
+    run_id: Annotated[Optional[str], typer.Option(
+        help="Run id; the same id resumes a run (default: run-<time>).", rich_help_panel=OUTPUT)] = None,
+    runs_dir: opt.RunsDir = Path("runs"),
+    reuse_juniors_from: Annotated[Optional[str], typer.Option(
+        rich_help_panel=OUTPUT,
+        help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
 ) -> None:
-    """Run a strategy (by default the pipeline: juniors, senior, principal) over the tasks, resumably, and
-    optionally score it."""
+    """Run a strategy over tasks, resumably, and optionally score it.
+
+    The strategy is the pipeline by default (juniors, senior, principal); solo, team and vote are the baselines.
+    Every config option can be set with --set PATH=VALUE; --print-config shows them all."""
     from pipeline.run.executors import executor_for
     from pipeline.run.setup import prepare_run, resolve_config
 
-    cfg = resolve_config(config, k=k, strategy=strategy, overrides={
-        "junior": junior_model, "senior": senior_model, "principal": principal_model, "solo": solo_model,
-        "lead": lead_model, "worker": worker_model},
-        team={"stages": team_stages, "mode": team_mode, "size": team_size, "sizing": team_sizing,
-              "messages": team_messages, "submit_guard": _on(team_submit_guard), "directory": _on(team_directory),
-              "lead_prompt": lead_prompt})
-    if solo_prompt is not None:
-        cfg = cfg.model_copy(update={"solo": cfg.solo.model_copy(update={"prompt": solo_prompt})})
-    cfg = opt.with_executor(cfg, executor, ray_address)
+    cfg = resolve_config(config, opt.config_assignments(assignments, junior_model=junior_model,
+                                                        senior_model=senior_model, principal_model=principal_model,
+                                                        solo_model=solo_model, lead_model=lead_model,
+                                                        worker_model=worker_model, strategy=strategy, k=k,
+                                                        executor=executor, ray_address=ray_address))
     if print_config:
         print(commented_yaml(cfg), end="")
         return
@@ -104,8 +78,10 @@ def run(
     where.connect()  # Ray missing or no cluster there: said now, before the run directory exists
     settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, run_id=run_id,
                                    runs_dir=runs_dir, evaluate=evaluate, reuse_juniors_from=reuse_juniors_from,
-                                   run_scripts=run_scripts, dockerfiles=dockerfiles, image_template=image_template,
-                                   timeout=timeout, announce=console.print, eval_network=eval_network, workers=workers)
+                                   run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
+                                   image_template=image_template, timeout=scoring.timeout, announce=console.print,
+                                   eval_network=scoring.eval_network, eval_log_limit=scoring.log_limit,
+                                   workers=workers)
     interactive = sys.stderr.isatty()
     try:
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
@@ -119,10 +95,6 @@ def run(
     if summary.stopped:
         _stopped(summary, settings)
     _print_run(summary, settings)
-
-
-def _on(value: str | None) -> bool | None:
-    return None if value is None else value == "on"
 
 
 def _log_line(text: str) -> None:
@@ -177,19 +149,24 @@ def _print_run(summary, settings) -> None:
 
 @app.command()
 @opt.selects_tasks("dataset", "split")
+@opt.refuses_removed(opt.REMOVED_ROLLOUTS_FLAGS)
 def rollouts(
-    task: Annotated[str, typer.Option(help="Instance id of the task.")],
+    task: Annotated[str, typer.Option(help="Instance id of the task.", rich_help_panel=TASKS)],
     selection: opt.TaskSelection = opt.TaskSelection(),
-    k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 10).")] = None,
-    config: opt.ConfigFile = None,
     junior_model: opt.JuniorModel = None,
-    max_steps: Annotated[Optional[int], typer.Option(help="Step limit per rollout.")] = None,
+    k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 10).",
+                                             rich_help_panel=STRATEGY)] = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="Step limit per rollout.", rich_help_panel=STRATEGY)] = None,
+    config: opt.ConfigFile = None,
+    assignments: opt.Set = None,
     image_template: opt.ImageTemplate = None,
     runs_dir: opt.RunsDir = Path("runs"),
-    run_id: Annotated[Optional[str], typer.Option(help="Run id; the same id reuses finished rollouts "
-                                                 "(default: rollouts-<time>).")] = None,
+    run_id: Annotated[Optional[str], typer.Option(rich_help_panel=OUTPUT, help="Run id; the same id reuses finished "
+                                                 "rollouts (default: rollouts-<time>).")] = None,
 ) -> None:
-    """Run the junior stage alone on one task and print the candidate pool (runs/<run-id>/tasks/<id>/junior)."""
+    """Run the juniors alone on one task and print their candidate pool.
+
+    The rollouts and the pool are written to runs/<run-id>/tasks/<id>/junior."""
     import time as _time
 
     from pipeline.juniors.stage import junior_stage
@@ -201,9 +178,11 @@ def rollouts(
     if run_id:
         selection = selection.for_run(runs_dir / run_id, console.print)
     chosen = dataclasses.replace(selection, instance_ids=task).load()[0]
-    cfg = resolve_config(config, k=k, strategy="vote", overrides={"junior": junior_model})
-    if max_steps is not None:
-        cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"max_steps": max_steps})})
+    from pipeline.config_overlay import flag
+
+    juniors_alone = flag("strategy", "vote", "swepipe rollouts (the junior stage alone)")
+    cfg = resolve_config(config, [*opt.config_assignments(assignments, junior_model=junior_model, k=k,
+                                                          max_steps=max_steps), juniors_alone])
     settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, runs_dir=runs_dir,
                                    run_id=run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S"),
                                    image_template=image_template, announce=console.print)

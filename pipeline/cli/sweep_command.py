@@ -19,9 +19,12 @@ Values = Optional[str]
 
 @app.command()
 @opt.selects_tasks()
+@opt.scores()
 def sweep(
     selection: opt.TaskSelection,
+    scoring: opt.Scoring,
     config: opt.ConfigFile = None,
+    assignments: opt.Set = None,
     grid: Annotated[Optional[Path], typer.Option(
         "--grid", help="YAML grid file: sizes, stages, modes, lead_models, worker_models, lead_prompts, "
                        "solo_prompts (lists), sizing; an option given on the command line replaces that axis.")] = None,
@@ -49,20 +52,17 @@ def sweep(
     workers: Annotated[int, typer.Option(help="Tasks run at once within a cell (cells run one after another).")] = 1,
     evaluate: Annotated[bool, typer.Option(
         "--evaluate", help="Score each prediction with the hidden tests (needed for reward).")] = False,
-    run_scripts: opt.RunScripts = None,
-    dockerfiles: opt.Dockerfiles = None,
     image_template: opt.ImageTemplate = None,
-    timeout: opt.Timeout = 1800,
-    eval_network: opt.EvalNetwork = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the grid (one line per cell, its run directory) and its worst-case cost from the "
                           "budgets; run and write nothing.")] = False,
     report_only: Annotated[bool, typer.Option(
         "--report", help="Only write the report of an existing sweep (--sweep-id): sweep.md and figures.")] = False,
 ) -> None:
-    """Run a grid of team configurations (size, stage, mode, lead and worker model, prompt) and their solo
-    baselines over the tasks, each cell its own resumable run directory; then plot reward and efficiency against
-    the baseline by team size and by cell."""
+    """Run a grid of team configurations and their solo baselines.
+
+    The grid: size, stage, mode, lead and worker model, prompt. Each cell is its own resumable run directory;
+    then reward and efficiency are plotted against the baseline by team size and by cell."""
     from pipeline.studies.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
                                         run_sweep)
 
@@ -73,7 +73,7 @@ def sweep(
         return
     from pipeline.config import load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, opt.config_assignments(assignments))
     axes = {"sizes": sizes, "stages": stages, "modes": modes, "lead_models": lead_models,
             "worker_models": worker_models, "lead_prompts": lead_prompts, "solo_prompts": solo_prompts}
     the_grid = build_grid(cfg, read_grid_file(grid) if grid else {}, axes, sizing, grid_file=grid)
@@ -93,9 +93,9 @@ def sweep(
     console.print(f"sweep {plan.sweep_id}: {len(plan.cells)} cell(s) x {len(tasks)} task(s) -> {plan.root}",
                   soft_wrap=True, highlight=False)
     outcome = run_sweep(plan, dataset=selection.dataset, split=selection.split, workers=workers, evaluate=evaluate,
-                        run_scripts=run_scripts, dockerfiles=dockerfiles, image_template=image_template,
-                        timeout=timeout, eval_network=eval_network, show_progress=interactive, log=_line,
-                        announce=_line)
+                        run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
+                        image_template=image_template, timeout=scoring.timeout, eval_network=scoring.eval_network,
+                        eval_log_limit=scoring.log_limit, show_progress=interactive, log=_line, announce=_line)
     if outcome.stopped:
         from pipeline.cli.stops import exit_stopped
 

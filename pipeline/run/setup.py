@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from pipeline.config import RunConfig, TeamConfig, load_config
+from pipeline.config import RunConfig, load_config
 from pipeline.datasets import defaults_for
 from pipeline.errors import SwepipeError
+from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
@@ -22,18 +21,10 @@ from pipeline.storage import write_text_atomic
 from pipeline.strategies.base import needed_roles, strategy_class
 
 
-def resolve_config(config_path: Path | None, *, overrides: dict[str, str | None] | None = None,
-                   k: int | None = None, strategy: str | None = None, team: dict | None = None) -> RunConfig:
-    """The config file with the command line's choices on top, every plug-in it names loaded and checked."""
-    cfg = load_config(config_path)
-    for role, model in (overrides or {}).items():
-        cfg = cfg.with_model(role, model)
-    if k is not None:
-        cfg = cfg.model_copy(update={"juniors": cfg.juniors.model_copy(update={"k": k})})
-    if strategy:
-        cfg = cfg.model_copy(update={"strategy": strategy})
-    cfg = _with_team_options(cfg, team or {})
-    cfg = _validated(cfg)  # the flags' values checked as the file's are (-k in range, an ablation that can run)
+def resolve_config(config_path: Path | None, assignments=()) -> RunConfig:
+    """The config file with the command line's ``assignments`` on top (pipeline.config_overlay: the shortcut flags
+    and every --set, checked as the file's values are), every plug-in it names loaded and checked."""
+    cfg = load_config(config_path, assignments)
     roles = needed_roles(strategy_class(cfg.strategy), cfg)  # loads every plug-in the config names
     switched_off = [role for role in roles if not cfg.plays(role)]
     if switched_off:
@@ -48,7 +39,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
                 evaluate: bool = False,
                 reuse_juniors_from: str | None = None, run_scripts: Path | None = None,
                 dockerfiles: Path | None = None, image_template: str | None = None, timeout: float = 1800,
-                announce=print, eval_network: bool = False, workers: int = 1):
+                announce=print, eval_network: bool = False, workers: int = 1, eval_log_limit: int = LOG_LIMIT):
     """The run's settings and the local model server started for roles with no model (or None).
 
     Stop the server (``.stop()``) when the run ends.
@@ -99,7 +90,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
             evaluation = EvalSettings(image_template=template, run_scripts=run_scripts or defaults.run_scripts,
                                       dockerfiles=dockerfiles, timeout=timeout, platform=config.containers.platform,
                                       run_id=layout.run_id, network=eval_network,
-                                      limits=container_limits(config.containers))
+                                      limits=container_limits(config.containers), log_limit=eval_log_limit)
         reuse = None
         if reuse_juniors_from:
             candidate = Path(reuse_juniors_from)
@@ -116,24 +107,3 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     return settings, local_server
 
 
-def _validated(cfg: RunConfig) -> RunConfig:
-    """``cfg`` checked by its own validators again: flags are set with ``model_copy``, which checks nothing."""
-    try:
-        return RunConfig.model_validate(cfg.model_dump())
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"]
-                             else e["msg"].removeprefix("Value error, ") for e in error.errors())
-        raise SwepipeError(problems) from None
-
-
-def _with_team_options(cfg: RunConfig, options: dict) -> RunConfig:
-    """The config with the team options given on the command line (None: keep the config's)."""
-    given = {key: value for key, value in options.items() if value is not None}
-    if not given:
-        return cfg
-    try:
-        team = TeamConfig.model_validate({**cfg.team.model_dump(), **given})
-    except ValidationError as error:
-        problems = "; ".join(f"team.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise SwepipeError(problems) from None
-    return cfg.model_copy(update={"team": team})
