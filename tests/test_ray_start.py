@@ -1,4 +1,4 @@
-"""A cluster started as the README says (`ray start --head --node-ip-address=127.0.0.1 ...`, in its own process,
+"""A cluster started as docs/cluster.md says (`ray start --head --node-ip-address=127.0.0.1 ...`, in its own process,
 with the Ray setup installs: token authentication on, since the head machine has a token in Ray's own file): the
 driver joins it with that token and runs a task there; a driver without the head's token is told what to set."""
 
@@ -112,7 +112,7 @@ def _swepipe(*args, cwd, env) -> subprocess.CompletedProcess:
 @pytest.mark.docker
 def test_a_task_runs_on_a_head_started_with_ray_start_and_token_authentication(head, tmp_path):
     assert all(a.startswith(("127.", "[::ffff:127.0.0.1]:")) for a in listening(_group(head.pgid))), \
-        listening(_group(head.pgid))  # the head keeps to loopback, as the README's command says
+        listening(_group(head.pgid))  # the head keeps to loopback, as docs/cluster.md's command says
     setup(tmp_path, pipeline_script(FIRST, [reply(edits_from_patch(FIRST.patch))]))
     done = _swepipe("run", "--instance-ids", FIRST.instance_id, "--config", "config.yaml", "--run-id", "started",
                     "--evaluate", "--executor", "ray", "--ray-address", head.address, cwd=tmp_path,
