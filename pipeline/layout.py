@@ -1,4 +1,4 @@
-"""Where everything of a run lives on disk (the README's "A run on disk")."""
+"""Where everything of a run lives on disk (docs/run-layout.md)."""
 
 from __future__ import annotations
 

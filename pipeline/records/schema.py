@@ -21,8 +21,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "run-directory.md"
 _SCALARS = {str: "text", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 
 INTRO = """\
-Every file a run writes is described in the README ("A run on disk"). Six of them carry a task from stage to stage
-and into the reports: they are typed records (`pipeline/records/`), each with its format version on disk
+Every file a run writes is described in docs/run-layout.md. Six of them carry a task from stage to stage and into
+the reports: they are typed records (`pipeline/records/`), each with its format version on disk
 (`"format": 1`). A file without a `format` key was written before records had versions: format 0, read as the same
 record (an older shape is upgraded in one place, the record type's `upgrade`).
 

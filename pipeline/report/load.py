@@ -1,4 +1,4 @@
-"""Reading one run directory (README, "A run on disk") into its records; nothing is recomputed here.
+"""Reading one run directory (docs/run-layout.md) into its records; nothing is recomputed here.
 
 ``load_run`` reads what every report needs (predictions, eval results, rollouts without their trajectories, the
 pool, the brief, the context) as the typed records of pipeline.records, older formats upgraded there; a record that

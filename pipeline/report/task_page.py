@@ -1,6 +1,6 @@
 """One offline HTML page per task of a run: what every agent saw, did and cost, and how the result was scored.
 
-Built only from what the run directory holds (README, "A run on disk"), and from the dataset's problem statement
+Built only from what the run directory holds (docs/run-layout.md), and from the dataset's problem statement
 and gold patch when the report could read them: task_build makes the page's view (task_view) from what the loader
 read, templates/task_page.html renders it. Each page is self-contained: the stylesheet inlined, tabs in CSS alone, no
 script (a Content-Security-Policy forbids any), nothing fetched. Everything that came from a model, a repository
