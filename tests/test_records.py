@@ -197,7 +197,7 @@ def scripted_run(directory: Path, repo) -> Path:
 
     from pipeline.config import load_config
     from pipeline.layout import RunLayout
-    from pipeline.run.records import RunSummary, record_prediction
+    from pipeline.run.bookkeeping import RunSummary, record_prediction
     from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
 
     brief = {"analysis": "add() subtracts.", "spans": [{"file": "calc.py", "start": 1, "end": 2, "reason": "add"}],

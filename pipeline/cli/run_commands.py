@@ -113,7 +113,7 @@ def _stopped(summary, settings) -> None:
 
 
 def _print_run(summary, settings) -> None:
-    from pipeline.run.records import short_id
+    from pipeline.run.bookkeeping import short_id
 
     table = Table(title=f"run {settings.layout.run_id}")
     stages = list(summary.roles)

@@ -1,4 +1,4 @@
-"""A finished task's prediction (pipeline.run.task.run_one_task, recorded by pipeline.run.records), a line of
+"""A finished task's prediction (pipeline.run.task.run_one_task, recorded by pipeline.run.bookkeeping), a line of
 predictions.jsonl, and ``read_predictions``, the reader of that file."""
 
 from __future__ import annotations

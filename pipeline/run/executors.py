@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
     from pipeline.evaluation.predictions import Prediction
     from pipeline.evaluation.runner import EvalSettings
-    from pipeline.run.records import RunSummary
+    from pipeline.run.bookkeeping import RunSummary
     from pipeline.run.task import RunSettings
     from pipeline.tasks import Task
 

@@ -3,7 +3,7 @@ predictions appended as they finish, progress on screen; scoring and cleanup her
 
 Kept apart from run_one_task so another executor (a Ray cluster, one Docker host per node:
 pipeline.run.ray.executor) drives the same per-task function and the same bookkeeping (``plan``,
-``record_prediction``: pipeline.run.records). Executors are chosen by name in pipeline.run.executors.
+``record_prediction``: pipeline.run.bookkeeping). Executors are chosen by name in pipeline.run.executors.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pipeline import stopping
 from pipeline.outages import BREAKERS
 from pipeline.parallel import run_with_progress
-from pipeline.run.records import RunSummary, plan, record_prediction
+from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
 from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
 from pipeline.runtime.image_cache import RunImageCache
 from pipeline.tasks import Task

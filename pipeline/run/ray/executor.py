@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.errors import SwepipeError
-from pipeline.run.records import RunSummary, plan, record_prediction
+from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
 from pipeline.run.task import RunSettings, seeded_run_budget
 from pipeline.tasks import Task
 from pipeline.run.ray.actors import RunBudgetKeeper
