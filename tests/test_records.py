@@ -22,6 +22,7 @@ from pipeline.report.replay_data import read_run
 from pipeline.report.stats import run_stats
 from pipeline.report.whatif import Pricer, what_if
 from pipeline.tasks import load_task_file
+from scripted_pipeline import bash, reply
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 # Each record's files in a run directory, as globs from its root.
@@ -175,19 +176,10 @@ def test_a_checked_in_run_of_format_0_reads_as_with_format_1(tmp_path, name):
 
 
 PRICES = {"input": 1.0, "output": 2.0}
-USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}
 FIX, OTHER = "sed -i 's/a - b/a + b/' calc.py", "sed -i 's/a - b/b + a/' calc.py"
 EDIT = "calc.py\n```\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n```\n"
 GOLD = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
         "-    return a - b\n+    return a + b\n")
-
-
-def reply(content: str) -> dict:
-    return {"content": content, "usage": USAGE}
-
-
-def bash(command: str) -> dict:
-    return reply(f"Next.\n```bash\n{command}\n```")
 
 
 def scripted_run(directory: Path, repo) -> Path:
