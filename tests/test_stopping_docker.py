@@ -14,10 +14,10 @@ import yaml
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch, reply, \
     write_config
+from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
@@ -41,7 +41,7 @@ def start(tmp_path, run_id, juniors, env=None, **extra):
 
 
 def left_behind(run_id):
-    return containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"})
+    return run_containers(run_id)
 
 
 def wait_for_paid_replies(directory: Path, count: int, deadline: float = 180):
@@ -58,8 +58,10 @@ def wait_for_paid_replies(directory: Path, count: int, deadline: float = 180):
     pytest.fail("the juniors never got that far")
 
 
-SLOW_JUNIORS = [[bash("echo one"), bash("sleep 60 && echo two"), SUBMIT],
-                [bash("echo uno"), bash("sleep 60 && echo dos"), SUBMIT]]
+# Long enough that a run which did not stop at once would still be running 10 s after the signal; each rerun
+# waits it out once more.
+SLOW_JUNIORS = [[bash("echo one"), bash("sleep 20 && echo two"), SUBMIT],
+                [bash("echo uno"), bash("sleep 20 && echo dos"), SUBMIT]]
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -71,7 +73,7 @@ def test_a_signal_stops_the_run_at_once_and_the_rerun_pays_nothing_twice(tmp_pat
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        wait_for_paid_replies(junior_dir, 2)  # both are inside their 60 s command
+        wait_for_paid_replies(junior_dir, 2)  # both are inside their 20 s command
         signalled = time.time()
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=30)
