@@ -6,6 +6,7 @@ naming the key and the keys there are; a bad value is refused naming what the us
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 from collections.abc import Iterable
@@ -78,7 +79,7 @@ def check_path(assignment: Assignment, config_type: type[BaseModel]) -> None:
 def overlay(data: dict, assignments: Iterable[Assignment], config_type: type[BaseModel]) -> dict:
     """``data`` (a config file's mapping) with the assignments on top, later ones winning; each path checked. A
     role given another model loses the old model's prices, unless the same command line sets them too."""
-    merged = _deep_copy(data)
+    merged = copy.deepcopy(data)
     assignments = list(assignments)
     for assignment in assignments:
         check_path(assignment, config_type)
@@ -136,11 +137,3 @@ def _inner(annotation: Any) -> Any:
             return _inner(kinds[0])
         return Any
     return annotation if (_is_model(annotation) or _is_dict(annotation)) else None
-
-
-def _deep_copy(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {key: _deep_copy(value) for key, value in data.items()}
-    if isinstance(data, list):
-        return [_deep_copy(value) for value in data]
-    return data

@@ -27,14 +27,14 @@ PANELS = (TASKS, MODELS, STRATEGY, CONFIG, EXECUTION, SCORING, OUTPUT, OPTIONS) 
 _MAX_NAME = 34  # a name column wider than this leaves too little for the help at 80 columns: help goes below
 
 
+def paragraphs(help_text: str | None) -> list[str]:
+    """A docstring's paragraphs, each as one line."""
+    return [" ".join(part.split()) for part in re.split(r"\n\s*\n", (help_text or "").strip()) if part.strip()]
+
+
 def summary(help_text: str | None) -> str:
     """A command's summary: its docstring's first paragraph as one line."""
-    first = re.split(r"\n\s*\n", (help_text or "").strip(), maxsplit=1)[0]
-    return " ".join(first.split())
-
-
-def paragraphs(help_text: str | None) -> list[str]:
-    return [" ".join(part.split()) for part in re.split(r"\n\s*\n", (help_text or "").strip()) if part.strip()]
+    return next(iter(paragraphs(help_text)), "")
 
 
 def option_name(param, ctx) -> str:

@@ -107,13 +107,17 @@ def _option_group(parameter: str, group: type, declared: dict, names):
             extra = {"given": _given_on_command_line(ctx, names)} if wants_given else {}
             return command(**{parameter: group(**chosen, **extra)}, **options)
 
-        del with_group.__wrapped__  # typer must read the signature below, not the command's
-        signature = own.replace(parameters=[*added, *kept, context])
-        with_group.__signature__ = signature
-        with_group.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
-        return with_group
+        return _declared(with_group, own.replace(parameters=[*added, *kept, context]))
 
     return wrap
+
+
+def _declared(wrapper, signature: inspect.Signature):
+    """``wrapper`` (functools.wraps of a command) as typer must read it: with ``signature``, not the command's."""
+    del wrapper.__wrapped__
+    wrapper.__signature__ = signature
+    wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    return wrapper
 
 
 _CONTEXT = "_typer_context"  # the command's context, which typer passes to a parameter of this type
@@ -286,11 +290,7 @@ def refuses_removed(removed: dict[str, str]):
                     raise SwepipeError(f"{flags.split('/')[0]} was removed; use {removed[flags].format(shown)}")
             return command(**options)
 
-        del refusing.__wrapped__
-        signature = own.replace(parameters=[*own.parameters.values(), *added])
-        refusing.__signature__ = signature
-        refusing.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
-        return refusing
+        return _declared(refusing, own.replace(parameters=[*own.parameters.values(), *added]))
 
     return wrap
 
@@ -309,7 +309,3 @@ def executor_settings(base, executor: str | None, ray_address: str | None):
     except ValidationError as error:
         raise SwepipeError("; ".join(f"--executor/--ray-address: {e['msg']}" for e in error.errors())) from None
 
-
-def with_executor(cfg, executor: str | None, ray_address: str | None):
-    """``cfg`` with the executor flags on top (``executor_settings``)."""
-    return cfg.model_copy(update={"executor": executor_settings(cfg.executor, executor, ray_address)})
