@@ -5,6 +5,7 @@ process left is no run's of this one, and must not fail a test here (`swepipe cl
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import tempfile
 import time
@@ -43,3 +44,18 @@ def scratch_left(run_id: str) -> list[Path]:
     runs, each with what is inside it, so that a failure shows what was left."""
     left = _attempt_folders(run_id) - _BEFORE
     return sorted(path for attempt in left for path in [attempt, *attempt.rglob("*")])
+
+
+def lasting_files(root: Path) -> dict[str, int]:
+    """The files of run directory ``root`` that last, and their sizes. What a run replaces or removes itself as it
+    goes is left out: an atomic write's temporary file (``.name.XXXX.tmp``, renamed over its file a moment later),
+    the journal of a paid reply (``*.reply``, rewritten by each call, removed once the trajectory holds the reply)
+    and a file gone between the listing and its size."""
+    found = {}
+    for path in root.rglob("*"):
+        if (path.name.startswith(".") and path.name.endswith(".tmp")) or path.suffix == ".reply":
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_file():
+                found[path.relative_to(root).as_posix()] = path.stat().st_size
+    return found

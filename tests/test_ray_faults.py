@@ -21,6 +21,7 @@ from pipeline.run.ray import driver as ray_driver
 from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper
 from pipeline.run.ray.connect import RESOURCE
 from pipeline.tasks import load_tasks
+from leftovers import lasting_files
 from ray_cluster import no_containers_left, scratch_left
 from scripted_pipeline import SUBMIT, edits_from_patch, reply, write_config
 from test_outages_docker import FAULTS
@@ -238,10 +239,6 @@ def test_an_outage_met_on_a_node_stops_the_whole_run_and_the_rerun_resumes(clust
 # ---------------------------------------------------------------- a run's records are its own
 
 
-def _files(root) -> dict[str, int]:
-    return {p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("*") if p.is_file()}
-
-
 @pytest.mark.docker
 @pytest.mark.slow
 def test_cleaning_up_run_exp_touches_nothing_of_run_exp_2_running_beside_it(cluster, tmp_path):
@@ -261,15 +258,16 @@ def test_cleaning_up_run_exp_touches_nothing_of_run_exp_2_running_beside_it(clus
                                               for p in paths.junior.glob("*.trajectory.json"))):
             time.sleep(0.3)
         assert scratch_left("exp-2"), "exp-2 never got going"
-        before = _files(other.root)
+        before = lasting_files(other.root)
         # Run exp beside it, to its end (its driver cleans up the nodes), then clean exp up by hand as after a crash.
         swepipe("run", "--instance-ids", FIRST.instance_id, "--config", "fast-config.yaml", "--run-id", "exp",
                 *on_cluster, cwd=tmp_path)
         swepipe("cleanup", "--run-id", "exp", *on_cluster, cwd=tmp_path)
         assert proc.poll() is None, "exp-2 should still be running"
         assert scratch_left("exp-2")  # its scratch is where it was
-        after = _files(other.root)
-        assert all(name in after and after[name] >= before[name] for name in before), (before, after)
+        after = lasting_files(other.root)
+        lost = {name: (size, after.get(name)) for name, size in before.items() if after.get(name, -1) < size}
+        assert not lost, f"exp's cleanup removed or cut files of exp-2 (size before, after): {lost}"
         output, _ = proc.communicate(timeout=240)
     finally:
         proc.kill()
