@@ -23,6 +23,14 @@ def main() -> None:
         # escaped: an error's own brackets (pip install 'swepipe[ray]') are text, not markup
         Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         sys.exit(2)
+    except SystemExit as done:
+        # typer ends a KeyboardInterrupt its command did not catch with 130 (a stop between two steps of the
+        # command): it ends as every stop does, with the signal's own code (143 after SIGTERM).
+        if done.code == 130 and stopping.requested():
+            from pipeline.cli.stops import exit_stopped
+
+            exit_stopped(Console(), "what finished is saved; run the same command again to go on")
+        raise
 
 
 # Registering the commands; in this order they appear in --help.

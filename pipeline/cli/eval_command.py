@@ -98,9 +98,9 @@ def eval_(
                             # with ray, sized on each node from its machine and docker_slots
                             limits=None if where.limits_per_node else container_limits(concurrent=workers),
                             log_limit=scoring.log_limit)
-    if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
-        _check_images(loaded, tasks_, out, settings, redo, where)
-    try:
+    try:  # a stop during the image check stops as one during the scoring does
+        if not skip_image_check:  # a scoring run whose images cannot be had says so now, not an hour in
+            _check_images(loaded, tasks_, out, settings, redo, where)
         summary = where.evaluate_predictions(loaded, tasks_, out, settings, workers=workers, redo=redo,
                                              attempts=attempts, show_progress=sys.stderr.isatty())
     except (KeyboardInterrupt, stopping.Stopped):  # a signal, or Docker down past --outage-seconds
@@ -131,12 +131,12 @@ def _eval_candidates(run: str, selection, scoring: opt.Scoring, image_template, 
                             # with ray, sized on each node from its machine and docker_slots
                             limits=None if where.limits_per_node else container_limits(concurrent=workers),
                             log_limit=scoring.log_limit)
-    if not skip_image_check and plan.todo:
-        from pipeline.runtime.image_names import run_image_names
+    try:  # a stop during the image check stops as one during the scoring does
+        if not skip_image_check and plan.todo:
+            from pipeline.runtime.image_names import run_image_names
 
-        tasks_ = list({job.task.instance_id: job.task for job in plan.todo}.values())
-        where.require_images(run_image_names(tasks_, settings.image_template), announce=console.print)
-    try:
+            tasks_ = list({job.task.instance_id: job.task for job in plan.todo}.values())
+            where.require_images(run_image_names(tasks_, settings.image_template), announce=console.print)
         summary = where.score_candidates(plan, settings, workers=workers, attempts=attempts,
                                          show_progress=sys.stderr.isatty())
     except (KeyboardInterrupt, stopping.Stopped):  # a signal, or Docker down past --outage-seconds
