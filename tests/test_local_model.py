@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from pipeline.models.ledger import Ledger
+from pipeline.models.local_server import THREADS_VARIABLE
 from pipeline.layout import RunLayout
 from pipeline.tasks import load_tasks
 
@@ -25,13 +26,15 @@ TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
 
 def test_local_model_runs_every_stage_and_records_it(tmp_path):
     pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'swepipe[local]')")
-    config = {"juniors": {"k": 2}, "limits": {"max_steps": 3, "command_timeout": 60, "observation_limit": 2000},
+    # Four calls (two junior steps, the senior's one, the principal's): each is up to 384 tokens from the CPU.
+    config = {"juniors": {"k": 1}, "limits": {"max_steps": 2, "command_timeout": 60, "observation_limit": 2000},
               "senior": {"max_steps": 1, "context_tokens": 2000, "expansion_tokens": 1000}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", TASK.instance_id,
                            "--config", "config.yaml", "--run-id", "local", "--evaluate"],
-                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
-                          timeout=1500)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1500,
+                          # one thread: on parallel test workers, two would mostly wait on each other
+                          env={**os.environ, "COLUMNS": "200", THREADS_VARIABLE: "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "starting the local model" in done.stdout
 
@@ -42,13 +45,13 @@ def test_local_model_runs_every_stage_and_records_it(tmp_path):
     rows = Ledger.read(paths.ledger)
     answered = [r for r in rows if r.error is None]
     # Real token counts from the server. A reply may be empty (the model stops at once: 0 output tokens, as at
-    # rollout 1's temperature 1.0 on its last step), so output is checked over the whole run.
+    # a rollout's temperature 1.0 on its last step), so output is checked over the whole run.
     assert answered and all(r.input_tokens > 0 for r in answered) and sum(r.output_tokens for r in answered) > 0
     assert all(r.cost == 0 for r in rows)  # declared free
     assert {r.stage for r in rows} >= {"junior", "principal"}
 
-    rollouts = [json.loads((paths.junior / f"rollout-{i:02d}.json").read_text()) for i in range(2)]
-    assert all(r["exit_reason"] for r in rollouts)  # each ended for a recorded reason
+    rollout = json.loads((paths.junior / "rollout-00.json").read_text())
+    assert rollout["exit_reason"]  # it ended for a recorded reason
     brief = json.loads((paths.senior / "brief.json").read_text())
     assert brief["source"] in ("senior", "expansion")
     result = json.loads((paths.principal / "result.json").read_text())

@@ -307,3 +307,17 @@ def test_a_reply_journaled_under_cache_markers_is_reused_without_them(tmp_path):
     [row] = Ledger.read(path)  # the process dies here, before its caller saved the reply
     again = client(model, ledger=Ledger(path), prompt_cache="off").complete(long, Budget("run"), journal=journal)
     assert again.content == "paid" and len(Ledger.read(path)) == 1
+
+
+def test_the_local_model_s_threads_come_from_the_environment_and_a_bad_value_is_named(monkeypatch):
+    from pipeline.errors import SwepipeError
+    from pipeline.models.local_server import THREADS_VARIABLE, LocalModelServer
+
+    monkeypatch.setenv(THREADS_VARIABLE, "1")
+    assert LocalModelServer().threads == 1 and LocalModelServer(threads=3).threads == 3
+    monkeypatch.delenv(THREADS_VARIABLE)
+    assert LocalModelServer().threads >= 1
+    for bad in ("two", "0", "-1"):
+        monkeypatch.setenv(THREADS_VARIABLE, bad)
+        with pytest.raises(SwepipeError, match=f"{THREADS_VARIABLE}='{bad}' is not a number of threads"):
+            LocalModelServer()

@@ -59,11 +59,22 @@ def local_model_path() -> Path:
     return Path(assemble())
 
 
+THREADS_VARIABLE = "SWEPIPE_LOCAL_MODEL_THREADS"  # CPU threads of the server; default: every CPU
+
+
+def _threads_from_environment() -> int:
+    raw = os.environ.get(THREADS_VARIABLE, "").strip()
+    if raw and not (raw.isdigit() and int(raw) > 0):
+        raise SwepipeError(f"{THREADS_VARIABLE}={raw!r} is not a number of threads; give 1 or more, or unset it")
+    return int(raw or 0)
+
+
 class LocalModelServer:
     def __init__(self, model_path: Path | None = None, *, context: int = 16384, threads: int | None = None,
                  startup_timeout: float = 180.0):
         self.model_path = model_path
-        self.context, self.threads, self.startup_timeout = context, threads or os.cpu_count() or 2, startup_timeout
+        threads = threads or _threads_from_environment() or os.cpu_count() or 2
+        self.context, self.threads, self.startup_timeout = context, threads, startup_timeout
         self.process: subprocess.Popen | None = None
         self.api_base = ""
         self.log_path = Path(tempfile.gettempdir()) / f"swepipe-local-model-{os.getpid()}.log"
