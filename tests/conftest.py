@@ -1,3 +1,4 @@
+import collections
 import os
 import subprocess
 import uuid
@@ -22,7 +23,45 @@ def _docker_ready() -> str | None:
     return None
 
 
+# The suite runs on parallel workers (pytest-xdist, -n in pyproject.toml), a group of tests to a worker: a test file
+# is one group, run whole on one worker, so its module fixtures (an image, a cluster, a scored run) are made once.
+# Files that share what cannot be shared live (a Ray cluster's node scratch and ports) are one group, run one after
+# another. Groups go to the workers in the order of the collection (--no-loadscope-reorder): the longest start
+# first, so the rest fill in around them (a real model on the CPU; the Ray files), then those with most slow tests.
+SHARED_GROUPS = {"ray": ("test_eval_candidates", "test_ray_eval", "test_ray_executor", "test_ray_faults",
+                         "test_ray_start")}
+STARTED_FIRST = ("test_local_model", "ray")
+
+
+def group_of(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0].rpartition("/")[2].removesuffix(".py")
+    return next((group for group, modules in SHARED_GROUPS.items() if module in modules), module)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    groups = {item: group_of(item.nodeid) for item in items}
+    slow = collections.Counter(group for item, group in groups.items() if item.get_closest_marker("slow"))
+
+    def started(item):
+        group = groups[item]
+        return STARTED_FIRST.index(group) if group in STARTED_FIRST else len(STARTED_FIRST), -slow[group], group
+
+    items.sort(key=started)  # stable: a group's tests keep their order
+    skip_docker_tests_unless_ready(items)
+
+
+def skip_docker_tests_unless_ready(items):
     if not any(item.get_closest_marker("docker") for item in items):
         return
     problem = _docker_ready()

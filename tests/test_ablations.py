@@ -264,7 +264,7 @@ def test_e2e_senior_none_resolves_and_the_report_says_it_dominates_solo(tmp_path
     e2e_config(tmp_path / "solo", {"solo": [[bash("ls"), bash("git status"), SUBMIT]]},
                prices={"input": 10.0, "output": 20.0}, roles=("solo",))
     swepipe("run", "--strategy", "solo", "--instance-ids", task.instance_id, "--config", "solo/config.yaml",
-            "--run-id", "solo", "--evaluate", cwd=tmp_path)
+            "--run-id", "solo-e2e", "--evaluate", cwd=tmp_path)
     script = {"junior": [[bash(apply_patch_command(half)), SUBMIT] for half in halves],
               "principal": [reply(edits_from_patch(task.patch))]}
     e2e_config(tmp_path / "nosenior", script, roles=("junior", "principal"))
@@ -282,7 +282,7 @@ def test_e2e_senior_none_resolves_and_the_report_says_it_dominates_solo(tmp_path
     assert all(f"### {path}:" in context for path in patch_per_file(task.patch))  # the expansion reached both
     assert yaml.safe_load(layout.config.read_text())["models"]["senior"]["model"] == "none"
 
-    report = swepipe("report", "runs/nosenior", "--baseline", "runs/solo", cwd=tmp_path)
+    report = swepipe("report", "runs/nosenior", "--baseline", "runs/solo-e2e", cwd=tmp_path)
     markdown = (layout.root / "report.md").read_text()
     line = lambda name: next(row for row in markdown.splitlines() if row.startswith(f"| {name}"))  # noqa: E731
     assert "dominates: +100.0 pp for $" in line("efficiency vs solo"), markdown

@@ -328,8 +328,8 @@ def test_a_rerun_after_kill_9_goes_on_with_what_is_left_and_never_above(tmp_path
     env = {**os.environ, "SWEPIPE_TEST_REPO": str(leaky_repo["path"]), "SWEPIPE_TEST_BASE": leaky_repo["base"],
            "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]), "TMPDIR": str(tmp_path / "tmp")}
     command = [sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", task.instance_id, "--config",
-               "config.yaml", "--run-id", "killed"]
-    paths = RunLayout(tmp_path / "runs" / "killed").task(task.instance_id)
+               "config.yaml", "--run-id", "budget-killed"]
+    paths = RunLayout(tmp_path / "runs" / "budget-killed").task(task.instance_id)
     write_config({})
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -349,7 +349,7 @@ def test_a_rerun_after_kill_9_goes_on_with_what_is_left_and_never_above(tmp_path
     assert [r.stage for r in before].count("junior") == 4 and [r.stage for r in before].count("senior") == 1
     assert any(r.retries == 1 and r.input_tokens == 1000 for r in before)  # the billed failed attempt
     spent_before = sum(r.cost for r in before)
-    assert 0.45 < spent_before < 0.55 and not RunLayout(tmp_path / "runs" / "killed").finished()
+    assert 0.45 < spent_before < 0.55 and not RunLayout(tmp_path / "runs" / "budget-killed").finished()
 
     limit = round(spent_before + 0.15, 6)
     write_config({"per_task": limit})
@@ -360,7 +360,7 @@ def test_a_rerun_after_kill_9_goes_on_with_what_is_left_and_never_above(tmp_path
     total = sum(r.cost for r in rows)
     assert total <= limit  # both sessions together
     assert len(rows) == len(before) + 1 and rows[-1].stage == "senior"  # what was left paid for one more call
-    prediction = RunLayout(tmp_path / "runs" / "killed").finished()[task.instance_id]
+    prediction = RunLayout(tmp_path / "runs" / "budget-killed").finished()[task.instance_id]
     assert prediction["cost"]["total"] == pytest.approx(total)
     brief = json.loads((paths.senior / "brief.json").read_text())
     assert brief["senior_exit"] == "cost_limit"

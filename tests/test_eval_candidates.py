@@ -192,9 +192,9 @@ def test_a_scoring_that_could_not_run_is_recorded_then_retried(tmp_path):
 @pytest.mark.docker
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_scored_and_leaves_no_container(tmp_path):
-    run, gold_key, half_key = make_run(tmp_path)
+    run, gold_key, half_key = make_run(tmp_path, "stopped-cands")
     paths = RunLayout(run).task(TINYQ.instance_id)
-    command = [sys.executable, "-m", "pipeline.cli", "eval", "--candidates", "cands", "--workers", "1"]
+    command = [sys.executable, "-m", "pipeline.cli", "eval", "--candidates", "stopped-cands", "--workers", "1"]
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "COLUMNS": "250"})
     try:
@@ -207,11 +207,12 @@ def test_ctrl_c_keeps_what_was_scored_and_leaves_no_container(tmp_path):
         proc.kill()
     assert proc.returncode == 130, output
     assert "stopped: the candidates scored so far are saved" in output
-    assert containers.client().containers.list(
-        all=True, filters={"label": f"{containers.RUN_LABEL}=cands-candidates"}) == []
+    label = f"{containers.RUN_LABEL}=stopped-cands-candidates"
+    left = containers.client().containers.list(all=True, filters={"label": label})
+    assert left == [], [(c.name, c.status, c.attrs.get("Created"), c.labels) for c in left]
     finished = {p.parent.name: p.stat().st_mtime_ns for p in paths.candidates.glob("*/result.json")}
     assert finished and set(finished) <= {gold_key, half_key}
-    rerun = swepipe("eval", "--candidates", "cands", cwd=tmp_path)
+    rerun = swepipe("eval", "--candidates", "stopped-cands", cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert f"{2 - len(finished)} scored now, {len(finished)} already had a verdict" in rerun.stdout
     assert {key: paths.candidate_result(key).stat().st_mtime_ns for key in finished} == finished

@@ -189,10 +189,10 @@ def test_run_with_a_budget_smaller_than_its_images_holds_it_after_each_task(tmp_
     write_config(tmp_path / "config.yaml", tmp_path / "script.yaml", juniors={"k": 1},
                  containers={"image_cache_gb": budget / 1e9})
     done = swepipe("run", "--strategy", "vote", "--dataset", str(dataset(tmp_path, CHOSEN)), "--config",
-                   "config.yaml", "--image-template", f"{repository}:{{dockerhub_tag}}", "--run-id", "budget",
+                   "config.yaml", "--image-template", f"{repository}:{{dockerhub_tag}}", "--run-id", "cache-budget",
                    cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    run = tmp_path / "runs" / "budget"
+    run = tmp_path / "runs" / "cache-budget"
     assert len((run / "predictions.jsonl").read_text().splitlines()) == 3
     rows = [json.loads(line) for line in (run / "image_cache.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "after_task" in r]  # the prunes (a prefetch is a line too)
@@ -204,7 +204,7 @@ def test_run_with_a_budget_smaller_than_its_images_holds_it_after_each_task(tmp_
     # Measured here too, from Docker: what is left of the run's images and their copies fits.
     left = [i.id for n in names if (i := local_image(n)) is not None]
     assert image_disk.disk_bytes([*left, *(c.id for c in image_disk.sanitised_images(set(left)))]) <= budget
-    assert not run_containers("budget")
+    assert not run_containers("cache-budget")
 
 
 def test_a_registry_that_does_not_answer_is_asked_once_per_wave_not_once_per_image(silent_registry):

@@ -124,7 +124,7 @@ def test_an_image_no_node_has_and_no_registry_confirms_stops_the_run_naming_the_
         template = f"{registry.host}/swepipe/none:{{dockerhub_tag}}"
         started = time.monotonic()
         done = swepipe("run", "--strategy", "vote", "--instance-ids", FIRST.instance_id, "--config", "config.yaml",
-                       "--image-template", template, "--run-id", "noimage", "--executor", "ray", "--ray-address",
+                       "--image-template", template, "--run-id", "ray-noimage", "--executor", "ray", "--ray-address",
                        cluster.address, cwd=tmp_path, check=False)
         took = time.monotonic() - started
         asked = [r for r in registry.requests if "/manifests/" in r["path"]]
@@ -139,7 +139,7 @@ def test_an_image_no_node_has_and_no_registry_confirms_stops_the_run_naming_the_
     assert "head:" not in output  # no docker slots: it runs no task, its images do not matter
     assert asked  # the nodes asked the registry (through their Docker engine)
     assert took < 120
-    layout = RunLayout(tmp_path / "runs" / "noimage")
+    layout = RunLayout(tmp_path / "runs" / "ray-noimage")
     assert not (layout.root / "tasks").exists()  # nothing started, nothing spent
     assert Ledger.read(layout.task(FIRST.instance_id).ledger) == []
 

@@ -81,8 +81,8 @@ def analysis_rows(paths):
 
 @pytest.mark.slow
 def test_senior_at_runs_the_senior_on_the_first_k_rollouts_once_and_draws_its_curve(project):
-    swepipe(project, "run", "--dataset", "tasks.jsonl", "--config", "config.yaml", "--run-id", "r")
-    run = project["dir"] / "runs" / "r"
+    swepipe(project, "run", "--dataset", "tasks.jsonl", "--config", "config.yaml", "--run-id", "senior-at")
+    run = project["dir"] / "runs" / "senior-at"
     paths = RunLayout(run).task(project["task"].instance_id)
     run_rows = Ledger.read(paths.ledger)
     assert analysis_rows(paths) == [] and (paths.senior / "expansion_text.json").is_file()
@@ -119,7 +119,7 @@ def test_senior_at_runs_the_senior_on_the_first_k_rollouts_once_and_draws_its_cu
 
 
 def test_senior_at_refuses_bad_pool_sizes(project):
-    (project["dir"] / "runs" / "r").mkdir(parents=True)
+    (project["dir"] / "runs" / "senior-at").mkdir(parents=True)
     done = swepipe(project, "coverage", "runs/r", "--dataset", "tasks.jsonl", "--senior-at", "1,two", check=False)
     assert done.returncode == 2 and "'two' is not a pool size" in done.stderr
 
@@ -128,8 +128,8 @@ def test_senior_at_refuses_bad_pool_sizes(project):
 def test_a_senior_the_budget_stopped_goes_on_from_its_trajectory_when_rerun(project):
     """The first senior call fits the (task, k) budget, the second (after a long observation) does not: no brief
     is saved. A rerun with a bigger budget goes on from the saved trajectory: the first reply is not paid again."""
-    swepipe(project, "run", "--dataset", "tasks.jsonl", "--config", "config.yaml", "--run-id", "r")
-    run = project["dir"] / "runs" / "r"
+    swepipe(project, "run", "--dataset", "tasks.jsonl", "--config", "config.yaml", "--run-id", "senior-at")
+    run = project["dir"] / "runs" / "senior-at"
     paths = RunLayout(run).task(project["task"].instance_id)
     script = yaml.safe_load((project["dir"] / "script.yaml").read_text())
     script["senior"] = [bash("seq 1 50000"), reply(brief_from_patch(project["task"].patch))]  # ~290 kB seen

@@ -339,7 +339,7 @@ def test_run_one_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monkey
     monkeypatch.setenv("SWEPIPE_TEST_BASE", leaky_repo["base"])
     cfg = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=team"), parse_set("team.size=4")])
     assert cfg.team.size == 4 and cfg.team.mode == "async"
-    settings, server = prepare_run(dataset="bundled", config=cfg, run_id="team", runs_dir=tmp_path / "runs")
+    settings, server = prepare_run(dataset="bundled", config=cfg, run_id="team-local", runs_dir=tmp_path / "runs")
     assert server is None
     task = make_task(leaky_repo)
     prediction = run_one_task(task, settings, Budget("run"))
@@ -400,8 +400,8 @@ def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo
 
     task_id = next(t.instance_id for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
     command = [sys.executable, "-m", "pipeline.cli", "run", "--strategy", "team", "--instance-ids", task_id,
-               "--config", "config.yaml", "--run-id", "killed"]
-    team_dir = tmp_path / "runs" / "killed" / "tasks" / task_id / "team"
+               "--config", "config.yaml", "--run-id", "team-killed"]
+    team_dir = tmp_path / "runs" / "team-killed" / "tasks" / task_id / "team"
     proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -430,7 +430,7 @@ def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo
     # Every conversation position paid once: the lead 3 replies, worker-0 4, worker-1 3.
     assert (calls.count("lead"), calls.count("worker-0"), calls.count("worker-1")) == (3, 4, 3), calls
     assert all(r.error is None for r in rows)
-    prediction = json.loads((tmp_path / "runs" / "killed" / "predictions.jsonl").read_text().splitlines()[0])
+    prediction = json.loads((tmp_path / "runs" / "team-killed" / "predictions.jsonl").read_text().splitlines()[0])
     assert "+    return a + b" in prediction["model_patch"]  # the fix made before the kill was replayed
     assert prediction["cost"]["total"] == pytest.approx(10 * REPLY_COST)
     lead = trajectory(team_dir, "lead")
