@@ -7,7 +7,7 @@ import re
 import pytest
 
 from pipeline import prompts
-from pipeline.principal.edits import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
+from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.prompts import render
 
 

@@ -18,7 +18,7 @@ from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
-from pipeline.principal.edits import EditApplyError, EditFormatError, apply_edits, parse_edits
+from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.prompts import render, render_task_prompt
 from pipeline.records import PrincipalResult
 from pipeline.runtime.base import Runtime

@@ -1,4 +1,4 @@
-"""Search/replace edit blocks: parse the principal's reply and apply it to the files of a checkout.
+"""Search/replace edit blocks: parse a reply (the principal's, an agent's ```edit block) and apply it to files.
 
 A reply holds edits like this (any other text is ignored)::
 
@@ -34,7 +34,8 @@ from pathlib import PurePosixPath
 
 from pipeline.repopath import WHOLE_REPOSITORY, from_root, without_diff_prefix
 
-__all__ = ["Edit", "EditApplyError", "EditFormatError", "apply_edits", "parse_edits"]
+__all__ = ["Edit", "EditApplyError", "EditFormatError", "File", "apply_edits", "closest", "find_lines", "parse_edits",
+           "split_lines", "unnumbered"]
 
 SEARCH_MARKER = re.compile(r"<{5,9}\s*SEARCH")
 DIVIDER = re.compile(r"={7}")
@@ -47,7 +48,9 @@ MAX_SHOWN_LINES = 30
 MAX_COMPARED_WINDOWS = 40
 WORD = re.compile(r"\w+")
 DELETE_LINE = re.compile(r"(?:[-*]\s+)?\**DELETE\**:?\s+(\S+)")
-NUMBERED = re.compile(r"[ \t]*\d+ \|(?: |$)")  # the line-number column of the context (senior/brief.py `_render`)
+# The line-number column of the principal's context (senior/brief.py `_render`: "  12 | ") or of the editor's view
+# ("12\t"), copied along with the code.
+NUMBERED = re.compile(r"[ \t]*\d+(?: \|(?: |$)|\t)")
 
 
 @dataclass(frozen=True)
@@ -183,13 +186,13 @@ class _Failure(Exception):
 
 
 @dataclass
-class _File:
+class File:
     lines: list[str]  # content without line terminators
     ends: list[str]  # each line's terminator: "\n", "\r\n", or "" for a last line without newline
     newline: str  # the file's usual terminator, given to new lines
 
     @classmethod
-    def load(cls, text: str) -> _File:
+    def load(cls, text: str) -> File:
         parts = text.split("\n")
         lines, ends = [], []
         for part in parts[:-1]:
@@ -217,7 +220,8 @@ class _File:
         self.ends[start:stop] = ends
 
 
-def _lines(text: str) -> list[str]:
+def split_lines(text: str) -> list[str]:
+    """``text``'s lines without their terminators (CRLF or LF)."""
     lines = text.replace("\r\n", "\n").split("\n")
     return lines[:-1] if lines[-1] == "" else lines
 
@@ -234,14 +238,14 @@ def _repo_path(raw: str, roots: Iterable[str] = ()) -> str:
     return path
 
 
-def _resolve(path: str, load: Callable[[str], _File | None], repo_files: list[str] | None) -> str:
+def _resolve(path: str, load: Callable[[str], File | None], repo_files: list[str] | None) -> str:
     """``path`` without a diff's ``a/``/``b/`` prefix where that is what the model meant (see
     ``without_diff_prefix``). ``load(path)``: the file as the edits so far left it."""
     folders = None if repo_files is None else {name.split("/", 1)[0] for name in repo_files if "/" in name}
     return without_diff_prefix(path, lambda name: load(name) is not None, folders=folders)
 
 
-def _unnumbered(lines: list[str], every: bool = True) -> list[str] | None:
+def unnumbered(lines: list[str], every: bool = True) -> list[str] | None:
     """``lines`` without the context's ``  12 | `` column; None when ``every`` and some non-empty line (or
     every line) lacks it."""
     numbered = [NUMBERED.match(line) for line in lines]
@@ -266,8 +270,9 @@ def _dedented(lines: list[str], indent: str) -> list[str]:
     return [line[len(indent):].rstrip() if line.strip() else "" for line in lines]
 
 
-def _reindent(lines: list[str], old: str, new: str) -> list[str]:
-    """Shift non-blank lines from indentation `old` to `new`, keeping their relative indentation."""
+def _reindent(lines: list[str], old: str, new: str) -> list[str] | None:
+    """Shift non-blank lines from indentation `old` to `new`, keeping their relative indentation; None when that
+    cannot be known: the two differ in kind (tabs and spaces), and a line does not start with `old`."""
     out = []
     for line in lines:
         lead = line[: len(line) - len(line.lstrip())]
@@ -277,19 +282,39 @@ def _reindent(lines: list[str], old: str, new: str) -> list[str]:
             out.append(new[len(old):] + line)
         elif old.startswith(new):
             out.append(line[min(len(old) - len(new), len(lead)):])
+        elif line.startswith(old):
+            out.append(new + line[len(old):])
         else:
-            out.append(new + line[len(old):] if line.startswith(old) else line)
+            return None
     return out
 
 
-def _matches(lines: list[str], search: list[str], replace: list[str]) -> list[tuple[int, int, list[str]]]:
-    """(start, length, replacement) for each place the search matches, from the strictest rule that matches at all:
-    exact; then ignoring trailing whitespace and blank lines at the ends of the search; then also a uniform
-    indentation difference, re-indenting the replacement to match."""
+Hit = tuple[int, int, list[str]]  # (start, length, replacement lines)
+EXACT, LOOSE, SHIFTED, NUMBERS = "exact", "trailing whitespace", "a uniform indentation shift", "copied line numbers"
+
+
+def find_lines(lines: list[str], search: list[str], replace: list[str]) -> tuple[list[Hit], list[str]]:
+    """Where ``search`` (whole lines) matches ``lines``, and how it was read (nothing for an exact match): the
+    strictest rule of ``_matches`` that matches at all; only when none does, the same without the line-number
+    column of the context copied along (when every search line has it), which is then named even with no hit."""
+    rule, hits = _matches(lines, search, replace)
+    if hits:
+        return hits, [] if rule == EXACT else [rule]
+    bare = unnumbered(search)
+    if bare is None:
+        return [], []
+    rule, hits = _matches(lines, bare, unnumbered(replace, every=False))
+    return hits, [NUMBERS] + ([] if rule == EXACT or not hits else [rule])
+
+
+def _matches(lines: list[str], search: list[str], replace: list[str]) -> tuple[str, list[Hit]]:
+    """The rule and (start, length, replacement) for each place the search matches, from the strictest rule that
+    matches at all: exact; then ignoring trailing whitespace and blank lines at the ends of the search; then also
+    a uniform indentation difference, re-indenting the replacement to match."""
     k = len(search)
     exact = [i for i in range(len(lines) - k + 1) if lines[i:i + k] == search]
     if exact:
-        return [(i, k, replace) for i in exact]
+        return EXACT, [(i, k, replace) for i in exact]
 
     lead, trail = _blank_ends(search)
     search = search[lead:len(search) - trail]
@@ -301,7 +326,7 @@ def _matches(lines: list[str], search: list[str], replace: list[str]) -> list[tu
     stripped = [line.rstrip() for line in lines]
     loose = [i for i in range(len(lines) - k + 1) if stripped[i:i + k] == key]
     if loose:
-        return [(i, k, replace) for i in loose]
+        return LOOSE, [(i, k, replace) for i in loose]
 
     indent = _indent(search)
     body = _dedented(search, indent)
@@ -313,8 +338,10 @@ def _matches(lines: list[str], search: list[str], replace: list[str]) -> list[tu
         window = lines[i:i + k]
         window_indent = _indent(window)
         if window_indent != indent and _dedented(window, window_indent) == body:
-            found.append((i, k, _reindent(replace, indent, window_indent)))
-    return found
+            shifted = _reindent(replace, indent, window_indent)
+            if shifted is not None:  # else no shift is known for the replacement: no match, said as such
+                found.append((i, k, shifted))
+    return SHIFTED, found
 
 
 def _window_candidates(lines: list[str], search: list[str], k: int) -> list[int]:
@@ -328,7 +355,7 @@ def _window_candidates(lines: list[str], search: list[str], k: int) -> list[int]
     return sorted(starts, key=lambda i: totals[i] - totals[min(i + k, len(lines))])[:MAX_COMPARED_WINDOWS]
 
 
-def _closest(lines: list[str], search: list[str]) -> str:
+def closest(lines: list[str], search: list[str]) -> str:
     """The lines of the file that look most like the search, numbered, for the retry prompt."""
     if not lines:
         return "The file is empty."
@@ -363,12 +390,12 @@ def _close_paths(path: str, repo_files: Iterable[str] | None) -> str:
     return f" Did you mean: {', '.join(candidates)}?" if candidates else " No file with a similar path exists."
 
 
-def _apply_one(edit: Edit, files: dict[str, _File | None], originals: dict[str, str | None], read, repo_files,
+def _apply_one(edit: Edit, files: dict[str, File | None], originals: dict[str, str | None], read, repo_files,
                roots: Iterable[str]):
-    def load(path: str) -> _File | None:
+    def load(path: str) -> File | None:
         if path not in files:
             originals[path] = read(path)
-            files[path] = None if originals[path] is None else _File.load(originals[path])
+            files[path] = None if originals[path] is None else File.load(originals[path])
         return files[path]
 
     path = _resolve(_repo_path(edit.path, roots), load, repo_files)
@@ -378,7 +405,7 @@ def _apply_one(edit: Edit, files: dict[str, _File | None], originals: dict[str, 
             raise _Failure("file to delete not found." + _close_paths(path, repo_files))
         files[path] = None
         return
-    search, replace = _lines(edit.search), _lines(edit.replace)
+    search, replace = split_lines(edit.search), split_lines(edit.replace)
     if not any(line.strip() for line in search):  # empty SEARCH: create the file
         if current is not None and current.lines:
             raise _Failure(
@@ -386,23 +413,21 @@ def _apply_one(edit: Edit, files: dict[str, _File | None], originals: dict[str, 
                 "to change this file, quote the lines to replace in SEARCH."
             )
         newline = current.newline if current else "\n"
-        files[path] = _File(replace, [newline] * len(replace), newline)
+        files[path] = File(replace, [newline] * len(replace), newline)
         return
     if current is None:
         raise _Failure(
             "file not found (to create a new file, leave SEARCH empty)." + _close_paths(path, repo_files)
         )
-    hits = _matches(current.lines, search, replace)
-    unnumbered = None if hits else _unnumbered(search)
-    if unnumbered is not None:  # the line numbers of the context copied along: the lines without them
-        search = unnumbered
-        hits = _matches(current.lines, search, _unnumbered(replace, every=False))
+    hits, tolerated = find_lines(current.lines, search, replace)
+    if NUMBERS in tolerated:  # the line numbers of the context copied along: the lines without them
+        search = unnumbered(search)
     if not hits:
-        already = any(line.strip() for line in replace) and _matches(current.lines, replace, replace)
+        already = any(line.strip() for line in replace) and _matches(current.lines, replace, replace)[1]
         note = "\nNote: the REPLACE text is already in the file; drop this block if it repeats an earlier one." \
             if already else ""
         raise _Failure(
-            "SEARCH text not found. " + _closest(current.lines, search)
+            "SEARCH text not found. " + closest(current.lines, search)
             + "\nCopy the SEARCH lines exactly from the file, including indentation." + note
         )
     if len(hits) > 1:
@@ -430,7 +455,7 @@ def apply_edits(
     edits = list(edits)
     repo_files = None if repo_files is None else list(repo_files)
     roots = list(roots)
-    files: dict[str, _File | None] = {}
+    files: dict[str, File | None] = {}
     failures = []
     originals: dict[str, str | None] = {}
     for number, edit in enumerate(edits, 1):
