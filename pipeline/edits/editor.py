@@ -1,0 +1,368 @@
+"""The agents' file editor: ``view``, ``create``, ``str_replace``, ``insert`` and ``undo_edit`` on the task's
+repository, the commands of SWE-agent's str_replace_editor, carried out through the runtime's file reads and writes
+and one shell probe per call (coreutils only: no Python needed in the image).
+
+Every edit fails loudly and changes nothing when it cannot be done as asked: ``old_str`` must occur exactly once
+(none or several: the count and the nearest or matching lines, numbered); ``create`` refuses a path that exists;
+``insert`` refuses a line past the end; a path out of the repository (``..``, an absolute path elsewhere, a symlink
+pointing out of it), inside ``.git``, a binary file and one over ``MAX_FILE_BYTES`` are refused. What real models
+write besides is tolerated the way the principal's blocks are (``pipeline.edits.blocks``: CRLF files, trailing
+whitespace, a uniform indentation shift, copied line numbers), and the observation names what was tolerated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import threading
+import weakref
+from dataclasses import dataclass
+
+from pipeline.edits.blocks import NUMBERS, File, closest, find_lines, split_lines, unnumbered
+from pipeline.repopath import WHOLE_REPOSITORY, from_root
+
+COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
+MAX_FILE_BYTES = 1 << 20  # larger files are for bash (sed -n, grep -n); an edit rewrites the whole file
+CONTEXT_LINES = 4  # shown around an edit's changed lines
+VIEW_DEPTH = 2  # a folder is listed this many levels deep
+MAX_LISTED = 400  # entries of a folder listing
+PROBE_TIMEOUT = 30
+
+
+class EditorError(Exception):
+    """The call cannot be carried out as asked; nothing was changed. The message is the agent's observation."""
+
+
+@dataclass(frozen=True)
+class EditorCall:
+    """One editor call, as the tool-call format's arguments or the text format's block give it."""
+
+    command: str
+    path: str
+    file_text: str | None = None
+    old_str: str | None = None
+    new_str: str | None = None
+    insert_line: int | None = None
+    view_range: tuple[int, int] | None = None
+
+    @classmethod
+    def from_arguments(cls, arguments: dict) -> EditorCall:
+        """From the str_replace_editor tool's arguments; EditorError names what is missing or malformed."""
+        command = arguments.get("command")
+        if command not in COMMANDS:
+            raise EditorError(f"command must be one of {', '.join(COMMANDS)}, not {command!r}")
+        path = arguments.get("path")
+        if not isinstance(path, str) or not path.strip():
+            raise EditorError(f"{command} needs a path")
+        texts = {name: arguments.get(name) for name in ("file_text", "old_str", "new_str")}
+        for name, value in texts.items():
+            if value is not None and not isinstance(value, str):
+                raise EditorError(f"{name} must be a string")
+        return cls(command, path, insert_line=_line_number(arguments.get("insert_line")),
+                   view_range=_view_range(arguments.get("view_range")), **texts)
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+                if v is not None}
+
+
+def _line_number(value) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise EditorError(f"insert_line must be a line number, not {value!r}") from None
+
+
+def _view_range(value) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        start, end = (int(part) for part in value)
+    except (TypeError, ValueError):
+        raise EditorError(f"view_range must be two line numbers [start, end] (end -1: to the end), not {value!r}") \
+            from None
+    return start, end
+
+
+@dataclass(frozen=True)
+class EditorResult:
+    call: EditorCall
+    ok: bool
+    observation: str
+    tolerated: tuple[str, ...] = ()
+    written: str | None = None  # the file written (or removed, undoing a create), from the repository root
+
+    @property
+    def changed(self) -> bool:
+        return self.written is not None
+
+    def record(self) -> dict:
+        """What a trajectory's step keeps of it: the command, the path, ok or the error, what was tolerated."""
+        entry = {"command": self.call.command, "path": self.written or self.call.path, "ok": self.ok}
+        if not self.ok:
+            entry["error"] = self.observation
+        if self.tolerated:
+            entry["tolerated"] = list(self.tolerated)
+        return entry
+
+
+@dataclass(frozen=True)
+class _Target:
+    path: str  # from the repository root, symlinks resolved
+    kind: str  # file, dir, none, other
+    size: int
+
+
+# One lock per workspace: team workers share one, and an edit is a read and a write that must not interleave.
+_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(runtime) -> threading.Lock:
+    with _LOCKS_GUARD:
+        try:
+            return _LOCKS.setdefault(runtime, threading.Lock())
+        except TypeError:  # a runtime that cannot be weakly referenced: its own lock
+            return threading.Lock()
+
+
+class Editor:
+    """The editor of one agent on ``runtime``: its undo history is the agent's own."""
+
+    def __init__(self, runtime, *, output_limit: int = 10_000, max_file_bytes: int = MAX_FILE_BYTES):
+        self.runtime, self.output_limit, self.max_file_bytes = runtime, output_limit, max_file_bytes
+        self._undo: dict[str, list[bytes | None]] = {}
+        self._lock = _lock_for(runtime)
+
+    def __call__(self, call: EditorCall) -> EditorResult:
+        try:
+            with self._lock:
+                observation, tolerated, written = getattr(self, f"_{call.command}")(call)
+        except EditorError as error:
+            return EditorResult(call, False, f"error: {error}")
+        return EditorResult(call, True, self._bounded(observation), tuple(tolerated), written)
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def _view(self, call: EditorCall):
+        target = self._target(call.path)
+        if target.kind == "dir":
+            if call.view_range is not None:
+                raise EditorError(f"{target.path} is a folder; view_range is for files")
+            return self._listing(target), (), None
+        text, _ = self._read(target, for_edit=call.view_range is None)
+        lines = split_lines(text)
+        start, end = 1, len(lines)
+        if call.view_range is not None:
+            start, end = call.view_range
+            end = len(lines) if end == -1 else end
+            if not 1 <= start <= max(1, len(lines)) or end < start:
+                raise EditorError(f"view_range {list(call.view_range)} is not within {target.path}'s "
+                                  f"{len(lines)} lines (start 1 to {len(lines)}, end at least start, or -1)")
+            end = min(end, len(lines))
+        if not lines:
+            return f"{target.path} is empty.", (), None
+        return f"{target.path}, lines {start}-{end} of {len(lines)}:\n{_numbered(lines, start, end)}", (), None
+
+    def _create(self, call: EditorCall):
+        target = self._target(call.path)
+        if target.kind != "none":
+            raise EditorError(f"{target.path} already exists; view it, then change it with str_replace or insert")
+        if call.file_text is None:
+            raise EditorError("create needs file_text, the whole new file")
+        self._write(target.path, call.file_text.encode("utf-8"), before=None)
+        lines = split_lines(call.file_text)
+        shown = _numbered(lines, 1, min(len(lines), 2 * CONTEXT_LINES + 1)) if lines else "(empty)"
+        more = f"\n... ({len(lines) - 2 * CONTEXT_LINES - 1} more lines)" if len(lines) > 2 * CONTEXT_LINES + 1 else ""
+        return f"Created {target.path} ({len(lines)} lines):\n{shown}{more}", (), target.path
+
+    def _str_replace(self, call: EditorCall):
+        if not call.old_str:
+            raise EditorError("str_replace needs old_str, the exact text to replace (to add lines, use insert; "
+                              "for a new file, create)")
+        target = self._target(call.path)
+        text, encoding = self._read(target)
+        new = call.new_str or ""
+        count = text.count(call.old_str)
+        if count > 1:
+            starts = _occurrence_lines(text, call.old_str)
+            raise EditorError(f"old_str occurs {count} times in {target.path} (starting at lines "
+                              f"{', '.join(map(str, starts[:10]))}); nothing was changed. Include more of the "
+                              "surrounding lines so that it occurs exactly once.")
+        if count == 1:
+            at = text.index(call.old_str)
+            first = text.count("\n", 0, at) + 1
+            edited, tolerated = text[:at] + new + text[at + len(call.old_str):], ()
+            region = (first, first + new.count("\n"))
+        else:
+            edited, region, tolerated = self._tolerant_replace(target.path, text, call.old_str, new)
+        return self._save(target, text, edited, encoding, region, "Edited", tolerated)
+
+    def _tolerant_replace(self, path: str, text: str, old: str, new: str):
+        """``old`` read as whole lines the way the principal's blocks are; EditorError when it still does not match
+        exactly one place."""
+        file = File.load(text)
+        search, replace = split_lines(old), split_lines(new)
+        hits, tolerated = find_lines(file.lines, search, replace)
+        if NUMBERS in tolerated:
+            search = unnumbered(search) or search
+        crlf = ["CRLF line endings"] if "\r\n" in text and "\r\n" not in old else []
+        if len(hits) > 1:
+            where = ", ".join(str(start + 1) for start, _, _ in hits[:10])
+            raise EditorError(f"old_str matches {len(hits)} places in {path} once {', '.join(tolerated)} is "
+                              f"allowed for (starting at lines {where}); nothing was changed. Include more of the "
+                              "surrounding lines so that it matches exactly one place.")
+        if not hits:
+            tabs = any(line.startswith("\t") for line in file.lines) and \
+                not any(line.startswith("\t") for line in search)
+            hint = " This file indents with tabs; so must old_str." if tabs else ""
+            raise EditorError(f"old_str does not occur in {path}; nothing was changed. {closest(file.lines, search)}"
+                              f"\nCopy old_str exactly from the file (view it first), indentation included.{hint}")
+        start, length, replacement = hits[0]
+        file.splice(start, length, replacement)
+        return file.text(), (start + 1, start + max(1, len(replacement))), tuple(crlf + tolerated)
+
+    def _insert(self, call: EditorCall):
+        if call.insert_line is None or call.new_str is None:
+            raise EditorError("insert needs insert_line (the new text goes after that line; 0: at the top) and "
+                              "new_str")
+        target = self._target(call.path)
+        text, encoding = self._read(target)
+        file = File.load(text)
+        if not 0 <= call.insert_line <= len(file.lines):
+            raise EditorError(f"insert_line {call.insert_line} is past the end of {target.path}, which has "
+                              f"{len(file.lines)} lines (0 inserts at the top, {len(file.lines)} at the end)")
+        lines = split_lines(call.new_str)
+        at = call.insert_line
+        unterminated = at == len(file.lines) and bool(file.ends) and file.ends[-1] == ""
+        if unterminated:  # the old last line gets a newline, the new last line none, as the file had
+            file.ends[-1] = file.newline
+        file.splice(at, 0, lines)
+        if unterminated and lines:
+            file.ends[-1] = ""
+        return self._save(target, text, file.text(), encoding, (at + 1, at + max(1, len(lines))), "Inserted in", ())
+
+    def _undo_edit(self, call: EditorCall):
+        target = self._target(call.path)
+        history = self._undo.get(target.path)
+        if not history:
+            raise EditorError(f"there is no edit of {target.path} by you to undo")
+        before = history.pop()
+        if before is None:
+            done = self.runtime.run(f"rm -f -- {shlex.quote(target.path)}", timeout=PROBE_TIMEOUT, output_limit=2000)
+            if not done.ok:
+                history.append(before)
+                raise EditorError(f"cannot remove {target.path}: {done.output.strip()}")
+            return f"Undid the creation of {target.path}: it is gone.", (), target.path
+        self.runtime.write_file(target.path, before)
+        return f"Undid your last edit of {target.path}; it is as it was before it.", (), target.path
+
+    # -- the repository's files ----------------------------------------------------------------------
+
+    def _target(self, raw: str) -> _Target:
+        """``raw`` as a path in the repository, its symlinks resolved in the workspace; EditorError when it is out
+        of the repository or inside .git."""
+        workdir = str(self.runtime.workdir)
+        path, problem = from_root(raw, roots=(workdir,))
+        if problem == WHOLE_REPOSITORY:
+            path = "."
+        elif problem:
+            raise EditorError(f"{raw!r} {problem}")
+        if ".git" in path.split("/"):
+            raise EditorError("files inside .git are not edited")
+        probe = self.runtime.run(_PROBE.replace("@PATH@", shlex.quote(path)), timeout=PROBE_TIMEOUT, output_limit=4000)
+        fields = probe.output.strip().splitlines()
+        if not probe.ok or len(fields) != 4:
+            raise EditorError(f"cannot look at {path} in the workspace: {probe.output.strip()[-500:]}")
+        root, real, kind, size = fields
+        if real != root and not real.startswith(root.rstrip("/") + "/"):
+            raise EditorError(f"{path} leads out of the repository (to {real}); only the repository's files are "
+                              "edited")
+        relative = "." if real == root else real[len(root.rstrip("/")) + 1:]
+        if ".git" in relative.split("/"):
+            raise EditorError(f"{path} leads into .git; files inside .git are not edited")
+        return _Target(relative, kind, int(size) if size.isdigit() else 0)
+
+    def _read(self, target: _Target, for_edit: bool = True) -> tuple[str, str]:
+        """The file's text and its encoding (UTF-8, else Latin-1, which keeps every byte)."""
+        if target.kind == "none":
+            raise EditorError(f"{target.path} does not exist (create makes a new file)")
+        if target.kind != "file":
+            raise EditorError(f"{target.path} is not a regular file")
+        if for_edit and target.size > self.max_file_bytes:
+            raise EditorError(f"{target.path} is {target.size:,} bytes, over the editor's {self.max_file_bytes:,}; "
+                              "view a part of it with view_range, or use bash (grep -n, sed -n)")
+        data = self.runtime.read_file(target.path)
+        if b"\0" in data[:8192]:
+            raise EditorError(f"{target.path} is a binary file; the editor is for text")
+        try:
+            return data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            return data.decode("latin-1"), "latin-1"
+
+    def _save(self, target: _Target, before: str, after: str, encoding: str, region: tuple[int, int], verb: str,
+              tolerated: tuple[str, ...]):
+        if after == before:
+            raise EditorError("the edit changes nothing (new_str gives the same text); nothing was written")
+        self._write(target.path, after.encode(encoding), before=before.encode(encoding))
+        lines = split_lines(after)
+        first, last = max(1, region[0] - CONTEXT_LINES), min(len(lines), region[1] + CONTEXT_LINES)
+        note = f" (allowing for {', '.join(tolerated)})" if tolerated else ""
+        latin = " It is not UTF-8: it was read and written as Latin-1." if encoding == "latin-1" else ""
+        shown = _numbered(lines, first, last) if lines else "(the file is empty now)"
+        said = (f"{verb} {target.path}{note}.{latin} Lines {first}-{last} now read:\n{shown}\n"
+                "Check that this is what you meant; undo_edit restores the file as before this edit.")
+        return said, tolerated, target.path
+
+    def _write(self, path: str, data: bytes, before: bytes | None) -> None:
+        self.runtime.write_file(path, data)
+        self._undo.setdefault(path, []).append(before)
+
+    def _listing(self, target: _Target) -> str:
+        where = shlex.quote(target.path)
+        listed = self.runtime.run(
+            f"find {where} -mindepth 1 -maxdepth {VIEW_DEPTH} -not -name '.*' -not -path '*/.*' "
+            f"| LC_ALL=C sort | head -n {MAX_LISTED + 1}", timeout=PROBE_TIMEOUT, output_limit=self.output_limit)
+        entries = [line.removeprefix("./") for line in listed.output.splitlines() if line.strip()]
+        more = f"\n... (more than {MAX_LISTED} entries; list deeper folders one by one)" \
+            if len(entries) > MAX_LISTED else ""
+        shown = "\n".join(entries[:MAX_LISTED]) or "(no files, hidden ones aside)"
+        return f"{target.path}, {VIEW_DEPTH} levels deep, hidden files left out:\n{shown}{more}"
+
+    def _bounded(self, text: str) -> str:
+        data = text.encode("utf-8")
+        if len(data) <= self.output_limit:
+            return text
+        kept = data[:self.output_limit].decode("utf-8", "ignore")
+        return (f"{kept}\n... (cut: {len(data) - self.output_limit:,} more bytes; view a smaller view_range, or use "
+                "grep -n)")
+
+
+# The workspace's view of a path: the repository's real root, the path's real location (its deepest existing
+# ancestor resolved, then the rest), its kind and size. readlink -f is in coreutils and busybox alike.
+_PROBE = r"""p=@PATH@
+root="$(readlink -f -- .)" || exit 1
+q="$p"; rest=""
+while [ ! -e "$q" ] && [ ! -L "$q" ]; do
+  case "$q" in */*) rest="/${q##*/}$rest"; q="${q%/*}" ;; *) rest="/$q$rest"; q=. ;; esac
+done
+real="$(readlink -f -- "$q")" || exit 1
+printf '%s\n%s\n' "$root" "${real%/}$rest"
+if [ -L "$p" ] && [ ! -e "$p" ]; then echo other; elif [ -d "$p" ]; then echo dir; elif [ -f "$p" ]; then echo file
+elif [ -e "$p" ]; then echo other; else echo none; fi
+if [ -f "$p" ]; then wc -c < "$p" | tr -d ' '; else echo 0; fi"""
+
+
+def _numbered(lines: list[str], first: int, last: int) -> str:
+    width = len(str(last))
+    return "\n".join(f"{n:>{width}}\t{lines[n - 1]}" for n in range(first, last + 1))
+
+
+def _occurrence_lines(text: str, needle: str) -> list[int]:
+    found, at = [], text.find(needle)
+    while at != -1:
+        found.append(text.count("\n", 0, at) + 1)
+        at = text.find(needle, at + 1)
+    return found
