@@ -48,6 +48,9 @@ class Limits(BaseModel):
     observation_limit: int = Field(default=10_000, gt=100, description="bytes of command output shown")
     action_format: Literal["text", "tools"] = Field(
         default="text", description="text: one ```bash block per reply; tools: bash/submit function calls")
+    editor: bool = Field(default=True, description="the file editor beside bash (view, create, str_replace, insert, "
+                         "undo_edit; the senior only views): text format ```edit and ```view blocks, tools format "
+                         "the str_replace_editor function; false: bash only")
     compact_after: int | None = Field(default=None, ge=0, description="send only the last N observations whole, "
                                       "older ones cut to compact_chars at each end (the trajectory keeps them "
                                       "whole); unset: every observation whole")

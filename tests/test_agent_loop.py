@@ -32,7 +32,8 @@ def run_agent(client, runtime, task_text, budget, limits, trajectory_path=None):
     """A junior-style agent on ``task_text``: resumed from ``trajectory_path`` when one is there."""
     system = "agent_system_tools.md.j2" if limits.action_format == "tools" else "agent_system.md.j2"
     messages = prompt(system, "agent_instance.md.j2", workdir=str(runtime.workdir), task_text=task_text,
-                      command_timeout=int(limits.command_timeout), max_steps=limits.max_steps)
+                      command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
+                      editor=limits.editor)
     agent = Agent("junior", client, runtime, budget, limits, messages=messages, trajectory_path=trajectory_path)
     agent.resume()
     return agent.record if agent.finished else agent.run()
@@ -227,7 +228,7 @@ def test_the_tool_call_format_runs_bash_and_submits(tmp_path, workspace):
                     Limits(action_format="tools"))
     assert run.exit_reason == "submitted" and run.steps[0].exit_code == 0
     assert "+    return a + b" in workspace.diff()
-    assert "through the `bash` tool" in run.messages[0]["content"]  # the tool-format system prompt
+    assert "through the `bash` and `str_replace_editor` tools" in run.messages[0]["content"]  # the tool format's
     call = run.messages[2]["tool_calls"][0]
     assert call["function"]["name"] == "bash"
     observation = run.messages[3]
@@ -423,3 +424,84 @@ def test_a_senior_whose_principal_is_shown_no_candidates_is_told_so(tmp_path, wo
     system = " ".join(saved["messages"][0]["content"].split())
     assert "It sees the issue, your analysis, the code you select, nothing else" in system
     assert "junior candidates" not in system.split("nothing else")[0]
+
+
+# -- the file editor (pipeline/edits/editor.py) as an agent's action, in both formats ------------------------
+
+EDIT_FIX = ("The sign is wrong; replacing it.\n```edit\ncalc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n"
+            "    return a + b\n>>>>>>> REPLACE\n```")
+
+
+def test_a_text_format_agent_fixes_the_bug_with_edit_and_view_blocks_only(tmp_path, workspace):
+    """What a real model writes around the block (prose, an /app-style absolute path, a stale SEARCH first) is
+    answered the way the editor answers it; the steps record each edit."""
+    stale = EDIT_FIX.replace("    return a - b", "    return a-b")
+    absolute = EDIT_FIX.replace("calc.py\n<<<", f"{workspace.workdir}/calc.py\n<<<")
+    replies = ["Let me look first.\n```view\ncalc.py\n```", stale, absolute, "```view\ncalc.py 2-2\n```", SUBMIT]
+    run = run_agent(junior(tmp_path, replies), workspace, "fix add", Budget("r"), Limits())
+    assert run.exit_reason == "submitted", [s.output for s in run.steps]
+    assert [s.action for s in run.steps] == ["view", "edit", "edit", "view", "submit"]
+    assert "1\tdef add(a, b):" in run.steps[0].output
+    assert run.steps[1].edits == [{"command": "str_replace", "path": "calc.py", "ok": False,
+                                   "error": run.steps[1].output}]
+    assert "does not occur" in run.steps[1].output and "2 |     return a - b" in run.steps[1].output
+    assert run.steps[2].edits[0]["ok"] and run.steps[2].changed_files == ["calc.py"]  # the path as it was given
+    assert run.steps[3].output.endswith("2\t    return a + b")
+    assert "+    return a + b" in workspace.diff()
+    assert "```edit" in run.messages[0]["content"]  # the prompt says how (juniors get it with the editor on)
+
+
+def test_a_tool_format_agent_fixes_the_bug_with_str_replace_editor_and_undoes_a_slip(tmp_path, workspace):
+    replies = [tool("str_replace_editor", command="view", path="calc.py", view_range=[1, 2]),
+               tool("str_replace_editor", command="str_replace", path="calc.py", old_str="a - b", new_str="a * b"),
+               tool("str_replace_editor", command="undo_edit", path="calc.py"),
+               tool("str_replace_editor", command="str_replace", path="calc.py", old_str="a - b", new_str="a + b"),
+               tool("str_replace_editor", command="delete", path="calc.py"),  # no such command: a format error
+               tool("submit")]
+    run = run_agent(junior(tmp_path, replies), workspace, "fix add", Budget("r"), Limits(action_format="tools"))
+    assert run.exit_reason == "submitted", [s.output for s in run.steps]
+    assert [e["command"] for s in run.steps for e in s.edits] == ["view", "str_replace", "undo_edit", "str_replace"]
+    assert "command must be one of" in run.steps[4].format_error
+    assert "+    return a + b" in workspace.diff() and "a * b" not in workspace.diff()
+
+
+def test_the_senior_s_editor_only_views(tmp_path, workspace):
+    from pipeline.agent.actions import tools_for
+
+    replies = [EDIT_FIX, "```view\ncalc.py\n```", SUBMIT]
+    agent = Agent("senior", junior(tmp_path, replies), workspace, Budget("r"), Limits(), editor=("view",),
+                  messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+    run = agent.run()
+    assert run.steps[0].format_error and "```edit" not in run.steps[0].format_error  # not an action it has
+    assert "1\tdef add(a, b):" in run.steps[1].output and workspace.diff() == ""
+    schema = next(t for t in tools_for(("bash",), ("view",)) if t["function"]["name"] == "str_replace_editor")
+    assert schema["function"]["parameters"]["properties"]["command"]["enum"] == ["view"]
+    assert "old_str" not in schema["function"]["parameters"]["properties"]
+
+
+def test_with_the_editor_off_an_edit_block_is_no_action(tmp_path, workspace):
+    run = run_agent(junior(tmp_path, [EDIT_FIX, FIX, SUBMIT]), workspace, "fix", Budget("r"), Limits(editor=False))
+    assert run.steps[0].format_error and "no ```bash blocks" in run.steps[0].format_error
+    assert run.exit_reason == "submitted" and "+    return a + b" in workspace.diff()
+
+
+def test_a_resumed_agent_replays_its_edits_and_pays_for_no_reply_twice(tmp_path, leaky_repo):
+    create = ("New helper.\n```edit\nhelpers/sign.py\n<<<<<<< SEARCH\n=======\nSIGN = 1\n>>>>>>> REPLACE\n```")
+    replies = [create, EDIT_FIX, "```bash\nls\n```", SUBMIT]
+    trajectory = tmp_path / "t.json"
+    client = junior(tmp_path, replies)
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as first:
+        run = run_agent(client, first, "fix", Budget("r"), Limits(max_steps=2), trajectory_path=trajectory)
+        assert run.exit_reason == "step_limit" and all(s.edits[0]["ok"] for s in run.steps)
+    paid = len(client.ledger.rows)
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as second:  # a fresh workspace, as after a crash
+        saved = json.loads(trajectory.read_text())
+        saved["exit_reason"] = ""  # cut off mid-rollout
+        trajectory.write_text(json.dumps(saved))
+        agent = Agent("junior", client, second, Budget("r"), Limits(max_steps=4), trajectory_path=trajectory,
+                      messages=saved["messages"])
+        assert agent.resume()
+        diff = second.diff()
+        assert "+    return a + b" in diff and "+SIGN = 1" in diff  # the edits replayed
+        run = agent.run()
+    assert run.exit_reason == "submitted" and len(client.ledger.rows) == paid + 2  # ls and submit, nothing twice

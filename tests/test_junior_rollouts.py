@@ -158,12 +158,15 @@ def test_a_temperature_set_on_the_junior_model_is_used_by_every_rollout(shop_rep
 
 @pytest.mark.parametrize(("system", "tools"), [("agent_system.md.j2", False), ("agent_system_tools.md.j2", True),
                                                ("agent_system_piv.md.j2", False), ("agent_system_piv.md.j2", True)])
-def test_every_agent_prompt_says_scratch_files_go_under_tmp(system, tools):
+@pytest.mark.parametrize("editor", [True, False])
+def test_every_agent_prompt_says_scratch_files_go_under_tmp_and_how_to_edit(system, tools, editor):
     from pipeline.prompts import render
 
     text = " ".join(render(system, workdir="/app", command_timeout=120, max_steps=50, task_text="x",
-                           tools=tools).split())
+                           tools=tools, editor=editor).split())
     assert "under /tmp, never in the repository" in text
+    how = ("`str_replace_editor`" if tools else "```edit") if editor else "`sed -i` or Python"
+    assert how in text and ("not with sed or heredocs" in text) == editor
 
 
 def test_temperature_precedence_and_the_default_spread():

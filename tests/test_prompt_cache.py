@@ -84,7 +84,7 @@ def rollouts(model, provider, leaky_repo, count=2, limits=Limits(), **spec):
         for index in range(count):
             messages = prompt("agent_system_tools.md.j2" if tools else "agent_system.md.j2", "agent_instance.md.j2",
                               workdir=str(runtime.workdir), task_text="add() subtracts", command_timeout=60,
-                              max_steps=limits.max_steps, tools=tools)
+                              max_steps=limits.max_steps, tools=tools, editor=limits.editor)
             run = Agent(f"rollout-{index:02d}", client, runtime, Budget("r"), limits, messages=messages,
                         agent_index=index, temperature=0.3 * index).run()
             assert run.exit_reason == "submitted"

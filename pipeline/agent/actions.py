@@ -1,9 +1,11 @@
 """Reading the one action out of a model's reply, in either action format.
 
 Text format: the reply holds exactly one fenced action block: ```bash (a block holding only
-``submit`` ends the agent's work) or, for agents that have them, another action's block
-(```delegate, ```wait, ...). Other fenced blocks (```report, ```json, ```python) are text.
-Tool format: the reply makes exactly one function call: bash, submit, or another action.
+``submit`` ends the agent's work), the editor's ```edit and ```view, or, for agents that have them,
+another action's block (```delegate, ```wait, ...). Other fenced blocks (```report, ```json,
+```python) are text.
+Tool format: the reply makes exactly one function call: bash, submit, str_replace_editor, or another
+action.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from dataclasses import dataclass
 _BLOCK = re.compile(r"^```([A-Za-z_]+)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 BASH = "bash"
 SUBMIT = "submit"
+EDITOR = "str_replace_editor"  # the tool-call format's editor; the text format has these two blocks:
+EDIT, VIEW = "edit", "view"
+EDITOR_KINDS = (EDITOR, EDIT, VIEW)
 
 
 class FormatError(Exception):
@@ -76,14 +81,42 @@ SUBMIT_TOOL = {"type": "function", "function": {
                                          "anything (a report, a brief)"}}}}}
 
 
-def tools_for(allowed: tuple[str, ...] = (BASH,)) -> list[dict]:
-    """bash and submit, then one function per other action, taking the action block's text as ``body``."""
+def editor_tool(commands: tuple[str, ...]) -> dict:
+    """The str_replace_editor function, with the schema models are trained on, offering ``commands``."""
+    edits = "view" not in commands or len(commands) > 1
+    properties = {
+        "command": {"type": "string", "enum": list(commands), "description": "view: a file with line numbers (or "
+                    "view_range of it), or a folder two levels deep" + (
+                        "; create: a new file; str_replace: replace old_str, which must occur exactly once, with "
+                        "new_str; insert: new_str after line insert_line (0: at the top); undo_edit: undo your "
+                        "last edit of path" if edits else "")},
+        "path": {"type": "string", "description": "a file or folder, from the repository root"},
+        "view_range": {"type": "array", "items": {"type": "integer"},
+                       "description": "view: [start, end] lines, end -1 for the end of the file"}}
+    if edits:
+        properties |= {
+            "file_text": {"type": "string", "description": "create: the whole new file"},
+            "old_str": {"type": "string", "description": "str_replace: the exact text to replace, whitespace "
+                        "included; must occur exactly once in the file"},
+            "new_str": {"type": "string", "description": "str_replace: the text instead of old_str; insert: the "
+                        "text to insert"},
+            "insert_line": {"type": "integer", "description": "insert: the line new_str goes after"}}
+    description = (("View, create and edit files of the repository. Edits fail, changing nothing, unless they "
+                    "can be made exactly as asked; the answer shows the changed lines.") if edits else
+                   "View files and folders of the repository, files with line numbers.")
+    return {"type": "function", "function": {"name": EDITOR, "description": description, "parameters": {
+        "type": "object", "properties": properties, "required": ["command", "path"]}}}
+
+
+def tools_for(allowed: tuple[str, ...] = (BASH,), editor: tuple[str, ...] = ()) -> list[dict]:
+    """bash and submit, the editor offering its ``editor`` commands (none: no editor), then one function per
+    other action, taking the action block's text as ``body``."""
     others = [{"type": "function", "function": {
         "name": kind, "description": f"The {kind} action, as described in your instructions.",
         "parameters": {"type": "object", "properties": {"body": {
             "type": "string", "description": f"what the ```{kind} block would hold (may be empty)"}}}}}
-        for kind in allowed if kind != BASH]
-    return [BASH_TOOL, SUBMIT_TOOL, *others]
+        for kind in allowed if kind not in (BASH, *EDITOR_KINDS)]
+    return [BASH_TOOL, SUBMIT_TOOL, *([editor_tool(editor)] if editor else []), *others]
 
 
 def parse_tool_action(tool_calls: list[dict], reply: str = "", allowed: tuple[str, ...] = (BASH,)) -> Action:
@@ -111,4 +144,6 @@ def parse_tool_action(tool_calls: list[dict], reply: str = "", allowed: tuple[st
         if not command.strip():
             raise FormatError("the bash tool was called without a command")
         return Action(BASH, command)
+    if name == EDITOR:
+        return Action(EDITOR, json.dumps(arguments))
     return Action(name, str(arguments.get("body") or ""))

@@ -16,10 +16,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline.agent.actions import BASH, Action, ActionError, FormatError, parse_action, parse_tool_action, tools_for
+from pipeline.agent.actions import (BASH, EDIT, EDITOR, EDITOR_KINDS, VIEW, Action, ActionError, FormatError,
+                                    parse_action, parse_tool_action, tools_for)
+from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.compact import compact_history
 from pipeline.agent.inbox import Inbox
 from pipeline.config import Limits
+from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS, Editor
 from pipeline import stopping
 from pipeline.errors import ContainerDied, RuntimeUnavailable, describe, is_transport_error
 from pipeline.models.budget import Budget, CostLimitExceeded
@@ -51,6 +54,7 @@ class Step:
     seconds: float = 0.0  # the whole step: model, command, bookkeeping
     tool_calls: list = field(default_factory=list)  # in the tool-call format
     changed_files: list[str] = field(default_factory=list)  # paths the command changed (when tracked)
+    edits: list[dict] = field(default_factory=list)  # an editor action's calls: command, path, ok or the error
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -108,8 +112,13 @@ class Agent:
                  actions: dict[str, Callable[[str], str]] | None = None,
                  check_submission: Callable[[str], str | None] | None = None,
                  guard_submission: Callable[[], str | None] | None = None,
-                 track_writes: bool = False, inbox: Inbox | None = None, last_step_note: str | None = None):
+                 track_writes: bool = False, inbox: Inbox | None = None, last_step_note: str | None = None,
+                 editor: tuple[str, ...] | None = None):
         self.client, self.runtime, self.budget, self.limits = client, runtime, budget, limits
+        # The editor's commands this agent may use (pipeline.edits.editor): all of them unless given, none when
+        # limits.editor is off.
+        self.editor_commands = (editor if editor is not None else EDITOR_COMMANDS) if limits.editor else ()
+        self.editor = Editor(runtime, output_limit=limits.observation_limit) if self.editor_commands else None
         self.agent_index, self.temperature, self.seed = agent_index, temperature, seed
         self.trajectory_path = trajectory_path
         # The paid reply not yet in the trajectory (models.client): beside it, named so no *.json glob takes it.
@@ -137,7 +146,9 @@ class Agent:
 
     @property
     def allowed(self) -> tuple[str, ...]:
-        return (BASH, *self.actions)
+        editor = () if not self.editor_commands else (EDITOR,) if self.tools else \
+            (EDIT, VIEW) if self.editor_commands != ("view",) else (VIEW,)
+        return (BASH, *editor, *self.actions)
 
     # -- resume ---------------------------------------------------------------------------
 
@@ -168,6 +179,8 @@ class Agent:
                         self.runtime.run(step.command, timeout=self.limits.command_timeout, output_limit=1000)
                     except ResourceLimitHit:
                         pass  # it ran into the limits the first time too, and was killed again
+                elif step.action in EDITOR_KINDS and self.editor and any(edit.get("ok") for edit in step.edits):
+                    self.apply_edits(Action(step.action, step.command))  # the same calls on the same files
         return True
 
     @property
@@ -230,7 +243,8 @@ class Agent:
                     compact_history(self.record.messages, limits.compact_after, limits.compact_chars))
             completion = self.client.complete(
                 sent, self.budget, agent=self.name, agent_index=self.agent_index,
-                temperature=self.temperature, seed=self.seed, tools=tools_for(self.allowed) if self.tools else None,
+                temperature=self.temperature, seed=self.seed,
+                tools=tools_for(self.allowed, self.editor_commands) if self.tools else None,
                 journal=self.reply_journal)
         except CostLimitExceeded as error:
             self._add_billed(getattr(error, "billed", None))
@@ -282,6 +296,8 @@ class Agent:
                 self.submit(step, action.body)
             elif action.kind == BASH:
                 self.execute(step)
+            elif action.kind in EDITOR_KINDS:
+                self.edit(step, action)
             else:
                 self.act(step, action)
         finally:
@@ -326,6 +342,32 @@ class Agent:
         self.tell(step, render("observation.md.j2", exit_code=result.exit_code, output=result.output,
                                timed_out=result.timed_out, timeout=int(limits.command_timeout),
                                cut_bytes=result.cut_bytes))
+
+    def edit(self, step: Step, action: Action) -> None:
+        """The editor's calls, in order until one fails; each is recorded, and the observations are the answer."""
+        try:
+            results = self.apply_edits(action)
+        except FormatError as error:
+            self.reject(step, str(error))
+            return
+        step.edits = [result.record() for result in results]
+        changed = {result.written for result in results if result.written}
+        step.changed_files = sorted(changed)
+        self.changed_files |= changed
+        observation = "\n\n".join(result.observation for result in results)
+        if not results[-1].ok and len(results) > 1:
+            observation += "\n\nThe edits before this one were made; the ones after it were not tried."
+        step.output = observation
+        self.tell(step, observation)
+
+    def apply_edits(self, action: Action) -> list:
+        """EditorResults of ``action``'s calls, made until one fails; FormatError when it holds none usable."""
+        results = []
+        for call in editor_calls(action, self.editor_commands):
+            results.append(self.editor(call))
+            if not results[-1].ok:
+                break
+        return results
 
     def act(self, step: Step, action: Action) -> None:
         """One of the agent's other actions; its handler's text is the observation."""

@@ -55,7 +55,7 @@ def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, sy
         system = "agent_system_piv.md.j2"
     messages = prompt(system, "agent_instance.md.j2", workdir=str(runtime.workdir),
                       command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
-                      task_text=render_task_prompt(job.task), tools=tools)
+                      task_text=render_task_prompt(job.task), tools=tools, editor=limits.editor)
     return Agent(name, client, runtime, budget, limits, messages=messages, **options)
 
 

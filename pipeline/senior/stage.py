@@ -81,7 +81,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
             tools = limits.action_format == "tools"
             messages = prompt("senior_system.md.j2", "senior_instance.md.j2", workdir=root,
                               command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
-                              task_text=render_task_prompt(task), tools=tools,
+                              task_text=render_task_prompt(task), tools=tools, editor=limits.editor,
                               context_tokens=settings.context_tokens,
                               principal_sees_candidates=config.principal.show_candidates != 0,
                               principal_writes=config.plays("principal"),
@@ -89,7 +89,8 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
             agent = Agent("senior", client, runtime, budget, limits, messages=messages,
                           trajectory_path=directory / "trajectory.json",
                           check_submission=lambda reply: _problem(reply, files, root),
-                          last_step_note=render("senior_last_step.md.j2", tools=tools).strip())
+                          last_step_note=render("senior_last_step.md.j2", tools=tools).strip(),
+                          editor=("view",))  # read-only: the brief is its work, not a change
             agent.resume()
             # A session the budget stopped goes on from where it was (with a budget that allows it now).
             run = agent.record if agent.finished and agent.record.exit_reason != "cost_limit" else agent.run()

@@ -212,9 +212,10 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     team = Team(config, workspace, worker_client, budget, directory)
     lead = Lead(team)
     limits = team.lead_limits
+    # No editor yet: the shared workspace's journal replays commands, not editor writes.
     lead.agent = Agent("lead", lead_client, workspace.for_agent("lead"), budget, limits,
                        trajectory_path=directory / "lead.trajectory.json", actions=lead.actions(),
-                       guard_submission=lead.guard, inbox=team.lead_inbox)
+                       guard_submission=lead.guard, inbox=team.lead_inbox, editor=())
     if lead.agent.resume(replay=False):
         _restore(team, lead)
     else:

@@ -35,10 +35,11 @@ class Worker:
         actions = {"directory": lambda body: team.directory_text()} if s.directory else {}
         if s.messages:
             actions["message"] = lambda body: team.message_action(self.name, body)
+        # No editor yet: the shared workspace's journal replays commands, not editor writes.
         self.agent = Agent(self.name, team.worker_client, team.workspace.for_agent(self.name),
                            team.budget.child(self.name, team.worker_budget), team.worker_limits,
                            agent_index=number, trajectory_path=team.directory / f"{self.name}.trajectory.json",
-                           actions=actions, check_submission=_needs_report, track_writes=True)
+                           actions=actions, check_submission=_needs_report, track_writes=True, editor=())
 
     @classmethod
     def restore(cls, record: dict, team) -> Worker:
