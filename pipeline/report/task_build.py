@@ -251,6 +251,10 @@ class _Builder:
             view.output = self.block(step.get("output"), "output", where)
         if step.get("changed_files"):
             view.changed = clean(", ".join(map(str, step["changed_files"])))
+        for edit in step.get("edits") or []:
+            if isinstance(edit, dict):
+                said = f"{edit.get('command')} {edit.get('path')}" + ("" if edit.get("ok") else " failed")
+                view.edits.append((clean(said), bool(edit.get("ok"))))
         return view
 
     # -- sections -------------------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ class Step:
     command: str | None = None
     output: Block | None = None
     changed: str | None = None
+    edits: list[tuple[str, bool]] = field(default_factory=list)  # an editor step's calls: (what, ok)
 
 
 @dataclass
