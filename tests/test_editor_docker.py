@@ -31,7 +31,7 @@ def test_a_rollout_that_only_edits_resolves_the_task(tmp_path, action_format):
     prediction = layout.finished()[TASK.instance_id]
     assert prediction["resolved"] is True, (prediction, done.stdout[-2000:])
     paths = layout.task(TASK.instance_id)
-    steps = json.loads((paths.junior / "rollout-00.trajectory.json").read_text())["steps"]
+    steps = json.loads((paths.junior / "rollout-00.json").read_text())["trajectory"]["steps"]
     assert not [s for s in steps if s["action"] == "bash"]  # no command ran: every change was an edit
     edits = [e for s in steps for e in s["edits"]]
     assert edits and all(e["ok"] for e in edits), edits
