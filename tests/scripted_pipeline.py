@@ -30,40 +30,37 @@ def apply_patch_command(patch: str) -> str:
             "git apply /tmp/part.diff && git status --short")
 
 
-def edits_from_patch(patch: str) -> str:
-    """The gold patch written as search/replace blocks (what a perfect principal would reply)."""
-    blocks = []
+def hunk_edits(patch: str):
+    """(path, old text, new text, a new file) per hunk of ``patch``: the lines it replaces and those instead."""
     for patched in PatchSet(patch):
         for hunk in patched:
-            search = "".join(line.value for line in hunk if not line.is_added)
-            replace = "".join(line.value for line in hunk if not line.is_removed)
-            blocks.append(f"{patched.path}\n```\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n```\n")
+            yield (patched.path, "".join(line.value for line in hunk if not line.is_added),
+                   "".join(line.value for line in hunk if not line.is_removed), patched.is_added_file)
+
+
+def edits_from_patch(patch: str) -> str:
+    """The gold patch written as search/replace blocks (what a perfect principal would reply)."""
+    blocks = [f"{path}\n```\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n```\n"
+              for path, search, replace, _ in hunk_edits(patch)]
     return "I checked both places; here is the whole fix.\n\n" + "\n".join(blocks)
 
 
 def edit_block_from_patch(patch: str) -> str:
     """The patch as one agent's ```edit block (its hunks as search/replace edits; a new file with an empty SEARCH),
     with the prose a real model writes around it."""
-    edits = []
-    for patched in PatchSet(patch):
-        for hunk in patched:
-            search = "".join(line.value for line in hunk if not line.is_added)
-            replace = "".join(line.value for line in hunk if not line.is_removed)
-            edits.append(f"{patched.path}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n")
+    edits = [f"{path}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n"
+             for path, search, replace, _ in hunk_edits(patch)]
     return "Making the change in every place at once.\n```edit\n" + "".join(edits) + "```\nThen I will check it."
 
 
 def editor_calls_from_patch(patch: str) -> list[dict]:
     """The patch as str_replace_editor tool calls, one per hunk (create for a new file)."""
     calls = []
-    for patched in PatchSet(patch):
-        for hunk in patched:
-            old = "".join(line.value for line in hunk if not line.is_added)
-            new = "".join(line.value for line in hunk if not line.is_removed)
-            arguments = ({"command": "create", "path": patched.path, "file_text": new} if patched.is_added_file else
-                         {"command": "str_replace", "path": patched.path, "old_str": old, "new_str": new})
-            calls.append({"content": "", "tool_calls": [{"name": "str_replace_editor", "arguments": arguments}],
-                          "usage": USAGE})
+    for path, old, new, added in hunk_edits(patch):
+        arguments = ({"command": "create", "path": path, "file_text": new} if added else
+                     {"command": "str_replace", "path": path, "old_str": old, "new_str": new})
+        calls.append({"content": "", "tool_calls": [{"name": "str_replace_editor", "arguments": arguments}],
+                      "usage": USAGE})
     return calls
 
 
