@@ -146,9 +146,17 @@ class Agent:
 
     @property
     def allowed(self) -> tuple[str, ...]:
-        editor = () if not self.editor_commands else (EDITOR,) if self.tools else \
-            (EDIT, VIEW) if self.editor_commands != ("view",) else (VIEW,)
-        return (BASH, *editor, *self.actions)
+        return (BASH, *self.editor_kinds, *self.actions)
+
+    @property
+    def editor_kinds(self) -> tuple[str, ...]:
+        """How the editor is asked for: one function in the tool format; in the text format ```view, and
+        ```edit unless the editor only views."""
+        if not self.editor_commands:
+            return ()
+        if self.tools:
+            return (EDITOR,)
+        return (VIEW,) if self.editor_commands == ("view",) else (EDIT, VIEW)
 
     # -- resume ---------------------------------------------------------------------------
 

@@ -69,9 +69,6 @@ def _edit_block(body: str) -> list[EditorCall]:
         edits = parse_edits(body)
     except EditFormatError as error:
         raise FormatError(f"the ```edit block: {error}") from None
-    if not edits:
-        raise FormatError("the ```edit block holds no edit: a path line, then <<<<<<< SEARCH, the lines now in "
-                          "the file, =======, the lines instead, >>>>>>> REPLACE")
     calls = []
     for edit in edits:
         if edit.delete:

@@ -16,9 +16,9 @@ A line ``DELETE path/to/file`` outside the blocks deletes that file.
 
 What real models write besides is tolerated, one way each: prose around the blocks; CRLF; trailing
 whitespace, blank end lines and a uniform indentation shift in SEARCH; the ``  12 | `` line-number column
-of the context the principal is shown, copied into SEARCH (only when the plain SEARCH matches nowhere and
-every SEARCH line has it); the repository's absolute path (``/app/pkg/a.py``, see ``roots``) and a
-diff's ``a/``/``b/`` prefix in a path.
+of the context the principal is shown (or the editor view's ``12<TAB>``), copied into SEARCH (only when
+the plain SEARCH matches nowhere and every SEARCH line has it); the repository's absolute path
+(``/app/pkg/a.py``, see ``roots``) and a diff's ``a/``/``b/`` prefix in a path.
 """
 
 from __future__ import annotations
@@ -293,18 +293,19 @@ Hit = tuple[int, int, list[str]]  # (start, length, replacement lines)
 EXACT, LOOSE, SHIFTED, NUMBERS = "exact", "trailing whitespace", "a uniform indentation shift", "copied line numbers"
 
 
-def find_lines(lines: list[str], search: list[str], replace: list[str]) -> tuple[list[Hit], list[str]]:
-    """Where ``search`` (whole lines) matches ``lines``, and how it was read (nothing for an exact match): the
-    strictest rule of ``_matches`` that matches at all; only when none does, the same without the line-number
-    column of the context copied along (when every search line has it), which is then named even with no hit."""
+def find_lines(lines: list[str], search: list[str], replace: list[str]) -> tuple[list[Hit], list[str], list[str]]:
+    """Where ``search`` (whole lines) matches ``lines``, how it was read (nothing for an exact match) and the search
+    as read: the strictest rule of ``_matches`` that matches at all; only when none does, the same without the
+    line-number column of the context copied along (when every search line has it), which is then named and
+    given back even with no hit."""
     rule, hits = _matches(lines, search, replace)
     if hits:
-        return hits, [] if rule == EXACT else [rule]
+        return hits, [] if rule == EXACT else [rule], search
     bare = unnumbered(search)
     if bare is None:
-        return [], []
+        return [], [], search
     rule, hits = _matches(lines, bare, unnumbered(replace, every=False))
-    return hits, [NUMBERS] + ([] if rule == EXACT or not hits else [rule])
+    return hits, [NUMBERS] + ([] if rule == EXACT or not hits else [rule]), bare
 
 
 def _matches(lines: list[str], search: list[str], replace: list[str]) -> tuple[str, list[Hit]]:
@@ -419,9 +420,7 @@ def _apply_one(edit: Edit, files: dict[str, File | None], originals: dict[str, s
         raise _Failure(
             "file not found (to create a new file, leave SEARCH empty)." + _close_paths(path, repo_files)
         )
-    hits, tolerated = find_lines(current.lines, search, replace)
-    if NUMBERS in tolerated:  # the line numbers of the context copied along: the lines without them
-        search = unnumbered(search)
+    hits, _, search = find_lines(current.lines, search, replace)  # the search without copied line numbers
     if not hits:
         already = any(line.strip() for line in replace) and _matches(current.lines, replace, replace)[1]
         note = "\nNote: the REPLACE text is already in the file; drop this block if it repeats an earlier one." \

@@ -18,7 +18,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from pipeline.edits.blocks import NUMBERS, File, closest, find_lines, split_lines, unnumbered
+from pipeline.edits.blocks import File, closest, find_lines, split_lines
 from pipeline.repopath import WHOLE_REPOSITORY, from_root
 
 COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
@@ -122,10 +122,7 @@ _LOCKS_GUARD = threading.Lock()
 
 def _lock_for(runtime) -> threading.Lock:
     with _LOCKS_GUARD:
-        try:
-            return _LOCKS.setdefault(runtime, threading.Lock())
-        except TypeError:  # a runtime that cannot be weakly referenced: its own lock
-            return threading.Lock()
+        return _LOCKS.setdefault(runtime, threading.Lock())
 
 
 class Editor:
@@ -204,10 +201,7 @@ class Editor:
         """``old`` read as whole lines the way the principal's blocks are; EditorError when it still does not match
         exactly one place."""
         file = File.load(text)
-        search, replace = split_lines(old), split_lines(new)
-        hits, tolerated = find_lines(file.lines, search, replace)
-        if NUMBERS in tolerated:
-            search = unnumbered(search) or search
+        hits, tolerated, search = find_lines(file.lines, split_lines(old), split_lines(new))
         crlf = ["CRLF line endings"] if "\r\n" in text and "\r\n" not in old else []
         if len(hits) > 1:
             where = ", ".join(str(start + 1) for start, _, _ in hits[:10])
