@@ -21,7 +21,8 @@ def run_containers(run_id: str | None = None, *, running: bool = False) -> list:
     from pipeline.runtime import containers
 
     wanted = f"{containers.RUN_LABEL}={run_id}" if run_id else containers.LABEL
-    found = containers.client().containers.list(all=not running, filters={"label": wanted})
+    # ignore_removed: one the run removes between the listing and its inspection is gone, not an error
+    found = containers.client().containers.list(all=not running, filters={"label": wanted}, ignore_removed=True)
     return [c for c in found if _epoch(c.attrs.get("Created")) >= STARTED]
 
 

@@ -58,7 +58,8 @@ def kill_when_running(run_id, agent, stop):
     """Kill rollout ``agent``'s container while its `sleep 60` runs."""
     while not stop.is_set():
         found = containers.client().containers.list(filters={"label": [f"{containers.RUN_LABEL}={run_id}",
-                                                                        f"swepipe.agent={agent}"]})
+                                                                        f"swepipe.agent={agent}"]},
+                                                    ignore_removed=True)  # one removed meanwhile is gone
         if found:
             time.sleep(3)
             found[0].kill()

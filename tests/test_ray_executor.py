@@ -368,7 +368,8 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
         deadline, victim = time.monotonic() + 120, None
         while time.monotonic() < deadline:  # juniors have paid replies; their containers say which worker runs them
             steps = [len(json.loads(p.read_text()).get("steps") or []) for p in paths.junior.glob("*.trajectory.json")]
-            found = containers.client().containers.list(filters={"label": f"{containers.RUN_LABEL}=lost"})
+            found = containers.client().containers.list(filters={"label": f"{containers.RUN_LABEL}=lost"},
+                                                        ignore_removed=True)  # one removed meanwhile is gone
             if len(steps) == 2 and min(steps) >= 1 and found:
                 victim = _node_of_pid(cluster, int(found[0].labels["swepipe.owner_pid"]))
                 break
