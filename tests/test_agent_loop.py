@@ -505,3 +505,18 @@ def test_a_resumed_agent_replays_its_edits_and_pays_for_no_reply_twice(tmp_path,
         assert "+    return a + b" in diff and "+SIGN = 1" in diff  # the edits replayed
         run = agent.run()
     assert run.exit_reason == "submitted" and len(client.ledger.rows) == paid + 2  # ls and submit, nothing twice
+
+
+def test_docker_failing_under_an_edit_is_infrastructure_never_the_agent_s_outcome(tmp_path, workspace, monkeypatch):
+    """The editor reads through the runtime: Docker's API failing there (dockerd restarting) is retried by the task,
+    as under a command, not recorded as the rollout's runtime_error."""
+    import requests
+
+    from pipeline.errors import RuntimeUnavailable
+
+    def engine_gone(path):
+        raise requests.exceptions.ConnectionError("('Connection aborted.', ConnectionResetError(104))")
+
+    monkeypatch.setattr(workspace, "read_file", engine_gone)
+    with pytest.raises(RuntimeUnavailable, match="the workspace's runtime failed: ConnectionError"):
+        run_agent(junior(tmp_path, [EDIT_FIX, SUBMIT]), workspace, "fix add", Budget("r"), Limits())

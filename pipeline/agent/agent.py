@@ -97,6 +97,15 @@ class Stop(Exception):
         self.reason, self.error = reason, error
 
 
+def _workspace_failure(error: BaseException) -> BaseException:
+    """What the runtime failing under an action means: Docker's API itself failed (RuntimeUnavailable: retried by
+    the task, never a result), or the workspace is gone (this agent's runtime_error)."""
+    stopping.check()  # the stop removed the container: not this agent's outcome
+    if is_transport_error(error):
+        return RuntimeUnavailable(f"the workspace's runtime failed: {describe(error)}")
+    return Stop("runtime_error", str(error))
+
+
 def prompt(system: str, instance: str, **variables) -> list[dict]:
     """The opening messages from a system and an instance template."""
     return [{"role": "system", "content": render(system, **variables)},
@@ -341,10 +350,7 @@ class Agent:
                                                                hit.result.timed_out)
             raise Stop("resource_limit", str(hit)) from None
         except (ContainerDied, OSError) as error:
-            stopping.check()  # the stop removed the container: not this agent's outcome
-            if is_transport_error(error):  # Docker's API itself failed: retried by the task, never a result
-                raise RuntimeUnavailable(f"the workspace's runtime failed: {describe(error)}") from error
-            raise Stop("runtime_error", str(error)) from None
+            raise _workspace_failure(error) from error
         step.exit_code, step.output, step.timed_out = result.exit_code, result.output, result.timed_out
         step.command_seconds = round(result.duration, 4)
         self.tell(step, render("observation.md.j2", exit_code=result.exit_code, output=result.output,
@@ -358,6 +364,8 @@ class Agent:
         except FormatError as error:
             self.reject(step, str(error))
             return
+        except (ContainerDied, OSError) as error:  # the runtime under the editor, as under a command
+            raise _workspace_failure(error) from error
         step.edits = [result.record() for result in results]
         changed = {result.written for result in results if result.written}
         step.changed_files = sorted(changed)
