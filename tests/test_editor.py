@@ -1,13 +1,15 @@
 """The agents' file editor against the traps real models walk into (pipeline/edits/editor.py), on a real
 workspace (a clone, through LocalRuntime's file reads, writes and shell probe). No model."""
 
+import json
 import subprocess
 import threading
 
 import pytest
 
-from pipeline.edits.editor import Editor, EditorCall, EditorError
+from pipeline.edits.editor import Editor, EditorCall, EditorError, open_editor
 from pipeline.runtime.local import LocalRuntime
+from pipeline.team.workspace import SharedWorkspace
 
 SOURCE = '''def greet(name):
     return "hello " + name
@@ -205,24 +207,42 @@ def test_a_folder_is_listed_two_levels_deep_without_hidden_files(workspace):
     assert below == ["pkg/deep/deeper", "pkg/deep/deeper/far.txt"]
 
 
-def test_two_workers_editing_one_file_at_once_lose_no_update(workspace):
+def test_two_workers_editing_one_file_at_once_lose_no_update(workspace, tmp_path):
+    """Two team workers, each with its own editor on the team's shared workspace (as pipeline.team runs them):
+    their interleaved edits of one file all land, each is journalled as its worker's, and a workspace rebuilt
+    from the journal holds the same file, with each worker's undo history back."""
     workspace.write_file("shared.txt", "".join(f"slot {n}\n" for n in range(40)))
+    shared = SharedWorkspace(workspace, journal=tmp_path / "commands.jsonl")
     errors = []
 
-    def worker(numbers):
-        editor = Editor(workspace)
+    def worker(name, numbers):
+        editor = open_editor(shared.for_agent(name), 10_000)
         for n in numbers:
             done = edit(editor, "str_replace", "shared.txt", old_str=f"slot {n}\n", new_str=f"slot {n} done\n")
             if not done.ok:
                 errors.append(done.observation)
 
-    threads = [threading.Thread(target=worker, args=(range(k, 40, 2),)) for k in (0, 1)]
+    threads = [threading.Thread(target=worker, args=(f"worker-{k}", range(k, 40, 2))) for k in (0, 1)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    finished = "".join(f"slot {n} done\n" for n in range(40))
     assert errors == []
-    assert text(workspace, "shared.txt").decode() == "".join(f"slot {n} done\n" for n in range(40))
+    assert text(workspace, "shared.txt").decode() == finished
+    journal = [json.loads(line) for line in (tmp_path / "commands.jsonl").read_text().splitlines()]
+    assert len(journal) == 40 and {e["agent"] for e in journal} == {"worker-0", "worker-1"}
+    assert all(e["edit"]["command"] == "str_replace" and e["changed"] == ["shared.txt"] for e in journal)
+    assert shared.writes("worker-0") == {"shared.txt": []}  # an edit is its worker's for sure
+
+    workspace.run("git checkout -q -- . && git clean -qfd")  # a new process: the tree as the task began
+    workspace.write_file("shared.txt", "".join(f"slot {n}\n" for n in range(40)))
+    rebuilt = SharedWorkspace(workspace, journal=tmp_path / "commands.jsonl")
+    editors = {name: open_editor(rebuilt.for_agent(name), 10_000) for name in ("worker-0", "worker-1")}
+    assert rebuilt.replay({"worker-0": 20, "worker-1": 19}, editors) == 39  # worker-1's last edit was not saved
+    assert text(workspace, "shared.txt").decode() == finished.replace("slot 39 done", "slot 39")
+    assert edit(editors["worker-0"], "undo_edit", "shared.txt").ok
+    assert "slot 38 done" not in text(workspace, "shared.txt").decode()
 
 
 def test_malformed_calls_are_named(workspace):

@@ -373,10 +373,16 @@ def test_team_options_are_checked_before_anything_runs(tmp_path):
                                                            "team.size=17")])
 
 
+EDIT_FIX = reply("Fix it.\n```edit\ncalc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n"
+                 ">>>>>>> REPLACE\n```")
+
+
 @pytest.mark.slow
-def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo):
-    """SIGKILL while two workers are mid-task; the rerun rebuilds the workspace from the command journal,
-    continues every conversation where it stopped, and the final diff holds the workers' changes."""
+@pytest.mark.parametrize("fix", [bash(FIX), EDIT_FIX], ids=["bash", "editor"])
+def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo, fix):
+    """SIGKILL while two workers are mid-task; the rerun rebuilds the workspace from the command journal (the
+    fix made by a command or by the editor), continues every conversation where it stopped, and the final diff
+    holds the workers' changes."""
     import os
     import signal
     import subprocess
@@ -387,7 +393,7 @@ def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo
     script = {"lead": [action("delegate", [{"stage": "implementation", "task": "Fix add.", "writable": ["calc.py"]},
                                            {"stage": "planning", "task": "Look around."}]),
                        bash("git diff --stat"), SUBMIT],
-              "worker": [[bash(FIX), bash("sleep 3 && echo checked"), bash("sleep 3 && echo again"), report("fixed")],
+              "worker": [[fix, bash("sleep 3 && echo checked"), bash("sleep 3 && echo again"), report("fixed")],
                          [bash("sleep 3 && ls"), bash("sleep 3 && echo more"), report("nothing else")]]}
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
     spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
@@ -437,6 +443,8 @@ def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo
     assert lead["resumed"] and "nothing else" in lead["steps"][0]["output"] and "fixed" in lead["steps"][0]["output"]
     journal = [json.loads(line) for line in (team_dir / "commands.jsonl").read_text().splitlines()]
     assert [e["agent"] for e in journal].count("worker-0") == 3 and journal[-1]["agent"] == "lead"
+    first = next(e for e in journal if e["agent"] == "worker-0")
+    assert ("edit" in first) == (fix is EDIT_FIX) and first["changed"] == ["calc.py"]
 
 
 # -- the tool-call action format -------------------------------------------------------------
@@ -471,3 +479,33 @@ def test_a_team_works_in_the_tool_call_format(tmp_path, workspace):
     assert "through function calls" in saved["messages"][0]["content"]  # the system prompt says how
     worker_steps = trajectory(tmp_path / "team", "worker-0")["steps"]
     assert "report" in worker_steps[1]["format_error"] and worker_steps[2]["format_error"] is None
+
+
+def test_team_agents_edit_through_the_editor_and_its_writes_are_attributed(tmp_path, workspace):
+    """A worker fixes calc.py with str_replace_editor and creates a file outside its folders with it: the fix is
+    in the patch, the stray file is reported as surely its; the lead views a file with the same tool."""
+    delegation = yaml.safe_dump({"stage": "implementation", "task": "Fix add.", "writable": ["calc.py"]})
+    script = {
+        "lead": [call("delegate", body=delegation),
+                 call("str_replace_editor", command="view", path="calc.py"),
+                 call("submit")],
+        "worker": [[call("str_replace_editor", command="str_replace", path="calc.py", old_str="return a - b",
+                         new_str="return a + b"),
+                    call("str_replace_editor", command="create", path="notes.txt", file_text="scratch\n"),
+                    call("submit", text="```report\ncalc.py:2 now adds\n```")]],
+    }
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    lead, worker = clients(tmp_path, script, ledger)
+    config = RunConfig(limits=Limits(max_steps=8, command_timeout=20, action_format="tools"),
+                       team=TeamConfig(worker_max_steps=6))
+    result = run_team("Fix add in calc.py.", workspace, lead, worker, Budget("task"), config, tmp_path / "team")
+    assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
+    assert result["writes_outside"] == {"worker-0": ["notes.txt"]} and not result["possible_writes_outside"]
+    worker_run = trajectory(tmp_path / "team", "worker-0")
+    assert "str_replace_editor" in worker_run["messages"][0]["content"]
+    assert [e["command"] for s in worker_run["steps"] for e in s["edits"]] == ["str_replace", "create"]
+    lead_run = trajectory(tmp_path / "team", "lead")
+    assert "return a + b" in lead_run["steps"][1]["output"]  # the lead's view of the fixed file
+    journal = [json.loads(line) for line in (tmp_path / "team" / "commands.jsonl").read_text().splitlines()]
+    assert [(e["agent"], e["edit"]["command"]) for e in journal] == [("worker-0", "str_replace"),
+                                                                      ("worker-0", "create")]

@@ -22,7 +22,7 @@ from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.compact import compact_history
 from pipeline.agent.inbox import Inbox
 from pipeline.config import Limits
-from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS, Editor
+from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS, open_editor
 from pipeline import stopping
 from pipeline.errors import ContainerDied, RuntimeUnavailable, describe, is_transport_error
 from pipeline.models.budget import Budget, CostLimitExceeded
@@ -127,7 +127,7 @@ class Agent:
         # The editor's commands this agent may use (pipeline.edits.editor): all of them unless given, none when
         # limits.editor is off.
         self.editor_commands = (editor if editor is not None else EDITOR_COMMANDS) if limits.editor else ()
-        self.editor = Editor(runtime, output_limit=limits.observation_limit) if self.editor_commands else None
+        self.editor = open_editor(runtime, limits.observation_limit) if self.editor_commands else None
         self.agent_index, self.temperature, self.seed = agent_index, temperature, seed
         self.trajectory_path = trajectory_path
         # The paid reply not yet in the trajectory (models.client): beside it, named so no *.json glob takes it.
@@ -199,6 +199,13 @@ class Agent:
                 elif step.action in EDITOR_KINDS and self.editor and any(edit.get("ok") for edit in step.edits):
                     self.apply_edits(Action(step.action, step.command))  # the same calls on the same files
         return True
+
+    def journalled_steps(self) -> int:
+        """How many of its commands and written edits its trajectory holds done, as a shared workspace's journal
+        counts them (pipeline.team.workspace)."""
+        commands = sum(1 for s in self.record.steps if s.action == BASH and s.exit_code is not None)
+        writes = sum(1 for s in self.record.steps for edit in s.edits if edit.get("ok") and edit["command"] != "view")
+        return commands + writes
 
     @property
     def finished(self) -> bool:

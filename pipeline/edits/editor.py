@@ -61,6 +61,14 @@ class EditorCall:
         return cls(command, path, insert_line=_line_number(arguments.get("insert_line")),
                    view_range=_view_range(arguments.get("view_range")), **texts)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> EditorCall:
+        """The call ``to_dict`` gave (a team's journal keeps its edits so)."""
+        fields = dict(data)
+        if fields.get("view_range") is not None:
+            fields["view_range"] = tuple(fields["view_range"])
+        return cls(**fields)
+
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
                 if v is not None}
@@ -123,6 +131,13 @@ _LOCKS_GUARD = threading.Lock()
 def _lock_for(runtime) -> threading.Lock:
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(runtime, threading.Lock())
+
+
+def open_editor(runtime, output_limit: int) -> Editor:
+    """The editor of one agent on ``runtime``; a runtime that shares its tree between agents (a team's
+    ``AgentView``) opens its own, whose writes it journals."""
+    opener = getattr(runtime, "open_editor", None)
+    return opener(output_limit) if opener is not None else Editor(runtime, output_limit=output_limit)
 
 
 class Editor:

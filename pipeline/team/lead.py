@@ -212,10 +212,9 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     team = Team(config, workspace, worker_client, budget, directory)
     lead = Lead(team)
     limits = team.lead_limits
-    # No editor yet: the shared workspace's journal replays commands, not editor writes.
     lead.agent = Agent("lead", lead_client, workspace.for_agent("lead"), budget, limits,
                        trajectory_path=directory / "lead.trajectory.json", actions=lead.actions(),
-                       guard_submission=lead.guard, inbox=team.lead_inbox, editor=())
+                       guard_submission=lead.guard, inbox=team.lead_inbox)
     if lead.agent.resume(replay=False):
         _restore(team, lead)
     else:
@@ -226,7 +225,8 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
             command_timeout=int(limits.command_timeout), max_steps=limits.max_steps, task_text=task_text,
             mode=s.mode, stages=list(s.allowed_stages), size=s.team_size, sizing=s.sizing, messages=s.messages,
             guard=s.submit_guard, sees_team=s.directory, worker_max_steps=team.worker_limits.max_steps,
-            directory=team.directory_text(), tools=limits.action_format == "tools")
+            directory=team.directory_text(), tools=limits.action_format == "tools",
+            editor=bool(lead.agent.editor_commands))
     team.lead_status = "working"
     team.save()
     try:
@@ -273,10 +273,9 @@ def _restore(team: Team, lead: Lead) -> None:
     for record in delegations.get("delegations", []):
         worker = Worker.restore(record, team)
         team.workers[worker.name] = worker
-    done = {name: sum(1 for s in w.agent.record.steps if s.action == "bash" and s.exit_code is not None)
-            for name, w in team.workers.items()}
-    done["lead"] = sum(1 for s in lead.agent.record.steps if s.action == "bash" and s.exit_code is not None)
-    team.workspace.replay(done)
+    agents = {name: worker.agent for name, worker in team.workers.items()} | {"lead": lead.agent}
+    team.workspace.replay({name: agent.journalled_steps() for name, agent in agents.items()},
+                          editors={name: agent.editor for name, agent in agents.items() if agent.editor})
     team.restore_messages(messages)
     lead.submission = team.read("submission.json", None)
     submitted = lead.agent.finished and lead.agent.record.exit_reason == "submitted" and lead.submission

@@ -35,11 +35,10 @@ class Worker:
         actions = {"directory": lambda body: team.directory_text()} if s.directory else {}
         if s.messages:
             actions["message"] = lambda body: team.message_action(self.name, body)
-        # No editor yet: the shared workspace's journal replays commands, not editor writes.
         self.agent = Agent(self.name, team.worker_client, team.workspace.for_agent(self.name),
                            team.budget.child(self.name, team.worker_budget), team.worker_limits,
                            agent_index=number, trajectory_path=team.directory / f"{self.name}.trajectory.json",
-                           actions=actions, check_submission=_needs_report, track_writes=True, editor=())
+                           actions=actions, check_submission=_needs_report, track_writes=True)
 
     @classmethod
     def restore(cls, record: dict, team) -> Worker:
@@ -86,7 +85,8 @@ class Worker:
                       writable=describe(self.delegation.writable), workdir=str(self.team.workspace.workdir),
                       command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
                       messages=self.team.settings.messages, sees_team=sees_team,
-                      directory=self.team.directory_text() if sees_team else "", tools=limits.action_format == "tools")
+                      directory=self.team.directory_text() if sees_team else "", tools=limits.action_format == "tools",
+                      editor=bool(self.agent.editor_commands))
 
     def _session(self) -> None:
         try:

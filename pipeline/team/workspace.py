@@ -9,25 +9,35 @@ whose own windows also saw that path change (or that are still running), and a p
 have changed is the agent's for sure. A stray write is therefore always reported: for sure when its
 author ran alone, as possibly its author's (naming the others) when several ran at once.
 
-The journal (``commands.jsonl``) holds one line per agent command, written in the order the commands
+An editor call that writes (``JournalledEditor``: create, str_replace, insert, undo_edit) takes part as a command
+does: it has a seq, overlaps the commands running around it, and its one line in the journal holds the call
+itself; the path it wrote is its agent's for sure. The editors of one workspace share one lock, so two agents'
+edits of one file never interleave (no lost update).
+
+The journal (``commands.jsonl``) holds one line per agent command (or written edit), written in the order the commands
 **finished** (a line waits for those of commands that ended before it), so the file is in finishing
 order; each line also has the command's start order (``seq``), its start and end times (Unix
 seconds), the paths its window saw change and the commands it overlapped. A resumed
-team replays the journal in file order, one command at a time: the working tree comes back as it was
+team replays the journal in file order, one command or edit at a time (edits through their agents' editors,
+which so get back their undo history): the working tree comes back as it was
 whenever concurrent commands changed different files or the one that finished later wrote last.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.edits.editor import Editor, EditorCall, EditorResult
 from pipeline.runtime.base import GIT_QUIET, CommandResult, Runtime
 from pipeline.runtime.output import DEFAULT_LIMIT
 from pipeline.storage import append_jsonl, write_text_atomic
 
+log = logging.getLogger(__name__)
 JOURNAL_ORDER = "finished"  # the journal's lines are in the order their commands finished
 _MARK = "@@swepipe-team@@"
 # Dirty paths (status and content hash) of the working tree; hashes of regular files in one git process.
@@ -118,6 +128,35 @@ class SharedWorkspace:
             self._journal_in_turn(ticket, entry)
         return result, changed
 
+    def run_edit(self, agent: str, call: EditorCall, apply: Callable[[EditorCall], EditorResult]) -> EditorResult:
+        """``apply(call)`` for ``agent``, as a command would run: overlapping the commands around it, and
+        journalled (the call itself) when it wrote a file."""
+        with self.lock:
+            self._seq += 1
+            entry = {"seq": self._seq, "agent": agent, "edit": call.to_dict(), "overlapped": sorted(self._running)}
+            for other in self._running.values():
+                other["overlapped"].append(entry["seq"])
+            self._running[entry["seq"]] = entry
+            self._executing += 1
+            self._starts += 1
+        entry["started"] = time.time()
+        result = None
+        try:
+            result = apply(call)
+        finally:
+            with self.lock:
+                entry["ended"] = time.time()
+                self._finished += 1
+                ticket = self._finished
+                self._executing -= 1
+                self._running.pop(entry["seq"], None)
+                written = result is not None and result.written is not None
+                if written:
+                    entry.update(ok=True, changed=[result.written], certain=True)
+                    self.commands[entry["seq"]] = entry
+                self._journal_in_turn(ticket, entry if written else None)
+        return result
+
     def _journal_in_turn(self, ticket: int, entry: dict | None) -> None:
         """Under the lock: write ``entry``'s journal line once every command that ended before it is done with
         its line, so the file is in finishing order even when an earlier finisher's closing snapshot is slower
@@ -148,6 +187,8 @@ class SharedWorkspace:
                 others = [o for o in others if o is not None and o["agent"] != agent]
                 for path in entry.get("changed", []):
                     suspects = found.setdefault(path, set())
+                    if entry.get("certain"):  # an editor write: its agent's, whoever else ran
+                        continue
                     suspects.update(o["agent"] for o in others if "changed" not in o or path in o["changed"])
         return {path: sorted(suspects) for path, suspects in sorted(found.items())}
 
@@ -157,11 +198,12 @@ class SharedWorkspace:
         with self.lock:
             return all("changed" in e for e in self.commands.values() if e["agent"] == agent)
 
-    def replay(self, completed: dict[str, int]) -> int:
-        """Run again the journal's commands that the agents' saved trajectories show as done, in its order.
+    def replay(self, completed: dict[str, int], editors: dict[str, JournalledEditor] | None = None) -> int:
+        """Run again the journal's commands and edits that the agents' saved trajectories show as done, in its order.
 
-        ``completed`` is, per agent, how many of its commands its trajectory holds with their
-        output; a command run after the last save is left out, as its agent will run it again.
+        ``completed`` is, per agent, how many of its commands and written edits its trajectory holds with
+        their output; one made after the last save is left out, as its agent will make it again. ``editors``
+        are the agents' editors, through which their edits are made again.
         The journal is in finishing order (``JOURNAL_ORDER``), and so is the replay, one command at a time.
         """
         if self.journal is None or not self.journal.exists():
@@ -180,7 +222,13 @@ class SharedWorkspace:
         for entry in kept:
             with self.lock:
                 self._starts += 1
-            self.runtime.run(entry["command"], timeout=entry.get("timeout", 60), output_limit=1000)
+            if "edit" in entry:
+                editor = (editors or {}).get(entry.get("agent", ""))
+                if editor is None:
+                    raise ValueError(f"{self.journal} holds an edit by {entry.get('agent')!r}, who has no editor now")
+                editor.replay(EditorCall.from_dict(entry["edit"]))
+            else:
+                self.runtime.run(entry["command"], timeout=entry.get("timeout", 60), output_limit=1000)
         with self.lock:
             for number, entry in enumerate(kept, 1):
                 entry.setdefault("seq", number)
@@ -245,6 +293,30 @@ class AgentView:
 
     def diff(self) -> str:
         return self.workspace.diff()
+
+    def open_editor(self, output_limit: int) -> JournalledEditor:
+        return JournalledEditor(self, output_limit)
+
+
+class JournalledEditor(Editor):
+    """One agent's editor on the shared workspace: its probes and reads are not the agent's commands, its
+    writes are journalled under the agent's name, and it shares one lock with every editor of the workspace."""
+
+    def __init__(self, view: AgentView, output_limit: int):
+        super().__init__(view.workspace, output_limit=output_limit)
+        self.view = view
+
+    def __call__(self, call: EditorCall) -> EditorResult:
+        if call.command == "view":
+            return super().__call__(call)
+        return self.view.workspace.run_edit(self.view.agent, call, super().__call__)
+
+    def replay(self, call: EditorCall) -> None:
+        """Make a journalled edit again on the rebuilt tree (not journalled twice); its undo history comes back."""
+        result = super().__call__(call)
+        if not result.ok:
+            log.warning("replaying %s's %s of %s did not apply again (%s); the agent goes on from the tree as it is",
+                        self.view.agent, call.command, call.path, result.observation[:300])
 
 
 def _parse_snapshot(output: str) -> dict[str, str]:
