@@ -16,7 +16,7 @@ import yaml
 from pipeline.report.build import build_report, write_report
 from pipeline.report.load import load_run
 from pipeline.report.stats import bootstrap_interval, efficiency, error_kind, run_stats
-from pipeline.report.tables import efficiency_cell, overview, per_task
+from pipeline.report.tables import efficiency_cell, exits, overview, per_task
 from pipeline.tasks import load_task_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
@@ -71,6 +71,28 @@ def test_the_overview_shows_each_stage_s_prompt_cache_hits(runs):
     text = "\n".join(" | ".join(row) for row in overview([stats_of(runs, "solo"), stats_of(runs, "pipe")], None).rows)
     line = next(row for row in text.splitlines() if row.startswith("prompt cache hits"))
     assert line.split(" | ")[1:] == ["solo 25.0%", "junior 0.0%, senior 0.0%, principal 0.0%"]
+
+
+def test_the_exit_table_counts_each_role_s_editor_calls_and_the_share_that_failed(runs):
+    """Two junior rollouts and a solo trajectory with editor calls (one refused of three, one of one); a step
+    that holds something else than a list of edits counts as none."""
+    ok, refused = {"command": "str_replace", "path": "calc.py", "ok": True}, \
+        {"command": "str_replace", "path": "calc.py", "ok": False, "error": "old_str does not occur"}
+    for number, steps in (("00", [{"edits": [ok, refused]}, {"edits": "garbage"}]), ("01", [{"edits": [ok]}])):
+        path = runs / "pipe" / "tasks" / "demo__calc-1" / "junior" / f"rollout-{number}.json"
+        data = json.loads(path.read_text())
+        data["trajectory"]["steps"] = steps
+        path.write_text(json.dumps(data))
+    solo = runs / "solo" / "tasks" / "demo__calc-1" / "solo"
+    solo.mkdir()
+    (solo / "trajectory.json").write_text(json.dumps({"messages": [], "steps": [{"edits": [refused]}]}))
+    pipe, alone = stats_of(runs, "pipe"), stats_of(runs, "solo")
+    assert (pipe.edits["junior", "calls"], pipe.edits["junior", "failed"], pipe.edits["solo", "calls"]) == (3, 1, 0)
+    assert (alone.edits["solo", "calls"], alone.edits["solo", "failed"], alone.edits["junior", "calls"]) == (1, 1, 0)
+    rows = {row[0]: row[1:] for row in exits([pipe, alone]).rows}
+    assert rows["editor calls: junior (failed)"] == ["3 (33% failed)", "0"]
+    assert rows["editor calls: solo (failed)"] == ["0", "1 (100% failed)"]
+    assert "editor calls: team (failed)" not in rows and "editor calls: senior (failed)" not in rows
 
 
 def test_run_where_every_task_failed(runs):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class TaskRecord:
     expansion_by_candidate: dict | None = None  # senior/expansion_by_candidate.json
     context_text: str | None = None  # senior/context.md
     unreadable: dict[str, str] = field(default_factory=dict)  # a file above (junior/pool.json, ...) -> why it is None
+    edits: Counter = field(default_factory=Counter)  # (role, "calls" | "failed") -> editor calls in its trajectories
 
     @property
     def resolved(self) -> bool | None:
@@ -193,12 +195,13 @@ def _task(layout: RunLayout, root: Path, instance_id: str, prediction: Predictio
     expansion = read_json(paths.senior / "expansion_by_candidate.json")
     if expansion.problem not in (None, MISSING):
         unreadable["senior/expansion_by_candidate.json"] = expansion.problem
+    edits: Counter = Counter()
     return TaskRecord(
         instance_id=instance_id, prediction=prediction, eval_result=eval_result,
-        rollouts=_rollouts(paths, unreadable), pool=record(Pool, "junior/pool.json"),
+        rollouts=_rollouts(paths, unreadable, edits), pool=record(Pool, "junior/pool.json"),
         brief=record(Brief, "senior/brief.json"), expansion_by_candidate=expansion.data,
         context_text=context.read_text(encoding="utf-8", errors="replace") if context.is_file() else None,
-        unreadable=unreadable)
+        unreadable=unreadable, edits=edits + _agent_edits(paths.root))
 
 
 def _ledger_spend(path: Path) -> dict:
@@ -215,9 +218,9 @@ def _ledger_spend(path: Path) -> dict:
     return {"cost": {**cost, "total": round(sum(cost.values()), 8)}, "tokens": tokens, "cost_from": "ledger"}
 
 
-def _rollouts(paths: TaskPaths, unreadable: dict[str, str]) -> list[Rollout]:
+def _rollouts(paths: TaskPaths, unreadable: dict[str, str], edits: Counter) -> list[Rollout]:
     """The task's rollout records, their trajectories left out, by index; those that cannot be read named in
-    ``unreadable``."""
+    ``unreadable``; their editor calls counted into ``edits`` first."""
     if not paths.junior.is_dir():
         return []
     found = []
@@ -230,8 +233,31 @@ def _rollouts(paths: TaskPaths, unreadable: dict[str, str]) -> list[Rollout]:
             unreadable[f"junior/{path.name}"] = record.why
             continue
         index = record.index if _is_number(record.index) else int(match.group(1))
+        edits.update(_edit_tally("junior", record.trajectory))
         found.append((index, record.without_trajectory()))
     return [record for _, record in sorted(found, key=lambda pair: pair[0])]
+
+
+# The other agents' trajectories, by role: (role, its files in the task's folder).
+_AGENT_TRAJECTORIES = (("solo", "solo/trajectory.json"), ("team", "team/*.trajectory.json"),
+                       ("senior", "senior/trajectory.json"))
+
+
+def _agent_edits(task_root: Path) -> Counter:
+    tally: Counter = Counter()
+    for role, pattern in _AGENT_TRAJECTORIES:
+        for path in sorted(task_root.glob(pattern)):
+            tally.update(_edit_tally(role, read_json(path, "surrogateescape").data))
+    return tally
+
+
+def _edit_tally(role: str, trajectory) -> Counter:
+    """(role, "calls") and (role, "failed"): the editor calls a trajectory's steps record (any shape it may have
+    on disk is taken as none)."""
+    steps = trajectory.get("steps") if isinstance(trajectory, dict) else None
+    edits = [edit for step in steps if isinstance(step, dict) and isinstance(step.get("edits"), list)
+             for edit in step["edits"] if isinstance(edit, dict)] if isinstance(steps, list) else []
+    return Counter({(role, "calls"): len(edits), (role, "failed"): sum(1 for e in edits if e.get("ok") is not True)})
 
 
 def _is_number(value) -> bool:

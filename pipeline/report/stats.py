@@ -46,6 +46,7 @@ class RunStats:
     seconds_total: float  # sum over tasks (machine time, not the elapsed time of a parallel run)
     junior_exits: Counter = field(default_factory=Counter)
     agent_exits: Counter = field(default_factory=Counter)  # a prediction's own exit_reason (the solo agent's)
+    edits: Counter = field(default_factory=Counter)  # (role, "calls" | "failed") -> editor calls of the run's agents
     sources: Counter = field(default_factory=Counter)
     senior_sources: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
@@ -219,6 +220,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         seconds_mean=_mean(seconds), seconds_median=_median(seconds), seconds_total=float(sum(seconds)),
         junior_exits=Counter(r.exit_reason or "unknown" for t in tasks for r in t.rollouts),
         agent_exits=Counter(t.prediction.exit_reason for t in tasks if t.prediction.exit_reason),
+        edits=sum((t.edits for t in tasks), Counter()),
         sources=Counter(t.prediction.source or "unknown" for t in tasks),
         senior_sources=Counter(t.brief.source or "unknown" for t in tasks if t.brief is not None),
         errors=Counter(error_kind(t.prediction.error) for t in tasks if t.prediction.error),

@@ -175,13 +175,26 @@ def exits(stats: list[RunStats]) -> Table:
     rows = [["junior rollout exits", *(_counts(s.junior_exits) for s in stats)],
             *([["agent exits (solo, team lead)", *(_counts(s.agent_exits) for s in stats)]]
               if any(s.agent_exits for s in stats) else []),
+            *[[f"editor calls: {role} (failed)", *(_edit_cell(s, role) for s in stats)]
+              for role in EDITOR_ROLES if any(s.edits[role, "calls"] for s in stats)],
             *([["junior schedule: rollouts/task of K", *(_scheduled_cell(s) for s in stats)],
                ["junior schedule: how it stopped", *(_counts(s.schedule_stops, "tasks") for s in stats)]]
               if any(s.schedule_stops for s in stats) else []),
             ["senior brief from", *(_counts(s.senior_sources) for s in stats)],
             ["prediction source", *(_counts(s.sources) for s in stats)],
             ["errors", *(_counts(s.errors, empty="none") for s in stats)]]
-    return Table("Exit reasons", headers, rows)
+    notes = ["Editor calls: the file editor's calls in each role's trajectories (a senior only views); failed: "
+             "those refused and changing nothing (no match, several matches, a path out of the repository, ...)."] \
+        if any(s.edits for s in stats) else []
+    return Table("Exit reasons", headers, rows, notes)
+
+
+EDITOR_ROLES = ("junior", "solo", "team", "senior")
+
+
+def _edit_cell(s: RunStats, role: str) -> str:
+    calls, failed = s.edits[role, "calls"], s.edits[role, "failed"]
+    return f"{calls} ({failed / calls:.0%} failed)" if calls else "0"
 
 
 def failures(stats: list[RunStats]) -> Table:
