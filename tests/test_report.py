@@ -117,8 +117,9 @@ def test_empty_run_is_all_not_available(runs):
     assert (s.tasks, s.unfinished, s.rate, s.interval, s.dollars_per_task, s.principal_share) == (0, 1, None, None,
                                                                                                    None, None)
     table = overview([s], None)
-    assert [row[0] for row in table.rows[:4]] == ["strategy", "pipeline variant", "history compaction", "tasks"]
-    assert {cell for row in table.rows[4:] for cell in row[1:]} <= {"n/a", "$0.0000"}
+    assert [row[0] for row in table.rows[:5]] == ["strategy", "pipeline variant", "history compaction", "file editor",
+                                                  "tasks"]
+    assert {cell for row in table.rows[5:] for cell in row[1:]} <= {"n/a", "$0.0000"}
 
 
 def test_missing_run_directory_is_a_clear_error(tmp_path):

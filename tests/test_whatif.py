@@ -241,7 +241,21 @@ def test_whatif_command_prints_json_and_writes_the_figure(tmp_path):
     assert Path(data["figure"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = _swepipe(tmp_path, "whatif", str(run), "--price", "junior=anthropic/claude-haiku-4-5")
     assert table.returncode == 0, table.stderr
-    assert "What if: run (1 tasks)" in table.stdout and "vote@k" in table.stdout
+    # The fixture's config.yaml has no limits.editor: a run from before the editor, its agents bash only.
+    assert "What if: run (1 tasks, file editor off (bash only))" in table.stdout and "vote@k" in table.stdout
+    assert [r["editor"] for r in data["runs"]] == ["off (bash only)"]
+
+
+def test_whatif_says_which_runs_had_the_file_editor(tmp_path):
+    """Two runs of one task, the editor on in one and off in the other: each policy table says which it is."""
+    base = {"models": {role: {"model": f"scripted/{role}.yaml", "prices": PRICES}
+                       for role in ("junior", "senior", "principal")}}
+    runs = [make_run(tmp_path / name, votes=["x"], verdicts={"x": True}, principal_resolved=True,
+                     config={**base, "limits": {"editor": on}}) for name, on in (("with", True), ("without", False))]
+    done = _swepipe(tmp_path, "whatif", *map(str, runs))
+    assert done.returncode == 0, done.stderr
+    assert "What if: with (1 tasks, file editor on)" in done.stdout
+    assert "What if: without (1 tasks, file editor off (bash only))" in done.stdout
 
 
 def test_whatif_refuses_bad_prices_by_name(tmp_path):

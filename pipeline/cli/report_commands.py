@@ -155,7 +155,8 @@ def whatif(
         path.write_bytes(png)
     if as_json:
         print(json.dumps({"policies": [p.as_dict() for r in results for p in r.policies],
-                          "runs": [{"run": r.run_id, "tasks": r.tasks, "notes": r.notes} for r in results],
+                          "runs": [{"run": r.run_id, "tasks": r.tasks, "editor": r.editor, "notes": r.notes}
+                                   for r in results],
                           "figure": str(path) if path else None}, indent=1))
         return
     for result in results:

@@ -57,6 +57,7 @@ class RunStats:
     unfinished: int = 0
     variant: str = "n/a"  # which pipeline ran: full, no senior, no juniors (k=0), no principal, vote, solo, ...
     compaction: str = "n/a"  # limits.compact_after of the run's config, in words (history_compaction)
+    editor: str = "n/a"  # limits.editor of the run's config, in words (file_editor)
     f2p_credit: float | None = None  # mean over tasks with per-test results of the FAIL_TO_PASS share passed
     f2p_tasks: int = 0  # tasks with per-test results
     reward: float | None = None  # the study's reward: mean over tasks with per-test results of the share of their
@@ -125,6 +126,15 @@ def history_compaction(config: dict) -> str:
         return "off (whole history)"
     chars = limits.get("compact_chars") or 1000
     return f"last {after} observation(s) whole, older cut to {chars:,} + {chars:,} characters"
+
+
+def file_editor(config: dict) -> str:
+    """Whether the run's agents had the file editor (``limits.editor`` of config.yaml); a config from before the
+    editor existed has no such key, and its agents acted through bash only."""
+    if not config:
+        return "n/a"
+    limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
+    return "on" if limits.get("editor") is True else "off (bash only)"
 
 
 def pipeline_variant(config: dict, strategies: list[str]) -> str:
@@ -230,6 +240,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         scheduled_rollouts=[(t.pool.schedule.rollouts_run, t.pool.schedule.k) for t in tasks if _scheduled(t)],
         unfinished=len(run.unfinished),
         variant=pipeline_variant(run.config, run.strategies), compaction=history_compaction(run.config),
+        editor=file_editor(run.config),
         f2p_credit=_mean(credits), f2p_tasks=len(credits), reward=_mean(rewards), reward_tasks=len(rewards),
     )
 

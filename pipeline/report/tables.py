@@ -121,6 +121,7 @@ def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
     rows = [["strategy", *(", ".join(s.strategies) or NA for s in stats)],
             ["pipeline variant", *(s.variant for s in stats)],
             ["history compaction", *(s.compaction for s in stats)],
+            ["file editor", *(s.editor for s in stats)],
             ["tasks", *(f"{s.tasks}" + (f" (+{s.unfinished} unfinished)" if s.unfinished else "") for s in stats)],
             ["resolved (95% CI)", *(resolved_cell(s) for s in stats)],
             ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)],

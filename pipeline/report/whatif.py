@@ -35,6 +35,7 @@ from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.schedule import agreement, agrees, judge, wave_sizes
 from pipeline.report.replay_data import RunReplay, TaskReplay, rollout_index
 from pipeline.report.replay_history import HistoryVariant, replay_task
+from pipeline.report.stats import file_editor
 
 MAX_SUBSETS = 500
 SKIP_GRID = ((0.5, 2), (0.6, 3), (0.8, 2), (0.8, 3), (1.0, 2), (1.0, 3))  # (top_share, min_submitted)
@@ -68,6 +69,7 @@ class WhatIf:
     policies: list[Policy]
     tasks: int  # tasks the policies are computed on
     notes: list[str] = field(default_factory=list)
+    editor: str = "n/a"  # whether the run's agents had the file editor (stats.file_editor), to compare runs by it
 
 
 class Pricer:
@@ -158,7 +160,7 @@ def what_if(run: RunReplay, pricer: Pricer, *, max_subsets: int = MAX_SUBSETS, s
                          for k in range(1, k_max + 1)]
     for policy in policies:
         policy.run = run.run_id
-    return WhatIf(run.run_id, policies, len(tasks), notes)
+    return WhatIf(run.run_id, policies, len(tasks), notes, editor=file_editor(run.config))
 
 
 def sub_pool(task: TaskReplay, indices) -> CandidatePool:

@@ -16,7 +16,7 @@ def whatif_table(result: WhatIf) -> Table:
         rows.append([policy.name, "" if policy.k is None else f"{policy.k:g}", percent(policy.resolve_rate),
                      money(policy.dollars_per_task), count(policy.input_tokens_per_rollout) if
                      policy.input_tokens_per_rollout is not None else "", ", ".join(marks)])
-    table = Table(f"What if: {result.run_id} ({result.tasks} tasks)",
+    table = Table(f"What if: {result.run_id} ({result.tasks} tasks, file editor {result.editor})",
                   ["policy", "k", "resolved", "$/task", "input tokens/rollout", ""], rows)
     table.notes.append("front: on the Pareto front (no other policy is as cheap and better); oracle: pass@k counts a "
                        "task resolved when any candidate resolves, which no policy can pick; estimate: a recorded "
