@@ -137,6 +137,7 @@ def test_dry_run_prints_every_cell_and_the_worst_case_and_writes_nothing(tmp_pat
     (["--lead-prompts", "heavy"], "--lead-prompts: unknown prompt 'heavy'"),
     (["--sizing", "auto"], "sizing 'auto'"),
     (["--lead-models", "none"], "cannot be switched off"),
+    (["--editors", "on,maybe"], "--editors: unknown editor setting 'maybe'"),
 ])
 def test_bad_grid_values_are_refused_with_a_clear_message_before_anything_runs(tmp_path, args, message):
     setup(tmp_path)
@@ -191,6 +192,27 @@ def test_cell_names_are_readable_stable_and_never_shared(tmp_path):
     team = [cell for cell in first.cells if cell.kind == "team"]
     assert [cell.baseline for cell in team] == [c.name for c in first.cells if c.kind == "solo"]
     assert all(cell.config.models["solo"].model == cell.values["model"] for cell in first.cells if cell.kind == "solo")
+
+
+def test_the_file_editor_is_an_axis_of_every_cell_its_baselines_included(tmp_path):
+    config = RunConfig(models={"worker": {"model": "w", "free": True}, "lead": {"model": "l/lead", "free": True}})
+    grid = build_grid(config, cli_axes={"editors": "on,off", "sizes": "2"})
+    plan = plan_sweep(config, grid, [TASK], sweep_id="s", runs_dir=tmp_path)
+    by_name = {cell.name: cell for cell in plan.cells}
+    assert sorted(by_name) == ["solo-lead-minimal", "solo-lead-minimal-bashonly",
+                               "team-s2-all-blocking-lead_lead-worker_w-minimal",
+                               "team-s2-all-blocking-lead_lead-worker_w-minimal-bashonly"]
+    for name, cell in by_name.items():
+        off = name.endswith("-bashonly")
+        assert cell.values["editor"] == ("off" if off else "on") and cell.config.limits.editor is not off
+        if cell.kind == "team":  # compared with the solo agent of the same editor setting
+            assert cell.baseline == ("solo-lead-minimal-bashonly" if off else "solo-lead-minimal")
+    assert build_grid(config).editors == ["on"]  # default: the config's limits.editor
+    assert build_grid(config.model_copy(update={"limits": config.limits.model_copy(update={"editor": False})})
+                      ).editors == ["off"]
+    grid_file = tmp_path / "grid.yaml"
+    grid_file.write_text("editors: [on, off]\n")  # YAML reads these as booleans
+    assert build_grid(config, read_grid_file(grid_file), grid_file=grid_file).editors == ["on", "off"]
 
 
 def test_an_unpriced_model_stops_the_sweep_before_any_cell_runs(tmp_path):

@@ -27,7 +27,7 @@ def sweep(
     assignments: opt.Set = None,
     grid: Annotated[Optional[Path], typer.Option(
         "--grid", help="YAML grid file: sizes, stages, modes, lead_models, worker_models, lead_prompts, "
-                       "solo_prompts (lists), sizing; an option given on the command line replaces that axis.")] = None,
+                       "solo_prompts, editors (lists), sizing; an option given on the command line replaces that axis.")] = None,
     sizes: Annotated[Values, typer.Option(help="Team sizes, e.g. 1,2,4 (1 to 16; default from config).")] = None,
     stages: Annotated[Values, typer.Option(
         help="Stages the workers serve: planning, implementation, verification, all (default from config).")] = None,
@@ -39,6 +39,9 @@ def sweep(
     solo_prompts: Annotated[Values, typer.Option(
         help="Solo baseline prompts: minimal, piv (default: the lead prompts; a team cell is compared with the "
              "solo cell of its lead model and prompt).")] = None,
+    editors: Annotated[Values, typer.Option(
+        help="The agents' file editor: on, off (bash only), or on,off to compare them; every cell, solo baselines "
+             "included (default from config: limits.editor).")] = None,
     sizing: Annotated[Optional[str], typer.Option(
         help="fixed: every delegation uses the whole team of the cell's size (default); lead: the lead picks up to "
              "that many workers.")] = None,
@@ -61,7 +64,7 @@ def sweep(
 ) -> None:
     """Run a grid of team configurations and their solo baselines.
 
-    The grid: size, stage, mode, lead and worker model, prompt. Each cell is its own resumable run directory;
+    The grid: size, stage, mode, lead and worker model, prompt, file editor. Each cell is its own resumable run directory;
     then reward and efficiency are plotted against the baseline by team size and by cell."""
     from pipeline.studies.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
                                         run_sweep)
@@ -75,7 +78,8 @@ def sweep(
 
     cfg = load_config(config, opt.config_assignments(assignments))
     axes = {"sizes": sizes, "stages": stages, "modes": modes, "lead_models": lead_models,
-            "worker_models": worker_models, "lead_prompts": lead_prompts, "solo_prompts": solo_prompts}
+            "worker_models": worker_models, "lead_prompts": lead_prompts, "solo_prompts": solo_prompts,
+            "editors": editors}
     the_grid = build_grid(cfg, read_grid_file(grid) if grid else {}, axes, sizing, grid_file=grid)
     baseline_dir = _baseline(baseline, runs_dir) if baseline else None
     root_id = sweep_id or time.strftime("sweep-%Y%m%d-%H%M%S")

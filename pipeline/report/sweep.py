@@ -16,7 +16,7 @@ from pipeline.report.tables import NA, Table, money, percent
 from pipeline.studies.sweep import MANIFEST, read_manifest
 from pipeline.storage import write_text_atomic
 
-GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt")  # a line of the by-size figure: all but size
+GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt", "editor")  # a line of the by-size figure: all but size
 COLOURS = ["#c9545d", "#4f7fbf", "#e0a04f", "#7aa874", "#9b7bb8", "#5bb5b0", "#b5835a", "#d17fb5", "#6f6f6f"]
 SOLO_COLOUR = "#8a8a8a"
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -153,10 +153,11 @@ def table(report: SweepReport) -> Table:
         reward = percent(_metric(s, "reward")) if _metric(s, "reward") is not None else NA
         rows.append([cell.name, "solo" if solo else str(v.get("size", "?")), "-" if solo else v.get("stage", "?"),
                      "-" if solo else v.get("mode", "?"), v.get("model" if solo else "lead", "?"),
-                     "-" if solo else v.get("worker", "?"), v.get("prompt", "?"), cell.entry.get("status", "?"),
+                     "-" if solo else v.get("worker", "?"), v.get("prompt", "?"), v.get("editor", "on"),
+                     cell.entry.get("status", "?"),
                      tasks, resolved, reward, money(s.dollars_per_task) if s is not None else NA,
                      _versus(cell, report.metric), str(cell.run_dir)])
-    headers = ["cell", "size", "stage", "mode", "lead (solo: model)", "worker", "prompt", "status", "tasks",
+    headers = ["cell", "size", "stage", "mode", "lead (solo: model)", "worker", "prompt", "editor", "status", "tasks",
                "resolved", "reward", "$/task", f"vs baseline ({'reward' if report.metric == 'reward' else 'rate'})",
                "run directory"]
     return Table(f"sweep {report.manifest.get('sweep_id', report.root.name)}", headers, rows, report.notes)

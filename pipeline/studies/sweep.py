@@ -32,7 +32,7 @@ from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.tasks import Task
 
 MANIFEST = "sweep.json"
-AXES = ("sizes", "stages", "modes", "lead_models", "worker_models", "lead_prompts", "solo_prompts")
+AXES = ("sizes", "stages", "modes", "lead_models", "worker_models", "lead_prompts", "solo_prompts", "editors")
 GRID_KEYS = (*AXES, "sizing")
 STAGES = ("planning", "implementation", "verification", "all")
 MODES = ("blocking", "async")
@@ -71,12 +71,14 @@ class Grid:
     lead_prompts: list[str]
     solo_prompts: list[str]
     sizing: str = "fixed"
+    editors: list[str] = field(default_factory=lambda: ["on"])  # limits.editor of every cell: on, off (bash only)
 
     def describe(self) -> dict:
         return {"sizes": self.sizes, "stages": self.stages, "modes": self.modes,
                 "lead_models": [c.model or LOCAL for c in self.lead_models],
                 "worker_models": [c.model or LOCAL for c in self.worker_models],
-                "lead_prompts": self.lead_prompts, "solo_prompts": self.solo_prompts, "sizing": self.sizing}
+                "lead_prompts": self.lead_prompts, "solo_prompts": self.solo_prompts, "sizing": self.sizing,
+                "editors": self.editors}
 
 
 @dataclass
@@ -185,7 +187,8 @@ def build_grid(config: RunConfig, file_axes: dict | None = None, cli_axes: dict[
         worker_models=values("worker_models", [ModelChoice(None)], _model),
         lead_prompts=lead_prompts,
         solo_prompts=values("solo_prompts", lead_prompts, _prompt),
-        sizing=sizing_value)
+        sizing=sizing_value,
+        editors=values("editors", [EDITOR_VALUES[not config.limits.editor]], _editor))
 
 
 def _size(value, where: str) -> int:
@@ -213,6 +216,13 @@ def _one_of(choices: tuple[str, ...], what: str):
 _stage = _one_of(STAGES, "stage")
 _mode = _one_of(MODES, "mode")
 _prompt = _one_of(PROMPTS, "prompt")
+EDITOR_VALUES = ("on", "off")  # limits.editor true, false
+
+
+def _editor(value, where: str) -> str:
+    if isinstance(value, bool):  # a grid file's YAML reads on/off as booleans
+        return EDITOR_VALUES[not value]
+    return _one_of(EDITOR_VALUES, "editor setting")(value, where)
 
 
 def _model(value, where: str) -> ModelChoice:
@@ -244,9 +254,9 @@ def plan_sweep(config: RunConfig, grid: Grid, tasks: list[Task], *, sweep_id: st
     lead_slugs = _slugs(grid.lead_models, config.models.get("lead"))
     worker_slugs = _slugs(grid.worker_models, config.models.get("worker"))
     cells: list[Cell] = []
-    solo_names: dict[tuple[str, str], str] = {}
+    solo_names: dict[tuple[str, str, str], str] = {}
     if baseline is None:
-        for lead, prompt in itertools.product(grid.lead_models, grid.solo_prompts):
+        for lead, prompt, editor in itertools.product(grid.lead_models, grid.solo_prompts, grid.editors):
             models = _with_choice(config.models, "lead", lead)
             solo_models = dict(models)
             if "lead" in models:
@@ -254,27 +264,41 @@ def plan_sweep(config: RunConfig, grid: Grid, tasks: list[Task], *, sweep_id: st
             else:
                 solo_models.pop("solo", None)  # no lead model: the local model plays both
             cfg = _checked(config.model_copy(update={"strategy": "solo", "models": solo_models,
-                                                     "solo": SoloConfig(prompt=prompt)}), "the solo baseline")
-            name = f"solo-{lead_slugs[lead.key]}-{prompt}"
-            solo_names[(lead.key, prompt)] = name
-            cells.append(Cell(name, "solo", {"model": _model_name(solo_models.get("solo")), "prompt": prompt}, cfg))
-    for lead, worker, prompt, stage, mode, size in itertools.product(
-            grid.lead_models, grid.worker_models, grid.lead_prompts, grid.stages, grid.modes, grid.sizes):
+                                                     "solo": SoloConfig(prompt=prompt),
+                                                     "limits": _limits(config, editor)}), "the solo baseline")
+            name = f"solo-{lead_slugs[lead.key]}-{prompt}{_editor_part(editor)}"
+            solo_names[(lead.key, prompt, editor)] = name
+            cells.append(Cell(name, "solo", {"model": _model_name(solo_models.get("solo")), "prompt": prompt,
+                                             "editor": editor}, cfg))
+    for lead, worker, prompt, stage, mode, size, editor in itertools.product(
+            grid.lead_models, grid.worker_models, grid.lead_prompts, grid.stages, grid.modes, grid.sizes,
+            grid.editors):
         models = _with_choice(_with_choice(config.models, "lead", lead), "worker", worker)
         team = config.team.model_copy(update={"size": size, "sizing": grid.sizing, "stages": stage, "mode": mode,
                                               "lead_prompt": prompt})
-        cfg = _checked(config.model_copy(update={"strategy": "team", "models": models, "team": team}),
-                       "a team cell")
+        cfg = _checked(config.model_copy(update={"strategy": "team", "models": models, "team": team,
+                                                 "limits": _limits(config, editor)}), "a team cell")
         size_part = f"s{size}" if grid.sizing == "fixed" else f"upto{size}"
         name = (f"team-{size_part}-{stage}-{mode}-lead_{lead_slugs[lead.key]}-worker_{worker_slugs[worker.key]}"
-                f"-{prompt}")
+                f"-{prompt}{_editor_part(editor)}")
         solo_prompt = prompt if prompt in grid.solo_prompts else grid.solo_prompts[0]
         cells.append(Cell(name, "team", {"size": size, "sizing": grid.sizing, "stage": stage, "mode": mode,
                                          "lead": _model_name(models.get("lead")),
-                                         "worker": _model_name(models.get("worker")), "prompt": prompt},
-                          cfg, baseline=solo_names.get((lead.key, solo_prompt))))
+                                         "worker": _model_name(models.get("worker")), "prompt": prompt,
+                                         "editor": editor},
+                          cfg, baseline=solo_names.get((lead.key, solo_prompt, editor))))
     _check_prices(cells)
     return Plan(sweep_id=sweep_id, root=runs_dir / sweep_id, grid=grid, cells=cells, tasks=tasks, baseline=baseline)
+
+
+def _limits(config: RunConfig, editor: str):
+    return config.limits.model_copy(update={"editor": editor == "on"})
+
+
+def _editor_part(editor: str) -> str:
+    """A cell name's mark of its editor setting: none when on (the default, so the names of sweeps from before the
+    axis stand), "-bashonly" when off."""
+    return "" if editor == "on" else "-bashonly"
 
 
 def _with_choice(models: dict[str, ModelSpec], role: str, choice: ModelChoice) -> dict[str, ModelSpec]:
