@@ -38,3 +38,55 @@ def test_a_rollout_that_only_edits_resolves_the_task(tmp_path, action_format):
     assert {s["action"] for s in steps} <= {"view", "edit", "str_replace_editor", "submit"}
     rows = Ledger.read(paths.ledger)
     assert len(rows) == len(replies)  # one paid call per reply
+
+
+def test_a_killed_edit_only_rollout_resumes_in_a_new_container_without_paying_twice(tmp_path):
+    """SIGKILL after the rollout's edit: the rerun opens a new container, makes the recorded edit again from the
+    trajectory (no reply paid twice), finishes the rollout and its candidate resolves the task."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pipeline.runtime import containers
+    from scripted_pipeline import bash
+
+    replies = [reply(edit_block_from_patch(TASK.patch)), bash("sleep 6 && echo checked"), SUBMIT]
+    setup(tmp_path, {"junior": [replies]}, juniors={"k": 1})
+    run_id = "edits-killed"
+    command = [sys.executable, "-m", "pipeline.cli", "run", "--strategy", "vote", "--instance-ids", TASK.instance_id,
+               "--config", "config.yaml", "--run-id", run_id]
+    layout = RunLayout(tmp_path / "runs" / run_id)
+    live = layout.task(TASK.instance_id).junior / "rollout-00.trajectory.json"
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # kill once the edit is on record, during the command after it
+            try:
+                steps = json.loads(live.read_text())["steps"]
+            except (OSError, ValueError):
+                steps = []
+            if steps and steps[0]["edits"]:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the rollout never made its edit")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert not layout.finished()
+    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", run_id], capture_output=True)
+    paid_before = Ledger.read(layout.task(TASK.instance_id).ledger)
+    assert 1 <= len(paid_before) < len(replies)
+
+    done = swepipe("run", "--strategy", "vote", "--instance-ids", TASK.instance_id, "--config", "config.yaml",
+                   "--run-id", run_id, "--evaluate", cwd=tmp_path)
+    prediction = layout.finished()[TASK.instance_id]
+    assert prediction["resolved"] is True, (prediction, done.stdout[-2000:])
+    record = json.loads((layout.task(TASK.instance_id).junior / "rollout-00.json").read_text())
+    assert record["trajectory"]["resumed"] is True
+    assert [s["action"] for s in record["trajectory"]["steps"]] == ["edit", "bash", "submit"]
+    rows = Ledger.read(layout.task(TASK.instance_id).ledger)
+    assert len(rows) == len(replies) and all(r.error is None for r in rows)  # each reply paid once
+    assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}) == []
