@@ -531,3 +531,28 @@ def test_report_and_task_page_of_a_scripted_run_in_chromium(tmp_path):
     colours = {colour for _, colour in image.getcolors(maxcolors=1 << 24)}
     assert (0xE6, 0xFF, 0xEC) in colours and (0xFF, 0xEB, 0xE9) in colours  # added and removed lines, coloured
     assert (0xB8, 0x86, 0x0B) in colours  # the gold patch's banner
+
+
+def test_a_rollout_s_edits_are_shown_as_diffs_and_a_garbled_one_as_its_record(tmp_path):
+    run = make_run(tmp_path)
+    block = ('Fix.\n```edit\ncalc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b  # "sum" \\\\ ok\n'
+             '>>>>>>> REPLACE\nnotes.txt\n<<<<<<< SEARCH\nmissing line\n=======\nx\n>>>>>>> REPLACE\n```')
+    body = block.split("```edit\n")[1].removesuffix("```")
+    arguments = json.dumps({"command": "insert", "path": "calc.py", "insert_line": 2, "new_str": "# <end>"})
+    steps = [step(0, block, body, "Edited calc.py ...", action="edit",
+                  edits=[{"command": "str_replace", "path": "calc.py", "ok": True},
+                         {"command": "str_replace", "path": "notes.txt", "ok": False, "error": "does not occur"}]),
+             step(1, "", arguments, "Inserted ...", action="str_replace_editor",
+                  edits=[{"command": "insert", "path": "calc.py", "ok": True}]),
+             step(2, "", "{not json", "error", action="str_replace_editor",
+                  edits=[{"command": "view", "path": "calc.py", "ok": False, "error": "x"}])]
+    write(run / "tasks" / "pipe-1" / "junior" / "rollout-00.json", {
+        "index": 0, "exit_reason": "submitted", "patch": CANDIDATE, "steps": 3,
+        "trajectory": trajectory("rollout-00", steps)})
+    page = pages_of(run, tmp_path / "out" / "report.html")["pipe-1"]
+    assert '<div class="del">-    return a - b</div>' in page
+    assert '<div class="add">+    return a + b  # &quot;sum&quot; \\\\ ok</div>' in page
+    assert "edit: str_replace notes.txt failed" in page and '<div class="del">-missing line</div>' in page
+    assert '<div class="hunk">@@ insert after line 2 @@</div>' in page and "+# &lt;end&gt;" in page
+    assert "edit: view calc.py failed" in page  # its action cannot be read again: the record alone
+    assert not structure(page).broken

@@ -47,7 +47,13 @@ def editor_calls(action: Action, commands: tuple[str, ...]) -> list[EditorCall]:
 
 def _tool_call(body: str) -> EditorCall:
     try:
-        return EditorCall.from_arguments(json.loads(body))
+        arguments = json.loads(body)
+    except ValueError:
+        raise FormatError(f"the {EDITOR} call's arguments are not JSON: {body[:200]!r}") from None
+    if not isinstance(arguments, dict):
+        raise FormatError(f"the {EDITOR} call's arguments must be a JSON object (command, path, ...)")
+    try:
+        return EditorCall.from_arguments(arguments)
     except EditorError as error:
         raise FormatError(f"the {EDITOR} call: {error}") from None
 

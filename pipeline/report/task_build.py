@@ -14,6 +14,9 @@ import re
 import time
 from typing import Any, Callable
 
+from pipeline.agent.actions import EDITOR_KINDS, Action, FormatError
+from pipeline.agent.edit_actions import editor_calls
+from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS, EditorCall
 from pipeline.report import tables as tab
 from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
 from pipeline.records import Rollout, Unreadable
@@ -251,10 +254,13 @@ class _Builder:
             view.output = self.block(step.get("output"), "output", where)
         if step.get("changed_files"):
             view.changed = clean(", ".join(map(str, step["changed_files"])))
-        for edit in step.get("edits") or []:
-            if isinstance(edit, dict):
-                said = f"{edit.get('command')} {edit.get('path')}" + ("" if edit.get("ok") else " failed")
-                view.edits.append((clean(said), bool(edit.get("ok"))))
+        records = [edit for edit in step.get("edits") or [] if isinstance(edit, dict)]
+        calls = _editor_calls(step) if records else []
+        for number, edit in enumerate(records):
+            said = f"{edit.get('command')} {edit.get('path')}" + ("" if edit.get("ok") else " failed")
+            call = calls[number] if number < len(calls) else None
+            shown = _call_diff(call) if call is not None and call.command == edit.get("command") else None
+            view.edits.append((clean(said), bool(edit.get("ok")), self.diff(shown, where) if shown else None))
         return view
 
     # -- sections -------------------------------------------------------------------------------------------
@@ -594,3 +600,31 @@ class _Builder:
                              f"{_num(row.get('latency')):.1f} s", row.get("retries"),
                              self.cut(clean(row.get("error") or ""))])
         return LedgerSection(torn, len(rows), self.rows(rows[:5000]))
+
+
+def _editor_calls(step: dict) -> list[EditorCall]:
+    """The editor calls a recorded step asked for, read again from its action (none when it cannot be read: a
+    trajectory on disk may hold anything)."""
+    action, command = step.get("action"), step.get("command")
+    if action not in EDITOR_KINDS or not isinstance(command, str):
+        return []
+    try:
+        return editor_calls(Action(action, command), EDITOR_COMMANDS)
+    except FormatError:
+        return []
+
+
+def _call_diff(call: EditorCall) -> str | None:
+    """An edit as a diff of what it asked to replace (a str_replace's old and new text, an insert's or a create's
+    new lines); None for a view or an undo."""
+    if call.command == "str_replace":
+        old, new, where = call.old_str or "", call.new_str or "", "replace"
+    elif call.command == "insert":
+        old, new, where = "", call.new_str or "", f"insert after line {call.insert_line}"
+    elif call.command == "create":
+        old, new, where = "", call.file_text or "", "create"
+    else:
+        return None
+    lines = [f"--- a/{call.path}", f"+++ b/{call.path}", f"@@ {where} @@"]
+    lines += [f"-{line}" for line in old.splitlines()] + [f"+{line}" for line in new.splitlines()]
+    return "\n".join(lines)

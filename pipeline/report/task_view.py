@@ -82,7 +82,8 @@ class Step:
     command: str | None = None
     output: Block | None = None
     changed: str | None = None
-    edits: list[tuple[str, bool]] = field(default_factory=list)  # an editor step's calls: (what, ok)
+    # An editor step's calls: (what, ok, the edit as a diff of what it asked to replace; None for a view or an undo)
+    edits: list[tuple[str, bool, Diff | None]] = field(default_factory=list)
 
 
 @dataclass
