@@ -451,6 +451,18 @@ def test_a_text_format_agent_fixes_the_bug_with_edit_and_view_blocks_only(tmp_pa
     assert "```edit" in run.messages[0]["content"]  # the prompt says how (juniors get it with the editor on)
 
 
+def test_an_edit_whose_text_holds_a_fence_goes_in_a_four_backtick_block(tmp_path, workspace):
+    """A Markdown file with a ``` example cuts a three-backtick block short: a format error that says what to do;
+    the same edit in ````edit lands whole."""
+    docs = ("Documenting.\n{fence}edit\nUSAGE.md\n<<<<<<< SEARCH\n=======\n# Usage\n\n```python\n"
+            "add(1, 2)\n```\n>>>>>>> REPLACE\n{fence}")
+    replies = [docs.format(fence="```"), docs.format(fence="````"), SUBMIT]
+    run = run_agent(junior(tmp_path, replies), workspace, "document add", Budget("r"), Limits())
+    assert "````edit block, four backticks" in run.steps[0].format_error
+    assert run.steps[1].edits[0]["ok"], run.steps[1].output
+    assert workspace.read_file("USAGE.md") == b"# Usage\n\n```python\nadd(1, 2)\n```\n"
+
+
 def test_a_tool_format_agent_fixes_the_bug_with_str_replace_editor_and_undoes_a_slip(tmp_path, workspace):
     replies = [tool("str_replace_editor", command="view", path="calc.py", view_range=[1, 2]),
                tool("str_replace_editor", command="str_replace", path="calc.py", old_str="a - b", new_str="a * b"),

@@ -14,7 +14,8 @@ import json
 import re
 from dataclasses import dataclass
 
-_BLOCK = re.compile(r"^```([A-Za-z_]+)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+# A fenced block: three or more backticks, closed by as many (so ````edit can hold an edit whose text has ``` lines).
+_BLOCK = re.compile(r"^(`{3,})([A-Za-z_]+)[ \t]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)
 BASH = "bash"
 SUBMIT = "submit"
 EDITOR = "str_replace_editor"  # the tool-call format's editor; the text format has these two blocks:
@@ -46,7 +47,7 @@ class Action:
 
 def parse_action(reply: str, allowed: tuple[str, ...] = (BASH,)) -> Action:
     """The one action block of a text-format reply; ``allowed`` names the block kinds (bash first)."""
-    found = [(tag.lower(), body) for tag, body in _BLOCK.findall(reply or "") if tag.lower() in allowed]
+    found = [(tag.lower(), body) for _, tag, body in _BLOCK.findall(reply or "") if tag.lower() in allowed]
     if len(found) != 1:
         count = "no" if not found else str(len(found))
         if allowed == (BASH,):
@@ -64,7 +65,7 @@ def parse_action(reply: str, allowed: tuple[str, ...] = (BASH,)) -> Action:
 
 def fenced_block(reply: str, kind: str) -> str | None:
     """The text of the reply's first non-empty ```kind block, if any."""
-    for tag, body in _BLOCK.findall(reply or ""):
+    for _, tag, body in _BLOCK.findall(reply or ""):
         if tag.lower() == kind and body.strip():
             return body.strip()
     return None

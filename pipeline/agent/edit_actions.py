@@ -74,7 +74,8 @@ def _edit_block(body: str) -> list[EditorCall]:
     try:
         edits = parse_edits(body)
     except EditFormatError as error:
-        raise FormatError(f"the ```edit block: {error}") from None
+        raise FormatError(f"the ```edit block: {error} (an edit whose text holds a ``` line goes in a ````edit "
+                          "block, four backticks, closed by four)") from None
     calls = []
     for edit in edits:
         if edit.delete:
