@@ -27,7 +27,8 @@ def sweep(
     assignments: opt.Set = None,
     grid: Annotated[Optional[Path], typer.Option(
         "--grid", help="YAML grid file: sizes, stages, modes, lead_models, worker_models, lead_prompts, "
-                       "solo_prompts, editors (lists), sizing; an option given on the command line replaces that axis.")] = None,
+                       "solo_prompts, editors (lists), sizing; an option given on the command line replaces that "
+                       "axis.")] = None,
     sizes: Annotated[Values, typer.Option(help="Team sizes, e.g. 1,2,4 (1 to 16; default from config).")] = None,
     stages: Annotated[Values, typer.Option(
         help="Stages the workers serve: planning, implementation, verification, all (default from config).")] = None,
@@ -64,8 +65,8 @@ def sweep(
 ) -> None:
     """Run a grid of team configurations and their solo baselines.
 
-    The grid: size, stage, mode, lead and worker model, prompt, file editor. Each cell is its own resumable run directory;
-    then reward and efficiency are plotted against the baseline by team size and by cell."""
+    The grid: size, stage, mode, lead and worker model, prompt, file editor. Each cell is its own resumable run
+    directory; then reward and efficiency are plotted against the baseline by team size and by cell."""
     from pipeline.studies.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
                                         run_sweep)
 

@@ -16,7 +16,8 @@ from pipeline.report.tables import NA, Table, money, percent
 from pipeline.studies.sweep import MANIFEST, read_manifest
 from pipeline.storage import write_text_atomic
 
-GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt", "editor")  # a line of the by-size figure: all but size
+# A line of the by-size figure: every value of a cell but its size.
+GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt", "editor")
 COLOURS = ["#c9545d", "#4f7fbf", "#e0a04f", "#7aa874", "#9b7bb8", "#5bb5b0", "#b5835a", "#d17fb5", "#6f6f6f"]
 SOLO_COLOUR = "#8a8a8a"
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
