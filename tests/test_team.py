@@ -61,7 +61,8 @@ def workspace(leaky_repo):
 def team(tmp_path, workspace, script, **options):
     ledger = Ledger(tmp_path / "ledger.jsonl")
     lead, worker = clients(tmp_path, script, ledger)
-    settings = RunConfig(limits=Limits(max_steps=options.pop("lead_steps", 10), command_timeout=20),
+    settings = RunConfig(limits=Limits(max_steps=options.pop("lead_steps", 10), command_timeout=20,
+                                       action_format=options.pop("action_format", "text")),
                          team=TeamConfig(worker_max_steps=6, **options))
     directory = tmp_path / "team"
     result = run_team("Fix add in calc.py: it subtracts.", workspace, lead, worker, Budget("task"), settings,
@@ -466,11 +467,7 @@ def test_a_team_works_in_the_tool_call_format(tmp_path, workspace):
                     {"content": "Done.", "tool_calls": [{"name": "submit", "arguments": {
                         "text": "```report\ncalc.py:2 now adds\n```"}}], "usage": USAGE}]],
     }
-    ledger = Ledger(tmp_path / "ledger.jsonl")
-    lead, worker = clients(tmp_path, script, ledger)
-    config = RunConfig(limits=Limits(max_steps=8, command_timeout=20, action_format="tools"),
-                       team=TeamConfig(worker_max_steps=6))
-    result = run_team("Fix add in calc.py.", workspace, lead, worker, Budget("task"), config, tmp_path / "team")
+    result, _, _ = team(tmp_path, workspace, script, lead_steps=8, action_format="tools")
     assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
     saved = trajectory(tmp_path / "team", "lead")
     assert "must be a JSON object" in saved["steps"][0]["format_error"]
@@ -494,11 +491,7 @@ def test_team_agents_edit_through_the_editor_and_its_writes_are_attributed(tmp_p
                     call("str_replace_editor", command="create", path="notes.txt", file_text="scratch\n"),
                     call("submit", text="```report\ncalc.py:2 now adds\n```")]],
     }
-    ledger = Ledger(tmp_path / "ledger.jsonl")
-    lead, worker = clients(tmp_path, script, ledger)
-    config = RunConfig(limits=Limits(max_steps=8, command_timeout=20, action_format="tools"),
-                       team=TeamConfig(worker_max_steps=6))
-    result = run_team("Fix add in calc.py.", workspace, lead, worker, Budget("task"), config, tmp_path / "team")
+    result, _, _ = team(tmp_path, workspace, script, lead_steps=8, action_format="tools")
     assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
     assert result["writes_outside"] == {"worker-0": ["notes.txt"]} and not result["possible_writes_outside"]
     worker_run = trajectory(tmp_path / "team", "worker-0")

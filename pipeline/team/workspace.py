@@ -91,28 +91,15 @@ class SharedWorkspace:
     def run_tracked(self, command: str, timeout: float = 60, output_limit: int | None = DEFAULT_LIMIT,
                     agent: str = "") -> tuple[CommandResult, set[str]]:
         """Run ``command`` for ``agent``; the paths that changed in its window (see the module's docstring)."""
-        with self.lock:
-            self._seq += 1
-            entry = {"seq": self._seq, "agent": agent, "command": command, "timeout": timeout,
-                     "overlapped": sorted(self._running)}
-            for other in self._running.values():
-                other["overlapped"].append(entry["seq"])
-            self._running[entry["seq"]] = entry  # open before the first snapshot: the window covers it
+        entry = self._open(agent, command=command, timeout=timeout)  # before the first snapshot: its window
         ticket = None
         try:
             before = self.snapshot()
-            with self.lock:
-                self._executing += 1
-                self._starts += 1
-            entry["started"] = time.time()
+            self._started(entry)
             try:
                 result = self.runtime.run(command, timeout=timeout, output_limit=output_limit)
             finally:
-                with self.lock:
-                    entry["ended"] = time.time()
-                    self._finished += 1
-                    ticket = self._finished
-                    self._executing -= 1
+                ticket = self._ended(entry)
             after = self.snapshot()
         except BaseException:
             with self.lock:
@@ -131,24 +118,14 @@ class SharedWorkspace:
     def run_edit(self, agent: str, call: EditorCall, apply: Callable[[EditorCall], EditorResult]) -> EditorResult:
         """``apply(call)`` for ``agent``, as a command would run: overlapping the commands around it, and
         journalled (the call itself) when it wrote a file."""
-        with self.lock:
-            self._seq += 1
-            entry = {"seq": self._seq, "agent": agent, "edit": call.to_dict(), "overlapped": sorted(self._running)}
-            for other in self._running.values():
-                other["overlapped"].append(entry["seq"])
-            self._running[entry["seq"]] = entry
-            self._executing += 1
-            self._starts += 1
-        entry["started"] = time.time()
+        entry = self._open(agent, edit=call.to_dict())
+        self._started(entry)
         result = None
         try:
             result = apply(call)
         finally:
+            ticket = self._ended(entry)
             with self.lock:
-                entry["ended"] = time.time()
-                self._finished += 1
-                ticket = self._finished
-                self._executing -= 1
                 self._running.pop(entry["seq"], None)
                 written = result is not None and result.written is not None
                 if written:
@@ -156,6 +133,31 @@ class SharedWorkspace:
                     self.commands[entry["seq"]] = entry
                 self._journal_in_turn(ticket, entry if written else None)
         return result
+
+    def _open(self, agent: str, **fields) -> dict:
+        """A new journal entry for ``agent``, its window open: it and the entries open now overlap."""
+        with self.lock:
+            self._seq += 1
+            entry = {"seq": self._seq, "agent": agent, **fields, "overlapped": sorted(self._running)}
+            for other in self._running.values():
+                other["overlapped"].append(entry["seq"])
+            self._running[entry["seq"]] = entry
+        return entry
+
+    def _started(self, entry: dict) -> None:
+        """``entry``'s process begins: a snapshot taken from now until it ends is not kept."""
+        with self.lock:
+            self._executing += 1
+            self._starts += 1
+        entry["started"] = time.time()
+
+    def _ended(self, entry: dict) -> int:
+        """``entry``'s process has ended; its ticket, the order its journal line takes (``_journal_in_turn``)."""
+        with self.lock:
+            entry["ended"] = time.time()
+            self._finished += 1
+            self._executing -= 1
+            return self._finished
 
     def _journal_in_turn(self, ticket: int, entry: dict | None) -> None:
         """Under the lock: write ``entry``'s journal line once every command that ended before it is done with
