@@ -175,3 +175,43 @@ def _role_models(pairs: list[str]) -> dict[str, str]:
             raise SwepipeError(f"--price {pair!r}: expected ROLE=MODEL, e.g. --price junior=anthropic/claude-haiku-4-5")
         roles[role.strip()] = model.strip()
     return roles
+
+
+@app.command()
+@opt.selects_tasks("dataset", "split")
+def compare(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN_A RUN_B...", help="Run directories; each after the "
+                                                                          "first is compared with the first.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON instead of tables.")] = False,
+    markdown_file: Annotated[Optional[Path], typer.Option("--markdown", help="Also write it as Markdown here.")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write it as one HTML page here.")] = None,
+    selection: opt.TaskSelection = opt.TaskSelection(),
+) -> None:
+    """Compare runs task by task on the tasks both scored: the 2x2 table, the exact McNemar p-value, paired
+    bootstrap intervals of the differences in resolve rate and $/task, per repository and language."""
+    import json
+
+    from pipeline.report.compare import compare_runs, compare_tables
+    from pipeline.report.load import load_run
+    from pipeline.report.render import html_page, markdown, rich_table
+    from pipeline.storage import write_text_atomic
+
+    if len(runs) < 2:
+        raise SwepipeError("swepipe compare needs at least two run directories (RUN_A RUN_B ...)")
+    try:
+        meta = {t.instance_id: (t.repo, str(t.repo_language)) for t in _tasks_of_runs(runs, selection)}
+    except SwepipeError as error:
+        console.print(f"[yellow]no repository or language per task: {error}[/yellow]")
+        meta = {}
+    pairs = compare_runs([load_run(run) for run in runs], meta)
+    if as_json:
+        print(json.dumps({"pairs": [pair.as_dict() for pair in pairs]}, indent=1))
+    else:
+        for table in compare_tables(pairs):
+            console.print(rich_table(table))
+    title = f"swepipe compare: {', '.join(pair.b for pair in pairs)} against {pairs[0].a}"
+    for path, text in ((markdown_file, lambda: markdown(title, compare_tables(pairs), {})),
+                       (html, lambda: html_page(title, compare_tables(pairs), {}))):
+        if path is not None:
+            write_text_atomic(path, text())
+            console.print(f"wrote {path}", soft_wrap=True)

@@ -1,0 +1,182 @@
+"""``swepipe compare``: two runs (or more, each against the first) task by task, on the tasks both scored.
+
+Two resolve rates side by side say little when the runs share their tasks: what counts is where they differ. Per
+pair of runs, on the tasks with a verdict in both:
+
+- the 2x2 table: resolved by both, only by A, only by B, by neither;
+- the exact McNemar test: under "neither run is better", each task resolved by exactly one run is A's or B's with
+  even odds, so the two-sided p-value is the binomial probability of a split at least as uneven as the one seen;
+- a paired bootstrap interval of B minus A in resolve rate and in dollars per task (the same tasks drawn for both,
+  ``BOOTSTRAP_RESAMPLES`` times, seed 0), so the interval keeps what the tasks share;
+- the same differences per repository and per language (from the dataset, when it can be read);
+- the instance ids each run alone resolves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from pipeline.report.load import RunData, TaskRecord
+from pipeline.report.stats import BOOTSTRAP_RESAMPLES, file_editor
+from pipeline.report.tables import Table, money, percent
+
+UNKNOWN = "?"  # a task's repository or language when the dataset was not read
+
+
+@dataclass
+class GroupRow:
+    group: str  # "repo" or "language"
+    name: str
+    tasks: int
+    rate_a: float
+    rate_b: float
+
+    @property
+    def difference(self) -> float:
+        return self.rate_b - self.rate_a
+
+
+@dataclass
+class Pair:
+    """Run B against run A on the tasks both scored."""
+
+    a: str
+    b: str
+    tasks: int
+    both: int
+    only_a: int
+    only_b: int
+    neither: int
+    p_value: float  # exact McNemar, two-sided
+    rate_a: float | None
+    rate_b: float | None
+    rate_interval: tuple[float, float] | None  # of rate_b - rate_a
+    dollars_a: float | None
+    dollars_b: float | None
+    dollars_interval: tuple[float, float] | None  # of dollars_b - dollars_a, per task
+    only_a_ids: list[str] = field(default_factory=list)
+    only_b_ids: list[str] = field(default_factory=list)
+    groups: list[GroupRow] = field(default_factory=list)
+    editors: tuple[str, str] = ("n/a", "n/a")  # whether each run's agents had the file editor
+    left_out: dict[str, int] = field(default_factory=dict)  # run -> its scored tasks the other did not score
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        for row, shown in zip(self.groups, data["groups"]):
+            shown["difference"] = row.difference
+        return data
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value: twice the binomial(n, 1/2) tail of the smaller discordant count, at most 1."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def compare_runs(runs: list[RunData], meta: dict[str, tuple[str, str]] | None = None, seed: int = 0) -> list[Pair]:
+    """Each run after the first against the first. ``meta``: instance id -> (repository, language)."""
+    first, *others = runs
+    return [compare_pair(first, other, meta or {}, seed) for other in others]
+
+
+def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]], seed: int = 0) -> Pair:
+    scored_a = {t.instance_id: t for t in run_a.tasks if t.resolved is not None}
+    scored_b = {t.instance_id: t for t in run_b.tasks if t.resolved is not None}
+    shared = sorted(scored_a.keys() & scored_b.keys())
+    a = np.array([bool(scored_a[i].resolved) for i in shared], dtype=bool)
+    b = np.array([bool(scored_b[i].resolved) for i in shared], dtype=bool)
+    only_a_ids = [i for i, x, y in zip(shared, a, b) if x and not y]
+    only_b_ids = [i for i, x, y in zip(shared, a, b) if y and not x]
+    costs_a = _costs([scored_a[i] for i in shared])
+    costs_b = _costs([scored_b[i] for i in shared])
+    rate_interval = dollars_interval = None
+    if shared:
+        draws = np.random.default_rng(seed).integers(0, len(shared), size=(BOOTSTRAP_RESAMPLES, len(shared)))
+        rate_interval = _percentiles((b.astype(float) - a.astype(float))[draws].mean(axis=1))
+        dollars_interval = _percentiles((costs_b - costs_a)[draws].mean(axis=1))
+    return Pair(
+        a=run_a.run_id, b=run_b.run_id, tasks=len(shared), both=int((a & b).sum()), only_a=len(only_a_ids),
+        only_b=len(only_b_ids), neither=int((~a & ~b).sum()), p_value=mcnemar_exact(len(only_a_ids), len(only_b_ids)),
+        rate_a=float(a.mean()) if shared else None, rate_b=float(b.mean()) if shared else None,
+        rate_interval=rate_interval,
+        dollars_a=float(costs_a.mean()) if shared else None, dollars_b=float(costs_b.mean()) if shared else None,
+        dollars_interval=dollars_interval, only_a_ids=only_a_ids, only_b_ids=only_b_ids,
+        groups=_groups(shared, a, b, meta), editors=(file_editor(run_a.config), file_editor(run_b.config)),
+        left_out={run_a.run_id: len(scored_a.keys() - scored_b.keys()),
+                  run_b.run_id: len(scored_b.keys() - scored_a.keys())})
+
+
+def _costs(tasks: list[TaskRecord]) -> np.ndarray:
+    """Each task's dollars, as the report counts them (the prediction's, else its ledger's)."""
+    return np.array([t.total_cost for t in tasks], dtype=float)
+
+
+def _percentiles(values: np.ndarray) -> tuple[float, float]:
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _groups(shared: list[str], a: np.ndarray, b: np.ndarray, meta: dict[str, tuple[str, str]]) -> list[GroupRow]:
+    rows = []
+    for group, position in (("repo", 0), ("language", 1)):
+        members: dict[str, list[int]] = defaultdict(list)
+        for number, instance_id in enumerate(shared):
+            members[meta.get(instance_id, (UNKNOWN, UNKNOWN))[position] or UNKNOWN].append(number)
+        for name, numbers in sorted(members.items()):
+            rows.append(GroupRow(group, name, len(numbers), float(a[numbers].mean()), float(b[numbers].mean())))
+    return rows
+
+
+# -- tables ---------------------------------------------------------------------------------------------------
+
+
+def compare_tables(pairs: list[Pair]) -> list[Table]:
+    tables = []
+    for pair in pairs:
+        title = f"{pair.b} against {pair.a} ({pair.tasks} tasks both scored)"
+        rows = [["both resolved", str(pair.both)], [f"only {pair.a}", str(pair.only_a)],
+                [f"only {pair.b}", str(pair.only_b)], ["neither", str(pair.neither)],
+                ["exact McNemar p (two-sided)", f"{pair.p_value:.4g}"],
+                ["resolve rate", f"{_rate(pair.rate_a)} -> {_rate(pair.rate_b)}"],
+                ["difference (B - A), 95% paired bootstrap", _difference(pair.rate_a, pair.rate_b, pair.rate_interval,
+                                                                         percent_points=True)],
+                ["$/task", f"{_money(pair.dollars_a)} -> {_money(pair.dollars_b)}"],
+                ["$/task difference (B - A), 95% paired bootstrap",
+                 _difference(pair.dollars_a, pair.dollars_b, pair.dollars_interval)],
+                ["file editor", f"{pair.editors[0]} -> {pair.editors[1]}"],
+                [f"resolved only by {pair.a}", ", ".join(pair.only_a_ids) or "none"],
+                [f"resolved only by {pair.b}", ", ".join(pair.only_b_ids) or "none"]]
+        notes = ["On the tasks both runs scored (a verdict in each; infrastructure errors have none)."]
+        notes += [f"{run}: {count} scored task(s) the other run did not score, left out"
+                  for run, count in pair.left_out.items() if count]
+        tables.append(Table(title, ["", "value"], rows, notes))
+        groups = [[row.group, row.name, str(row.tasks), percent(row.rate_a), percent(row.rate_b),
+                   f"{row.difference * 100:+.1f} pp"] for row in pair.groups]
+        tables.append(Table(f"{pair.b} against {pair.a}, by repository and language",
+                            ["by", "name", "tasks", pair.a, pair.b, "B - A"], groups,
+                            ["Repository and language from the dataset; ? where it was not read."]))
+    return tables
+
+
+def _rate(value: float | None) -> str:
+    return percent(value) if value is not None else "n/a"
+
+
+def _money(value: float | None) -> str:
+    return money(value) if value is not None else "n/a"
+
+
+def _difference(a: float | None, b: float | None, interval: tuple[float, float] | None,
+                percent_points: bool = False) -> str:
+    if a is None or b is None or interval is None:
+        return "n/a"
+    if percent_points:
+        return f"{(b - a) * 100:+.1f} pp [{interval[0] * 100:+.1f}, {interval[1] * 100:+.1f}]"
+    return f"{b - a:+.4f} [{interval[0]:+.4f}, {interval[1]:+.4f}]"

@@ -1,0 +1,78 @@
+"""`swepipe compare` on hand-built runs whose per-task outcomes are known; figures worked out by hand."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.report.compare import compare_pair, compare_tables, mcnemar_exact
+from pipeline.report.load import load_run
+
+
+def make_run(root: Path, verdicts: dict[str, bool | None], cost: float, editor: bool) -> Path:
+    root.mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"limits": {"editor": editor}}))
+    (root / "predictions.jsonl").write_text("".join(
+        json.dumps({"instance_id": task, "model_patch": "x", "strategy": "solo", "resolved": verdict,
+                    "cost": {"solo": cost, "total": cost}}) + "\n" for task, verdict in verdicts.items()))
+    return root
+
+
+# Ten tasks both scored: A resolves t0-t5, B resolves t0-t3 and t6-t9; A also scored "a-only", which B lacks;
+# "unscored" has no verdict in B (an infrastructure error).
+A = {**{f"t{n}": n <= 5 for n in range(10)}, "a-only": True, "unscored": True}
+B = {**{f"t{n}": n <= 3 or n >= 6 for n in range(10)}, "unscored": None}
+META = {**{f"t{n}": ("org/left", "python") for n in range(5)}, **{f"t{n}": ("org/right", "go") for n in range(5, 10)}}
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return (make_run(tmp_path / "bash-only", A, 0.10, editor=False),
+            make_run(tmp_path / "with-editor", B, 0.25, editor=True))
+
+
+def test_the_exact_mcnemar_p_value_is_the_two_sided_binomial_tail():
+    # 2 against 4 discordant tasks: 2 * (C(6,0) + C(6,1) + C(6,2)) / 2^6 = 2 * 22 / 64
+    assert mcnemar_exact(2, 4) == pytest.approx(44 / 64) == mcnemar_exact(4, 2)
+    assert mcnemar_exact(0, 10) == pytest.approx(2 / 1024)
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(3, 3) == 1.0  # never above 1
+    assert mcnemar_exact(1, 12) == pytest.approx(2 * (1 + 13) / 2 ** 13)
+    assert math.isclose(mcnemar_exact(20, 40), 0.013, abs_tol=0.001)
+
+
+def test_two_runs_compared_on_the_tasks_both_scored(runs):
+    pair = compare_pair(load_run(runs[0]), load_run(runs[1]), META)
+    assert (pair.tasks, pair.both, pair.only_a, pair.only_b, pair.neither) == (10, 4, 2, 4, 0)
+    assert pair.p_value == pytest.approx(44 / 64)
+    assert (pair.rate_a, pair.rate_b) == (pytest.approx(0.6), pytest.approx(0.8))
+    assert pair.only_a_ids == ["t4", "t5"] and pair.only_b_ids == ["t6", "t7", "t8", "t9"]
+    low, high = pair.rate_interval
+    # The paired differences are -1 twice, +1 four times, 0 four times: mean 0.2, standard error about 0.24.
+    assert -0.5 < low < 0 < 0.2 < high < 0.7  # it holds 0, as p = 0.69 says
+    assert pair.dollars_interval == (pytest.approx(0.15), pytest.approx(0.15))  # B costs 0.15 more on every task
+    assert pair.left_out == {"bash-only": 2, "with-editor": 0}  # a-only, and unscored in B and pair.editors == ("off (bash only)", "on")
+    rows = {(row.group, row.name): (row.tasks, row.rate_a, row.rate_b) for row in pair.groups}
+    assert rows[("repo", "org/left")] == (5, 1.0, 0.8) and rows[("repo", "org/right")] == (5, 0.2, 0.8)
+    assert rows[("language", "go")] == (5, 0.2, 0.8)
+    table = {row[0]: row[1] for row in compare_tables([pair])[0].rows}
+    assert table["only bash-only"] == "2" and table["exact McNemar p (two-sided)"] == "0.6875"
+    assert table["file editor"] == "off (bash only) -> on"
+
+
+def test_the_compare_command_prints_json_and_writes_markdown_and_html(runs, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "compare", *map(str, runs), "--json",
+                           "--markdown", str(tmp_path / "c.md"), "--html", str(tmp_path / "c.html")],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert done.returncode == 0, done.stderr
+    pair = json.loads(done.stdout[done.stdout.index("{"):done.stdout.rindex("}") + 1])["pairs"][0]
+    assert (pair["both"], pair["only_a"], pair["only_b"], pair["neither"]) == (4, 2, 4, 0)
+    assert pair["p_value"] == pytest.approx(44 / 64)
+    assert "| exact McNemar p (two-sided) | 0.6875 |" in (tmp_path / "c.md").read_text()
+    assert "0.6875" in (tmp_path / "c.html").read_text() and "<table" in (tmp_path / "c.html").read_text()
+    alone = subprocess.run([sys.executable, "-m", "pipeline.cli", "compare", str(runs[0])], capture_output=True,
+                           text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert alone.returncode != 0 and "at least two run directories" in alone.stdout + alone.stderr
