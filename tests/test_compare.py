@@ -54,7 +54,8 @@ def test_two_runs_compared_on_the_tasks_both_scored(runs):
     # The paired differences are -1 twice, +1 four times, 0 four times: mean 0.2, standard error about 0.24.
     assert -0.5 < low < 0 < 0.2 < high < 0.7  # it holds 0, as p = 0.69 says
     assert pair.dollars_interval == (pytest.approx(0.15), pytest.approx(0.15))  # B costs 0.15 more on every task
-    assert pair.left_out == {"bash-only": 2, "with-editor": 0}  # a-only, and unscored in B and pair.editors == ("off (bash only)", "on")
+    assert pair.left_out == {"bash-only": 2, "with-editor": 0}  # a-only, and unscored in B
+    assert pair.editors == ("off (bash only)", "on")
     rows = {(row.group, row.name): (row.tasks, row.rate_a, row.rate_b) for row in pair.groups}
     assert rows[("repo", "org/left")] == (5, 1.0, 0.8) and rows[("repo", "org/right")] == (5, 0.2, 0.8)
     assert rows[("language", "go")] == (5, 0.2, 0.8)
@@ -76,3 +77,30 @@ def test_the_compare_command_prints_json_and_writes_markdown_and_html(runs, tmp_
     alone = subprocess.run([sys.executable, "-m", "pipeline.cli", "compare", str(runs[0])], capture_output=True,
                            text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert alone.returncode != 0 and "at least two run directories" in alone.stdout + alone.stderr
+
+
+def write_results(run: Path, timeout: float, image_id: str) -> None:
+    for line in (run / "predictions.jsonl").read_text().splitlines():
+        prediction = json.loads(line)
+        folder = run / "tasks" / prediction["instance_id"] / "eval"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({
+            "instance_id": prediction["instance_id"], "resolved": prediction["resolved"], "network": False,
+            "limits": {"cpus": 1}, "scorer": {"swepipe": "0.1.0", "protocol": "swe-bench-pro-os/1",
+                                             "timeout": timeout, "image_id": image_id}}))
+
+
+def test_runs_scored_differently_are_said_to_be(runs):
+    write_results(runs[0], 1800, "sha256:aaa")
+    write_results(runs[1], 1800, "sha256:aaa")
+    same = compare_pair(load_run(runs[0]), load_run(runs[1]), META)
+    assert same.scoring_warnings == [] and (same.tasks, same.only_b) == (10, 4)
+    for result in runs[1].glob("tasks/t[0-2]/eval/result.json"):  # three tasks: a rebuilt image, a longer limit
+        data = json.loads(result.read_text())
+        data["scorer"].update(timeout=3600, image_id="sha256:bbb")
+        result.write_text(json.dumps(data))
+    pair = compare_pair(load_run(runs[0]), load_run(runs[1]), META)
+    assert len(pair.scoring_warnings) == 2
+    assert "different settings" in pair.scoring_warnings[0] and "timeout 3600" in pair.scoring_warnings[0]
+    assert pair.scoring_warnings[1].startswith("3 task(s) were scored in different builds of their image")
+    assert compare_tables([pair])[0].notes[0].startswith("Warning: the runs were scored under different settings")

@@ -12,8 +12,10 @@ import time
 import pytest
 import yaml
 
+import pipeline
 from pipeline.config import Containers, Juniors, Limits, RunConfig
 from pipeline.datasets import BUNDLED, defaults_for
+from pipeline.evaluation.protocol import PROTOCOL_VERSION
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.job import TaskJob
 from pipeline.juniors.rollout import _take_patch
@@ -22,6 +24,7 @@ from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
+from pipeline.runtime.image_names import image_name
 from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.limits import CAPABILITIES, MIB, container_limits, fill_defaults
 from pipeline.tasks import load_tasks
@@ -166,6 +169,9 @@ def test_scoring_has_no_network_unless_asked_and_is_limited(tmp_path, run_id, mo
     assert offline["resolved"] and online["resolved"]  # the gold patch scores under the limits
     assert offline["network"] is False and online["network"] is True
     assert offline["limits"]["pids"] == 512 and offline["limits"]["memory"] == "2g"
+    image_id = containers.client().images.get(image_name(TEMPLATE, TASK.to_row())).id
+    assert offline["scorer"] == {"swepipe": pipeline.__version__, "protocol": PROTOCOL_VERSION,
+                                 "timeout": settings.timeout, "image_id": image_id} and image_id.startswith("sha256:")
     assert seen[0]["Config"].get("NetworkDisabled") is True and not seen[1]["Config"].get("NetworkDisabled")
     for attrs in seen:
         assert_contained(attrs["HostConfig"], chosen)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pipeline.tasks import Task
 
 WORKSPACE = "/workspace"
+# The protocol as carried out here, on record in every result: raised when a change here could move a verdict.
+PROTOCOL_VERSION = "swe-bench-pro-os/1"
 _SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _BINARY_MARKERS = re.compile(r"(?m)^(Binary files .* differ|GIT binary patch)$")
 

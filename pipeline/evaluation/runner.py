@@ -10,14 +10,14 @@ from pathlib import Path
 
 import requests
 
-from pipeline import patchtext, stopping
+from pipeline import __version__, patchtext, stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
 from pipeline.evaluation.files import extract_archive, tar_of
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
 from pipeline.records import EvalResult
 from pipeline.storage import redact_file
-from pipeline.evaluation.protocol import (WORKSPACE, dockerfile_env_exports, entry_script, judge,
+from pipeline.evaluation.protocol import (PROTOCOL_VERSION, WORKSPACE, dockerfile_env_exports, entry_script, judge,
                                           parse_statuses, strip_binary_sections)
 from pipeline.runtime import containers
 from pipeline.runtime.image_names import image_name
@@ -53,13 +53,14 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     record = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
               "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
-              "limits": limits.describe()}
+              "limits": limits.describe(),
+              "scorer": {"swepipe": __version__, "protocol": PROTOCOL_VERSION, "timeout": settings.timeout}}
     try:
         workspace = _workspace_files(task, applied_patch, settings)
         (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
         image = image_name(settings.image_template, task.to_row())
         record["image"] = image
-        exit_code, timed_out = through_breaker(
+        exit_code, timed_out, record["scorer"]["image_id"] = through_breaker(
             lambda: _run_container(task, image, workspace, out_dir, settings, limits))
         record["entry_exit_code"] = exit_code
         record.update(_judge_outputs(task, out_dir, timed_out))
@@ -92,9 +93,9 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str
 
 
 def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
-                   settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool]:
-    """(exit code, timed out) of the entry script in a fresh container of ``image``, its outputs saved in
-    ``out_dir``. Every Docker or transport failure raises InfraError (EngineDown: the engine did not answer), a
+                   settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, str]:
+    """(exit code, timed out, the image's id) of the entry script in a fresh container of ``image``, its outputs
+    saved in ``out_dir``. Every Docker or transport failure raises InfraError (EngineDown: the engine did not answer), a
     stop raises Stopped."""
     try:
         return _in_container(task, image, workspace, out_dir, settings, limits)
@@ -111,8 +112,8 @@ def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir:
 
 
 def _in_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
-                  settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool]:
-    ensure_image(image, platform=settings.platform, show_progress=False)
+                  settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, str]:
+    image_id = ensure_image(image, platform=settings.platform, show_progress=False).id
     client = containers.client()
     containers.install_cleanup_handlers()
     container = with_disk_quota(
@@ -135,7 +136,7 @@ def _in_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: 
             raise InfraError(f"the outputs of the container of {image} cannot be read: {error}") from error
         for log in ("entry.log", *TEST_LOGS):  # not output.json: test names stay exact
             redact_file(out_dir / log)
-        return exit_code, timed_out
+        return exit_code, timed_out, image_id
     finally:
         containers.remove(container)
 

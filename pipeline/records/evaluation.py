@@ -47,6 +47,9 @@ class EvalResult(Record):
     network: Flag = Field(None, description="the tests' container had the network")
     limits: dict[str, Any] = Field(None, description="the container's limits (pipeline.runtime.limits)")
     image: Text = Field(None, description="the task's image")
+    scorer: dict[str, Any] = Field(None, description="how it was scored, beside network and limits: swepipe's "
+                                                     "version, the protocol's (pipeline.evaluation.protocol), the "
+                                                     "tests' time limit in seconds, the image's id (its digest)")
     entry_exit_code: Int | None = Field(None, description="the entry script's exit code (null: timed out)")
     timed_out: Flag = Field(None, description="the tests ran out of time")
     FAIL_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests the fix must make pass (a list of "

@@ -14,6 +14,7 @@ pair of runs, on the tasks with a verdict in both:
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -63,6 +64,7 @@ class Pair:
     groups: list[GroupRow] = field(default_factory=list)
     editors: tuple[str, str] = ("n/a", "n/a")  # whether each run's agents had the file editor
     left_out: dict[str, int] = field(default_factory=dict)  # run -> its scored tasks the other did not score
+    scoring_warnings: list[str] = field(default_factory=list)  # the two runs were not scored the same way
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -110,7 +112,38 @@ def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]
         dollars_interval=dollars_interval, only_a_ids=only_a_ids, only_b_ids=only_b_ids,
         groups=_groups(shared, a, b, meta), editors=(file_editor(run_a.config), file_editor(run_b.config)),
         left_out={run_a.run_id: len(scored_a.keys() - scored_b.keys()),
-                  run_b.run_id: len(scored_b.keys() - scored_a.keys())})
+                  run_b.run_id: len(scored_b.keys() - scored_a.keys())},
+        scoring_warnings=scoring_warnings(run_a.run_id, [scored_a[i] for i in shared],
+                                          run_b.run_id, [scored_b[i] for i in shared]))
+
+
+def scoring(task: TaskRecord) -> tuple[str, str | None]:
+    """How a task was scored, from its eval/result.json: its settings (network, limits, the time limit, the
+    protocol's and swepipe's versions) in words, and the image's id; ("not on record", None) for a verdict that
+    came without one."""
+    result = task.eval_result
+    if result is None:
+        return "not on record", None
+    scorer = result.scorer if isinstance(result.scorer, dict) else {}
+    settings = {"network": result.network, "limits": result.limits,
+                **{key: scorer.get(key) for key in ("timeout", "protocol", "swepipe")}}
+    words = ", ".join(f"{key} {json.dumps(value, sort_keys=True)}" for key, value in settings.items())
+    return words, scorer.get("image_id")
+
+
+def scoring_warnings(name_a: str, tasks_a: list[TaskRecord], name_b: str, tasks_b: list[TaskRecord]) -> list[str]:
+    """What differed between how two runs' shared tasks were scored (both lists in the same task order)."""
+    warnings = []
+    seen_a = {scoring(t)[0] for t in tasks_a}
+    seen_b = {scoring(t)[0] for t in tasks_b}
+    if seen_a != seen_b:
+        warnings.append(f"the runs were scored under different settings: {name_a}: {'; '.join(sorted(seen_a))}. "
+                        f"{name_b}: {'; '.join(sorted(seen_b))}")
+    images = sum(1 for a, b in zip(tasks_a, tasks_b)
+                 if None not in (scoring(a)[1], scoring(b)[1]) and scoring(a)[1] != scoring(b)[1])
+    if images:
+        warnings.append(f"{images} task(s) were scored in different builds of their image (another image id)")
+    return warnings
 
 
 def _costs(tasks: list[TaskRecord]) -> np.ndarray:
@@ -153,7 +186,8 @@ def compare_tables(pairs: list[Pair]) -> list[Table]:
                 ["file editor", f"{pair.editors[0]} -> {pair.editors[1]}"],
                 [f"resolved only by {pair.a}", ", ".join(pair.only_a_ids) or "none"],
                 [f"resolved only by {pair.b}", ", ".join(pair.only_b_ids) or "none"]]
-        notes = ["On the tasks both runs scored (a verdict in each; infrastructure errors have none)."]
+        notes = [f"Warning: {warning}" for warning in pair.scoring_warnings]
+        notes.append("On the tasks both runs scored (a verdict in each; infrastructure errors have none).")
         notes += [f"{run}: {count} scored task(s) the other run did not score, left out"
                   for run, count in pair.left_out.items() if count]
         tables.append(Table(title, ["", "value"], rows, notes))
