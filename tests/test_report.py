@@ -454,3 +454,17 @@ def test_reward_efficiency_beside_the_resolve_rate_one(tmp_path):
     rows = {r[0]: r[1:] for r in overview([base, s], base).rows}
     assert rows["reward efficiency vs solo"] == ["baseline", "+0.500 per $ (+15.0 pp for $0.3000/task more)"]
     assert rows["efficiency vs solo"][1] == "dominated: the same resolve rate for $0.3000/task more"
+
+
+def test_outcomes_by_repository_and_language_show_where_a_run_loses(runs):
+    """The pipe run: calc-1 and calc-2 resolved, lib-3 failed its tests; with the dataset's repositories the
+    report counts each cause per repository and language, and a task the dataset lacks is '?'."""
+    meta = {"demo__calc-1": ("demo/calc", "python"), "demo__calc-2": ("demo/calc", "python")}
+    report = build_report([runs / "pipe"], None, meta=meta)
+    table = next(t for t in report.tables() if t.title == "Outcomes by repository and language: pipe")
+    assert table.headers[:3] == ["by", "name", "tasks"] and set(table.headers[3:]) == {"resolved", "tests_failed"}
+    rows = {(row[0], row[1]): dict(zip(table.headers[2:], row[2:])) for row in table.rows}
+    assert rows[("repo", "demo/calc")] == {"tasks": "2", "resolved": "2", "tests_failed": "0"}
+    assert rows[("repo", "?")] == {"tasks": "1", "resolved": "0", "tests_failed": "1"}
+    assert rows[("language", "python")]["resolved"] == "2"
+    assert not any(t.title.startswith("Outcomes by repository") for t in build_report([runs / "pipe"], None).tables())

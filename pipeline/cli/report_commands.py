@@ -36,10 +36,11 @@ def report(
         tasks = _tasks_of_runs([*runs, *([baseline] if baseline else [])], selection)
         patches = {t.instance_id: t.patch for t in tasks}
         problems = {t.instance_id: t.problem_statement for t in tasks}  # for the task pages
+        meta = task_meta(tasks)
     except SwepipeError as error:
         console.print(f"[yellow]no coverage: {error}[/yellow]")
-        patches = problems = None
-    built = build_report(runs, patches, baseline=baseline, problems=problems)
+        patches = problems = meta = None
+    built = build_report(runs, patches, baseline=baseline, problems=problems, meta=meta)
     for table in built.tables(per_task=False):
         console.print(rich_table(table))
     written = write_report(built, runs[0], html)
@@ -87,6 +88,11 @@ def coverage(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
         console.print(f"figure: {path}", soft_wrap=True)
+
+
+def task_meta(tasks: list) -> dict[str, tuple[str, str]]:
+    """instance id -> (repository, language), for the tables by repository."""
+    return {t.instance_id: (t.repo, str(t.repo_language)) for t in tasks}
 
 
 def _tasks_of_runs(runs: list[Path], selection: opt.TaskSelection) -> list:
@@ -199,7 +205,7 @@ def compare(
     if len(runs) < 2:
         raise SwepipeError("swepipe compare needs at least two run directories (RUN_A RUN_B ...)")
     try:
-        meta = {t.instance_id: (t.repo, str(t.repo_language)) for t in _tasks_of_runs(runs, selection)}
+        meta = task_meta(_tasks_of_runs(runs, selection))
     except SwepipeError as error:
         console.print(f"[yellow]no repository or language per task: {error}[/yellow]")
         meta = {}

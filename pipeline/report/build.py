@@ -32,6 +32,7 @@ class Report:
     team: list[TeamRun] = field(default_factory=list)  # the runs with team tasks: the team analysis
     gold: dict[str, str] | None = None  # instance id -> the dataset's gold patch (task pages), when it was read
     problems: dict[str, str] | None = None  # instance id -> the dataset's problem statement (task pages)
+    meta: dict[str, tuple[str, str]] | None = None  # instance id -> (repository, language), from the dataset
 
     @property
     def title(self) -> str:
@@ -39,7 +40,9 @@ class Report:
 
     def tables(self, per_task_limit: int | None = None, per_task: bool = True) -> list[tab.Table]:
         """Every table; the per-task ones only when ``per_task`` and a run has at most ``per_task_limit`` tasks."""
-        shown = [tab.overview(self.stats, self.baseline), tab.failures(self.stats), tab.exits(self.stats)]
+        shown = [tab.overview(self.stats, self.baseline), tab.failures(self.stats),
+                 *(tab.causes_by_group(run, self.meta) for run in self.runs if self.meta is not None and run.tasks),
+                 tab.exits(self.stats)]
         number = {run.run_id: n for n, run in reversed(list(enumerate(self.runs)))}  # run id -> its first run
         if self.team:
             shown += [team_overview(self.team), lead_model_table(self.team)]
@@ -86,9 +89,11 @@ class Report:
 
 
 def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, baseline: str | Path | None = None,
-                 seed: int = 0, problems: dict[str, str] | None = None) -> Report:
+                 seed: int = 0, problems: dict[str, str] | None = None,
+                 meta: dict[str, tuple[str, str]] | None = None) -> Report:
     """``patches``: instance id -> gold patch (None: no coverage, e.g. when the dataset cannot be read);
-    ``problems``: instance id -> problem statement, for the task pages."""
+    ``problems``: instance id -> problem statement, for the task pages; ``meta``: instance id -> (repository,
+    language), for the outcomes by repository."""
     runs = [load_run(path) for path in run_dirs]
     base_run, first = None, 0  # first: where the runs asked for start
     if baseline is not None:
@@ -108,7 +113,8 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
         coverage = [c for c in every if c.tasks] or [every[first]]
     notes += [f"{run.run_id}: {task.instance_id}: {name} is {why}; the report reads it as none"
               for run in runs for task in run.tasks for name, why in task.unreadable.items()]
-    return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems)
+    return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems,
+                  meta=meta)
 
 
 def write_report(report: Report, out_dir: Path, html_path: Path | None = None,

@@ -208,6 +208,29 @@ def failures(stats: list[RunStats]) -> Table:
     return table
 
 
+def cause(task) -> str:
+    """Why a task ended as it did: its evaluation category, or "no patch" when an unresolved task submitted none."""
+    if not task.resolved and not (task.prediction.model_patch or "").strip():
+        return "no patch"
+    return task.category
+
+
+def causes_by_group(run: RunData, meta: dict[str, tuple[str, str]]) -> Table:
+    """One run's outcomes by repository, then by language (``meta``: instance id -> (repository, language))."""
+    causes = list(dict.fromkeys(cause(t) for t in run.tasks))
+    rows = []
+    for kind, position in (("repo", 0), ("language", 1)):
+        members: dict[str, list] = {}
+        for task in run.tasks:
+            members.setdefault(meta.get(task.instance_id, ("?", "?"))[position] or "?", []).append(task)
+        for name, tasks in sorted(members.items()):
+            counts = Counter(cause(t) for t in tasks)
+            rows.append([kind, name, str(len(tasks)), *(str(counts[c]) for c in causes)])
+    return Table(f"Outcomes by repository and language: {run.run_id}", ["by", "name", "tasks", *causes], rows,
+                 ["no patch: unresolved with an empty patch; the other causes are the evaluation's categories "
+                  "(tests_failed, patch_failed, timeout, infra_error, ...); ? where the dataset was not read."])
+
+
 def per_task(run: RunData, stages: list[str]) -> Table:
     rows = []
     nodes = any(t.prediction.node for t in run.tasks)  # which machine ran each task (recorded since Ray)
