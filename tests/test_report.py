@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.errors import SwepipeError
 from pipeline.report.build import build_report, write_report
 from pipeline.report.load import load_run
 from pipeline.report.stats import bootstrap_interval, efficiency, error_kind, run_stats
@@ -468,3 +469,19 @@ def test_outcomes_by_repository_and_language_show_where_a_run_loses(runs):
     assert rows[("repo", "?")] == {"tasks": "1", "resolved": "0", "tests_failed": "1"}
     assert rows[("language", "python")]["resolved"] == "2"
     assert not any(t.title.startswith("Outcomes by repository") for t in build_report([runs / "pipe"], None).tables())
+
+
+def test_a_report_on_a_subset_gives_every_figure_there_and_the_full_rate_beside(runs, tmp_path):
+    ids = tmp_path / "reliable.txt"
+    ids.write_text("# from swepipe validate\ndemo__calc-1\n\ndemo__calc-2  # stable\nnot-in-the-run\n")
+    report = build_report([runs / "pipe"], None, subset=ids)
+    assert (report.stats[0].tasks, report.stats[0].resolved) == (2, 2) and report.full_stats[0].tasks == 3
+    rows = {row[0]: row[1] for row in report.tables()[0].rows}
+    assert rows[f"resolved (95% CI), on the subset {ids}"].startswith("2/2")
+    assert rows["resolved (95% CI), on every task"].startswith("2/3")
+    assert str(ids) in report.notes[0]
+    ids.write_text("# nothing\n")
+    with pytest.raises(SwepipeError, match="lists no instance id"):
+        build_report([runs / "pipe"], None, subset=ids)
+    with pytest.raises(SwepipeError, match="cannot read the id file"):
+        build_report([runs / "pipe"], None, subset=tmp_path / "missing.txt")

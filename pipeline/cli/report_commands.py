@@ -23,6 +23,9 @@ def report(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (offline, figures "
                                                  "embedded) to this file, and a page per task beside it "
                                                  "(<name>_tasks/).")] = None,
+    subset: Annotated[Optional[Path], typer.Option(
+        "--subset", help="A file of instance ids (one a line, e.g. reliable.txt): every figure on those tasks, the "
+                         "resolve rate on every task beside.")] = None,
     selection: opt.TaskSelection = opt.TaskSelection(),
 ) -> None:
     """Report runs: resolve rate, dollars, tokens and time by stage.
@@ -40,7 +43,7 @@ def report(
     except SwepipeError as error:
         console.print(f"[yellow]no coverage: {error}[/yellow]")
         patches = problems = meta = None
-    built = build_report(runs, patches, baseline=baseline, problems=problems, meta=meta)
+    built = build_report(runs, patches, baseline=baseline, problems=problems, meta=meta, subset=subset)
     for table in built.tables(per_task=False):
         console.print(rich_table(table))
     written = write_report(built, runs[0], html)

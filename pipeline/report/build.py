@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.errors import SwepipeError
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
 from pipeline.report import team_figures
@@ -33,6 +34,8 @@ class Report:
     gold: dict[str, str] | None = None  # instance id -> the dataset's gold patch (task pages), when it was read
     problems: dict[str, str] | None = None  # instance id -> the dataset's problem statement (task pages)
     meta: dict[str, tuple[str, str]] | None = None  # instance id -> (repository, language), from the dataset
+    subset: str | None = None  # the id file every figure is restricted to (report --subset)
+    full_stats: list[RunStats] | None = None  # with a subset: the runs' stats on every task
 
     @property
     def title(self) -> str:
@@ -40,7 +43,7 @@ class Report:
 
     def tables(self, per_task_limit: int | None = None, per_task: bool = True) -> list[tab.Table]:
         """Every table; the per-task ones only when ``per_task`` and a run has at most ``per_task_limit`` tasks."""
-        shown = [tab.overview(self.stats, self.baseline), tab.failures(self.stats),
+        shown = [tab.overview(self.stats, self.baseline, self.full_stats, self.subset), tab.failures(self.stats),
                  *(tab.causes_by_group(run, self.meta) for run in self.runs if self.meta is not None and run.tasks),
                  tab.exits(self.stats)]
         number = {run.run_id: n for n, run in reversed(list(enumerate(self.runs)))}  # run id -> its first run
@@ -90,10 +93,11 @@ class Report:
 
 def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, baseline: str | Path | None = None,
                  seed: int = 0, problems: dict[str, str] | None = None,
-                 meta: dict[str, tuple[str, str]] | None = None) -> Report:
+                 meta: dict[str, tuple[str, str]] | None = None, subset: Path | None = None) -> Report:
     """``patches``: instance id -> gold patch (None: no coverage, e.g. when the dataset cannot be read);
     ``problems``: instance id -> problem statement, for the task pages; ``meta``: instance id -> (repository,
-    language), for the outcomes by repository."""
+    language), for the outcomes by repository; ``subset``: a file of instance ids (one a line, # comments), every
+    figure then on those tasks alone, the resolve rate on every task beside."""
     runs = [load_run(path) for path in run_dirs]
     base_run, first = None, 0  # first: where the runs asked for start
     if baseline is not None:
@@ -102,6 +106,13 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
         if base_run is None:
             base_run, first = load_run(baseline), 1
             runs.insert(0, base_run)
+    full_stats = None
+    if subset is not None:
+        full_stats = [run_stats(run, seed=seed) for run in runs]
+        kept = read_id_file(subset)
+        runs = [dataclasses.replace(run, tasks=[t for t in run.tasks if t.instance_id in kept],
+                                    unfinished=[i for i in run.unfinished if i in kept]) for run in runs]
+        base_run = next((r for r in runs if base_run is not None and r.root == base_run.root), None)
     stats = [run_stats(run, seed=seed) for run in runs]
     base_stats = stats[runs.index(base_run)] if base_run is not None else None
     notes = [f"{run.run_id}: {problem}; that task is left out" for run in runs for problem in run.refused.values()]
@@ -113,8 +124,23 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
         coverage = [c for c in every if c.tasks] or [every[first]]
     notes += [f"{run.run_id}: {task.instance_id}: {name} is {why}; the report reads it as none"
               for run in runs for task in run.tasks for name, why in task.unreadable.items()]
+    if subset is not None:
+        notes.insert(0, f"Every figure is on the {len(kept)} task(s) listed in {subset} (those the runs hold); the "
+                        "overview gives the resolve rate on every task beside.")
     return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems,
-                  meta=meta)
+                  meta=meta, subset=str(subset) if subset is not None else None, full_stats=full_stats)
+
+
+def read_id_file(path: Path) -> set[str]:
+    """The instance ids of a file (one a line; blank lines and # comments skipped), e.g. validate's reliable.txt."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise SwepipeError(f"cannot read the id file {path}: {error.strerror or error}") from None
+    ids = {line.split("#", 1)[0].strip() for line in lines} - {""}
+    if not ids:
+        raise SwepipeError(f"the id file {path} lists no instance id (one a line)")
+    return ids
 
 
 def write_report(report: Report, out_dir: Path, html_path: Path | None = None,

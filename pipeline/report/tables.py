@@ -116,14 +116,18 @@ def shares_cell(s: RunStats) -> str:
     return " · ".join(f"{stage} {share:.0%}" for stage, share in s.cost_share.items())
 
 
-def overview(stats: list[RunStats], baseline: RunStats | None) -> Table:
+def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunStats] | None = None,
+             subset: str | None = None) -> Table:
+    """``full``: with a ``subset`` (its name), the same runs on every task, their resolve rate shown beside."""
     headers = ["", *(s.run_id for s in stats)]
     rows = [["strategy", *(", ".join(s.strategies) or NA for s in stats)],
             ["pipeline variant", *(s.variant for s in stats)],
             ["history compaction", *(s.compaction for s in stats)],
             ["file editor", *(s.editor for s in stats)],
             ["tasks", *(f"{s.tasks}" + (f" (+{s.unfinished} unfinished)" if s.unfinished else "") for s in stats)],
-            ["resolved (95% CI)", *(resolved_cell(s) for s in stats)],
+            ["resolved (95% CI)" + (f", on the subset {subset}" if subset else ""),
+             *(resolved_cell(s) for s in stats)],
+            *([["resolved (95% CI), on every task", *(resolved_cell(s) for s in full)]] if full else []),
             ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)],
             ["reward (tests passed)", *(reward_cell(s) for s in stats)]]
     if baseline is not None:
