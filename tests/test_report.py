@@ -172,6 +172,13 @@ def test_report_files_are_written_into_the_first_run(runs, patches, tmp_path):
     assert "| resolved (95% CI) | 1/3 = 33.3% [" in markdown and "2/3 = 66.7% [" in markdown
     assert "cheaper and worse: -33.3 pp for $0.1900/task less" in markdown and "+6.250 per $" in markdown
     assert "![Coverage against pool size: pipe](figures/coverage-pipe.png)" in markdown
+    # The baseline's paired comparison: each other run against solo on the tasks both scored.
+    assert [(p.a, p.b) for p in report.pairs] == [("solo", "pipe"), ("solo", "failed"), ("solo", "reused"),
+                                                  ("solo", "empty")]
+    against = report.pairs[0]
+    assert against.both + against.only_a + against.only_b + against.neither == against.tasks == 3
+    assert (against.rate_a, against.rate_b) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+    assert "## pipe against solo (3 tasks both scored)" in markdown and "exact McNemar p (two-sided)" in markdown
     page = (tmp_path / "out" / "report.html").read_text()
     assert page == (runs / "pipe" / "report.html").read_text() and written["report.md"].exists()
     assert page.count('src="data:image/png;base64,') == 6

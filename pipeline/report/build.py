@@ -11,6 +11,7 @@ from pipeline.errors import SwepipeError
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
 from pipeline.report import team_figures
+from pipeline.report.compare import Pair, compare_pair, compare_tables
 from pipeline.report.coverage import RunCoverage, run_coverage
 from pipeline.report.load import RunData, load_run
 from pipeline.report.render import html_page, markdown
@@ -36,6 +37,7 @@ class Report:
     meta: dict[str, tuple[str, str]] | None = None  # instance id -> (repository, language), from the dataset
     subset: str | None = None  # the id file every figure is restricted to (report --subset)
     full_stats: list[RunStats] | None = None  # with a subset: the runs' stats on every task
+    pairs: list[Pair] = field(default_factory=list)  # with a baseline: each other run against it, task by task
 
     @property
     def title(self) -> str:
@@ -45,7 +47,7 @@ class Report:
         """Every table; the per-task ones only when ``per_task`` and a run has at most ``per_task_limit`` tasks."""
         shown = [tab.overview(self.stats, self.baseline, self.full_stats, self.subset), tab.failures(self.stats),
                  *(tab.causes_by_group(run, self.meta) for run in self.runs if self.meta is not None and run.tasks),
-                 tab.exits(self.stats)]
+                 *compare_tables(self.pairs), tab.exits(self.stats)]
         number = {run.run_id: n for n, run in reversed(list(enumerate(self.runs)))}  # run id -> its first run
         if self.team:
             shown += [team_overview(self.team), lead_model_table(self.team)]
@@ -127,8 +129,10 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
     if subset is not None:
         notes.insert(0, f"Every figure is on the {len(kept)} task(s) listed in {subset} (those the runs hold); the "
                         "overview gives the resolve rate on every task beside.")
+    pairs = [compare_pair(base_run, run, meta or {}, seed) for run in runs if run is not base_run] \
+        if base_run is not None else []
     return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems,
-                  meta=meta, subset=str(subset) if subset is not None else None, full_stats=full_stats)
+                  meta=meta, subset=str(subset) if subset is not None else None, full_stats=full_stats, pairs=pairs)
 
 
 def read_id_file(path: Path) -> set[str]:
