@@ -196,8 +196,10 @@ def compare(
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write it as one HTML page here.")] = None,
     selection: opt.TaskSelection = opt.TaskSelection(),
 ) -> None:
-    """Compare runs task by task on the tasks both scored: the 2x2 table, the exact McNemar p-value, paired
-    bootstrap intervals of the differences in resolve rate and $/task, per repository and language."""
+    """Compare runs task by task: 2x2 table, McNemar p, paired intervals.
+
+    On the tasks both runs scored: the 2x2 table, the exact McNemar p-value, paired bootstrap intervals of the
+    differences in resolve rate and $/task, per repository and language."""
     import json
 
     from pipeline.report.compare import compare_runs, compare_tables
