@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from pipeline.report.load import RunData, TaskRecord
 from pipeline.report.stats import BOOTSTRAP_RESAMPLES, file_editor
-from pipeline.report.tables import Table, money, percent
-
-UNKNOWN = "?"  # a task's repository or language when the dataset was not read
+from pipeline.report.tables import Table, by_repository_and_language, money, percent
 
 
 @dataclass
@@ -134,13 +131,12 @@ def scoring(task: TaskRecord) -> tuple[str, str | None]:
 def scoring_warnings(name_a: str, tasks_a: list[TaskRecord], name_b: str, tasks_b: list[TaskRecord]) -> list[str]:
     """What differed between how two runs' shared tasks were scored (both lists in the same task order)."""
     warnings = []
-    seen_a = {scoring(t)[0] for t in tasks_a}
-    seen_b = {scoring(t)[0] for t in tasks_b}
+    scored_a, scored_b = [scoring(t) for t in tasks_a], [scoring(t) for t in tasks_b]
+    seen_a, seen_b = {words for words, _ in scored_a}, {words for words, _ in scored_b}
     if seen_a != seen_b:
         warnings.append(f"the runs were scored under different settings: {name_a}: {'; '.join(sorted(seen_a))}. "
                         f"{name_b}: {'; '.join(sorted(seen_b))}")
-    images = sum(1 for a, b in zip(tasks_a, tasks_b)
-                 if None not in (scoring(a)[1], scoring(b)[1]) and scoring(a)[1] != scoring(b)[1])
+    images = sum(1 for (_, a), (_, b) in zip(scored_a, scored_b) if None not in (a, b) and a != b)
     if images:
         warnings.append(f"{images} task(s) were scored in different builds of their image (another image id)")
     return warnings
@@ -157,14 +153,8 @@ def _percentiles(values: np.ndarray) -> tuple[float, float]:
 
 
 def _groups(shared: list[str], a: np.ndarray, b: np.ndarray, meta: dict[str, tuple[str, str]]) -> list[GroupRow]:
-    rows = []
-    for group, position in (("repo", 0), ("language", 1)):
-        members: dict[str, list[int]] = defaultdict(list)
-        for number, instance_id in enumerate(shared):
-            members[meta.get(instance_id, (UNKNOWN, UNKNOWN))[position] or UNKNOWN].append(number)
-        for name, numbers in sorted(members.items()):
-            rows.append(GroupRow(group, name, len(numbers), float(a[numbers].mean()), float(b[numbers].mean())))
-    return rows
+    return [GroupRow(kind, name, len(numbers), float(a[numbers].mean()), float(b[numbers].mean()))
+            for kind, name, numbers in by_repository_and_language(list(range(len(shared))), shared, meta)]
 
 
 # -- tables ---------------------------------------------------------------------------------------------------

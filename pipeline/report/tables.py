@@ -219,17 +219,27 @@ def cause(task) -> str:
     return task.category
 
 
+UNKNOWN = "?"  # a task's repository or language when the dataset was not read
+
+
+def by_repository_and_language(items: list, ids: list[str], meta: dict[str, tuple[str, str]]):
+    """("repo" or "language", its name, the items of its tasks), by repository then by language; ``ids`` are the
+    items' instance ids, ``meta`` instance id -> (repository, language)."""
+    for kind, position in (("repo", 0), ("language", 1)):
+        members: dict[str, list] = {}
+        for item, instance_id in zip(items, ids):
+            members.setdefault(meta.get(instance_id, (UNKNOWN, UNKNOWN))[position] or UNKNOWN, []).append(item)
+        for name, grouped in sorted(members.items()):
+            yield kind, name, grouped
+
+
 def causes_by_group(run: RunData, meta: dict[str, tuple[str, str]]) -> Table:
     """One run's outcomes by repository, then by language (``meta``: instance id -> (repository, language))."""
     causes = list(dict.fromkeys(cause(t) for t in run.tasks))
     rows = []
-    for kind, position in (("repo", 0), ("language", 1)):
-        members: dict[str, list] = {}
-        for task in run.tasks:
-            members.setdefault(meta.get(task.instance_id, ("?", "?"))[position] or "?", []).append(task)
-        for name, tasks in sorted(members.items()):
-            counts = Counter(cause(t) for t in tasks)
-            rows.append([kind, name, str(len(tasks)), *(str(counts[c]) for c in causes)])
+    for kind, name, tasks in by_repository_and_language(run.tasks, [t.instance_id for t in run.tasks], meta):
+        counts = Counter(cause(t) for t in tasks)
+        rows.append([kind, name, str(len(tasks)), *(str(counts[c]) for c in causes)])
     return Table(f"Outcomes by repository and language: {run.run_id}", ["by", "name", "tasks", *causes], rows,
                  ["no patch: unresolved with an empty patch; the other causes are the evaluation's categories "
                   "(tests_failed, patch_failed, timeout, infra_error, ...); ? where the dataset was not read."])
