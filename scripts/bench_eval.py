@@ -1,8 +1,10 @@
 """How much `swepipe eval` adds to the tests themselves, on the bundled tasks, in one run.
 
 Baseline: for every task, a bare `docker run` of the task image that restores the hidden tests and
-runs run_script.sh, nothing else, with the same number of workers. Then `swepipe eval` scores the
-gold patches (fresh output directory). Prints both wall times and their ratio.
+runs run_script.sh, nothing else, with the same number of workers (a first pass warms the page cache
+and is not counted). Then the gold patches are scored as `swepipe eval --workers N` scores them (fresh
+output directories), under each scoring profile (pipeline.evaluation.profiles). Prints the wall times
+and their ratios to the bare runs.
 
     python scripts/bench_eval.py [--workers 2] [--limit N]
 """
@@ -18,9 +20,11 @@ from pathlib import Path
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.profiles import PROFILES
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.runtime import containers
 from pipeline.runtime.image_names import image_name
+from pipeline.runtime.limits import container_limits
 from pipeline.tasks import load_tasks
 
 
@@ -44,21 +48,28 @@ def main() -> None:
     tasks = load_tasks(BUNDLED)[: args.limit]
     defaults = defaults_for(BUNDLED)
 
-    started = time.monotonic()
-    with ThreadPoolExecutor(args.workers) as pool:
-        bare_each = list(pool.map(lambda t: bare_run(t, defaults.run_scripts), tasks))
-    bare = time.monotonic() - started
-
-    with tempfile.TemporaryDirectory() as out:
-        settings = EvalSettings(image_template=defaults.image_template, run_scripts=defaults.run_scripts,
-                                run_id="bench-eval")
+    def bare_pass() -> tuple[float, list[float]]:
         started = time.monotonic()
-        summary = evaluate_predictions([Prediction(t.instance_id, t.patch) for t in tasks], tasks, Path(out),
-                                       settings, workers=args.workers, show_progress=False)
-        full = time.monotonic() - started
-    print(f"{len(tasks)} bundled tasks, {args.workers} workers; gold resolved {summary.resolved}/{len(tasks)}")
-    print(f"bare test-script runs   {bare:7.1f} s wall ({sum(bare_each):.1f} s summed)   1.00x")
-    print(f"swepipe eval            {full:7.1f} s wall                        {full / bare:5.2f}x")
+        with ThreadPoolExecutor(args.workers) as pool:
+            each = list(pool.map(lambda t: bare_run(t, defaults.run_scripts), tasks))
+        return time.monotonic() - started, each
+
+    bare_pass()  # warm-up
+    bare, bare_each = bare_pass()
+    print(f"{len(tasks)} bundled tasks, {args.workers} workers")
+    print(f"bare test-script runs             {bare:7.1f} s wall ({sum(bare_each):.1f} s summed)   1.00x")
+    for profile in PROFILES.values():
+        with tempfile.TemporaryDirectory() as out:
+            settings = EvalSettings(image_template=defaults.image_template, run_scripts=defaults.run_scripts,
+                                    run_id="bench-eval", profile=profile.name,
+                                    limits=container_limits(concurrent=args.workers))  # as swepipe eval sizes them
+            started = time.monotonic()
+            summary = evaluate_predictions([Prediction(t.instance_id, t.patch) for t in tasks], tasks, Path(out),
+                                           settings, workers=args.workers, show_progress=False)
+            full = time.monotonic() - started
+        cpus = settings.container_limits().cpus
+        print(f"swepipe eval, profile {profile.name:<9}  {full:7.1f} s wall, {cpus:g} CPU(s) a container, gold "
+              f"resolved {summary.resolved}/{len(tasks)}   {full / bare:5.2f}x")
 
 
 if __name__ == "__main__":

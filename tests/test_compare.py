@@ -104,3 +104,19 @@ def test_runs_scored_differently_are_said_to_be(runs):
     assert "different settings" in pair.scoring_warnings[0] and "timeout 3600" in pair.scoring_warnings[0]
     assert pair.scoring_warnings[1].startswith("3 task(s) were scored in different builds of their image")
     assert compare_tables([pair])[0].notes[0].startswith("Warning: the runs were scored under different settings")
+
+
+def test_a_report_of_runs_scored_under_different_profiles_warns(runs):
+    """The report of two runs side by side (no baseline) says they were scored differently, as compare does."""
+    from pipeline.report.build import build_report
+
+    write_results(runs[0], 1800, "sha256:aaa")
+    write_results(runs[1], 1800, "sha256:aaa")
+    assert not [n for n in build_report(list(runs), None).notes if n.startswith("Warning")]
+    for result in runs[1].glob("tasks/*/eval/result.json"):
+        data = json.loads(result.read_text())
+        data["scorer"].update(profile="official", timeout=3600)
+        result.write_text(json.dumps(data))
+    warnings = [n for n in build_report(list(runs), None).notes if n.startswith("Warning")]
+    assert len(warnings) == 1 and "scored under different settings" in warnings[0]
+    assert 'profile "official"' in warnings[0] and "timeout 3600" in warnings[0]

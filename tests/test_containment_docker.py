@@ -1,6 +1,7 @@
 """Containment in real containers: what agents and scoring may use, and runaway commands that end their own
 rollout while the other rollouts of the stage, and the host, go on."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -26,7 +27,8 @@ from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
 from pipeline.runtime.image_names import image_name
 from pipeline.runtime.factory import open_runtime
-from pipeline.runtime.limits import CAPABILITIES, MIB, container_limits, fill_defaults
+from pipeline.runtime.limits import (CAPABILITIES, MEMORY_SHARE, MIB, container_limits, fill_defaults,
+                                     machine_memory)
 from pipeline.tasks import load_tasks
 from scripted_pipeline import SUBMIT, apply_patch_command, bash
 from leftovers import run_containers
@@ -166,15 +168,26 @@ def test_scoring_has_no_network_unless_asked_and_is_limited(tmp_path, run_id, mo
     offline = evaluate(TASK, TASK.patch, tmp_path / "offline", settings)
     settings.network = True
     online = evaluate(TASK, TASK.patch, tmp_path / "online", settings)
-    assert offline["resolved"] and online["resolved"]  # the gold patch scores under the limits
+    official = EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id,
+                            limits=chosen, profile="official", seed=7)
+    graded = evaluate(TASK, TASK.patch, tmp_path / "official", official)
+    assert offline["resolved"] and online["resolved"] and graded["resolved"]  # the gold patch scores under them
     assert offline["network"] is False and online["network"] is True
     assert offline["limits"]["pids"] == 512 and offline["limits"]["memory"] == "2g"
     image_id = containers.client().images.get(image_name(TEMPLATE, TASK.to_row())).id
-    assert offline["scorer"] == {"swepipe": pipeline.__version__, "protocol": PROTOCOL_VERSION,
-                                 "timeout": settings.timeout, "image_id": image_id} and image_id.startswith("sha256:")
+    assert offline["scorer"] == {"swepipe": pipeline.__version__, "protocol": PROTOCOL_VERSION, "profile": "local",
+                                 "timeout": 1800, "image_id": image_id} and image_id.startswith("sha256:")
+    assert graded["scorer"] == {**offline["scorer"], "profile": "official", "timeout": 3600, "seed": 7}
     assert seen[0]["Config"].get("NetworkDisabled") is True and not seen[1]["Config"].get("NetworkDisabled")
-    for attrs in seen:
-        assert_contained(attrs["HostConfig"], chosen)
+    local = dataclasses.replace(chosen, cpus=float(os.cpu_count()))  # the local profile: no CPU cap
+    for attrs in seen[:2]:
+        assert_contained(attrs["HostConfig"], local)
+    # the official profile: up to 4 CPUs and 30 GiB, capped at this machine; the seed reaches the tests
+    graded_limits = dataclasses.replace(chosen, cpus=float(min(4, os.cpu_count())),
+                                        memory=min(30 * 1024 * MIB, int(machine_memory() * MEMORY_SHARE)))
+    assert_contained(seen[2]["HostConfig"], graded_limits)
+    assert graded["limits"]["cpus"] == graded_limits.cpus and "SWEPIPE_SCORING_SEED=7" in seen[2]["Config"]["Env"]
+    assert not any(e.startswith("SWEPIPE_SCORING_SEED") for e in seen[0]["Config"]["Env"] or [])
 
 
 def swepipe(*args, cwd):

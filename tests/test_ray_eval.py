@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from fake_registry import FakeRegistry
+from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers, image_disk
@@ -229,3 +230,40 @@ def test_sigterm_stops_the_cluster_s_candidate_scoring_keeping_the_summaries(clu
     assert not any(paths.candidate_result(key).exists() for key in (gold_key, half_key))  # cut short: no verdict
     summary = json.loads((paths.candidates / "summary.json").read_text())  # says what was scored: nothing
     assert (summary["total"], summary["resolved"], [c["resolved"] for c in summary["candidates"]]) == (2, 0, [None] * 2)
+
+
+def test_validate_and_compare_give_the_same_files_on_the_cluster_as_on_the_thread_pool(cluster, tmp_path):
+    """validate --replicas 3 (a stable task and its seeded flaky copy) and compare of two runs scored by
+    `swepipe eval`, once on this machine's thread pool and once on the cluster: the same instances.jsonl,
+    reliable.txt and compare --json."""
+    from flaky_task import write_dataset
+
+    dataset, scripts, flaky = write_dataset(tmp_path, [FIRST], FIRST)
+    outputs = {}
+    for where, extra in (("threads", ()), ("ray", ("--executor", "ray", "--ray-address", cluster.address))):
+        folder = tmp_path / where
+        for run, patches in (("A", [(FIRST, FIRST.patch), (SECOND, SECOND.patch)]),
+                             ("B", [(FIRST, FIRST.patch), (SECOND, "")])):
+            root = folder / "runs" / run
+            root.mkdir(parents=True)
+            (root / "config.yaml").write_text(yaml.safe_dump({"limits": {"editor": True}}))
+            (root / "predictions.jsonl").write_text("".join(json.dumps(
+                {"instance_id": task.instance_id, "model_patch": patch, "strategy": "solo",
+                 "cost": {"solo": 0.5, "total": 0.5}}) + "\n" for task, patch in patches))
+            swepipe("eval", "--predictions", str(root / "predictions.jsonl"), *extra,
+                    cwd=folder)
+        compared = swepipe("compare", "runs/A", "runs/B", "--json", cwd=folder).stdout
+        validated = swepipe("validate", "--dataset", str(dataset), "--run-scripts", str(scripts), "--replicas", "3",
+                            "--image-template", BUNDLED_IMAGE_TEMPLATE, "--output-dir", "validation",
+                            *extra, cwd=folder, check=False)
+        assert validated.returncode == 1, validated.stdout[-3000:] + validated.stderr[-3000:]  # the flaky one
+        outputs[where] = {"compare": json.loads(compared[compared.index("{"):compared.rindex("}") + 1]),
+                          **{name: (folder / "validation" / name).read_text()
+                             for name in ("instances.jsonl", "reliable.txt")}}
+    assert outputs["ray"] == outputs["threads"]
+    rows = {row["instance_id"]: row["status"]
+            for row in map(json.loads, outputs["ray"]["instances.jsonl"].splitlines())}
+    assert rows == {FIRST.instance_id: "reliable", flaky.instance_id: "flaky"}
+    pair = outputs["ray"]["compare"]["pairs"][0]
+    assert (pair["both"], pair["only_a"], pair["only_b"], pair["neither"]) == (1, 1, 0, 0)
+    assert pair["scoring_warnings"] == []  # both scored alike, on either executor

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, images_app
 from pipeline.errors import SwepipeError
@@ -40,46 +41,90 @@ def tasks(
 
 @app.command()
 @opt.selects_tasks("dataset", "split", "instance_ids", "repo", "language", "limit")
+@opt.scores("run_scripts", "timeout", "scoring_profile", "eval_network")
 def validate(
     selection: opt.TaskSelection,
-    run_scripts: opt.RunScripts = None,
+    scoring: opt.Scoring,
     image_template: opt.ImageTemplate = None,
+    replicas: Annotated[int, typer.Option(
+        help="Score each task's gold and empty patch this many times (replica r gives the tests the seed r); "
+             "tests whose outcome differs between runs are flaky.")] = 1,
     workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
-    timeout: opt.Timeout = 1800,
-    output_dir: Annotated[Optional[Path], typer.Option(help="Where the check's evaluations go.")] = None,
-    eval_network: opt.EvalNetwork = False,
+    output_dir: Annotated[Path, typer.Option(
+        help="Where the scorings, instances.jsonl and reliable.txt go; the same command on the same folder "
+             "resumes (scores only what has no verdict yet).")] = Path("validation"),
+    redo: Annotated[bool, typer.Option(help="Score every replica again, even those with a verdict.")] = False,
+    executor: opt.Executor = None,
+    ray_address: opt.RayAddress = None,
 ) -> None:
-    """Check that every task is sound before a model ever sees it.
+    """Check tasks are sound and which score the same on every run.
 
-    The gold patch resolves, the empty patch does not, FAIL_TO_PASS tests fail and PASS_TO_PASS tests pass at the
-    base commit, and no hidden test's name leaks into the prompt."""
+    Each task's gold patch and the empty patch are scored --replicas times. Writes instances.jsonl (per task:
+    reliable, flaky, broken or unevaluable, and its flaky and broken tests) and reliable.txt (the tasks whose
+    FAIL_TO_PASS tests failed on every empty run and whose tests all passed on every gold run; `swepipe report
+    --subset` takes it), and says whether any hidden test's name leaks into the prompt. Exit 1 when a task is not
+    sound."""
+    from pipeline.config import ExecutorConfig
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.runner import EvalSettings
-    from pipeline.evaluation.validate import validate_tasks
+    from pipeline.evaluation.validate import INSTANCES, RELIABLE, validate_tasks
+    from pipeline.layout import RunLayout
+    from pipeline.run.executors import executor_for
+    from pipeline.run.run_dataset import record_dataset
     from pipeline.runtime.limits import container_limits
 
+    if replicas < 1 or workers < 1:
+        raise SwepipeError(f"--replicas ({replicas}) and --workers ({workers}) must be at least 1")
+    where = executor_for(opt.executor_settings(ExecutorConfig(), executor, ray_address))
+    where.connect()  # Ray missing or no cluster there: said now, before anything is scored
     selected = selection.load()
+    record_dataset(RunLayout(output_dir), selection.dataset, selection.split)  # no mixing two datasets' scorings
     defaults = defaults_for(selection.dataset)
     settings = EvalSettings(image_template=image_template or defaults.image_template,
-                            run_scripts=run_scripts or defaults.run_scripts, timeout=timeout,
-                            run_id=time.strftime("validate-%Y%m%d-%H%M%S"), network=eval_network,
-                            limits=container_limits(concurrent=workers))
-    out = output_dir or Path("runs") / settings.run_id
-    checks = validate_tasks(selected, settings, out, workers=workers, show_progress=sys.stderr.isatty())
-    table = Table(title=f"validation of {len(checks)} task(s) from {selection.dataset}")
-    for column in ("instance id", "gold resolves", "empty fails", "F2P fail at base", "P2P pass at base",
-                   "prompt clean", "problems"):
-        table.add_column(column, overflow="fold")
-    mark = {True: "yes", False: "[bold red]NO[/bold red]"}
-    for c in checks:
-        table.add_row(c.instance_id, mark[c.gold_resolves], mark[c.empty_unresolved], mark[c.f2p_fail_at_base],
-                      mark[c.p2p_pass_at_base], mark[c.prompt_clean], "; ".join(c.problems))
-    console.print(table)
+                            run_scripts=scoring.run_scripts or defaults.run_scripts, timeout=scoring.timeout,
+                            profile=scoring.scoring_profile, run_id=f"validate-{output_dir.resolve().name}",
+                            network=scoring.eval_network,
+                            limits=None if where.limits_per_node else container_limits(concurrent=workers))
+    try:
+        from pipeline.runtime.image_names import run_image_names
+
+        # a check whose images cannot be had says so now, not as every replica's infrastructure error
+        where.require_images(run_image_names(selected, settings.image_template), announce=console.print)
+        checks = validate_tasks(selected, settings, output_dir, replicas=replicas,
+                                score=where.evaluate_predictions, workers=workers, redo=redo,
+                                show_progress=sys.stderr.isatty(), announce=console.print)
+    except (KeyboardInterrupt, stopping.Stopped):
+        from pipeline.cli.stops import exit_stopped
+
+        exit_stopped(console, f"the replicas scored so far are saved in {output_dir}; run the same command again "
+                              "to score the rest")
+    _print_validation(checks, selection.dataset, replicas)
     broken = [c for c in checks if not c.ok]
-    console.print(f"{len(checks) - len(broken)} of {len(checks)} task(s) sound; evaluations in {out}")
+    reliable = sum(1 for c in checks if c.status == "reliable")
+    console.print(f"{len(checks) - len(broken)} of {len(checks)} task(s) sound; {reliable} reliable over {replicas} "
+                  f"replica(s): {output_dir / INSTANCES}, {output_dir / RELIABLE}", soft_wrap=True)
     if broken:
         raise typer.Exit(1)
 
+
+def _print_validation(checks, dataset: str, replicas: int) -> None:
+    """The table per repository, then each task that is not sound with its problems."""
+    from pipeline.evaluation.validate import STATUSES, by_repository
+
+    table = Table(title=f"validation of {len(checks)} task(s) from {dataset}, {replicas} replica(s) of each patch")
+    for column in ("repository", "language", "tasks", *STATUSES):
+        table.add_column(column, justify="left" if column in ("repository", "language") else "right")
+    for repo, language, counts in by_repository(checks):
+        table.add_row(repo, language, str(sum(counts.values())), *(str(counts.get(s, 0)) for s in STATUSES))
+    console.print(table)
+    unsound = [c for c in checks if not c.ok]
+    if unsound:
+        problems = Table(title="tasks that are not sound")
+        for column in ("instance id", "status", "problems"):
+            problems.add_column(column, overflow="fold")
+        for c in unsound:
+            problems.add_row(c.instance_id, c.status, "; ".join(c.problems))
+        console.print(problems)
 
 
 @app.command()

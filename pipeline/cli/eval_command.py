@@ -94,7 +94,8 @@ def eval_(
     out = output_dir or Path("runs") / run_id / "eval"
     settings = EvalSettings(image_template=image_template or defaults.image_template,
                             run_scripts=scoring.run_scripts or defaults.run_scripts, dockerfiles=scoring.dockerfiles,
-                            timeout=scoring.timeout, platform=platform, network=scoring.eval_network, run_id=run_id,
+                            timeout=scoring.timeout, profile=scoring.scoring_profile, platform=platform,
+                            network=scoring.eval_network, run_id=run_id,
                             # with ray, sized on each node from its machine and docker_slots
                             limits=None if where.limits_per_node else container_limits(concurrent=workers),
                             log_limit=scoring.log_limit)
@@ -125,7 +126,8 @@ def _eval_candidates(run: str, selection, scoring: opt.Scoring, image_template, 
     recorded = run_containers(root)  # the image and platform the run's agents had, unless given here
     settings = EvalSettings(image_template=image_template or recorded.get("image_template") or defaults.image_template,
                             run_scripts=scoring.run_scripts or defaults.run_scripts, dockerfiles=scoring.dockerfiles,
-                            timeout=scoring.timeout, platform=platform or recorded.get("platform"),
+                            timeout=scoring.timeout, profile=scoring.scoring_profile,
+                            platform=platform or recorded.get("platform"),
                             network=scoring.eval_network,
                             run_id=f"{root.name}-candidates",
                             # with ray, sized on each node from its machine and docker_slots

@@ -16,6 +16,7 @@ from pipeline.cli.help import CONFIG, EXECUTION, MODELS, OUTPUT, SCORING, STRATE
 from pipeline.datasets import BUNDLED
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
+from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
 from pipeline.tasks import Task, TaskFilter, load_tasks, parse_instance_ids
 
 DEFAULT_DATASET = BUNDLED
@@ -141,7 +142,12 @@ RunScripts = Annotated[Optional[Path], typer.Option(
 Dockerfiles = Annotated[Optional[Path], typer.Option(
     help="Directory with base_dockerfile/<id>/Dockerfile and instance_dockerfile/<id>/Dockerfile whose ENV "
          "lines are exported before the tests, as the official harness does.")]
-Timeout = Annotated[float, typer.Option(help="Seconds one instance's tests may take before it counts as a timeout.")]
+Timeout = Annotated[Optional[float], typer.Option(
+    help="Seconds one instance's tests may take before it counts as a timeout (default: the scoring profile's).")]
+ScoringProfileName = Annotated[str, typer.Option(
+    "--scoring-profile", help="The resources and time limit of the tests, recorded in each result.json: local "
+                              "(plain local Docker: no CPU cap, 1800 s) or official (the official grader's "
+                              "sandbox: 4 CPUs, 30 GiB, 3600 s; capped at this machine).")]
 EvalNetwork = Annotated[bool, typer.Option(
     "--eval-network", help="Give the scoring containers the network (off by default, as for agents), for tasks "
                            "whose tests need it; recorded in each result.json.")]
@@ -196,7 +202,7 @@ _in_panel(MODELS, JuniorModel, SeniorModel, PrincipalModel, SoloModel, LeadModel
 _in_panel(STRATEGY, StrategyName)
 _in_panel(CONFIG, ConfigFile, Set, PrintConfig)
 _in_panel(EXECUTION, Executor, RayAddress, ImageTemplate, Platform)
-_in_panel(SCORING, RunScripts, Dockerfiles, Timeout, EvalNetwork, EvalLogMb, OutageSeconds)
+_in_panel(SCORING, RunScripts, Dockerfiles, Timeout, ScoringProfileName, EvalNetwork, EvalLogMb, OutageSeconds)
 _in_panel(OUTPUT, RunsDir)
 
 
@@ -207,13 +213,15 @@ class Scoring:
 
     run_scripts: Path | None = None
     dockerfiles: Path | None = None
-    timeout: float = 1800
+    timeout: float | None = None  # None: the profile's
+    scoring_profile: str = DEFAULT_PROFILE
     eval_network: bool = False
     eval_log_mb: float = LOG_LIMIT / 1e6
 
     def __post_init__(self) -> None:
-        if self.timeout <= 0 or self.eval_log_mb <= 0:
+        if (self.timeout is not None and self.timeout <= 0) or self.eval_log_mb <= 0:
             raise SwepipeError(f"--timeout ({self.timeout}) and --eval-log-mb ({self.eval_log_mb}) must be above 0")
+        scoring_profile(self.scoring_profile)  # an unknown name is refused before anything runs
 
     @property
     def log_limit(self) -> int:
@@ -221,7 +229,7 @@ class Scoring:
 
 
 _SCORING_OPTIONS = {"run_scripts": RunScripts, "dockerfiles": Dockerfiles, "timeout": Timeout,
-                    "eval_network": EvalNetwork, "eval_log_mb": EvalLogMb}
+                    "scoring_profile": ScoringProfileName, "eval_network": EvalNetwork, "eval_log_mb": EvalLogMb}
 
 
 def scores(*names: str):

@@ -99,7 +99,8 @@ def sweep(
                   soft_wrap=True, highlight=False)
     outcome = run_sweep(plan, dataset=selection.dataset, split=selection.split, workers=workers, evaluate=evaluate,
                         run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
-                        image_template=image_template, timeout=scoring.timeout, eval_network=scoring.eval_network,
+                        image_template=image_template, timeout=scoring.timeout, scoring_profile=scoring.scoring_profile,
+                        eval_network=scoring.eval_network,
                         eval_log_limit=scoring.log_limit, show_progress=interactive, log=_line, announce=_line)
     if outcome.stopped:
         from pipeline.cli.stops import exit_stopped

@@ -15,6 +15,7 @@ from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_trans
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
 from pipeline.evaluation.files import extract_archive, tar_of
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
+from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
 from pipeline.records import EvalResult
 from pipeline.storage import redact_file
 from pipeline.evaluation.protocol import (PROTOCOL_VERSION, WORKSPACE, dockerfile_env_exports, entry_script, judge,
@@ -35,12 +36,22 @@ class EvalSettings:
     image_template: str
     run_scripts: Path | None = None  # <dir>/<instance_id>/{run_script.sh,parser.py}
     dockerfiles: Path | None = None  # <dir>/{base,instance}_dockerfile/<instance_id>/Dockerfile
-    timeout: float = 1800
+    timeout: float | None = None  # None: the profile's
     platform: str | None = None
     network: bool = False  # off, as for agents; --eval-network for tasks whose tests need it
     run_id: str = "eval"
     limits: ContainerLimits | None = None  # None: the defaults for one container (pipeline.runtime.limits)
     log_limit: int = LOG_LIMIT  # bytes kept of each log (pipeline.evaluation.logs)
+    profile: str = DEFAULT_PROFILE  # the resources and time limit (pipeline.evaluation.profiles)
+    seed: int | None = None  # given to the tests as SWEPIPE_SCORING_SEED (validate's replica number)
+
+    @property
+    def time_limit(self) -> float:
+        return self.timeout or scoring_profile(self.profile).timeout
+
+    def container_limits(self) -> ContainerLimits:
+        """The limits of a scoring container: the given (or one container's default), shaped by the profile."""
+        return scoring_profile(self.profile).limits(self.limits or container_limits())
 
 
 def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
@@ -49,12 +60,15 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     started = time.monotonic()
     applied_patch = strip_binary_sections(patch)
     patchtext.write(out_dir / "patch.diff", applied_patch)
-    limits = settings.limits or container_limits()
+    limits = settings.container_limits()
     record = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
               "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
               "limits": limits.describe(),
-              "scorer": {"swepipe": __version__, "protocol": PROTOCOL_VERSION, "timeout": settings.timeout}}
+              "scorer": {"swepipe": __version__, "protocol": PROTOCOL_VERSION, "profile": settings.profile,
+                         "timeout": settings.time_limit}}
+    if settings.seed is not None:
+        record["scorer"]["seed"] = settings.seed
     try:
         workspace = _workspace_files(task, applied_patch, settings)
         (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
@@ -120,12 +134,13 @@ def _in_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: 
         client.containers.create, limits, client,
         image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/entryscript.sh"],
         labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
-        network_disabled=not settings.network, platform=settings.platform, **limits.docker_options())
+        network_disabled=not settings.network, platform=settings.platform, **limits.docker_options(),
+        environment={"SWEPIPE_SCORING_SEED": str(settings.seed)} if settings.seed is not None else None)
     containers.track(container)
     try:
         container.put_archive("/", tar_of(workspace, WORKSPACE))
         container.start()
-        exit_code, timed_out = _wait(container, settings.timeout)
+        exit_code, timed_out = _wait(container, settings.time_limit)
         if stopping.requested():  # what this instance got so far is not a result
             raise stopping.Stopped(task.instance_id)
         save_capped(container.logs(stream=True, follow=False), out_dir / "entry.log", settings.log_limit)

@@ -49,7 +49,9 @@ class EvalResult(Record):
     image: Text = Field(None, description="the task's image")
     scorer: dict[str, Any] = Field(None, description="how it was scored, beside network and limits: swepipe's "
                                                      "version, the protocol's (pipeline.evaluation.protocol), the "
-                                                     "tests' time limit in seconds, the image's id (its digest)")
+                                                     "scoring profile (pipeline.evaluation.profiles), the tests' "
+                                                     "time limit in seconds, the seed the tests were given "
+                                                     "(validate's replicas), the image's id (its digest)")
     entry_exit_code: Int | None = Field(None, description="the entry script's exit code (null: timed out)")
     timed_out: Flag = Field(None, description="the tests ran out of time")
     FAIL_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests the fix must make pass (a list of "

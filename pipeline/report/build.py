@@ -11,10 +11,11 @@ from pipeline.errors import SwepipeError
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
 from pipeline.report import team_figures
-from pipeline.report.compare import Pair, compare_pair, compare_tables
+from pipeline.report.compare import Pair, compare_pair, compare_tables, scored_differently
 from pipeline.report.coverage import RunCoverage, run_coverage
 from pipeline.report.load import RunData, load_run
 from pipeline.report.render import html_page, markdown
+from pipeline.report.repeats import repeat_tables
 from pipeline.report.stats import RunStats, run_stats
 from pipeline.report.task_page import PageSet, write_task_pages
 from pipeline.report.team.cells import lead_model_table, team_by_task, team_overview
@@ -47,7 +48,7 @@ class Report:
         """Every table; the per-task ones only when ``per_task`` and a run has at most ``per_task_limit`` tasks."""
         shown = [tab.overview(self.stats, self.baseline, self.full_stats, self.subset), tab.failures(self.stats),
                  *(tab.causes_by_group(run, self.meta) for run in self.runs if self.meta is not None and run.tasks),
-                 *compare_tables(self.pairs), tab.exits(self.stats)]
+                 *compare_tables(self.pairs), *repeat_tables(self.runs, self.stats), tab.exits(self.stats)]
         number = {run.run_id: n for n, run in reversed(list(enumerate(self.runs)))}  # run id -> its first run
         if self.team:
             shown += [team_overview(self.team), lead_model_table(self.team)]
@@ -131,6 +132,8 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
                         "overview gives the resolve rate on every task beside.")
     pairs = [compare_pair(base_run, run, meta or {}, seed) for run in runs if run is not base_run] \
         if base_run is not None else []
+    if base_run is None:  # with a baseline, each pair's table warns
+        notes += [f"Warning: {warning}" for run in runs[1:] for warning in scored_differently(runs[0], run)]
     return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems,
                   meta=meta, subset=str(subset) if subset is not None else None, full_stats=full_stats, pairs=pairs)
 

@@ -85,10 +85,21 @@ def compare_runs(runs: list[RunData], meta: dict[str, tuple[str, str]] | None = 
     return [compare_pair(first, other, meta or {}, seed) for other in others]
 
 
-def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]], seed: int = 0) -> Pair:
+def _shared(run_a: RunData, run_b: RunData) -> tuple[dict[str, TaskRecord], dict[str, TaskRecord], list[str]]:
+    """Each run's scored tasks by id, and the ids both scored, in order."""
     scored_a = {t.instance_id: t for t in run_a.tasks if t.resolved is not None}
     scored_b = {t.instance_id: t for t in run_b.tasks if t.resolved is not None}
-    shared = sorted(scored_a.keys() & scored_b.keys())
+    return scored_a, scored_b, sorted(scored_a.keys() & scored_b.keys())
+
+
+def scored_differently(run_a: RunData, run_b: RunData) -> list[str]:
+    """The scoring warnings (``scoring_warnings``) of two runs, on the tasks both scored."""
+    scored_a, scored_b, shared = _shared(run_a, run_b)
+    return scoring_warnings(run_a.run_id, [scored_a[i] for i in shared], run_b.run_id, [scored_b[i] for i in shared])
+
+
+def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]], seed: int = 0) -> Pair:
+    scored_a, scored_b, shared = _shared(run_a, run_b)
     a = np.array([bool(scored_a[i].resolved) for i in shared], dtype=bool)
     b = np.array([bool(scored_b[i].resolved) for i in shared], dtype=bool)
     only_a_ids = [i for i, x, y in zip(shared, a, b) if x and not y]
@@ -110,20 +121,19 @@ def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]
         groups=_groups(shared, a, b, meta), editors=(file_editor(run_a.config), file_editor(run_b.config)),
         left_out={run_a.run_id: len(scored_a.keys() - scored_b.keys()),
                   run_b.run_id: len(scored_b.keys() - scored_a.keys())},
-        scoring_warnings=scoring_warnings(run_a.run_id, [scored_a[i] for i in shared],
-                                          run_b.run_id, [scored_b[i] for i in shared]))
+        scoring_warnings=scored_differently(run_a, run_b))
 
 
 def scoring(task: TaskRecord) -> tuple[str, str | None]:
-    """How a task was scored, from its eval/result.json: its settings (network, limits, the time limit, the
-    protocol's and swepipe's versions) in words, and the image's id; ("not on record", None) for a verdict that
-    came without one."""
+    """How a task was scored, from its eval/result.json: its settings (network, limits, the scoring profile,
+    the time limit, the protocol's and swepipe's versions) in words, and the image's id; ("not on record", None)
+    for a verdict that came without one."""
     result = task.eval_result
     if result is None:
         return "not on record", None
     scorer = result.scorer if isinstance(result.scorer, dict) else {}
     settings = {"network": result.network, "limits": result.limits,
-                **{key: scorer.get(key) for key in ("timeout", "protocol", "swepipe")}}
+                **{key: scorer.get(key) for key in ("profile", "timeout", "protocol", "swepipe")}}
     words = ", ".join(f"{key} {json.dumps(value, sort_keys=True)}" for key, value in settings.items())
     return words, scorer.get("image_id")
 

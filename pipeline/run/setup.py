@@ -9,6 +9,7 @@ from pipeline.config import RunConfig, load_config
 from pipeline.datasets import defaults_for
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
+from pipeline.evaluation.profiles import DEFAULT_PROFILE
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
@@ -38,7 +39,8 @@ def resolve_config(config_path: Path | None, assignments=()) -> RunConfig:
 def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir: Path, split: str = "test",
                 evaluate: bool = False,
                 reuse_juniors_from: str | None = None, run_scripts: Path | None = None,
-                dockerfiles: Path | None = None, image_template: str | None = None, timeout: float = 1800,
+                dockerfiles: Path | None = None, image_template: str | None = None, timeout: float | None = None,
+                scoring_profile: str = DEFAULT_PROFILE,
                 announce=print, eval_network: bool = False, workers: int = 1, eval_log_limit: int = LOG_LIMIT):
     """The run's settings and the local model server started for roles with no model (or None).
 
@@ -88,7 +90,8 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
         evaluation = None
         if evaluate:
             evaluation = EvalSettings(image_template=template, run_scripts=run_scripts or defaults.run_scripts,
-                                      dockerfiles=dockerfiles, timeout=timeout, platform=config.containers.platform,
+                                      dockerfiles=dockerfiles, timeout=timeout, profile=scoring_profile,
+                                      platform=config.containers.platform,
                                       run_id=layout.run_id, network=eval_network,
                                       limits=container_limits(config.containers), log_limit=eval_log_limit)
         reuse = None

@@ -29,6 +29,7 @@ from pipeline.models.spec import ModelSpec
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
 from pipeline.evaluation.logs import LOG_LIMIT
+from pipeline.evaluation.profiles import DEFAULT_PROFILE
 from pipeline.tasks import Task
 
 MANIFEST = "sweep.json"
@@ -458,7 +459,8 @@ class SweepOutcome:
 
 def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1, evaluate: bool = False,
               run_scripts: Path | None = None, dockerfiles: Path | None = None, image_template: str | None = None,
-              timeout: float = 1800, eval_network: bool = False, eval_log_limit: int = LOG_LIMIT,
+              timeout: float | None = None, scoring_profile: str = DEFAULT_PROFILE, eval_network: bool = False,
+              eval_log_limit: int = LOG_LIMIT,
               show_progress: bool = False, log: Callable[[str], None] = print,
               announce: Callable[[str], None] = print) -> SweepOutcome:
     """Run every cell in turn through the run path; a stop (Ctrl-C, SIGTERM) ends the sweep after saving what
@@ -483,6 +485,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
             settings, server = prepare_run(dataset=dataset, split=split, config=cell.config, run_id=cell.name,
                                            runs_dir=plan.root, evaluate=evaluate, run_scripts=run_scripts,
                                            dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
+                                           scoring_profile=scoring_profile,
                                            announce=announce, eval_network=eval_network, workers=workers,
                                            eval_log_limit=eval_log_limit)
             try:
