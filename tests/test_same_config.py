@@ -136,3 +136,23 @@ def test_scoring_with_another_network_than_the_scored_tasks_had_is_refused(tmp_p
         session(evaluate=True, eval_network=True)
     session(evaluate=True)
     session(eval_network=True)  # this session does not score
+
+
+def test_scoring_under_another_profile_than_the_scored_tasks_had_is_refused(tmp_path):
+    def session(**options):
+        settings, _ = prepare_run(dataset="bundled", config=config(tmp_path), run_id="r", runs_dir=tmp_path / "runs",
+                                  **options)
+        settings.layout.unlock()
+        return settings
+
+    settings = session(evaluate=True, scoring_profile="official")
+    assert settings.evaluation.profile == "official" and settings.evaluation.time_limit == 3600
+    started(settings)
+    result = settings.layout.task("some-task").eval / "result.json"
+    result.parent.mkdir(parents=True)
+    result.write_text('{"instance_id": "some-task", "resolved": true, "network": false, '
+                      '"scorer": {"profile": "official", "timeout": 3600}}')
+    with pytest.raises(SwepipeError, match=r"scoring profile \(--scoring-profile\): official -> local"):
+        session(evaluate=True)
+    session(evaluate=True, scoring_profile="official")
+    session()  # this session does not score

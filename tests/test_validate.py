@@ -125,3 +125,12 @@ def test_validate_replicas_find_the_seeded_flaky_task_keep_the_stable_ones_and_r
     again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert again.returncode == 1 and "2 of 3 task(s) sound" in again.stdout
     assert {path: path.stat().st_mtime_ns for path in results} == before  # nothing scored twice
+
+
+@pytest.mark.parametrize("args, named", [(["--scoring-profile", "fast"], "no scoring profile 'fast'; choose one of: "
+                                          "local (plain local Docker"), (["--replicas", "0"], "--replicas (0)")])
+def test_a_bad_profile_or_replica_count_is_refused_before_anything_is_scored(tmp_path, args, named):
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", *args, "--output-dir", "out"],
+                          capture_output=True, text=True, cwd=tmp_path, env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})
+    assert done.returncode != 0 and named in " ".join((done.stdout + done.stderr).split())
+    assert not (tmp_path / "out").exists()

@@ -21,14 +21,16 @@ FREE_TO_CHANGE = ("budgets", "executor", "faults")
 CONTAINER_FIELDS_DECIDING = ("image_template", "network")  # the other container settings may change
 MODEL_FIELDS_FREE_TO_CHANGE = ("api_base", "timeout", "max_retries", "prices", "free", "prompt_cache")
 SCORING_NETWORK = "scoring network (--eval-network)"
+SCORING_PROFILE = "scoring profile (--scoring-profile)"
 SHOWN = 6  # differences named in the message
 
 
-def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool | None = None) -> None:
+def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool | None = None,
+                      eval_profile: str | None = None) -> None:
     """Refuse ``config`` for a run that already has task folders, when it differs from the run's config.yaml in what
     decides results; the message names each difference, old and new. A config.yaml this version cannot read (or
     none) is not compared. ``eval_network``: the network this session scores with (None: it does not score),
-    refused when it is not the one the run's scored tasks had."""
+    refused when it is not the one the run's scored tasks had; so is ``eval_profile``, the scoring profile."""
     if not layout.config.exists() or not any((layout.root / "tasks").glob("*")):
         return
     try:
@@ -40,9 +42,11 @@ def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool |
         was["containers"].pop("image_template")
         now["containers"].pop("image_template")
     changes = _differences(was, now)
-    scored = _scored_network(layout)
-    if eval_network is not None and scored is not None and scored != eval_network:
-        changes.append((SCORING_NETWORK, _on(scored), _on(eval_network)))
+    scored_network, scored_profile = _scored_with(layout)
+    if eval_network is not None and scored_network is not None and scored_network != eval_network:
+        changes.append((SCORING_NETWORK, _on(scored_network), _on(eval_network)))
+    if eval_profile is not None and scored_profile is not None and scored_profile != eval_profile:
+        changes.append((SCORING_PROFILE, scored_profile, eval_profile))
     if changes:
         named = "; ".join(f"{key}: {_short(old)} -> {_short(new)}" for key, old, new in changes[:SHOWN])
         more = f" (and {len(changes) - SHOWN} more)" if len(changes) > SHOWN else ""
@@ -69,13 +73,15 @@ def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]
     return [] if old == new else [(prefix, old, new)]
 
 
-def _scored_network(layout: RunLayout) -> bool | None:
-    """Whether the run's scored tasks had the network (their eval/result.json), None when none was scored yet."""
+def _scored_with(layout: RunLayout) -> tuple[bool | None, str | None]:
+    """Whether the run's scored tasks had the network, and their scoring profile (from a scored task's
+    eval/result.json); None for what no scored task records yet."""
     for path in (layout.root / "tasks").glob("*/eval/result.json"):
         record = EvalResult.read(path)
         if not isinstance(record, Unreadable) and "network" in record.model_fields_set:
-            return bool(record.network)
-    return None
+            profile = record.scorer.get("profile") if isinstance(record.scorer, dict) else None
+            return bool(record.network), profile
+    return None, None
 
 
 def _on(network: bool) -> str:

@@ -85,7 +85,8 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
         config = config.model_copy(update={"containers": config.containers.model_copy(
             update={"image_template": template})})
         # with the local model filled in, as the run's config.yaml holds it
-        check_same_config(layout, config, eval_network=eval_network if evaluate else None)
+        check_same_config(layout, config, eval_network=eval_network if evaluate else None,
+                          eval_profile=scoring_profile if evaluate else None)
         write_text_atomic(layout.config, config.to_yaml())
         evaluation = None
         if evaluate:
