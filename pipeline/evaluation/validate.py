@@ -101,11 +101,15 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
                "empty": [Prediction(t.instance_id, "") for t in tasks]}
     for replica in range(1, replicas + 1):
         for patch in PATCHES:
-            announce(f"replica {replica}/{replicas}: the {patch} patch")
+            announce(f"replica {replica}/{replicas}, the {patch} patch: scoring {len(tasks)} task(s)")
             replica_settings = dataclasses.replace(settings, seed=replica,
                                                    run_id=f"{settings.run_id}-{patch}-r{replica}")
-            score(patches[patch], tasks, replica_dir(output_dir, patch, replica), replica_settings, workers=workers,
-                  redo=redo, attempts=1, show_progress=show_progress)
+            summary = score(patches[patch], tasks, replica_dir(output_dir, patch, replica), replica_settings,
+                            workers=workers, redo=redo, attempts=1, show_progress=show_progress)
+            unevaluable = len(tasks) - summary.scored
+            announce(f"replica {replica}/{replicas}, the {patch} patch: resolved {summary.resolved} of "
+                     f"{summary.scored} scored" + (f", {unevaluable} unevaluable" if unevaluable else "")
+                     + (f" ({len(summary.skipped)} scored in an earlier session)" if summary.skipped else ""))
     checks = [judge_task(task, {patch: [read_result(replica_dir(output_dir, patch, r) / task.instance_id /
                                                     "result.json") for r in range(1, replicas + 1)]
                                 for patch in PATCHES})
