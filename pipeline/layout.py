@@ -102,6 +102,11 @@ class RunLayout:
         return self.root / "dataset.json"
 
     @property
+    def repeat(self) -> Path:
+        """With ``swepipe run --repeats N``: which repeat of which group this run is (pipeline.run.repeats)."""
+        return self.root / "repeat.json"
+
+    @property
     def lock_file(self) -> Path:
         return self.root / ".lock"
 
@@ -169,6 +174,19 @@ class RunLayout:
                 except (ValueError, KeyError, TypeError, AttributeError):
                     continue
         return done
+
+
+def repeat_run_id(group: str, number: int) -> str:
+    """The run id of repeat ``number`` (1..N) of the repeats ``group``: a sibling of the others."""
+    return f"{group}-r{number}"
+
+
+def repeat_dirs(parent: Path, group: str) -> dict[int, Path]:
+    """The run directories of the repeats ``group`` under ``parent`` (``<group>-r<number>``), by number."""
+    name = re.compile(re.escape(group) + r"-r([1-9][0-9]*)")
+    found = {int(match.group(1)): path for path in (parent.iterdir() if parent.is_dir() else ())
+             if (match := name.fullmatch(path.name)) and path.is_dir()}
+    return dict(sorted(found.items()))
 
 
 def _read_holder(fd: int) -> str:

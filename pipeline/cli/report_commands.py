@@ -15,7 +15,8 @@ from pipeline.errors import SwepipeError
 @app.command()
 @opt.selects_tasks("dataset", "split")
 def report(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories (runs/<run-id>), shown side by side.")],
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (runs/<run-id>), shown side by side; runs/<id> "
+                                                    "of `run --repeats` stands for its repeats runs/<id>-r1 ...")],
     baseline: Annotated[Optional[Path], typer.Option(
         help="Run to compare against (normally the solo agent): "
              "efficiency = added resolve rate (and, the study's, added reward: share of tests passed) per "
@@ -30,11 +31,14 @@ def report(
 ) -> None:
     """Report runs: resolve rate, dollars, tokens and time by stage.
 
-    Also exit reasons, coverage and, for team runs, the team analysis; no model, no Docker. Writes report.md,
-    report.html, a page per task and figures/ into the first run's directory."""
+    Also exit reasons, coverage, for team runs the team analysis, and for repeats of one config (run --repeats)
+    mean ± sd and pass@k across them; no model, no Docker. Writes report.md, report.html, a page per task and
+    figures/ into the first run's directory."""
     from pipeline.report.build import build_report, write_report
     from pipeline.report.render import rich_table
+    from pipeline.report.repeats import runs_named_by
 
+    runs = [run for path in runs for run in _announced(path, runs_named_by(path))]
     try:
         tasks = _tasks_of_runs([*runs, *([baseline] if baseline else [])], selection)
         patches = {t.instance_id: t.patch for t in tasks}
@@ -91,6 +95,12 @@ def coverage(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
         console.print(f"figure: {path}", soft_wrap=True)
+
+
+def _announced(path: Path, runs: list[Path]) -> list[Path]:
+    if runs != [path]:
+        console.print(f"{path}: the {len(runs)} repeats {', '.join(run.name for run in runs)}", soft_wrap=True)
+    return runs
 
 
 def task_meta(tasks: list) -> dict[str, tuple[str, str]]:

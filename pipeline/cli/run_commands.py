@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -55,14 +56,21 @@ def run(
     reuse_juniors_from: Annotated[Optional[str], typer.Option(
         rich_help_panel=OUTPUT,
         help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
+    repeats: Annotated[int, typer.Option(
+        "--repeats", rich_help_panel=OUTPUT,
+        help="Run the config N times, into runs/<run-id>-r1 .. -rN, each with other seeds (juniors.seed + 1000 per "
+             "repeat); the same command resumes them. budgets.per_run bounds the N together, not each: a repeat "
+             "may spend what the others left. `swepipe report runs/<run-id>`: mean ± sd and pass@k over them.")] = 1,
 ) -> None:
     """Run a strategy over tasks, resumably, and optionally score it.
 
     The strategy is the pipeline by default (juniors, senior, principal); solo, team and vote are the baselines.
     Every config option can be set with --set PATH=VALUE; --print-config shows them all."""
     from pipeline.run.executors import executor_for
-    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.repeats import plan_repeats
+    from pipeline.run.setup import resolve_config
 
+    group = plan_repeats(run_id or time.strftime("run-%Y%m%d-%H%M%S"), repeats)  # --repeats 0 stops here
     cfg = resolve_config(config, opt.config_assignments(assignments, junior_model=junior_model,
                                                         senior_model=senior_model, principal_model=principal_model,
                                                         solo_model=solo_model, lead_model=lead_model,
@@ -71,30 +79,100 @@ def run(
     if print_config:
         print(commented_yaml(cfg), end="")
         return
-    if run_id:  # a resumed run goes on with its own dataset
-        selection = selection.for_run(runs_dir / run_id, console.print)
-    selected = selection.load()
+    if repeats > 1 and reuse_juniors_from:
+        raise SwepipeError("--repeats with --reuse-juniors-from: every repeat would take the same rollouts, so the "
+                           "repeats would differ in the senior and principal alone; drop one of the two")
+    request = _Request(selection=selection, scoring=scoring, evaluate=evaluate, image_template=image_template,
+                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=reuse_juniors_from,
+                       check_images=not skip_image_check)
     where = executor_for(cfg.executor)
     where.connect()  # Ray missing or no cluster there: said now, before the run directory exists
+    if repeats == 1:
+        complete = _run_once(request, cfg, run_id, where)
+    else:
+        complete = _run_repeats(request, cfg, group, where)
+    if not complete:
+        raise typer.Exit(1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """What every run of one `swepipe run` command shares: the run, or each of its repeats."""
+
+    selection: opt.TaskSelection
+    scoring: opt.Scoring
+    evaluate: bool
+    image_template: str | None
+    runs_dir: Path
+    workers: int
+    reuse_juniors_from: str | None
+    check_images: bool
+
+
+def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, group_budget=None,
+              resume: str | None = None) -> bool:
+    """One run directory, start to end: False when tasks were left unfinished by infrastructure or no model
+    answered. ``repeat``: the repeat it is (its repeat.json is written); ``resume``: how a stop says to resume."""
+    from pipeline.run.repeats import record_repeat
+    from pipeline.run.setup import prepare_run
+
+    selection = request.selection
+    if run_id:  # a resumed run goes on with its own dataset
+        selection = selection.for_run(request.runs_dir / run_id, console.print)
+    selected = selection.load()
+    scoring = request.scoring
     settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, run_id=run_id,
-                                   runs_dir=runs_dir, evaluate=evaluate, reuse_juniors_from=reuse_juniors_from,
+                                   runs_dir=request.runs_dir, evaluate=request.evaluate,
+                                   reuse_juniors_from=request.reuse_juniors_from,
                                    run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
-                                   image_template=image_template, timeout=scoring.timeout, announce=console.print,
+                                   image_template=request.image_template, timeout=scoring.timeout,
+                                   scoring_profile=scoring.scoring_profile, announce=console.print,
                                    eval_network=scoring.eval_network, eval_log_limit=scoring.log_limit,
-                                   workers=workers)
+                                   workers=request.workers)
     interactive = sys.stderr.isatty()
     try:
+        if repeat is not None:
+            record_repeat(settings.layout, repeat, settings.config, group_budget)
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
-        if not skip_image_check and (settings.config.containers.impl is None or settings.evaluation is not None):
+        if request.check_images and (settings.config.containers.impl is None or settings.evaluation is not None):
             where.check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
-        summary = where.run_tasks(selected, settings, workers=workers, show_progress=interactive,
+        summary = where.run_tasks(selected, settings, workers=request.workers, show_progress=interactive,
                                   log=None if interactive else _log_line)
     finally:
         if server is not None:
             server.stop()
+        settings.layout.unlock()
     if summary.stopped:
-        _stopped(summary, settings)
-    _print_run(summary, settings)
+        _stopped(summary, settings, resume)
+    return _print_run(summary, settings)
+
+
+def _run_repeats(request: _Request, cfg, group: list, where) -> bool:
+    """Each repeat in turn, with its seeds and the group's budget left; False when one was left incomplete."""
+    from pipeline.run.repeats import repeat_config
+
+    first = group[0]
+    budget = cfg.budgets.per_run
+    shared = f"; budgets.per_run ${budget:g} for the {first.of} together" if budget is not None else ""
+    console.print(f"{first.of} repeats of one config: {request.runs_dir / first.group}-r1 .. -r{first.of}{shared}",
+                  soft_wrap=True)
+    incomplete = []
+    for repeat in group:
+        repeat_cfg = repeat_config(cfg, repeat, request.runs_dir)
+        left = (f", budgets.per_run ${repeat_cfg.budgets.per_run:.4f} (what the other repeats left)"
+                if budget is not None else "")
+        console.print(f"repeat {repeat.number}/{repeat.of}: juniors.seed {repeat_cfg.juniors.seed}{left}",
+                      soft_wrap=True)
+        resume = (f"run the same command again (--run-id {repeat.group} --repeats {repeat.of}) to resume repeat "
+                  f"{repeat.number} and run the ones after it")
+        if not _run_once(dataclasses.replace(request, check_images=request.check_images and repeat is first),
+                         repeat_cfg, repeat.run_id, where, repeat=repeat, group_budget=budget, resume=resume):
+            incomplete.append(repeat.run_id)
+    if incomplete:
+        console.print(f"[red]incomplete: {', '.join(incomplete)}[/red] (see above); the same command resumes them",
+                      soft_wrap=True)
+    console.print(f"across the repeats: swepipe report {request.runs_dir / first.group}", soft_wrap=True)
+    return not incomplete
 
 
 def _log_line(text: str) -> None:
@@ -102,17 +180,19 @@ def _log_line(text: str) -> None:
     print(text, flush=True)
 
 
-def _stopped(summary, settings) -> None:
-    """After a stop: what finished is saved; say how to resume."""
+def _stopped(summary, settings, resume: str | None = None) -> None:
+    """After a stop: what finished is saved; say how to resume (``resume``: the words for it, when not the run's
+    own --run-id)."""
     from pipeline.cli.stops import exit_stopped
 
     done = len(summary.predictions) - len(summary.skipped)
+    resume = resume or f"run the same command again (--run-id {settings.layout.run_id}) to resume the rest"
     exit_stopped(console, f"{done} task(s) finished in this session and are saved in {settings.layout.predictions}; "
-                          f"run the same command again (--run-id {settings.layout.run_id}) to resume the rest "
-                          "without paying twice for what was done")
+                          f"{resume} without paying twice for what was done")
 
 
-def _print_run(summary, settings) -> None:
+def _print_run(summary, settings) -> bool:
+    """The run's table and what went wrong; False when tasks could not run or no model answered."""
     from pipeline.run.bookkeeping import short_id
 
     table = Table(title=f"run {settings.layout.run_id}")
@@ -143,8 +223,7 @@ def _print_run(summary, settings) -> None:
         console.print(f"[red]{len(summary.infra_errors)} task(s) could not run (infrastructure: Docker, a model "
                       "endpoint or the cluster failed); they stay unfinished and the same --run-id retries "
                       "them[/red]", soft_wrap=True)
-    if summary.infra_errors or summary.no_model_answered:
-        raise typer.Exit(1)
+    return not (summary.infra_errors or summary.no_model_answered)
 
 
 @app.command()

@@ -126,6 +126,7 @@ class RunData:
     config: dict = field(default_factory=dict)
     unfinished: list[str] = field(default_factory=list)  # task directories without a prediction yet
     refused: dict[str, str] = field(default_factory=dict)  # instance id -> why it cannot be one (left out)
+    repeat: dict | None = None  # repeat.json of a run made by `run --repeats N`: group, repeat, repeats, seeds
 
     @property
     def run_id(self) -> str:
@@ -156,8 +157,9 @@ def load_run(path: str | Path) -> RunData:
     for instance_id, problem in refused.items():
         print(f"swepipe: {root}: {problem}; left out of the report (a run directory's files are read as "
               "untrusted input)", file=sys.stderr, flush=True)
+    repeat = read_json(layout.repeat).data
     return RunData(root=root, tasks=tasks, config=_read_yaml(layout.config), unfinished=list(unfinished),
-                   refused=refused)
+                   refused=refused, repeat=repeat if isinstance(repeat, dict) else None)
 
 
 def _checked(by_id: dict) -> tuple[dict, dict[str, str]]:

@@ -148,10 +148,13 @@ def seeded_run_budget(run: RunSettings) -> Budget:
     """The run's budget, with what every task of this run spent in earlier sessions (their ledgers: calls
     that failed or whose task never finished included) already counted."""
     budget = Budget("run", run.config.budgets.per_run)
-    tasks = run.layout.root / "tasks"
-    if tasks.is_dir():
-        budget.seed(sum(row.cost for ledger in sorted(tasks.glob("*/ledger.jsonl")) for row in Ledger.read(ledger)))
+    budget.seed(spent_in_run(run.layout))
     return budget
+
+
+def spent_in_run(layout: RunLayout) -> float:
+    """Every dollar the run's ledgers hold: calls that failed or whose task never finished included."""
+    return sum(row.cost for ledger in sorted(layout.root.glob("tasks/*/ledger.jsonl")) for row in Ledger.read(ledger))
 
 
 def _require_image(job: TaskJob) -> None:
