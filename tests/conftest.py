@@ -145,6 +145,20 @@ def demo_task(leaky_repo, number=1):
 
 
 @pytest.fixture(scope="module")
+def tinyq_repo(tmp_path_factory):
+    """The bundled tinyq task's repository at its base commit, as a local clone to run a scripted pipeline in."""
+    from pipeline import bundled
+    from pipeline.bundled.build import materialise_repo
+    from pipeline.tasks import load_tasks
+
+    task = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
+    repo = tmp_path_factory.mktemp("tinyq") / "repo"
+    base, _ = materialise_repo(Path(bundled.__file__).parent / "tasks" / task.instance_id, repo)
+    assert base == task.base_commit
+    return repo
+
+
+@pytest.fixture(scope="module")
 def cluster():
     """A local Ray cluster on 127.0.0.1 (tests/ray_cluster.py): a head with no docker slots, two nodes with two."""
     from ray_cluster import local_cluster

@@ -16,8 +16,6 @@ import yaml
 
 import scripted_pipeline
 
-from pipeline import bundled
-from pipeline.bundled.build import materialise_repo
 from pipeline.config import RunConfig
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger, LedgerRow
@@ -130,14 +128,6 @@ def test_each_repeat_gets_its_own_seeds_and_what_the_other_repeats_left_of_the_b
 
 
 # -- `swepipe run --repeats` end to end (scripted model, local clones) ----------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tinyq_repo(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("tinyq") / "repo"
-    base, _ = materialise_repo(Path(bundled.__file__).parent / "tasks" / TASK.instance_id, repo)
-    assert base == TASK.base_commit
-    return repo
 
 
 def setup(tmp_path: Path, junior_sleep: float = 0, local: bool = True, prices: dict = PRICES,

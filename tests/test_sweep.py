@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import bundled
-from pipeline.bundled.build import materialise_repo
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
@@ -52,14 +50,6 @@ def script(worker_sleep: float = 0) -> dict:
             "worker": [[*first, bash(apply_command(halves[0])), report("fixed the first file")],
                        [*first, bash(apply_command(halves[1])), report("fixed the second file")]],
             "solo": [[bash(apply_command(halves[0])), SUBMIT]]}
-
-
-@pytest.fixture(scope="module")
-def tinyq_repo(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("tinyq") / "repo"
-    base, _ = materialise_repo(Path(bundled.__file__).parent / "tasks" / TASK.instance_id, repo)
-    assert base == TASK.base_commit
-    return repo
 
 
 def setup(tmp_path, budgets=None, local=True, worker_sleep: float = 0, **extra) -> None:
