@@ -5,10 +5,8 @@ again, its budget shared by the repeats, a stop in a repeat; and, in Docker, the
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from pipeline.report.repeats import pass_at_k, repeat_groups, runs_named_by
 from pipeline.report.stats import run_stats
 from pipeline.run.repeats import Repeat, repeat_config
 from pipeline.tasks import load_tasks
+from interrupting import interrupt_when
 from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, patch_per_file, reply
 from test_sweep import apply_command
 from test_report import make_run
@@ -245,16 +244,8 @@ def test_a_stop_in_a_repeat_says_how_to_resume_the_repeats(tmp_path, tinyq_repo)
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *run_args("--repeats", "2")], cwd=tmp_path,
                             env=env(tinyq_repo), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not list(runs.glob("g-r1/tasks/*/junior/rollout-*.trajectory.json")):  # a junior sleeps
-            assert time.monotonic() < deadline, "the first repeat never started a rollout"
-            time.sleep(0.2)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    out, err = interrupt_when(proc, lambda: bool(list(runs.glob("g-r1/tasks/*/junior/rollout-*.trajectory.json"))),
+                              "a rollout of the first repeat")  # a junior sleeps
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     said = " ".join(out.split())
     assert "run the same command again (--run-id g --repeats 2) to resume repeat 1 and run the ones after it" in said

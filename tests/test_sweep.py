@@ -2,10 +2,8 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from pipeline.models.ledger import Ledger
 from pipeline.studies.sweep import build_grid, plan_sweep, read_grid_file, slug
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
+from interrupting import interrupt_when
 from scripted_pipeline import SUBMIT, bash, patch_per_file, reply
 
 TESTS = Path(__file__).parent
@@ -283,19 +282,8 @@ def test_a_stop_ends_the_sweep_and_the_rerun_finishes_it(tmp_path, tinyq_repo):
     root = tmp_path / "runs" / "sw"
     proc = subprocess.Popen(command, cwd=tmp_path, env=env(tinyq_repo), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # stop while the first team cell's worker sleeps
-            if list((root / TEAM[0]).glob("tasks/*/team/worker-0.trajectory.json")):
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("the first team cell never started a worker")
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    out, err = interrupt_when(proc, lambda: bool(list((root / TEAM[0]).glob("tasks/*/team/worker-0.trajectory.json"))),
+                              "a worker of the first team cell")  # stop while that worker sleeps
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     assert "run the same command again (--sweep-id sw)" in " ".join(out.split())
     manifest = json.loads((root / "sweep.json").read_text())
