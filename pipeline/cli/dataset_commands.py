@@ -41,11 +41,12 @@ def tasks(
 
 @app.command()
 @opt.selects_tasks("dataset", "split", "instance_ids", "repo", "language", "limit")
-@opt.scores("run_scripts", "timeout", "scoring_profile", "eval_network")
+@opt.scores()
 def validate(
     selection: opt.TaskSelection,
     scoring: opt.Scoring,
     image_template: opt.ImageTemplate = None,
+    platform: opt.Platform = None,
     replicas: Annotated[int, typer.Option(
         help="Score each task's gold and empty patch this many times (replica r gives the tests the seed r); "
              "tests whose outcome differs between runs are flaky.")] = 1,
@@ -81,9 +82,10 @@ def validate(
     record_dataset(RunLayout(output_dir), selection.dataset, selection.split)  # no mixing two datasets' scorings
     defaults = defaults_for(selection.dataset)
     settings = EvalSettings(image_template=image_template or defaults.image_template,
-                            run_scripts=scoring.run_scripts or defaults.run_scripts, timeout=scoring.timeout,
-                            profile=scoring.scoring_profile, run_id=f"validate-{output_dir.resolve().name}",
-                            network=scoring.eval_network,
+                            run_scripts=scoring.run_scripts or defaults.run_scripts, dockerfiles=scoring.dockerfiles,
+                            timeout=scoring.timeout, profile=scoring.scoring_profile, platform=platform,
+                            run_id=f"validate-{output_dir.resolve().name}", network=scoring.eval_network,
+                            log_limit=scoring.log_limit,
                             limits=None if where.limits_per_node else container_limits(concurrent=workers))
     try:
         from pipeline.runtime.image_names import run_image_names
