@@ -395,3 +395,27 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
         assert set(positions) == {0, 1, 2}
     assert _no_containers_left("lost")
     assert not scratch_left("lost")  # the dead worker's scratch too
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_repeats_on_the_cluster_share_one_run_budget(cluster, tmp_path):
+    """`run --repeats 2` through the cluster: two sibling runs with their seeds on record, and budgets.per_run
+    bounding both together (the second repeat gets what the first left)."""
+    setup(tmp_path, pipeline_script(FIRST, [reply(edits_from_patch(FIRST.patch))]))
+    config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    for spec in config["models"].values():
+        spec["max_tokens"] = 100
+    limit = 0.012  # one repeat's calls of one task fit (about $0.011), two repeats' do not
+    config["budgets"] = {"per_run": limit}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    swepipe("run", "--instance-ids", FIRST.instance_id, "--config", "config.yaml", "--run-id", "rep", "--repeats", "2",
+            "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
+    spent = {}
+    for number, offset in ((1, 0), (2, 1000)):
+        layout = RunLayout(tmp_path / "runs" / f"rep-r{number}")
+        record = json.loads((layout.root / "repeat.json").read_text())
+        assert (record["repeat"], record["repeats"], record["seed_offset"]) == (number, 2, offset)
+        assert layout.finished()[FIRST.instance_id]["node"] in ("node-b", "node-c")
+        spent[number] = sum(r.cost for r in Ledger.read(layout.task(FIRST.instance_id).ledger))
+    assert spent[1] > 0 and sum(spent.values()) <= limit + 1e-9, spent
