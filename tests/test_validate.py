@@ -34,7 +34,8 @@ INFRA = {"resolved": False, "category": "infra_error", "error": "the container o
 def test_a_task_that_scores_the_same_on_every_replica_is_reliable():
     check = judge_task(TASK, {"gold": [gold_run(TASK)] * 3, "empty": [empty_run(TASK)] * 3})
     assert (check.status, check.ok, check.problems) == ("reliable", True, [])
-    assert check.stable == len(TASK.hidden_test_names) and check.gold_resolved == 3 and check.empty_resolved == 0
+    assert check.stable_tests == sorted(TASK.hidden_test_names)
+    assert check.gold_resolved == 3 and check.empty_resolved == 0
 
 
 def test_a_test_that_changes_outcome_between_replicas_makes_the_task_flaky():
@@ -108,10 +109,11 @@ def test_validate_replicas_find_the_seeded_flaky_task_keep_the_stable_ones_and_r
     rows = {row["instance_id"]: row for row in map(json.loads, (tmp_path / "out" / "instances.jsonl").open())}
     assert rows[flaky.instance_id]["status"] == "flaky" and rows[flaky.instance_id]["tests"]["flaky"] == [SEEDED_TEST]
     assert rows[flaky.instance_id]["gold"] == {"resolved": 3, "unevaluable": 0}  # the even seeds of 1..6
+    assert rows[flaky.instance_id]["tests"]["stable"] == sorted(set(flaky.hidden_test_names) - {SEEDED_TEST})
     for task in stable:
         assert rows[task.instance_id]["status"] == "reliable", rows[task.instance_id]
         assert rows[task.instance_id]["gold"] == {"resolved": 6, "unevaluable": 0}
-        assert rows[task.instance_id]["tests"] == {"stable": len(task.hidden_test_names), "flaky": [], "broken": []}
+        assert rows[task.instance_id]["tests"] == {"stable": sorted(task.hidden_test_names), "flaky": [], "broken": []}
     assert (tmp_path / "out" / "reliable.txt").read_text().split() == sorted(t.instance_id for t in stable)
     seeds = [json.loads((tmp_path / "out" / "gold" / f"r{r}" / flaky.instance_id / "result.json").read_text())
              ["scorer"]["seed"] for r in range(1, 7)]

@@ -61,7 +61,7 @@ def validate(
     """Check tasks are sound and which score the same on every run.
 
     Each task's gold patch and the empty patch are scored --replicas times. Writes instances.jsonl (per task:
-    reliable, flaky, broken or unevaluable, and its flaky and broken tests) and reliable.txt (the tasks whose
+    reliable, flaky, broken or unevaluable, and its stable, flaky and broken tests) and reliable.txt (the tasks whose
     FAIL_TO_PASS tests failed on every empty run and whose tests all passed on every gold run; `swepipe report
     --subset` takes it), and says whether any hidden test's name leaks into the prompt. Exit 1 when a task is not
     sound."""

@@ -52,7 +52,7 @@ class TaskCheck:
     gold_resolved: int = 0  # gold runs that resolved
     empty_resolved: int = 0  # empty runs that resolved (a sound task has none)
     unevaluable: dict[str, int] = field(default_factory=dict)  # patch -> runs with no verdict
-    stable: int = 0  # tests with the right outcome on every run
+    stable_tests: list[str] = field(default_factory=list)  # right on every run ([] until both patches scored)
     flaky_tests: list[str] = field(default_factory=list)
     broken_tests: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -67,7 +67,7 @@ class TaskCheck:
                 "status": self.status, "replicas": self.replicas,
                 "gold": {"resolved": self.gold_resolved, "unevaluable": self.unevaluable.get("gold", 0)},
                 "empty": {"resolved": self.empty_resolved, "unevaluable": self.unevaluable.get("empty", 0)},
-                "tests": {"stable": self.stable, "flaky": self.flaky_tests, "broken": self.broken_tests},
+                "tests": {"stable": self.stable_tests, "flaky": self.flaky_tests, "broken": self.broken_tests},
                 "problems": self.problems}
 
 
@@ -140,7 +140,8 @@ def judge_task(task: Task, runs: dict[str, list[dict | None]]) -> TaskCheck:
                 broken.setdefault(name, set()).add(_WRONG[patch, expected])
     broken = {name: why for name, why in broken.items() if name not in flaky}
     check.flaky_tests, check.broken_tests = sorted(flaky), sorted(broken)
-    check.stable = len(set(task.hidden_test_names) - flaky - broken.keys()) if all(scored.values()) else 0
+    if all(scored.values()):
+        check.stable_tests = sorted(set(task.hidden_test_names) - flaky - broken.keys())
     gold_mixed = 0 < check.gold_resolved < len(scored["gold"])
     if flaky or gold_mixed:
         check.status = "flaky"
