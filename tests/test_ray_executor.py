@@ -263,16 +263,25 @@ def test_two_nodes_give_the_thread_executors_files_written_by_the_driver(cluster
     assert "node-b" in report and "node-c" in report
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_the_run_budget_holds_across_nodes(cluster, tmp_path):
+# One task's calls fit (about $0.011 with every reply capped at 100 tokens), two tasks' do not.
+RUN_BUDGET = 0.012
+
+
+def setup_run_budget(tmp_path) -> float:
+    """The pipeline resolving FIRST, every model capped at 100 tokens a reply, budgets.per_run RUN_BUDGET."""
     setup(tmp_path, pipeline_script(FIRST, [reply(edits_from_patch(FIRST.patch))]))
     config = yaml.safe_load((tmp_path / "config.yaml").read_text())
     for spec in config["models"].values():
         spec["max_tokens"] = 100
-    limit = 0.012  # one task's calls fit (about $0.011), two tasks' do not
-    config["budgets"] = {"per_run": limit}
+    config["budgets"] = {"per_run": RUN_BUDGET}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    return RUN_BUDGET
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_run_budget_holds_across_nodes(cluster, tmp_path):
+    limit = setup_run_budget(tmp_path)
     swepipe("run", "--instance-ids", IDS, "--config", "config.yaml", "--run-id", "budget", "--executor", "ray",
             "--ray-address", cluster.address, cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "budget")
@@ -402,13 +411,7 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
 def test_repeats_on_the_cluster_share_one_run_budget(cluster, tmp_path):
     """`run --repeats 2` through the cluster: two sibling runs with their seeds on record, and budgets.per_run
     bounding both together (the second repeat gets what the first left)."""
-    setup(tmp_path, pipeline_script(FIRST, [reply(edits_from_patch(FIRST.patch))]))
-    config = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    for spec in config["models"].values():
-        spec["max_tokens"] = 100
-    limit = 0.012  # one repeat's calls of one task fit (about $0.011), two repeats' do not
-    config["budgets"] = {"per_run": limit}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    limit = setup_run_budget(tmp_path)  # one repeat's calls of one task fit, two repeats' do not
     swepipe("run", "--instance-ids", FIRST.instance_id, "--config", "config.yaml", "--run-id", "rep", "--repeats", "2",
             "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
     spent = {}
