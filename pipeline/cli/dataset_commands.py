@@ -72,6 +72,7 @@ def validate(
     from pipeline.layout import RunLayout
     from pipeline.run.executors import executor_for
     from pipeline.run.run_dataset import record_dataset
+    from pipeline.runtime.image_names import run_image_names
     from pipeline.runtime.limits import container_limits
 
     if replicas < 1 or workers < 1:
@@ -88,8 +89,6 @@ def validate(
                             log_limit=scoring.log_limit,
                             limits=None if where.limits_per_node else container_limits(concurrent=workers))
     try:
-        from pipeline.runtime.image_names import run_image_names
-
         # a check whose images cannot be had says so now, not as every replica's infrastructure error
         where.require_images(run_image_names(selected, settings.image_template), announce=console.print)
         checks = validate_tasks(selected, settings, output_dir, replicas=replicas,
@@ -100,16 +99,16 @@ def validate(
 
         exit_stopped(console, f"the replicas scored so far are saved in {output_dir}; run the same command again "
                               "to score the rest")
-    _print_validation(checks, selection.dataset, replicas)
-    broken = [c for c in checks if not c.ok]
+    unsound = [c for c in checks if not c.ok]
+    _print_validation(checks, unsound, selection.dataset, replicas)
     reliable = sum(1 for c in checks if c.status == "reliable")
-    console.print(f"{len(checks) - len(broken)} of {len(checks)} task(s) sound; {reliable} reliable over {replicas} "
+    console.print(f"{len(checks) - len(unsound)} of {len(checks)} task(s) sound; {reliable} reliable over {replicas} "
                   f"replica(s): {output_dir / INSTANCES}, {output_dir / RELIABLE}", soft_wrap=True)
-    if broken:
+    if unsound:
         raise typer.Exit(1)
 
 
-def _print_validation(checks, dataset: str, replicas: int) -> None:
+def _print_validation(checks, unsound, dataset: str, replicas: int) -> None:
     """The table per repository, then each task that is not sound with its problems."""
     from pipeline.evaluation.validate import STATUSES, by_repository
 
@@ -119,7 +118,6 @@ def _print_validation(checks, dataset: str, replicas: int) -> None:
     for repo, language, counts in by_repository(checks):
         table.add_row(repo, language, str(sum(counts.values())), *(str(counts.get(s, 0)) for s in STATUSES))
     console.print(table)
-    unsound = [c for c in checks if not c.ok]
     if unsound:
         problems = Table(title="tasks that are not sound")
         for column in ("instance id", "status", "problems"):

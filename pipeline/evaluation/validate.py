@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pipeline.evaluation.batch import has_verdict, read_result
+from pipeline.evaluation.batch import has_verdict
 from pipeline.evaluation.predictions import Prediction
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.prompts import render_task_prompt
@@ -34,10 +34,10 @@ from pipeline.tasks import Task
 STATUSES = ("reliable", "flaky", "broken", "unevaluable")
 PATCHES = ("gold", "empty")
 INSTANCES = "instances.jsonl"
+RELIABLE = "reliable.txt"
 # (patch, should the test pass) -> what it is when it does the opposite on every run
 _WRONG = {("gold", True): "not passing with the gold patch", ("empty", True): "PASS_TO_PASS not passing at base",
           ("empty", False): "FAIL_TO_PASS passing at base"}
-RELIABLE = "reliable.txt"
 
 
 @dataclass
@@ -99,6 +99,7 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
         from pipeline.evaluation.batch import evaluate_predictions as score
     patches = {"gold": [Prediction(t.instance_id, t.patch) for t in tasks],
                "empty": [Prediction(t.instance_id, "") for t in tasks]}
+    results: dict[str, list[dict[str, dict]]] = {patch: [] for patch in PATCHES}  # patch -> per replica, by id
     for replica in range(1, replicas + 1):
         for patch in PATCHES:
             announce(f"replica {replica}/{replicas}, the {patch} patch: scoring {len(tasks)} task(s)")
@@ -106,12 +107,12 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
                                                    run_id=f"{settings.run_id}-{patch}-r{replica}")
             summary = score(patches[patch], tasks, replica_dir(output_dir, patch, replica), replica_settings,
                             workers=workers, redo=redo, attempts=1, show_progress=show_progress)
+            results[patch].append(summary.results)  # earlier sessions' results included
             unevaluable = len(tasks) - summary.scored
             announce(f"replica {replica}/{replicas}, the {patch} patch: resolved {summary.resolved} of "
                      f"{summary.scored} scored" + (f", {unevaluable} unevaluable" if unevaluable else "")
                      + (f" ({len(summary.skipped)} scored in an earlier session)" if summary.skipped else ""))
-    checks = [judge_task(task, {patch: [read_result(replica_dir(output_dir, patch, r) / task.instance_id /
-                                                    "result.json") for r in range(1, replicas + 1)]
+    checks = [judge_task(task, {patch: [scored.get(task.instance_id) for scored in results[patch]]
                                 for patch in PATCHES})
               for task in tasks]
     write_validation(output_dir, checks)
