@@ -69,13 +69,14 @@ class Lead:
             # A blocking lead is waiting from this moment: a worker that lists the team as it starts sees so.
             team.lead_status = f"waiting for {names}" if s.mode == "blocking" else f"delegated to {names}"
             team.save()
+        delegated_at = time.time()  # a blocking lead's wait begins before its first worker can run a command
         for worker in started:
             worker.start(self.step)
-        return self._after_delegation(started)
+        return self._after_delegation(started, delegated_at)
 
-    def _after_delegation(self, started: list[Worker]) -> str:
+    def _after_delegation(self, started: list[Worker], delegated_at: float | None = None) -> str:
         if self.settings.mode == "blocking":
-            return self._collect(started)
+            return self._collect(started, since=delegated_at)
         names = ", ".join(f"{w.name} ({w.delegation.stage})" for w in started)
         return (f"started {names}. They work while you go on; each report comes to you before your next turn "
                 "once it is ready (```wait blocks until they report).")
@@ -85,11 +86,12 @@ class Lead:
         workers = [self.team.get(n) for n in names] if names else self.team.running()
         return self._collect(workers)
 
-    def _collect(self, workers: list[Worker]) -> str:
-        """Wait for ``workers`` to end, then hand over everything that arrived for the lead."""
+    def _collect(self, workers: list[Worker], since: float | None = None) -> str:
+        """Wait for ``workers`` to end, then hand over everything that arrived for the lead; the wait on record
+        starts at ``since`` (the delegation, for a blocking lead) or now."""
         self.team.lead_status = f"waiting for {', '.join(w.name for w in workers)}" if workers else "working"
         deadline = time.monotonic() + self.team.lead_limits.wall_time
-        started = time.time()
+        started = time.time() if since is None else since
         for worker in workers:
             worker.done.wait(max(0.0, deadline - time.monotonic()))
         if workers:  # the lead sat idle from ``started`` until now (lead_waits.json)
