@@ -176,7 +176,8 @@ def test_scoring_has_no_network_unless_asked_and_is_limited(tmp_path, run_id, mo
     assert offline["limits"]["pids"] == 512 and offline["limits"]["memory"] == "2g"
     image_id = containers.client().images.get(image_name(TEMPLATE, TASK.to_row())).id
     assert offline["scorer"] == {"swepipe": pipeline.__version__, "protocol": PROTOCOL_VERSION, "profile": "local",
-                                 "timeout": 1800, "image_id": image_id} and image_id.startswith("sha256:")
+                                 "timeout": 1800, "image_id": image_id, "image_digest": None}  # built here, not pulled
+    assert image_id.startswith("sha256:")
     assert graded["scorer"] == {**offline["scorer"], "profile": "official", "timeout": 3600, "seed": 7}
     assert seen[0]["Config"].get("NetworkDisabled") is True and not seen[1]["Config"].get("NetworkDisabled")
     local = dataclasses.replace(chosen, cpus=float(os.cpu_count()))  # the local profile: no CPU cap

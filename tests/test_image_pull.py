@@ -20,7 +20,7 @@ import uuid
 import pytest
 import yaml
 
-from fake_registry import FakeRegistry, from_docker_save
+from fake_registry import FakeRegistry, digest, from_docker_save
 from pipeline import stopping
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.errors import RuntimeUnavailable
@@ -241,6 +241,23 @@ def test_a_prefetch_that_would_pass_the_image_budget_is_not_made(tmp_path, serve
         if "after_task" in row:
             assert row["run_images_bytes"] <= budget, row
     assert tag_pulls(registry, repository, second.to_row()["dockerhub_tag"]) == [200]  # by its task, once
+
+
+@pytest.mark.slow
+def test_a_task_scored_in_a_pulled_image_records_the_registry_digest_a_reader_can_pull_again(tmp_path, served):
+    registry, repository = served
+    task = PYTHON[0]
+    tag = task.to_row()["dockerhub_tag"]
+    (tmp_path / "preds.jsonl").write_text(json.dumps({"instance_id": task.instance_id,
+                                                      "model_patch": task.patch}) + "\n")
+    done = swepipe("eval", "--predictions", "preds.jsonl", "--image-template",
+                   f"{registry.host}/{repository}:{{dockerhub_tag}}", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads((tmp_path / "runs" / "eval-preds" / "eval" / task.instance_id / "result.json").read_text())
+    assert result["resolved"] is True
+    manifest = registry.manifests[(repository, tag)]
+    assert result["scorer"]["image_digest"] == f"{registry.host}/{repository}@{digest(manifest)}"
+    assert result["scorer"]["image_id"] == containers.client().images.get(f"{registry.host}/{repository}:{tag}").id
 
 
 # ---------------------------------------------------------------- the preflight of eval

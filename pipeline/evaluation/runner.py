@@ -74,8 +74,9 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
         (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
         image = image_name(settings.image_template, task.to_row())
         record["image"] = image
-        exit_code, timed_out, record["scorer"]["image_id"] = through_breaker(
+        exit_code, timed_out, identity = through_breaker(
             lambda: _run_container(task, image, workspace, out_dir, settings, limits))
+        record["scorer"].update(identity)
         record["entry_exit_code"] = exit_code
         record.update(_judge_outputs(task, out_dir, timed_out))
         record["category"] = _category(record)
@@ -107,10 +108,10 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str
 
 
 def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
-                   settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, str]:
-    """(exit code, timed out, the image's id) of the entry script in a fresh container of ``image``, its outputs
-    saved in ``out_dir``. Every Docker or transport failure raises InfraError (EngineDown: the engine did not answer), a
-    stop raises Stopped."""
+                   settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, dict]:
+    """(exit code, timed out, the image's identity: ``image_identity``) of the entry script in a fresh container of
+    ``image``, its outputs saved in ``out_dir``. Every Docker or transport failure raises InfraError (EngineDown: the
+    engine did not answer), a stop raises Stopped."""
     try:
         return _in_container(task, image, workspace, out_dir, settings, limits)
     except stopping.Stopped:
@@ -126,8 +127,8 @@ def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir:
 
 
 def _in_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
-                  settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, str]:
-    image_id = ensure_image(image, platform=settings.platform, show_progress=False).id
+                  settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, dict]:
+    identity = image_identity(ensure_image(image, platform=settings.platform, show_progress=False))
     client = containers.client()
     containers.install_cleanup_handlers()
     container = with_disk_quota(
@@ -151,9 +152,17 @@ def _in_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: 
             raise InfraError(f"the outputs of the container of {image} cannot be read: {error}") from error
         for log in ("entry.log", *TEST_LOGS):  # not output.json: test names stay exact
             redact_file(out_dir / log)
-        return exit_code, timed_out, image_id
+        return exit_code, timed_out, identity
     finally:
         containers.remove(container)
+
+
+def image_identity(image) -> dict:
+    """What names the scored image exactly: its id (the digest of its config, the same on every machine for the
+    same build) and, for an image pulled from a registry, its repository digest (``repo@sha256:...``, what a
+    reader can pull again); None for one built here and never pushed."""
+    digests = (image.attrs or {}).get("RepoDigests") or []
+    return {"image_id": image.id, "image_digest": digests[0] if digests else None}
 
 
 def _wait(container, timeout: float) -> tuple[int | None, bool]:

@@ -51,7 +51,9 @@ class EvalResult(Record):
                                                      "version, the protocol's (pipeline.evaluation.protocol), the "
                                                      "scoring profile (pipeline.evaluation.profiles), the tests' "
                                                      "time limit in seconds, the seed the tests were given "
-                                                     "(validate's replicas), the image's id (its digest)")
+                                                     "(validate's replicas), the image's id (the digest of its "
+                                                     "config) and its registry digest (repo@sha256:..., null "
+                                                     "for an image built locally)")
     entry_exit_code: Int | None = Field(None, description="the entry script's exit code (null: timed out)")
     timed_out: Flag = Field(None, description="the tests ran out of time")
     FAIL_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests the fix must make pass (a list of "
