@@ -4,14 +4,17 @@ Baseline: for every task, a bare `docker run` of the task image that restores th
 runs run_script.sh, nothing else, with the same number of workers (a first pass warms the page cache
 and is not counted). Then the gold patches are scored as `swepipe eval --workers N` scores them (fresh
 output directories), under each scoring profile (pipeline.evaluation.profiles). Prints the wall times
-and their ratios to the bare runs.
+and their ratios to the bare runs. A round is the bare pass and then each profile's; with ``--rounds N`` each
+ratio is taken against its own round's bare pass and the median over the rounds is printed last, since one
+round on a busy 2-core machine moves by a quarter either way.
 
-    python scripts/bench_eval.py [--workers 2] [--limit N]
+    python scripts/bench_eval.py [--workers 2] [--limit N] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     tasks = load_tasks(BUNDLED)[: args.limit]
     defaults = defaults_for(BUNDLED)
@@ -54,11 +58,7 @@ def main() -> None:
             each = list(pool.map(lambda t: bare_run(t, defaults.run_scripts), tasks))
         return time.monotonic() - started, each
 
-    bare_pass()  # warm-up
-    bare, bare_each = bare_pass()
-    print(f"{len(tasks)} bundled tasks, {args.workers} workers")
-    print(f"bare test-script runs             {bare:7.1f} s wall ({sum(bare_each):.1f} s summed)   1.00x")
-    for profile in PROFILES.values():
+    def eval_pass(profile) -> tuple[float, float, int]:
         with tempfile.TemporaryDirectory() as out:
             settings = EvalSettings(image_template=defaults.image_template, run_scripts=defaults.run_scripts,
                                     run_id="bench-eval", profile=profile.name,
@@ -66,11 +66,23 @@ def main() -> None:
             started = time.monotonic()
             summary = evaluate_predictions([Prediction(t.instance_id, t.patch) for t in tasks], tasks, Path(out),
                                            settings, workers=args.workers, show_progress=False)
-            full = time.monotonic() - started
-        cpus = settings.container_limits().cpus
-        print(f"swepipe eval, profile {profile.name:<9}  {full:7.1f} s wall, {cpus:g} CPU(s) a container, gold "
-              f"resolved {summary.resolved}/{len(tasks)}   {full / bare:5.2f}x")
+            return time.monotonic() - started, settings.container_limits().cpus, summary.resolved
 
+    bare_pass()  # warm-up
+    print(f"{len(tasks)} bundled tasks, {args.workers} workers, {args.rounds} round(s)")
+    ratios: dict[str, list[float]] = {name: [] for name in PROFILES}
+    for round_number in range(1, args.rounds + 1):
+        bare, bare_each = bare_pass()
+        print(f"round {round_number}: bare test-script runs    {bare:7.1f} s wall ({sum(bare_each):.1f} s summed)"
+              "   1.00x")
+        for profile in PROFILES.values():
+            full, cpus, resolved = eval_pass(profile)
+            ratios[profile.name].append(full / bare)
+            print(f"round {round_number}: swepipe eval, {profile.name:<9} {full:7.1f} s wall, {cpus:g} CPU(s) a "
+                  f"container, gold resolved {resolved}/{len(tasks)}   {full / bare:5.2f}x")
+    for name, values in ratios.items():
+        print(f"profile {name:<9}: median {statistics.median(values):.2f}x of the bare runs "
+              f"(rounds: {', '.join(f'{v:.2f}' for v in values)})")
 
 if __name__ == "__main__":
     main()
