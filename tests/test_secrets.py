@@ -318,7 +318,9 @@ def test_no_key_of_any_shape_is_written_by_a_run_that_fails_every_way(tmp_path, 
     rollout = json.loads((task_dir / "junior" / "rollout-00.json").read_text())
     assert rollout["exit_reason"] == "model_error" and "BadRequestError" in rollout["error"]
     assert "Incorrect API key provided: Bearer [redacted]" in (task_dir / "ledger.jsonl").read_text()
-    assert "RuntimeError: the senior's tool crashed" in (task_dir / "senior" / "error.txt").read_text()
+    # The senior's crashed tool ends its agent (runtime_error, the traceback in its trajectory); the brief says why.
+    assert "RuntimeError: the senior's tool crashed" in (task_dir / "senior" / "brief.json").read_text()
+    assert "Traceback" in (task_dir / "senior" / "trajectory.json").read_text()
     assert "principal gateway said" in (task_dir / "error.txt").read_text()
     assert (run / "report.md").exists() and (run / "report.html").exists() and (run / "config.yaml").exists()
     # ... and no key was written anywhere, nor printed.

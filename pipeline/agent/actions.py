@@ -120,28 +120,54 @@ def tools_for(allowed: tuple[str, ...] = (BASH,), editor: tuple[str, ...] = ()) 
     return [BASH_TOOL, SUBMIT_TOOL, *([editor_tool(editor)] if editor else []), *others]
 
 
+# What each tool's arguments look like, for the agent told that its arguments were not a JSON object.
+ARGUMENT_EXAMPLES = {
+    BASH: '{"command": "ls"}',
+    SUBMIT: '{} or {"text": "..."}',
+    EDITOR: '{"command": "view", "path": "src/app.py", "view_range": [1, 40]}',
+}
+_OTHER = '{"body": "..."}'
+
+
+def _arguments(raw) -> dict | None:
+    """A tool call's arguments as a dict (the JSON text providers send, or an object some send as is); None when
+    they are not a JSON object."""
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, (str, bytes)):
+        return None
+    try:
+        arguments = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return arguments if isinstance(arguments, dict) else None
+
+
 def parse_tool_action(tool_calls: list[dict], reply: str = "", allowed: tuple[str, ...] = (BASH,)) -> Action:
     """The one action of a reply in the tool-call format."""
+    tool_calls, reply = list(tool_calls or []), reply or ""
     if len(tool_calls) != 1:
         found = "no" if not tool_calls else str(len(tool_calls))
         names = ", ".join((*allowed, SUBMIT))
         raise FormatError(f"your reply made {found} tool calls; it must make exactly one ({names})")
-    call = tool_calls[0]
+    call = tool_calls[0] if isinstance(tool_calls[0], dict) else {}
     name = call.get("name")
-    if name != SUBMIT and name not in allowed:
-        raise FormatError(f"there is no tool named {name!r}; use {', '.join((*allowed, SUBMIT))}")
-    try:
-        arguments = json.loads(call.get("arguments") or "{}")
-        if not isinstance(arguments, dict):
-            raise ValueError
-    except ValueError:
+    if not isinstance(name, str) or (name != SUBMIT and name not in allowed):
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:80] + "..."
+        raise FormatError(f"there is no tool named {shown}; use {', '.join((*allowed, SUBMIT))}")
+    arguments = _arguments(call.get("arguments"))
+    if arguments is None:
         raise FormatError(f"the {name} tool's arguments must be a JSON object like "
-                          f"{{\"{'command' if name == BASH else 'body'}\": \"...\"}}") from None
+                          f"{ARGUMENT_EXAMPLES.get(name, _OTHER)}")
     if name == SUBMIT:
         handed_in = str(arguments.get("text") or "")
         return Action(SUBMIT, "\n\n".join(part for part in (reply, handed_in) if part.strip()))
     if name == BASH:
-        command = str(arguments.get("command") or "")
+        command = arguments.get("command") or ""
+        if not isinstance(command, str):
+            raise FormatError(f"the bash tool's command must be a string, like {ARGUMENT_EXAMPLES[BASH]}")
         if not command.strip():
             raise FormatError("the bash tool was called without a command")
         return Action(BASH, command)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -104,6 +105,12 @@ def _workspace_failure(error: BaseException) -> BaseException:
     if is_transport_error(error):
         return RuntimeUnavailable(f"the workspace's runtime failed: {describe(error)}")
     return Stop("runtime_error", str(error))
+
+
+def _brief(error: BaseException, limit: int = 500) -> str:
+    """An unexpected error in a few hundred characters (its text may quote a whole reply)."""
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def prompt(system: str, instance: str, **variables) -> list[dict]:
@@ -246,6 +253,9 @@ class Agent:
                 self.save()
         except Stop as stop:
             record.exit_reason, record.error = stop.reason, stop.error
+        except Exception as error:  # noqa: BLE001 - a fault of swepipe's own: the paid steps and the tree stay
+            record.exit_reason = "runtime_error"
+            record.error = f"{_brief(error)}\n{traceback.format_exc(limit=8)}"
         self.save()
         return record
 
@@ -315,6 +325,9 @@ class Agent:
             except FormatError as error:
                 self.reject(step, str(error))
                 return
+            except Exception as error:  # noqa: BLE001 - a reply no rule foresaw is still the model's to correct
+                self.reject(step, f"your reply could not be read as an action ({_brief(error)})")
+                return
             step.command, step.action = action.command, action.kind
             if action.is_submit:
                 self.submit(step, action.body)
@@ -373,6 +386,9 @@ class Agent:
             return
         except (ContainerDied, OSError) as error:  # the runtime under the editor, as under a command
             raise _workspace_failure(error) from error
+        except Exception as error:  # noqa: BLE001 - a call no rule foresaw fails alone; the agent is told
+            self.reject(step, f"your editor action could not be carried out ({_brief(error)})")
+            return
         step.edits = [result.record() for result in results]
         changed = {result.written for result in results if result.written}
         step.changed_files = sorted(changed)
@@ -401,6 +417,12 @@ class Agent:
             return
         except ActionError as error:
             observation = f"error: {error}"
+        except (ContainerDied, OSError) as error:
+            raise _workspace_failure(error) from error
+        except Stop:
+            raise
+        except Exception as error:  # noqa: BLE001 - the action fails alone; the agent is told and goes on
+            observation = f"error: the {action.kind} action failed ({_brief(error)})"
         step.output = observation
         self.tell(step, observation)
 

@@ -24,7 +24,7 @@ import re
 
 from pipeline.agent.actions import EDIT, EDITOR, VIEW, Action, FormatError
 from pipeline.edits.blocks import EditFormatError, parse_edits
-from pipeline.edits.editor import EditorCall, EditorError
+from pipeline.edits.editor import EditorCall, EditorError, parse_view_range
 
 _RANGE = re.compile(r"^(?P<path>.+?)(?:[\s:]+(?P<start>\d+)\s*-\s*(?P<end>-?\d+|end|\$))?$")
 
@@ -66,7 +66,10 @@ def _view_block(body: str) -> EditorCall:
     view_range = None
     if found["start"]:
         end = found["end"]
-        view_range = (int(found["start"]), -1 if end in ("end", "$") else int(end))
+        try:
+            view_range = parse_view_range((found["start"], -1 if end in ("end", "$") else end))
+        except EditorError as error:
+            raise FormatError(f"the ```view block: {error}") from None
     return EditorCall("view", found["path"].strip().strip("`'\""), view_range=view_range)
 
 

@@ -13,12 +13,15 @@ whitespace, a uniform indentation shift, copied line numbers), and the observati
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 import threading
 import weakref
 from dataclasses import dataclass
 
 from pipeline.edits.blocks import File, closest, find_lines, split_lines
+from pipeline.errors import ContainerDied
+from pipeline.linenumbers import line_number
 from pipeline.repopath import WHOLE_REPOSITORY, from_root
 
 COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
@@ -59,7 +62,7 @@ class EditorCall:
             if value is not None and not isinstance(value, str):
                 raise EditorError(f"{name} must be a string")
         return cls(command, path, insert_line=_line_number(arguments.get("insert_line")),
-                   view_range=_view_range(arguments.get("view_range")), **texts)
+                   view_range=parse_view_range(arguments.get("view_range")), **texts)
 
     @classmethod
     def from_dict(cls, data: dict) -> EditorCall:
@@ -77,21 +80,37 @@ class EditorCall:
 def _line_number(value) -> int | None:
     if value is None:
         return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise EditorError(f"insert_line must be a line number, not {value!r}") from None
+    return _integer(value, "insert_line must be a line number")
 
 
-def _view_range(value) -> tuple[int, int] | None:
+def parse_view_range(value) -> tuple[int, int] | None:
+    """``[start, end]`` as the tool's view_range gives it (a JSON list, or that list as text); EditorError names
+    what is wrong with anything else."""
     if value is None:
         return None
-    try:
-        start, end = (int(part) for part in value)
-    except (TypeError, ValueError):
-        raise EditorError(f"view_range must be two line numbers [start, end] (end -1: to the end), not {value!r}") \
-            from None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    problem = "view_range must be two line numbers [start, end] (end -1: to the end)"
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise EditorError(f"{problem}, not {_shown(value)}")
+    start, end = (_integer(part, problem) for part in value)
     return start, end
+
+
+def _integer(value, problem: str) -> int:
+    """``value`` as a line number (pipeline.linenumbers); EditorError (``problem``) for anything else."""
+    number = line_number(value)
+    if number is None:
+        raise EditorError(f"{problem}, not {_shown(value)}")
+    return number
+
+
+def _shown(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 @dataclass(frozen=True)
@@ -153,7 +172,13 @@ class Editor:
             with self._lock:
                 observation, tolerated, written = getattr(self, f"_{call.command}")(call)
         except EditorError as error:
-            return EditorResult(call, False, f"error: {error}")
+            return EditorResult(call, False, self._bounded(f"error: {error}"))
+        except (ContainerDied, OSError):
+            raise  # the workspace under the editor failed: the agent's outcome, not this call's
+        except Exception as error:  # noqa: BLE001 - whatever a call holds, it fails alone and the agent is told
+            return EditorResult(call, False, self._bounded(
+                f"error: the {call.command} call failed ({type(error).__name__}: {_shown(str(error), 300)}); view "
+                "the file before trying again"))
         return EditorResult(call, True, self._bounded(observation), tuple(tolerated), written)
 
     # -- commands ----------------------------------------------------------------------------------
@@ -164,7 +189,9 @@ class Editor:
             if call.view_range is not None:
                 raise EditorError(f"{target.path} is a folder; view_range is for files")
             return self._listing(target), (), None
-        text, _ = self._read(target, for_edit=call.view_range is None)
+        if call.view_range is not None and target.size > self.max_file_bytes:
+            return self._view_part(target, *call.view_range), (), None
+        text, _ = self._read(target)
         lines = split_lines(text)
         start, end = 1, len(lines)
         if call.view_range is not None:
@@ -178,13 +205,39 @@ class Editor:
             return f"{target.path} is empty.", (), None
         return f"{target.path}, lines {start}-{end} of {len(lines)}:\n{_numbered(lines, start, end)}", (), None
 
+    def _view_part(self, target: _Target, start: int, end: int) -> str:
+        """Lines ``start``-``end`` of a file too big to read whole: the workspace counts its lines and cuts them
+        out, and only the part shown (at most ``output_limit`` bytes) leaves it."""
+        where = shlex.quote(target.path)
+        count = self.runtime.run(_LARGE_FILE_PROBE.replace("@PATH@", where), timeout=PROBE_TIMEOUT, output_limit=200)
+        fields = count.output.split()
+        if not count.ok or len(fields) != 2 or not all(field.isdigit() for field in fields):
+            raise EditorError(f"cannot read {target.path} in the workspace: {count.output.strip()[-300:]}")
+        nuls, total = (int(field) for field in fields)
+        if nuls:
+            raise EditorError(f"{target.path} is a binary file; the editor is for text")
+        end = total if end == -1 else end
+        if not 1 <= start <= max(1, total) or end < start:
+            raise EditorError(f"view_range {[start, end]} is not within {target.path}'s {total} lines (start 1 to "
+                              f"{total}, end at least start, or -1)")
+        end = min(end, total)
+        part = self.runtime.run(f"sed -n '{start},{end}p;{end}q' -- {where} | head -c {self.output_limit + 1}",
+                                timeout=PROBE_TIMEOUT, output_limit=self.output_limit + 1000)
+        if not part.ok:
+            raise EditorError(f"cannot read {target.path} in the workspace: {part.output.strip()[-300:]}")
+        lines = split_lines(part.output)[:end - start + 1]
+        last = start + len(lines) - 1
+        width = len(str(last))
+        shown = "\n".join(f"{n:>{width}}\t{line}" for n, line in enumerate(lines, start))
+        return f"{target.path}, lines {start}-{last} of {total} (a {target.size:,}-byte file, read in part):\n{shown}"
+
     def _create(self, call: EditorCall):
         target = self._target(call.path)
         if target.kind != "none":
             raise EditorError(f"{target.path} already exists; view it, then change it with str_replace or insert")
         if call.file_text is None:
             raise EditorError("create needs file_text, the whole new file")
-        self._write(target.path, call.file_text.encode("utf-8"), before=None)
+        self._write(target.path, _encoded(call.file_text, "utf-8", "file_text"), before=None)
         lines = split_lines(call.file_text)
         shown = _numbered(lines, 1, min(len(lines), 2 * CONTEXT_LINES + 1)) if lines else "(empty)"
         more = f"\n... ({len(lines) - 2 * CONTEXT_LINES - 1} more lines)" if len(lines) > 2 * CONTEXT_LINES + 1 else ""
@@ -273,6 +326,8 @@ class Editor:
     def _target(self, raw: str) -> _Target:
         """``raw`` as a path in the repository, its symlinks resolved in the workspace; EditorError when it is out
         of the repository or inside .git."""
+        if "\0" in raw:
+            raise EditorError("a path cannot hold a NUL character")
         workdir = str(self.runtime.workdir)
         path, problem = from_root(raw, roots=(workdir,))
         if problem == WHOLE_REPOSITORY:
@@ -294,13 +349,13 @@ class Editor:
             raise EditorError(f"{path} leads into .git; files inside .git are not edited")
         return _Target(relative, kind, int(size) if size.isdigit() else 0)
 
-    def _read(self, target: _Target, for_edit: bool = True) -> tuple[str, str]:
+    def _read(self, target: _Target) -> tuple[str, str]:
         """The file's text and its encoding (UTF-8, else Latin-1, which keeps every byte)."""
         if target.kind == "none":
             raise EditorError(f"{target.path} does not exist (create makes a new file)")
         if target.kind != "file":
             raise EditorError(f"{target.path} is not a regular file")
-        if for_edit and target.size > self.max_file_bytes:
+        if target.size > self.max_file_bytes:
             raise EditorError(f"{target.path} is {target.size:,} bytes, over the editor's {self.max_file_bytes:,}; "
                               "view a part of it with view_range, or use bash (grep -n, sed -n)")
         data = self.runtime.read_file(target.path)
@@ -315,7 +370,7 @@ class Editor:
               tolerated: tuple[str, ...]):
         if after == before:
             raise EditorError("the edit changes nothing (new_str gives the same text); nothing was written")
-        self._write(target.path, after.encode(encoding), before=before.encode(encoding))
+        self._write(target.path, _encoded(after, encoding, "the edited file"), before=before.encode(encoding))
         lines = split_lines(after)
         first, last = max(1, region[0] - CONTEXT_LINES), min(len(lines), region[1] + CONTEXT_LINES)
         note = f" (allowing for {', '.join(tolerated)})" if tolerated else ""
@@ -362,6 +417,29 @@ printf '%s\n%s\n' "$root" "${real%/}$rest"
 if [ -L "$p" ] && [ ! -e "$p" ]; then echo other; elif [ -d "$p" ]; then echo dir; elif [ -f "$p" ]; then echo file
 elif [ -e "$p" ]; then echo other; else echo none; fi
 if [ -f "$p" ]; then wc -c < "$p" | tr -d ' '; else echo 0; fi"""
+
+
+# A big file's NUL bytes in its first 8 KB and its number of lines (a last line without a newline counted too).
+_LARGE_FILE_PROBE = r"""f=@PATH@
+nuls=$(head -c 8192 -- "$f" | tr -d -c '\000' | wc -c) || exit 1
+lines=$(wc -l < "$f") || exit 1
+[ -s "$f" ] && [ "$(tail -c 1 -- "$f" | wc -l)" -eq 0 ] && lines=$((lines + 1))
+echo $nuls $lines"""
+
+
+def _encoded(text: str, encoding: str, what: str) -> bytes:
+    """``text`` in the file's ``encoding``; EditorError, naming the first character that cannot be written, for a
+    character the encoding lacks (a ’ in a Latin-1 file) or a lone surrogate."""
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as error:
+        bad = error.object[error.start:error.end]
+        line = error.object.count("\n", 0, error.start) + 1
+        kind = "a lone surrogate" if any(0xD800 <= ord(c) <= 0xDFFF for c in bad) else \
+            f"not in the file's encoding ({encoding})"
+        raise EditorError(f"{what} holds {bad!r} (U+{ord(bad[0]):04X}) on its line {line}, {kind}, which cannot "
+                          "be written; nothing was changed. Use characters the file can hold (or an ASCII escape "
+                          "the language allows).") from None
 
 
 def _numbered(lines: list[str], first: int, last: int) -> str:

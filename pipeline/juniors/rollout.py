@@ -68,7 +68,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     record = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
               "temperature": temperature, "seed": juniors.seed + index, "patch": "", "patch_source": None}
     trajectory = directory / f"{name}.trajectory.json"
-    runtime = None
+    runtime = agent = None
     try:
         runtime = job.open_runtime(name, background=True)
         agent = task_agent(job, name, client, runtime, budget, agent_index=index, temperature=temperature,
@@ -81,10 +81,10 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
         record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
         _take_patch(runtime, record, juniors.max_patch_bytes)
     except SwepipeError as error:  # an InfrastructureFault is no Exception: the trajectory stays, the task reruns
-        record.update(exit_reason="runtime_error", error=str(error))
+        _failed(record, agent, runtime, juniors.max_patch_bytes, str(error))
     except Exception as error:  # noqa: BLE001 - one broken rollout must not end the task
-        record.update(exit_reason="runtime_error", error=f"{type(error).__name__}: {error}",
-                      traceback=traceback.format_exc(limit=8))
+        _failed(record, agent, runtime, juniors.max_patch_bytes, f"{type(error).__name__}: {error}",
+                traceback=traceback.format_exc(limit=8))
     finally:
         if runtime is not None:
             runtime.stop()
@@ -93,8 +93,23 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
                   output_tokens=steps.get("output_tokens", 0), seconds=steps.get("seconds", 0.0),
                   steps=len(steps.get("steps", [])))
     Rollout.of(record).write(rollout_path(directory, index))
-    trajectory.unlink(missing_ok=True)  # now inside the rollout record
+    if record.get("trajectory"):
+        trajectory.unlink(missing_ok=True)  # now inside the rollout record
     return record
+
+
+def _failed(record: dict, agent: Agent | None, runtime, max_patch_bytes: int, error: str, **extra) -> None:
+    """A rollout that failed outside its agent's loop still keeps what was paid for: the agent's steps (and so
+    their cost) and, while the workspace answers, its diff."""
+    record.update(exit_reason="runtime_error", error=error, **extra)
+    if agent is None:
+        return
+    record["trajectory"] = agent.record.to_dict()
+    if runtime is not None and not record.get("patch_source"):
+        try:
+            _take_patch(runtime, record, max_patch_bytes)
+        except Exception as problem:  # noqa: BLE001 - no diff to be had: the failure is already on record
+            record["patch_error"] = f"{type(problem).__name__}: {problem}"
 
 
 _WORKSPACE_FAILED = ("runtime_error", "resource_limit")

@@ -14,7 +14,8 @@ Model string: ``scripted/<path to a YAML or JSON file>``. The file maps a role t
       while_exists: /path/to/flag  # as long as this file exists (a test ends the outage by deleting it)
 
 A reply is a string (the assistant's content) or an object with ``content``, optional ``tool_calls``
-(``[{name, arguments}]``, for the tool-call action format), optional ``usage``
+(``[{name, arguments}]``, for the tool-call action format; arguments an object, or the raw text a provider
+sent, malformed JSON included), optional ``usage``
 (``prompt_tokens``, ``completion_tokens``, ``cached_tokens``; output billed at most the call's
 ``max_tokens``, as a provider does) and ``delay``, or ``error``: one of rate_limit, timeout, server_error,
 connection, overloaded (transient), auth, not_found (configuration), context_window, bad_request (the
@@ -120,7 +121,7 @@ class ScriptedModel(CustomLLM):
         if reply.get("tool_calls"):
             message["tool_calls"] = [
                 {"id": f"call_{position}_{n}", "type": "function",
-                 "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}
+                 "function": {"name": call["name"], "arguments": _arguments_text(call.get("arguments"))}}
                 for n, call in enumerate(reply["tool_calls"])]
         usage = reply.get("usage") or {}
         prompt = int(usage.get("prompt_tokens", _estimate_tokens(messages)))
@@ -205,3 +206,8 @@ def _slots(replies: list[Any]) -> list[tuple[list[Any], Any]]:
 
 def _estimate_tokens(messages: list) -> int:
     return max(1, sum(len(str(m.get("content", ""))) for m in messages) // 4)
+
+
+def _arguments_text(arguments) -> str:
+    """A scripted call's arguments as a provider sends them: JSON text; text given as such is sent unchanged."""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments or {})
