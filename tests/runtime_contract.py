@@ -62,6 +62,27 @@ def check_files_and_diff(rt):
     assert rt.run("git diff --cached --name-only").output.strip() == "calc.py"
 
 
+def check_writes_keep_mode_and_owner(rt):
+    """A file written over keeps its permission bits and owner: no mode change enters the diff, a script stays
+    executable (the Docker runtime once wrote every file 0644, as root)."""
+    made = rt.run("printf '#!/bin/sh\\necho one\\n' > run.sh && chmod 750 run.sh && "
+                  "echo data > owned.txt && chmod 600 owned.txt && chown 1234:2345 owned.txt")
+    assert made.ok or "chown" in made.output, made.output  # chown needs root; the mode part runs anyway
+    owned = made.ok
+    rt.write_file("run.sh", "#!/bin/sh\necho two\n")
+    rt.write_file("owned.txt", b"changed\n")
+    rt.write_file("fresh.txt", "new\n")
+    assert rt.run("./run.sh").output == "two\n"
+    stats = rt.run("stat -c '%n %a %u %g' run.sh owned.txt fresh.txt").output.splitlines()
+    assert stats[0] == "run.sh 750 " + rt.run("stat -c '%u %g' run.sh").output.strip()
+    assert stats[1].split()[1] == "600"
+    if owned:
+        assert stats[1].split()[2:] == ["1234", "2345"], stats
+    assert stats[2].split()[1] == "644"
+    patch = rt.diff()
+    assert "new file mode 100755\n" in patch and "new file mode 100644\n" in patch and "old mode" not in patch
+
+
 def check_no_solution_leak(rt, repo, ignored_files_kept=True):
     probe = rt.run(LEAK_PROBE.format(gold=repo["gold"]), output_limit=None)
     log_all, rev_list, stashes, reflog, refs, rest = probe.output.split("---\n")

@@ -97,6 +97,10 @@ def test_files_and_diff(rt):
     contract.check_files_and_diff(rt)
 
 
+def test_writes_keep_mode_and_owner(rt):
+    contract.check_writes_keep_mode_and_owner(rt)
+
+
 def test_no_solution_leak(rt, leaky_repo):
     contract.check_no_solution_leak(rt, leaky_repo)
 

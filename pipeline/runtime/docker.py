@@ -257,7 +257,10 @@ class DockerRuntime:
         # Extracted at /, the tar's path creates missing parent folders without another exec.
         with tarfile.open(fileobj=buffer, mode="w") as archive:
             info = tarfile.TarInfo(str(target).lstrip("/"))
-            info.size, info.mode, info.mtime = len(payload), 0o644, int(time.time())
+            info.size, info.mtime = len(payload), int(time.time())
+            # A tar entry replaces the file with its own mode and owner: an existing file keeps its own (an
+            # executable script stays executable, and no mode change enters the diff).
+            info.mode, info.uid, info.gid = self._mode_and_owner(target) or (0o644, 0, 0)
             archive.addfile(info, io.BytesIO(payload))
         try:
             written = self.container.put_archive("/", buffer.getvalue())
@@ -265,6 +268,21 @@ class DockerRuntime:
             raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}: {exc}") from exc
         if not written:
             raise RuntimeUnavailable(f"cannot write {target} in container {self.container.name}")
+
+    def _mode_and_owner(self, target: PurePosixPath) -> tuple[int, int, int] | None:
+        """(permission bits, uid, gid) of the regular file at ``target``; None when there is none."""
+        try:
+            exit_code, output = self.container.exec_run(
+                ["sh", "-c", '[ -f "$1" ] && [ ! -L "$1" ] && stat -c "%a %u %g" -- "$1"', "sh", str(target)])
+        except DockerException as exc:
+            raise RuntimeUnavailable(f"cannot look at {target} in container {self.container.name}: {exc}") from exc
+        fields = (output or b"").split()
+        if exit_code != 0 or len(fields) != 3:
+            return None
+        try:
+            return int(fields[0], 8), int(fields[1]), int(fields[2])
+        except ValueError:
+            return None
 
     # The archive API reads and writes the container's layer, under a tmpfs mount (/tmp): there, a
     # process in the container does the reading and writing.
