@@ -5,7 +5,8 @@ quote them, so every file swepipe writes passes through ``redact`` on its way to
 ``pipeline.storage``). Two nets:
 
 - the exact values of environment variables named like secrets (``*_API_KEY``, ``*_TOKEN``,
-  ``*_SECRET*``, ``AWS_SECRET_ACCESS_KEY``, ``AZURE_*_KEY``, ...), wherever they appear;
+  ``*_SECRET*``, ``AWS_SECRET_ACCESS_KEY``, ``AZURE_*_KEY``, ...) that look like generated credentials
+  (``looks_like_credential``), wherever they appear;
 - the shapes of the keys litellm's providers use (``sk-``, ``sk-proj-``, ``sk-ant-``, ``AIza``,
   ``hf_``, ``gsk_``, ``xai-``, ``AKIA...``, ...), bearer tokens, JWTs and credentials inside URLs,
   even when the key did not come from this process's environment.
@@ -13,6 +14,8 @@ quote them, so every file swepipe writes passes through ``redact`` on its way to
 Patches are code that must apply byte for byte, and a repository's own test fixtures hold JWTs and
 fake keys, so the fields that carry a patch get the first net only (``redact_data``): a patch can
 hold a key only if the model was given one, and the model is only ever given this environment's.
+That net takes only values that look generated: a password that is a word (``postgres``) also
+occurs in code, and redacting it there would rewrite patches.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ REDACTED = "[redacted]"
 _SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEYS?|KEYS?|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?"
                           r"|AUTHORIZATION|COOKIE)(?:_|$)", re.IGNORECASE)
 _MIN_SECRET_LENGTH = 8
+_MIXED_CASE_LENGTH = 24  # a key with no digit: random letters of both cases, longer than camelCase names run
 
 # Provider key shapes (litellm's providers), whole tokens only.
 _SHAPES = (
@@ -71,9 +75,22 @@ def is_secret_name(name: str) -> bool:
 
 
 def secret_values() -> list[str]:
-    """Values of environment variables named like secrets, longest first."""
-    values = {v for k, v in os.environ.items() if is_secret_name(k) and len(v) >= _MIN_SECRET_LENGTH}
+    """Values of environment variables named like secrets that look like credentials, longest first."""
+    values = {v for k, v in os.environ.items() if is_secret_name(k) and looks_like_credential(v)}
     return sorted(values, key=len, reverse=True)
+
+
+def looks_like_credential(value: str) -> bool:
+    """Whether an environment value is a generated credential rather than a word. Every written file is cleared
+    of these values, patches included, so a value that code also holds must not count: ``DB_PASSWORD=deferred``
+    or ``POSTGRES_PASSWORD=postgres`` would rewrite every patch that names the word. Provider keys hold digits
+    or mix cases over dozens of characters; a word, an identifier or a camelCase name does neither."""
+    if len(value) < _MIN_SECRET_LENGTH or any(c.isspace() for c in value):
+        return False
+    letters, digits = any(c.isalpha() for c in value), any(c.isdigit() for c in value)
+    if letters and digits:
+        return True
+    return len(value) >= _MIXED_CASE_LENGTH and any(c.isupper() for c in value) and any(c.islower() for c in value)
 
 
 def looks_like_secret(text: str) -> bool:

@@ -94,10 +94,39 @@ def test_every_key_shape_and_every_secret_variable_is_redacted(monkeypatch):
 def test_env_values_are_redacted_by_name_not_by_shape(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ENV_KEYS["AWS_SECRET_ACCESS_KEY"])
     monkeypatch.setenv("AZURE_OPENAI_KEY", ENV_KEYS["AZURE_OPENAI_KEY"])
-    monkeypatch.setenv("MY_GATEWAY_SECRET_VALUE", "plainwordsecret")
+    monkeypatch.setenv("MY_GATEWAY_SECRET_VALUE", "gw-s3cret-value")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false-but-long")  # not a secret: no TOKEN word
-    text = f"{ENV_KEYS['AWS_SECRET_ACCESS_KEY']} {ENV_KEYS['AZURE_OPENAI_KEY']} plainwordsecret false-but-long"
+    text = f"{ENV_KEYS['AWS_SECRET_ACCESS_KEY']} {ENV_KEYS['AZURE_OPENAI_KEY']} gw-s3cret-value false-but-long"
     assert redact(text) == f"{REDACTED} {REDACTED} {REDACTED} false-but-long"
+
+
+# Passwords of a developer's own services, in the environment swepipe runs in: words that code holds too.
+WORD_PASSWORDS = {"DB_PASSWORD": "deferred", "POSTGRES_PASSWORD": "postgres", "REDIS_PASS": "development_password",
+                  "APP_SECRET": "changeme-please", "MY_TOKEN": "developmentPassword"}
+
+
+def test_a_password_that_is_a_word_rewrites_no_patch_reply_or_trajectory(monkeypatch, tmp_path):
+    """With DB_PASSWORD=deferred, a prediction's patch once read job.record(..., "[redacted]", reason) while
+    principal/patch.diff was intact, and eval and export scored the corrupted one. A value that code can hold
+    is no generated credential: it is left alone everywhere; a generated one still goes everywhere."""
+    for name, value in WORD_PASSWORDS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEYS["OPENAI_API_KEY"])
+    patch = ("--- a/jobs.py\n+++ b/jobs.py\n@@ -1 +1 @@\n-job.record(self.clock.now(), 'deferred')\n"
+             "+job.record(self.clock.now(), \"deferred\", reason)  # postgres changeme-please development_password "
+             "developmentPassword\n")
+    reply = f"Fix.\n```edit\njobs.py\n<<<<<<< SEARCH\n{patch}=======\nx\n>>>>>>> REPLACE\n```"
+    prediction = {"instance_id": "a", "model_patch": patch}
+    append_jsonl(tmp_path / "predictions.jsonl", prediction)
+    write_json_atomic(tmp_path / "trajectory.json", {"messages": [{"role": "assistant", "content": reply}],
+                                                     "steps": [{"reply": reply, "command": reply}]})
+    write_code_atomic(tmp_path / "patch.diff", patch)
+    assert json.loads((tmp_path / "predictions.jsonl").read_text())["model_patch"] == patch
+    assert (tmp_path / "patch.diff").read_text() == patch
+    saved = json.loads((tmp_path / "trajectory.json").read_text())
+    assert saved["messages"][0]["content"] == reply == saved["steps"][0]["reply"] == saved["steps"][0]["command"]
+    leaking = patch + ENV_KEYS["OPENAI_API_KEY"]
+    assert redact_data({"model_patch": leaking})["model_patch"] == patch + REDACTED
 
 
 def test_go_module_urls_are_left_alone_and_credentials_in_urls_are_not():
