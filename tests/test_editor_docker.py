@@ -76,7 +76,8 @@ def test_a_killed_edit_only_rollout_resumes_in_a_new_container_without_paying_tw
     finally:
         proc.kill()
     assert not layout.finished()
-    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", run_id], capture_output=True)
+    left = containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"})
+    assert left  # nothing ran at the kill: the rollout's container is still up (no `swepipe cleanup` here)
     paid_before = Ledger.read(layout.task(TASK.instance_id).ledger)
     assert 1 <= len(paid_before) < len(replies)
 
@@ -84,6 +85,8 @@ def test_a_killed_edit_only_rollout_resumes_in_a_new_container_without_paying_tw
                    "--run-id", run_id, "--evaluate", cwd=tmp_path)
     prediction = layout.finished()[TASK.instance_id]
     assert prediction["resolved"] is True, (prediction, done.stdout[-2000:])
+    # The resume removed what the killed session left (its owner is dead), and said so.
+    assert f"removed {len(left)} container(s) a killed session of run {run_id} left behind" in done.stdout
     record = json.loads((layout.task(TASK.instance_id).junior / "rollout-00.json").read_text())
     assert record["trajectory"]["resumed"] is True
     assert [s["action"] for s in record["trajectory"]["steps"]] == ["edit", "bash", "submit"]

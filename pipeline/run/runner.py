@@ -36,6 +36,8 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
     (for logs, where no progress bar is drawn). Whichever executor the config names: ``executor_for(...).run_tasks``
     (pipeline.run.executors)."""
     summary, todo = plan(tasks, run)
+    if todo and run.config.containers.impl is None:
+        _remove_orphans(run.layout.run_id, log)
     BREAKERS.announce = log  # an endpoint's pause and recovery, as lines of the log (the progress line shows them)
     run_budget = seeded_run_budget(run)  # what earlier sessions of this run spent still counts against it
     lock = threading.Lock()
@@ -66,6 +68,16 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
         if image_cache is not None:
             image_cache.close()
     return summary
+
+
+def _remove_orphans(run_id: str, log: Callable[[str], None] | None) -> None:
+    """The containers an earlier session of this run left when it was killed outright (kill -9: no handler ran)."""
+    from pipeline.runtime import containers
+
+    removed = containers.remove_orphans(run_id)
+    if removed:
+        (log or print)(f"removed {len(removed)} container(s) a killed session of run {run_id} left behind: "
+                       f"{', '.join(removed)}")
 
 
 class ThreadExecutor:

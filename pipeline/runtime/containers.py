@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import docker
 from docker.errors import DockerException, NotFound
@@ -19,6 +21,7 @@ from pipeline.errors import RuntimeUnavailable, is_transport_error
 
 LABEL = "swepipe"
 RUN_LABEL = "swepipe.run_id"
+OWNER_LABEL = "swepipe.owner"  # host:pid:start of the process that started it (``remove_orphans``)
 SESSION_LABEL = "swepipe.session"  # the cluster session (a Ray driver's nonce) a node started it for
 SANITISED_REPOSITORY = "swepipe-sanitised"
 
@@ -45,7 +48,43 @@ def client() -> docker.DockerClient:
 
 
 def labels(run_id: str, **extra: str) -> dict[str, str]:
-    return {LABEL: "1", RUN_LABEL: run_id, **_session, "swepipe.owner_pid": str(os.getpid()), **extra}
+    return {LABEL: "1", RUN_LABEL: run_id, **_session, "swepipe.owner_pid": str(os.getpid()),
+            OWNER_LABEL: _owner(os.getpid()), **extra}
+
+
+def _owner(pid: int) -> str:
+    """``host:pid:start``: the process on this host, told apart from a later one given the same pid."""
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def _start_time(pid: int) -> str:
+    """The process's start (in clock ticks since boot, /proc/<pid>/stat field 22); "" where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces and parentheses
+    return fields[19] if len(fields) > 19 else ""
+
+
+def owner_gone(owner: str) -> bool:
+    """Whether the process named by an OWNER_LABEL value has ended; False when that cannot be known here (another
+    host, a label this version did not write)."""
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit() or not start:
+        return False
+    return _start_time(int(pid)) != start
+
+
+def remove_orphans(run_id: str) -> list[str]:
+    """Remove the containers of run ``run_id`` whose process on this host died without removing them (kill -9,
+    the OOM killer), as a resumed run starts; a live session's containers, or another host's, are left alone."""
+    found = client().containers.list(all=True, filters={"label": [f"{RUN_LABEL}={run_id}"]}, ignore_removed=True)
+    orphans = [c for c in found if owner_gone((c.labels or {}).get(OWNER_LABEL, ""))]
+    for container in orphans:
+        remove(container)
+    return [c.name for c in orphans]
 
 
 def set_session(session: str | None) -> None:
