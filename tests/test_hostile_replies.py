@@ -206,3 +206,42 @@ def test_a_ranged_view_of_a_huge_file_reads_only_the_lines_shown(tmp_path, works
     assert not beyond.ok and "300003 lines" in beyond.observation
     whole = editor(EditorCall("view", "data.log"))
     assert not whole.ok and "view a part of it with view_range" in whole.observation
+
+
+# -- the senior's brief and the principal's edits ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reply", [
+    f"ANALYSIS:\nthe bug\nSPANS:\ncalc.py:1-2 add\nCANDIDATE: {HUGE}",
+    f"ANALYSIS:\nthe bug\nSPANS:\ncalc.py:{HUGE}-{HUGE} add\nCANDIDATE: 1",
+    f"ANALYSIS:\nthe bug\nSPANS:\n`calc.py#L1-L{HUGE}` add\nCANDIDATE: none",
+    '```json\n{"analysis": "the bug", "spans": [{"file": "calc.py", "start": 1, "end": Infinity}], '
+    f'"candidate": {HUGE}}}\n```',
+    '```json\n{"analysis": "the bug", "spans": [{"file": "calc.py", "lines": "' + HUGE + '"}], "candidate": NaN}\n```',
+])
+def test_a_brief_with_numbers_past_reading_keeps_what_it_can_and_names_the_rest(reply):
+    """Found by the fuzzer: a CANDIDATE or span line number of 5,000 digits raised ValueError out of the
+    senior's brief parser (int() refuses more than 4,300 digits, json.loads too), Infinity an OverflowError."""
+    from pipeline.senior.brief import BriefFormatError, parse_brief
+
+    try:
+        brief = parse_brief(reply)
+    except BriefFormatError as error:  # JSON with a number past reading: the senior is asked to write it again
+        assert reply.startswith("```json") and "not valid JSON" in str(error)
+        return
+    assert brief.analysis == "the bug"
+    assert all(abs(span.start) < 10**13 and abs(span.end) < 10**13 for span in brief.spans)
+    assert brief.candidate is None or brief.candidate == 1
+    assert brief.problems or brief.candidate == 1
+
+
+def test_a_principal_edit_holding_a_lone_surrogate_is_refused_not_rewritten(workspace):
+    """Found by the fuzzer: a REPLACE holding U+D800 (a provider's JSON can send one) was written as '?' into
+    the file and the patch; it is now an unusable reply, which the principal's one retry is told about."""
+    from pipeline.principal.stage import UnusableEdits, apply_to_base
+
+    reply = ("```edit\ncalc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b  # \ud800\n"
+             ">>>>>>> REPLACE\n```")
+    with pytest.raises(UnusableEdits, match="lone surrogate .U\\+D800. on line 1"):
+        apply_to_base(reply, workspace)
+    assert "?" not in workspace.diff()

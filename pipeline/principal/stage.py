@@ -126,6 +126,7 @@ def apply_to_base(reply: str, runtime: Runtime, repo_files: list[str] | None = N
     _reset(runtime)
     try:
         edits = parse_edits(reply)
+        _check_writable(edits)
         changed = apply_edits(edits, lambda path: _read(runtime, path),
                               _repo_files(runtime) if repo_files is None else repo_files,
                               roots=dict.fromkeys([str(runtime.workdir), *REPO_ROOTS]))
@@ -145,6 +146,18 @@ def apply_to_base(reply: str, runtime: Runtime, repo_files: list[str] | None = N
     if problem:
         raise UnusableEdits(f"the resulting diff does not apply to the base commit: {problem}")
     return patch
+
+
+def _check_writable(edits) -> None:
+    """UnusableEdits for a replacement holding a lone surrogate (a provider's JSON can send ``\\ud800``): no text
+    file can hold one, and writing something else instead would put text the model never wrote into the patch."""
+    for edit in edits:
+        for number, line in enumerate(edit.replace.splitlines(), start=1):
+            bad = next((c for c in line if 0xD800 <= ord(c) <= 0xDFFF), None)
+            if bad is not None:
+                raise UnusableEdits(f"the edit of {edit.path[:200]} holds a lone surrogate (U+{ord(bad):04X}) on "
+                                    f"line {number} of its REPLACE text, which no file can hold; write the character "
+                                    "itself")
 
 
 def check_applies(patch: str, runtime: Runtime) -> str | None:

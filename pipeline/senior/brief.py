@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from pipeline.linenumbers import line_number
 from pipeline.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
 
 _JSON_BLOCK = re.compile(r"^```json[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -105,7 +106,7 @@ def _brief_from_json(block: str) -> Brief:
         try:
             data = json.loads(attempt, strict=False)  # strict=False: raw newlines and tabs inside strings
             break
-        except json.JSONDecodeError as error:
+        except (ValueError, RecursionError) as error:  # a number past reading, nesting past the stack too
             problem = f"the ```json block is not valid JSON ({error})"
     if data is None:
         raise BriefFormatError(problem)
@@ -153,11 +154,10 @@ def _span_from_item(item) -> BriefSpan | str:
         start, end = _first_range(f":{lines}")
     elif start is None:
         start, end = _first_range(path)
-    try:
-        start = int(start)
-        end = int(end) if end is not None else start
-    except (TypeError, ValueError):
-        return f'{path!r} needs "start" and "end" (line numbers)'
+    start = line_number(start)
+    end = line_number(end) if end is not None else start
+    if start is None or end is None:
+        return f'{path.strip()[:120]!r} needs "start" and "end" (line numbers)'
     if end < start:
         return f"{path}:{start}-{end}: the range ends before it starts"
     return BriefSpan(file=path.strip(), start=start, end=end, reason=str(item.get("reason") or "").strip())
@@ -167,7 +167,7 @@ def _first_range(text: str) -> tuple[int | None, int | None]:
     found = re.search(r"[:#]L?(\d+)(?:\s*[-–—]\s*L?(\d+))?\s*$", text.strip(), re.IGNORECASE)
     if not found:
         return None, None
-    return int(found.group(1)), int(found.group(2) or found.group(1))
+    return line_number(found.group(1)), line_number(found.group(2) or found.group(1))
 
 
 def _brief_from_text(text: str) -> Brief | None:
@@ -280,11 +280,13 @@ def parse_span_line(line: str) -> tuple[list[BriefSpan], str | None]:
     found = _RANGE.match(rest)
     if not found:
         return [], f"{quoted}: no line range (write path:START-END and a reason)"
-    ranges = [(int(found.group("start")), int(found.group("end") or found.group("start")))]
+    ranges = [(line_number(found.group("start")), line_number(found.group("end") or found.group("start")))]
     rest = rest[found.end():]
     while more := _MORE_RANGE.match(rest):
-        ranges.append((int(more.group("start")), int(more.group("end"))))
+        ranges.append((line_number(more.group("start")), line_number(more.group("end"))))
         rest = rest[more.end():]
+    if any(start is None or end is None for start, end in ranges):
+        return [], f"{quoted}: a line number that is no line number"
     if any(end < start for start, end in ranges):
         return [], f"{quoted}: a range ends before it starts"
     reason = rest.strip().lstrip(":-–—,;)|").strip()
@@ -295,14 +297,14 @@ def _candidate_value(value) -> tuple[int | None, str | None]:
     """The CANDIDATE answer as a 1-based number or None (none of them); and a problem if it was unreadable."""
     if value is None or isinstance(value, bool):
         return None, None
-    if isinstance(value, int):
-        return value, None
+    if isinstance(value, (int, float)) and line_number(value) is not None:
+        return line_number(value), None
     text = str(value).strip()
     if not text or _NO_CANDIDATE.match(text):
         return None, None
     found = re.match(r"^\W*(?:candidate\s*)?#?\s*(\d+)\b(?!\s*(?:and|or|&|/|,\s*\d|-\s*\d))", text, re.IGNORECASE)
-    if found:
-        return int(found.group(1)), None
+    if found and line_number(found.group(1)) is not None:
+        return line_number(found.group(1)), None
     return None, f"CANDIDATE {text[:60]!r}: not a candidate number or none"
 
 
