@@ -245,3 +245,17 @@ def test_a_principal_edit_holding_a_lone_surrogate_is_refused_not_rewritten(work
     with pytest.raises(UnusableEdits, match="lone surrogate .U\\+D800. on line 1"):
         apply_to_base(reply, workspace)
     assert "?" not in workspace.diff()
+
+
+@pytest.mark.parametrize(("kind", "body"), [
+    ("delegate", f"stage: {HUGE}\ntask: fix"), ("delegate", f"task: {HUGE}"), ("delegate", "[" * 2000),
+    ("resume", f"worker: worker-{HUGE}\ntext: go on"), ("wait", f"worker-{HUGE}")])
+def test_a_team_block_with_a_number_past_reading_is_a_format_error(kind, body):
+    """Found by the fuzzer: YAML reading a 5,000-digit number raised ValueError, not YAMLError, out of the lead's
+    delegate, and a worker-<5,000 digits> name did the same in int()."""
+    from pipeline.team.actions import parse_delegations, parse_names, parse_resume
+
+    parse = {"delegate": lambda b: parse_delegations(b, None), "resume": parse_resume, "wait": parse_names}[kind]
+    with pytest.raises(FormatError) as raised:
+        parse(body)
+    assert len(str(raised.value)) < 500

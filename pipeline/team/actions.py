@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from pipeline.agent.actions import ActionError, FormatError, fenced_block
+from pipeline.linenumbers import line_number
 
 __all__ = ["ActionError", "FormatError"]
 
@@ -35,8 +36,9 @@ def report_block(reply: str) -> str | None:
 def load_yaml(kind: str, body: str):
     try:
         return yaml.safe_load(body) if body.strip() else None
-    except yaml.YAMLError as error:
-        raise FormatError(f"your ```{kind} block is not valid YAML ({str(error).splitlines()[0]})") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as error:  # a number past reading, nesting past the stack
+        first = (str(error).splitlines() or [type(error).__name__])[0][:300]
+        raise FormatError(f"your ```{kind} block is not valid YAML ({first})") from None
 
 
 def parse_delegations(body: str, default_stage: str | None, workdir: str = "") -> list[Delegation]:
@@ -92,9 +94,10 @@ def parse_names(body: str) -> list[str] | None:
 def worker_name(value) -> str:
     text = str(value).strip().lower()
     match = re.fullmatch(r"(?:worker[-_ ]?)?(\d+)", text)
-    if not match:
-        raise FormatError(f"{value!r} is not a worker name (worker-0, worker-1, ...)")
-    return f"worker-{int(match.group(1))}"
+    number = line_number(match.group(1)) if match else None
+    if number is None:
+        raise FormatError(f"{text[:60]!r} is not a worker name (worker-0, worker-1, ...)")
+    return f"worker-{number}"
 
 
 def normalise_path(path: str, workdir: str = "") -> str:
