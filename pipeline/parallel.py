@@ -14,8 +14,8 @@ STOP_GRACE = 5.0  # seconds running work gets, once a stop is requested, to noti
 
 def progress_bar(label: str, show: bool = True) -> Progress:
     """The progress bar every executor shows: label, bar, done/total, a description, elapsed time."""
-    columns = (TextColumn(f"[bold]{label}[/bold]"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.description}"), TimeElapsedColumn())
+    columns = (TextColumn(label, style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.description}", markup=False), TimeElapsedColumn())  # text, not Rich markup
     return Progress(*columns, disable=not show)
 
 

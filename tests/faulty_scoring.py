@@ -22,7 +22,7 @@ _lock = threading.Lock()
 
 def faulty_put_archive(counter: Path, instance_id: str | None = None):
     def put_archive(self, path, data):
-        scoring = b"entryscript.sh" in data  # the scoring's own files, not an agent's
+        scoring = isinstance(data, bytes) and b"entryscript.sh" in data  # the tests' files, not an agent's
         wanted = instance_id is None or self.labels.get("swepipe.instance_id") == instance_id
         with _lock:
             left = int(counter.read_text() or 0) if counter.exists() else 0

@@ -179,15 +179,18 @@ def test_scoring_has_no_network_unless_asked_and_is_limited(tmp_path, run_id, mo
                                  "timeout": 1800, "image_id": image_id, "image_digest": None}  # built here, not pulled
     assert image_id.startswith("sha256:")
     assert graded["scorer"] == {**offline["scorer"], "profile": "official", "timeout": 3600, "seed": 7}
-    assert seen[0]["Config"].get("NetworkDisabled") is True and not seen[1]["Config"].get("NetworkDisabled")
+    assert len(seen) == 6  # each scoring: the tests' container, then the parser's
+    assert all(attrs["Config"].get("NetworkDisabled") is True for attrs in seen[:2])
+    assert not any(attrs["Config"].get("NetworkDisabled") for attrs in seen[2:4])
     local = dataclasses.replace(chosen, cpus=float(os.cpu_count()))  # the local profile: no CPU cap
-    for attrs in seen[:2]:
+    for attrs in seen[:4]:
         assert_contained(attrs["HostConfig"], local)
     # the official profile: up to 4 CPUs and 30 GiB, capped at this machine; the seed reaches the tests
     graded_limits = dataclasses.replace(chosen, cpus=float(min(4, os.cpu_count())),
                                         memory=min(30 * 1024 * MIB, int(machine_memory() * MEMORY_SHARE)))
-    assert_contained(seen[2]["HostConfig"], graded_limits)
-    assert graded["limits"]["cpus"] == graded_limits.cpus and "SWEPIPE_SCORING_SEED=7" in seen[2]["Config"]["Env"]
+    for attrs in seen[4:]:
+        assert_contained(attrs["HostConfig"], graded_limits)
+    assert graded["limits"]["cpus"] == graded_limits.cpus and "SWEPIPE_SCORING_SEED=7" in seen[4]["Config"]["Env"]
     assert not any(e.startswith("SWEPIPE_SCORING_SEED") for e in seen[0]["Config"]["Env"] or [])
 
 

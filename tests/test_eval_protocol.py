@@ -5,7 +5,7 @@ import pytest
 from pipeline.errors import DatasetError
 from pipeline.evaluation.predictions import load_predictions
 from pipeline.evaluation.protocol import (dockerfile_env_exports, entry_script, judge, parse_statuses,
-                                         strip_binary_sections)
+                                         parser_script, strip_binary_sections)
 from pipeline.tasks import Task
 
 TEXT_SECTION = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -36,13 +36,21 @@ def test_env_lines_become_exports_like_the_official_harness():
 
 
 def test_entry_script_runs_only_the_last_setup_line_and_joins_test_files():
-    script = entry_script(make_task(), ["export A=1"])
+    script = entry_script(make_task(), ["export A=1"], "MARKER")
     lines = script.splitlines()
     assert "git checkout def456 -- t.py" in lines and "git clean -fd" not in script
     assert lines.index("git reset --hard abc1234") < lines.index("git apply -v /workspace/patch.diff") \
-        < lines.index("git checkout def456 -- t.py")
-    assert "bash /workspace/run_script.sh t.py,u.py > /workspace/stdout.log 2> /workspace/stderr.log" in lines
-    assert lines[1] == "export A=1"
+        < lines.index("git checkout def456 -- t.py") < lines.index('echo "MARKER $apply_status"')
+    # the tests' output goes to the container's own streams, after the marker line on each
+    assert lines[-3:] == ['echo "MARKER $apply_status"', 'echo "MARKER $apply_status" >&2',
+                          "bash /workspace/run_script.sh t.py,u.py"]
+    assert lines[1] == "export A=1" and "parser.py" not in script
+
+
+def test_the_parser_runs_apart_as_the_official_last_step():
+    lines = parser_script(["export A=1"]).splitlines()
+    assert lines[1] == "export A=1" and "cd /app" in lines
+    assert lines[-1] == "python /workspace/parser.py /workspace/stdout.log /workspace/stderr.log /workspace/output.json"
 
 
 def test_resolved_only_when_every_required_name_passed():

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from rich.console import Console
-
-from pipeline.cli.app import app, console, images_app  # noqa: F401 - the app and console, as pipeline.cli names them
+from pipeline.cli.app import app, console, err_console, images_app  # noqa: F401 - as pipeline.cli names them
 from pipeline.errors import InfrastructureFault, SwepipeError
 
 
@@ -18,10 +16,9 @@ def main() -> None:
     try:
         app()
     except (SwepipeError, InfrastructureFault) as error:  # e.g. a preflight that finds an image no one can get
-        from rich.markup import escape
+        from pipeline.terminal import literal
 
-        # escaped: an error's own brackets (pip install 'swepipe[ray]') are text, not markup
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
+        err_console.print(literal("error:", "bold red"), str(error))  # its brackets (swepipe[ray]) are text
         sys.exit(2)
     except SystemExit as done:
         # typer ends a KeyboardInterrupt its command did not catch with 130 (a stop between two steps of the
@@ -29,7 +26,7 @@ def main() -> None:
         if done.code == 130 and stopping.requested():
             from pipeline.cli.stops import exit_stopped
 
-            exit_stopped(Console(), "what finished is saved; run the same command again to go on")
+            exit_stopped(console, "what finished is saved; run the same command again to go on")
         raise
 
 

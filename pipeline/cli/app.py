@@ -1,12 +1,13 @@
-"""The `swepipe` Typer app, its `images` group and the console: what every command module registers with or prints
-to, in a module that imports none of them (pipeline/cli/__init__.py imports the commands)."""
+"""The `swepipe` Typer app, its `images` group and the consoles (stdout, stderr; pipeline.terminal: every string
+printed literally): what every command module registers with or prints to, in a module that imports none of them
+(pipeline/cli/__init__.py imports the commands)."""
 
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 
 from pipeline.cli.help import Command, Group
+from pipeline.terminal import literal_console
 
 
 class App(typer.Typer):
@@ -23,4 +24,5 @@ class App(typer.Typer):
 app = App(help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
 images_app = App(help="Build, check and prune the Docker images tasks run in.")
 app.add_typer(images_app, name="images")
-console = Console()
+console = literal_console()
+err_console = literal_console(stderr=True)  # errors, and notes beside data on stdout

@@ -15,6 +15,7 @@ from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, images_app
 from pipeline.errors import SwepipeError
+from pipeline.terminal import literal
 
 
 @app.command()
@@ -170,8 +171,8 @@ def images_build(
                            "on a registry (see --image-template), which `docker pull` or swepipe fetch on first use")
     ids = selection.load()
     started = time.monotonic()
-    with Progress(TextColumn("[bold]images[/bold]"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+    with Progress(TextColumn("images", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=console,
                   disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task("", total=None)
 
@@ -220,7 +221,7 @@ def images_check(
     for column in ("image", "local", "size", "registry"):
         table.add_column(column, overflow="fold")
     for status in check.images:
-        table.add_row(status.name, "present" if status.present else "[red]missing[/red]",
+        table.add_row(status.name, "present" if status.present else literal("missing", "red"),
                       gb(status.size) if status.present else "-", status.registry or "-")
     console.print(table)
     console.print(check.line(), soft_wrap=True)
@@ -228,7 +229,7 @@ def images_check(
         console.print(f"the images take more than the cache budget ({gb(check.budget_bytes)}): a run removes those of "
                       "finished tasks as it goes, and pulls or rebuilds them if they are needed again", soft_wrap=True)
     if not check.ok:
-        console.print(f"[bold red]{check.problem()}[/bold red]", soft_wrap=True)
+        console.print(check.problem(), style="bold red", soft_wrap=True)
         raise typer.Exit(1)
 
 

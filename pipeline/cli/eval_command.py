@@ -145,7 +145,7 @@ def _eval_candidates(run: str, selection, scoring: opt.Scoring, image_template, 
         exit_stopped(console, f"the candidates scored so far are saved in {root}/tasks/*/candidates/; {_again()} "
                               "to score the rest")
     for line in summary_lines(summary):
-        console.print(line, soft_wrap=True, highlight=False, markup=False)
+        console.print(line, soft_wrap=True)
 
 
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, where) -> None:

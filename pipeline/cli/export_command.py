@@ -46,5 +46,5 @@ def export(
         summary = export_trajectories(root, output)
     else:
         summary = export_predictions(root, format_, output, prefix)
-    console.print(f"wrote {summary.path}", soft_wrap=True, highlight=False)
-    console.print(summary.line(), soft_wrap=True, highlight=False)
+    console.print(f"wrote {summary.path}", soft_wrap=True)
+    console.print(summary.line(), soft_wrap=True)

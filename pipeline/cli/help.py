@@ -14,6 +14,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.terminal import literal_console
+
 OPTIONS = "Options"
 TASKS = "Task selection"
 MODELS = "Models"
@@ -86,7 +88,7 @@ def options_table(rows: list[tuple[str, str]], width: int) -> Table:
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return literal_console(soft_wrap=False)
 
 
 class Command(typer.core.TyperCommand):

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline.cli import options as opt
-from pipeline.cli.app import app, console
+from pipeline.cli.app import app, console, err_console
 from pipeline.errors import SwepipeError
 
 
@@ -45,7 +45,7 @@ def report(
         problems = {t.instance_id: t.problem_statement for t in tasks}  # for the task pages
         meta = task_meta(tasks)
     except SwepipeError as error:
-        console.print(f"[yellow]no coverage: {error}[/yellow]")
+        console.print(f"no coverage: {error}", style="yellow")
         patches = problems = meta = None
     built = build_report(runs, patches, baseline=baseline, problems=problems, meta=meta, subset=subset)
     for table in built.tables(per_task=False):
@@ -108,10 +108,10 @@ def task_meta(tasks: list) -> dict[str, tuple[str, str]]:
     return {t.instance_id: (t.repo, str(t.repo_language)) for t in tasks}
 
 
-def _tasks_of_runs(runs: list[Path], selection: opt.TaskSelection) -> list:
+def _tasks_of_runs(runs: list[Path], selection: opt.TaskSelection, say=console.print) -> list:
     """The tasks of every run shown: each run's recorded dataset (unless --dataset or --split was given), each
-    dataset loaded once."""
-    chosen = list(dict.fromkeys(selection.for_run(run, console.print) for run in runs)) or [selection]
+    dataset loaded once; ``say``: where the dataset a run recorded is announced."""
+    chosen = list(dict.fromkeys(selection.for_run(run, say) for run in runs)) or [selection]
     return [task for one in chosen for task in one.load()]
 
 
@@ -120,7 +120,7 @@ def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template:
     from pipeline.studies.senior_at import parse_ks, run_senior_at
 
     def line(text: str) -> None:
-        console.print(text, soft_wrap=True, highlight=False)
+        console.print(text, soft_wrap=True)
 
     summary = run_senior_at(run_dir, tasks, parse_ks(ks_text), dataset=dataset, image_template=image_template,
                             workers=workers, log=line)
@@ -181,7 +181,7 @@ def whatif(
     for result in results:
         console.print(rich_table(whatif_table(result)))
         for note in result.notes:
-            console.print(f"[yellow]{note}[/yellow]", soft_wrap=True)
+            console.print(note, style="yellow", soft_wrap=True)
     if path:
         console.print(f"figure: {path}", soft_wrap=True)
 
@@ -219,10 +219,11 @@ def compare(
 
     if len(runs) < 2:
         raise SwepipeError("swepipe compare needs at least two run directories (RUN_A RUN_B ...)")
+    # stdout holds the comparison alone (`--json | jq .`); what is said about it goes to stderr
     try:
-        meta = task_meta(_tasks_of_runs(runs, selection))
+        meta = task_meta(_tasks_of_runs(runs, selection, err_console.print))
     except SwepipeError as error:
-        console.print(f"[yellow]no repository or language per task: {error}[/yellow]")
+        err_console.print(f"no repository or language per task: {error}", style="yellow")
         meta = {}
     pairs = compare_runs([load_run(run) for run in runs], meta)
     if as_json:
@@ -235,4 +236,4 @@ def compare(
                        (html, lambda: html_page(title, compare_tables(pairs), {}))):
         if path is not None:
             write_text_atomic(path, text())
-            console.print(f"wrote {path}", soft_wrap=True)
+            err_console.print(f"wrote {path}", soft_wrap=True)

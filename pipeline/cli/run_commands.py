@@ -16,6 +16,8 @@ from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING, STRATEGY, TASKS
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
+from pipeline.printable import clean
+from pipeline.terminal import literal
 
 
 @app.command()
@@ -169,15 +171,16 @@ def _run_repeats(request: _Request, cfg, group: list, where) -> bool:
                          repeat_cfg, repeat.run_id, where, repeat=repeat, group_budget=budget, resume=resume):
             incomplete.append(repeat.run_id)
     if incomplete:
-        console.print(f"[red]incomplete: {', '.join(incomplete)}[/red] (see above); the same command resumes them",
-                      soft_wrap=True)
+        console.print(literal(f"incomplete: {', '.join(incomplete)}", "red"),
+                      "(see above); the same command resumes them", soft_wrap=True)
     console.print(f"across the repeats: swepipe report {request.runs_dir / first.group}", soft_wrap=True)
     return not incomplete
 
 
 def _log_line(text: str) -> None:
-    """A finished task, as one plain line (stdout is a log, not a terminal)."""
-    print(text, flush=True)
+    """A finished task, as one plain line (stdout is a log, not a terminal): its text cleaned as a terminal shows
+    it (printable.clean: no escape sequence for whoever reads the log in one, no unencodable surrogate)."""
+    print(clean(text), flush=True)
 
 
 def _stopped(summary, settings, resume: str | None = None) -> None:
@@ -202,9 +205,9 @@ def _print_run(summary, settings) -> bool:
     for instance_id, p in sorted(summary.predictions.items()):
         cost = p.get("cost", {})
         resolved = {True: "yes", False: "no", None: "-"}[p.get("resolved")]
-        error = (p.get("error") or "").strip().splitlines()
+        error = (p.get("error") or "").strip().split("\n")[0]  # (splitlines would also cut at \x1c, \x85, ...)
         table.add_row(short_id(instance_id), p.get("source", ""), *(f"{cost.get(s, 0):.4f}" for s in stages),
-                      resolved, error[0][:60] if error else "")
+                      resolved, error[:60])
     console.print(table)
     if any(p.get("error") for p in summary.predictions.values()):
         console.print(f"full errors: {settings.layout.root}/tasks/<id>/error.txt and predictions.jsonl",
@@ -213,16 +216,17 @@ def _print_run(summary, settings) -> bool:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
     console.print(f"spent: {summary.line()}; predictions in {settings.layout.predictions}")
     for instance_id, error in sorted(summary.infra_errors.items()):
-        console.print(f"[red]not run[/red] {instance_id}: {error}", soft_wrap=True)
+        console.print(literal("not run", "red"), f"{instance_id}: {error}", soft_wrap=True)
     if summary.no_model_answered:
         made, _ = summary.calls()
-        console.print(f"[red]no model answered: every one of the {made} model call(s) of these tasks failed (see "
+        console.print(f"no model answered: every one of the {made} model call(s) of these tasks failed (see "
                       "error in each tasks/<id>/ledger.jsonl row), so what was resolved says nothing about the "
-                      "models. Check the endpoints and keys, then rerun with a new --run-id.[/red]", soft_wrap=True)
+                      "models. Check the endpoints and keys, then rerun with a new --run-id.", style="red",
+                      soft_wrap=True)
     if summary.infra_errors:
-        console.print(f"[red]{len(summary.infra_errors)} task(s) could not run (infrastructure: Docker, a model "
-                      "endpoint or the cluster failed); they stay unfinished and the same --run-id retries "
-                      "them[/red]", soft_wrap=True)
+        console.print(f"{len(summary.infra_errors)} task(s) could not run (infrastructure: Docker, a model "
+                      "endpoint or the cluster failed); they stay unfinished and the same --run-id retries them",
+                      style="red", soft_wrap=True)
     return not (summary.infra_errors or summary.no_model_answered)
 
 
@@ -288,10 +292,9 @@ def _print_pool(pool, records) -> None:
     if pool.empty:
         console.print(f"no source edit from rollout(s) {', '.join(map(str, pool.empty))}")
     if pool.failed:
-        console.print(f"[red]no diff could be taken from rollout(s) {', '.join(map(str, pool.failed))}[/red] "
+        console.print(literal(f"no diff could be taken from rollout(s) {', '.join(map(str, pool.failed))}", "red"),
                       "(patch_error in their records)")
     for drop in pool.dropped:
-        console.print(f"dropped from rollout {drop['rollout']}: {drop['file']} ({drop['reason']})", soft_wrap=True,
-                      markup=False)
+        console.print(f"dropped from rollout {drop['rollout']}: {drop['file']} ({drop['reason']})", soft_wrap=True)
     console.print(f"total ${sum(r['cost'] for r in records):.4f}; exit reasons: "
                   + ", ".join(sorted({r['exit_reason'] for r in records})))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import NoReturn
 
 from rich.console import Console
-from rich.markup import escape
+
+from pipeline.terminal import literal
 
 
 def exit_stopped(console: Console, saved: str) -> NoReturn:
@@ -20,8 +21,8 @@ def exit_stopped(console: Console, saved: str) -> NoReturn:
     containers.remove_all_tracked()
     abandoned = charge_abandoned_calls()
     if stopping.reason():
-        console.print(f"[red]stopped:[/red] {escape(stopping.reason())}", soft_wrap=True, highlight=False)
+        console.print(literal("stopped:", "red"), stopping.reason(), soft_wrap=True)
     note = (f"; {abandoned} model call(s) still in flight were abandoned and are charged their worst case in the "
             "ledger" if abandoned else "")
-    console.print(f"stopped: {escape(saved)}{note}", soft_wrap=True, highlight=False)
+    console.print(f"stopped: {saved}{note}", soft_wrap=True)
     stopping.exit_now(stopping.exit_code())

@@ -92,11 +92,11 @@ def sweep(
     plan = plan_sweep(cfg, the_grid, tasks, sweep_id=root.name, runs_dir=root.parent, baseline=baseline_dir)
     if dry_run:
         for line in dry_run_lines(plan):
-            console.print(line, soft_wrap=True, highlight=False, markup=False)
+            console.print(line, soft_wrap=True)
         return
     interactive = sys.stderr.isatty()
     console.print(f"sweep {plan.sweep_id}: {len(plan.cells)} cell(s) x {len(tasks)} task(s) -> {plan.root}",
-                  soft_wrap=True, highlight=False)
+                  soft_wrap=True)
     outcome = run_sweep(plan, dataset=selection.dataset, split=selection.split, workers=workers, evaluate=evaluate,
                         run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
                         image_template=image_template, timeout=scoring.timeout, scoring_profile=scoring.scoring_profile,
@@ -110,14 +110,14 @@ def sweep(
                               "without paying twice for what was done")
     _report(plan.root)
     if outcome.infra_errors:
-        console.print(f"[red]{sum(outcome.infra_errors.values())} task(s) in {len(outcome.infra_errors)} cell(s) "
+        console.print(f"{sum(outcome.infra_errors.values())} task(s) in {len(outcome.infra_errors)} cell(s) "
                       "could not run (infrastructure: Docker, a model endpoint or the cluster); the same "
-                      "--sweep-id retries them[/red]")
+                      "--sweep-id retries them", style="red")
         raise typer.Exit(1)
 
 
 def _line(text: str) -> None:
-    console.print(text, soft_wrap=True, highlight=False, markup=False)
+    console.print(text, soft_wrap=True)
 
 
 def _baseline(baseline: Path, runs_dir: Path) -> Path:
@@ -133,4 +133,4 @@ def _report(root: Path) -> None:
     report = load_sweep(root)
     console.print(terminal_table(report))
     written = write_sweep_report(report)
-    console.print("wrote " + ", ".join(str(path) for path in written.values()), soft_wrap=True, highlight=False)
+    console.print("wrote " + ", ".join(str(path) for path in written.values()), soft_wrap=True)

@@ -34,12 +34,18 @@ class EvalSummary:
     def scored(self) -> int:
         return sum(1 for result in self.results.values() if result["category"] != "infra_error")
 
+    @property
+    def flagged(self) -> dict[str, list[dict]]:
+        """instance id -> the integrity findings of its result, for those with any."""
+        return {i: r["integrity"] for i, r in self.results.items() if r.get("integrity")}
+
     def as_dict(self) -> dict:
         return {
             "predictions_evaluated": len(self.results), "scored": self.scored, "resolved": self.resolved,
             "resolve_rate_scored": self.resolved / self.scored if self.scored else None,
             "resolve_rate_dataset": self.resolved / self.dataset_size if self.dataset_size else None,
             "dataset_size": self.dataset_size, "categories": {c: self.counts.get(c, 0) for c in CATEGORIES},
+            "flagged": len(self.flagged),
             "unknown_instances": self.unknown, "skipped_finished": self.skipped,
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 from pathlib import Path
@@ -11,16 +12,33 @@ from pipeline.evaluation.logs import save_capped
 
 def tar_of(files: dict[str, bytes], directory: str) -> bytes:
     """A tar holding ``directory``/name for each file, for `put_archive` at /."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        folder = tarfile.TarInfo(directory.strip("/"))
-        folder.type, folder.mode = tarfile.DIRTYPE, 0o777
-        archive.addfile(folder)
-        for name, payload in files.items():
-            info = tarfile.TarInfo(f"{directory.strip('/')}/{name}")
-            info.size, info.mode = len(payload), 0o755 if name.endswith(".sh") else 0o644
-            archive.addfile(info, io.BytesIO(payload))
-    return buffer.getvalue()
+    return b"".join(tar_stream(files, directory))
+
+
+def tar_stream(files: dict[str, bytes | Path], directory: str, block: int = 1 << 20):
+    """``tar_of`` as a stream of pieces, for `put_archive` at /: a file given as a Path is read as the stream is
+    sent, so a log of any size is never held in memory."""
+    folder = tarfile.TarInfo(directory.strip("/"))
+    folder.type, folder.mode = tarfile.DIRTYPE, 0o777
+    yield folder.tobuf()
+    for name, content in files.items():
+        info = tarfile.TarInfo(f"{directory.strip('/')}/{name}")
+        info.size = len(content) if isinstance(content, bytes) else content.stat().st_size
+        info.mode = 0o755 if name.endswith(".sh") else 0o644
+        yield info.tobuf()
+        if isinstance(content, bytes):
+            yield content
+        else:
+            with open(content, "rb") as source:
+                left = info.size
+                while left > 0:
+                    piece = source.read(min(block, left))
+                    if not piece:
+                        raise OSError(f"{content} was cut short while it was sent")
+                    left -= len(piece)
+                    yield piece
+        yield b"\0" * (-info.size % tarfile.BLOCKSIZE)
+    yield b"\0" * (2 * tarfile.BLOCKSIZE)
 
 
 def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] | None = None) -> set[str]:
@@ -43,6 +61,27 @@ def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] 
                         for block in blocks:
                             out.write(block)
                 found.add(name)
+    return found
+
+
+def archive_digests(chunks, names: set[str]) -> dict[str, str]:
+    """name -> sha256 (hex) of each regular file called one of ``names`` right under the archived folder of a
+    `get_archive` stream; for an entry of such a name that is no regular file (a link, a folder), its kind.
+    Read as it comes: a file of any size is hashed, never held."""
+    found = {}
+    with tarfile.open(fileobj=_Chunks(chunks), mode="r|") as archive:
+        for member in archive:
+            _, _, name = member.name.partition("/")
+            if name not in names:
+                continue
+            if not member.isfile():
+                found[name] = "a link" if member.issym() or member.islnk() else "a folder" if member.isdir() else \
+                    "a special file"
+                continue
+            digest, source = hashlib.sha256(), archive.extractfile(member)
+            for block in iter(lambda: source.read(1 << 20), b""):
+                digest.update(block)
+            found[name] = digest.hexdigest()
     return found
 
 

@@ -1,7 +1,7 @@
 """Scoring logs kept bounded: a test run's stdout.log, stderr.log and entry.log are saved whole up to a limit
 (``EvalSettings.log_limit``); past it, their head and their tail, with a note of how much was cut between them.
 
-The verdict never depends on the cut: the parser read the whole logs in the container. The cut falls at a line's
+The verdict never depends on the cut: the parser read the whole logs. The cut falls at a line's
 end when there is one near, so that a secret on a line is kept or dropped whole, and the redactor finds it.
 """
 

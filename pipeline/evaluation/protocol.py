@@ -1,11 +1,19 @@
-"""The official SWE-Bench Pro scoring protocol, step for step (scaleapi/SWE-bench_Pro-os).
+"""The official SWE-Bench Pro scoring protocol, step for step (scaleapi/SWE-bench_Pro-os), with the grader kept out
+of the tests' reach.
 
-Only one thing is added to the official entry script: the exit status of `git apply` is written
-to a file so a result can say whether the patch applied. Nothing the verdict depends on changes.
+The official entry script runs the tests and then ``python /workspace/parser.py`` in one container, as root, with
+/workspace writable: the tests can rewrite the parser, its input and its output. Here the same steps are split in
+two (pipeline.evaluation.runner): the tests' container runs the entry script up to and including the tests, whose
+stdout and stderr go to the container's own streams (which the Docker engine streams out to swepipe as they are
+written: nothing in the container can rewrite them, pipeline.evaluation.capture); then the parser runs in a second,
+fresh container of the same image, from the host's copy of parser.py, on those streams. The exit status of
+`git apply` is printed on a marker line before the tests start (so a result can say whether the patch applied),
+and that line ends what the setup printed on each stream. Nothing else the verdict depends on changes.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -13,7 +21,7 @@ from pipeline.tasks import Task
 
 WORKSPACE = "/workspace"
 # The protocol as carried out here, on record in every result: raised when a change here could move a verdict.
-PROTOCOL_VERSION = "swe-bench-pro-os/1"
+PROTOCOL_VERSION = "swe-bench-pro-os/2"  # 2: the parser in a second container
 _SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _BINARY_MARKERS = re.compile(r"(?m)^(Binary files .* differ|GIT binary patch)$")
 
@@ -37,8 +45,10 @@ def dockerfile_env_exports(*dockerfiles: str) -> list[str]:
     return exports
 
 
-def entry_script(task: Task, env_exports: list[str]) -> str:
-    """The script the task's container runs: reset, apply, restore hidden tests, test, parse."""
+def entry_script(task: Task, env_exports: list[str], marker: str) -> str:
+    """The script the tests' container runs: reset, apply, restore the hidden tests, run them. Once the setup is
+    done, a line ``<marker> <git apply's exit status>`` goes to stdout and to stderr: what follows it on each is
+    the tests' output, the official stdout.log and stderr.log."""
     restore_tests = task.before_repo_set_cmd.strip().split("\n")[-1]
     test_files = ",".join(task.selected_test_files_to_run)
     env_lines = "\n".join(env_exports)
@@ -49,10 +59,22 @@ cd /app
 git reset --hard {task.base_commit}
 git checkout {task.base_commit}
 git apply -v {WORKSPACE}/patch.diff
-echo $? > {WORKSPACE}/apply_status
+apply_status=$?
 {restore_tests}
-# run test and save stdout and stderr to separate files
-bash {WORKSPACE}/run_script.sh {test_files} > {WORKSPACE}/stdout.log 2> {WORKSPACE}/stderr.log
+# run test: stdout and stderr go to the container's own streams, which swepipe reads out of it
+echo "{marker} $apply_status"
+echo "{marker} $apply_status" >&2
+bash {WORKSPACE}/run_script.sh {test_files}
+"""
+
+
+def parser_script(env_exports: list[str]) -> str:
+    """The script the parser's container runs, on the tests' output saved as stdout.log and stderr.log: the
+    official last step, in the same environment (the Dockerfiles' exports, /app as the working directory)."""
+    env_lines = "\n".join(env_exports)
+    return f"""
+{env_lines}
+cd /app
 # run parsing script
 python {WORKSPACE}/parser.py {WORKSPACE}/stdout.log {WORKSPACE}/stderr.log {WORKSPACE}/output.json
 """
@@ -76,38 +98,77 @@ class Verdict:
     statuses: dict[str, str]
 
 
-def parse_statuses(output: dict) -> dict[str, str]:
-    """name -> status from a parser's output.json (`{"tests": [{"name", "status"}]}`); later entries win."""
+class OutputShapeError(ValueError):
+    """A parser's output.json of another shape than ``{"tests": [{"name": text, "status": ...}, ...]}``."""
+
+
+def parse_entries(output) -> list[tuple[str, str]]:
+    """(name, status) of each entry of a parser's output.json, in order. OutputShapeError for any other shape (where
+    the official harness's ``output["tests"]``, ``x["name"]``, ``x["status"]`` raise, or a name is not text). A
+    status that is not text is kept as its JSON text (it is not PASSED either way)."""
+    if not isinstance(output, dict):
+        raise OutputShapeError(f"output.json holds {_kind(output)}, not an object")
     tests = output.get("tests")
     if not isinstance(tests, list):
-        raise ValueError("output.json has no 'tests' list")
-    statuses = {}
-    for entry in tests:
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            statuses[entry["name"]] = str(entry.get("status"))
-    return statuses
+        raise OutputShapeError("output.json has no 'tests' list" if tests is None else
+                               f"output.json's 'tests' is {_kind(tests)}, not a list")
+    entries = []
+    for number, entry in enumerate(tests, start=1):
+        if not isinstance(entry, dict) or "status" not in entry or not isinstance(entry.get("name"), str):
+            raise OutputShapeError(f"output.json's test {number} is not an object with a text 'name' and a 'status'")
+        status = entry["status"]
+        entries.append((entry["name"], status if isinstance(status, str) else json.dumps(status)))
+    return entries
 
 
-def judge(task: Task, statuses: dict[str, str]) -> Verdict:
-    """Resolved iff every FAIL_TO_PASS and PASS_TO_PASS name is reported PASSED, names compared exactly."""
-    passed = {name for name, status in statuses.items() if status == "PASSED"}
+def read_output(raw: bytes) -> list[tuple[str, str]]:
+    """The entries of an output.json's bytes (``parse_entries``; bytes that are not UTF-8 replaced); OutputShapeError
+    for anything else, however hostile (no JSON, too deeply nested, of another shape)."""
+    try:
+        return parse_entries(json.loads(raw.decode("utf-8", errors="replace")))
+    except OutputShapeError:
+        raise
+    except (ValueError, RecursionError) as error:  # ValueError: no JSON, or a number of too many digits
+        raise OutputShapeError(f"not valid JSON ({error})") from None
+
+
+def parse_statuses(output) -> dict[str, str]:
+    """name -> status from a parser's output.json (``parse_entries``); a name reported twice keeps its last."""
+    return dict(parse_entries(output))
+
+
+def _kind(value) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def passed_names(entries: list[tuple[str, str]]) -> set[str]:
+    """The names reported PASSED, as the official harness counts them: by any of their entries."""
+    return {name for name, status in entries if status == "PASSED"}
+
+
+def judge(task: Task, statuses: dict[str, str], passed: set[str] | None = None) -> Verdict:
+    """Resolved iff every FAIL_TO_PASS and PASS_TO_PASS name is reported PASSED, names compared exactly.
+    ``passed``: the names reported PASSED (``passed_names``: a name reported twice passes by either entry, as in
+    the official harness); by default those whose status is PASSED."""
+    if passed is None:
+        passed = {name for name, status in statuses.items() if status == "PASSED"}
     required = set(task.fail_to_pass) | set(task.pass_to_pass)
     stripped = {name.strip(): name for name in statuses}
     near_misses = {name: stripped[name.strip()] for name in sorted(required)
                    if name not in statuses and name.strip() in stripped}
     return Verdict(
         resolved=required <= passed,
-        fail_to_pass=_outcome(task.fail_to_pass, statuses),
-        pass_to_pass=_outcome(task.pass_to_pass, statuses),
+        fail_to_pass=_outcome(task.fail_to_pass, statuses, passed),
+        pass_to_pass=_outcome(task.pass_to_pass, statuses, passed),
         near_misses=near_misses,
         statuses=statuses,
     )
 
 
-def _outcome(names: list[str], statuses: dict[str, str]) -> TestOutcome:
+def _outcome(names: list[str], statuses: dict[str, str], passed: set[str]) -> TestOutcome:
     outcome = TestOutcome()
     for name in names:
-        status = statuses.get(name)
-        bucket = outcome.missing if status is None else outcome.passed if status == "PASSED" else outcome.failed
+        bucket = outcome.passed if name in passed else outcome.missing if name not in statuses else outcome.failed
         bucket.append(name)
     return outcome

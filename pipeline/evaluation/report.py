@@ -9,13 +9,14 @@ from rich.table import Table
 
 from pipeline.evaluation.batch import EvalSummary
 from pipeline.evaluation.runner import CATEGORIES
+from pipeline.terminal import literal
 
 
 def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> None:
     if summary.unknown:
         shown = ", ".join(summary.unknown[:5]) + (" ..." if len(summary.unknown) > 5 else "")
-        console.print(f"[yellow]skipped {len(summary.unknown)} prediction(s) for instances not in the dataset: "
-                      f"{shown}[/yellow]")
+        console.print(f"skipped {len(summary.unknown)} prediction(s) for instances not in the dataset: {shown}",
+                      style="yellow")
     if summary.skipped:
         console.print(f"{len(summary.skipped)} instance(s) already had a result (use --redo to score them again)")
     table = Table(title=f"evaluation: {output_dir}")
@@ -29,6 +30,9 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
         console.print(f"resolved {summary.resolved} of {summary.scored} scored predictions "
                       f"({data['resolve_rate_scored']:.1%}); {summary.resolved} of the dataset's "
                       f"{summary.dataset_size} tasks ({data['resolve_rate_dataset']:.1%})")
+    for instance_id, findings in summary.flagged.items():
+        console.print(literal(f"integrity findings in {instance_id} (not resolved): "
+                              + "; ".join(f"{f.get('kind')}: {f.get('detail')}" for f in findings), style="yellow"))
     flaky = {i: r["flaky_tests"] for i, r in summary.results.items() if r.get("flaky_tests")}
     for instance_id, names in flaky.items():
-        console.print(f"[yellow]flaky in {instance_id}: {', '.join(names[:5])}[/yellow]")
+        console.print(f"flaky in {instance_id}: {', '.join(names[:5])}", style="yellow")

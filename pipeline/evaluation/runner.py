@@ -1,34 +1,48 @@
-"""Scoring one prediction in a fresh container of the task's image."""
+"""Scoring one prediction: the tests in a fresh container of the task's image, then the parser in another, on the
+tests' output as Docker recorded it (pipeline.evaluation.protocol says why), with integrity checks beside the
+official verdict (pipeline.evaluation.integrity)."""
 
 from __future__ import annotations
 
-import json
+import itertools
+import shutil
 import tarfile
+import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import requests
+from docker.errors import NotFound
 
 from pipeline import __version__, patchtext, stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
-from pipeline.evaluation.files import extract_archive, tar_of
+from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
+from pipeline.evaluation.files import archive_digests, extract_archive, tar_of, tar_stream
+from pipeline.evaluation.integrity import (GRADER_OUTPUTS, conflicting_findings, grader_findings,
+                                           infrastructure_notes, summary_findings)
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
 from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
 from pipeline.records import EvalResult
+from pipeline.runtime.output import BoundedOutput
 from pipeline.storage import redact_file
-from pipeline.evaluation.protocol import (PROTOCOL_VERSION, WORKSPACE, dockerfile_env_exports, entry_script, judge,
-                                          parse_statuses, strip_binary_sections)
+from pipeline.evaluation.protocol import (PROTOCOL_VERSION, WORKSPACE, OutputShapeError, dockerfile_env_exports,
+                                          entry_script, judge, parser_script, passed_names, read_output,
+                                          strip_binary_sections)
+from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
 from pipeline.runtime import containers
 from pipeline.runtime.image_names import image_name
 from pipeline.runtime.images import ensure_image
 from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.tasks import Task
 
-CATEGORIES = ("resolved", "tests_failed", "patch_failed", "timeout", "infra_error")
+# flagged: resolved by the official protocol, but with an integrity finding (pipeline.evaluation.integrity)
+CATEGORIES = ("resolved", "flagged", "tests_failed", "patch_failed", "timeout", "infra_error")
 TEST_LOGS = ("stdout.log", "stderr.log")
-COLLECTED = {*TEST_LOGS, "output.json", "apply_status"}
+GRADER_FILES = ("entryscript.sh", "run_script.sh", "parser.py", "patch.diff")  # what the tests' /workspace holds
+OUTPUT_LIMIT = 64 * 2**20  # bytes of output.json read at most
+PARSER_TIME = 60.0  # seconds the parser has at least, whatever the tests left of the time limit
 
 
 @dataclass
@@ -54,15 +68,31 @@ class EvalSettings:
         return scoring_profile(self.profile).limits(self.limits or container_limits())
 
 
+@dataclass
+class ScoringRun:
+    """What the two containers of one scoring gave, beside the files they left in the output folder."""
+
+    identity: dict = field(default_factory=dict)  # the image's (``image_identity``)
+    exit_code: int | None = None  # the tests' container's
+    timed_out: bool = False
+    apply_status: str | None = None  # git apply's exit status, from the marker line
+    tests_started: bool = False  # the marker line was seen: the setup ended and the tests ran
+    grader: list[dict] = field(default_factory=list)  # grader_written findings
+    parser_exit_code: int | None = None
+    output_size: int | None = None  # bytes of output.json; None: the parser wrote none
+    summaries: RunnerSummaries = field(default_factory=RunnerSummaries)  # read from the tests' whole output
+
+
 def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
     """Run the official protocol for one patch; writes the artefacts and returns the result record."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "output.json").unlink(missing_ok=True)  # an earlier scoring's, into the same folder
     started = time.monotonic()
     applied_patch = strip_binary_sections(patch)
     patchtext.write(out_dir / "patch.diff", applied_patch)
     limits = settings.container_limits()
-    record = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
-              "patch_empty": not patch.strip(), "patch_applied": None,
+    record = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
+              "category": "infra_error", "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
               "limits": limits.describe(),
               "scorer": {"swepipe": __version__, "protocol": PROTOCOL_VERSION, "profile": settings.profile,
@@ -70,15 +100,20 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     if settings.seed is not None:
         record["scorer"]["seed"] = settings.seed
     try:
-        workspace = _workspace_files(task, applied_patch, settings)
+        marker = start_marker(task.instance_id, applied_patch)
+        workspace, parsing = _workspace_files(task, applied_patch, settings, marker)
         (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
         image = image_name(settings.image_template, task.to_row())
         record["image"] = image
-        exit_code, timed_out, identity = through_breaker(
-            lambda: _run_container(task, image, workspace, out_dir, settings, limits))
-        record["scorer"].update(identity)
-        record["entry_exit_code"] = exit_code
-        record.update(_judge_outputs(task, out_dir, timed_out))
+        run = through_breaker(lambda: _run_containers(task, image, workspace, parsing, marker, out_dir, settings,
+                                                      limits))
+        record["scorer"].update(run.identity)
+        record["entry_exit_code"] = run.exit_code
+        record["parser_exit_code"] = run.parser_exit_code
+        record.update(_judge_outputs(task, out_dir, run))
+        notes = infrastructure_notes(task, applied_patch)
+        if notes:
+            record["test_infrastructure"] = notes
         record["category"] = _category(record)
     except (InfraError, SwepipeError) as error:  # InfraError: Docker failed under it (pipeline.evaluation.engine)
         record["error"] = str(error)
@@ -86,7 +121,9 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     return record
 
 
-def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str, bytes]:
+def _workspace_files(task: Task, patch: str, settings: EvalSettings,
+                     marker: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The files of the tests' /workspace, and those of the parser's (but the logs)."""
     scripts = {}
     for name in ("run_script.sh", "parser.py"):
         path = settings.run_scripts / task.instance_id / name if settings.run_scripts else None
@@ -103,17 +140,18 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings) -> dict[str
                 raise InfraError(f"no Dockerfile at {path}")
             contents.append(path.read_text(encoding="utf-8", errors="replace"))
         exports = dockerfile_env_exports(*contents)
-    return {**scripts, "patch.diff": patchtext.to_bytes(patch),
-            "entryscript.sh": entry_script(task, exports).encode("utf-8")}
+    tests = {**scripts, "patch.diff": patchtext.to_bytes(patch),
+             "entryscript.sh": entry_script(task, exports, marker).encode("utf-8")}
+    return tests, {"parser.py": scripts["parser.py"], "parse.sh": parser_script(exports).encode("utf-8")}
 
 
-def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
-                   settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, dict]:
-    """(exit code, timed out, the image's identity: ``image_identity``) of the entry script in a fresh container of
-    ``image``, its outputs saved in ``out_dir``. Every Docker or transport failure raises InfraError (EngineDown: the
-    engine did not answer), a stop raises Stopped."""
+def _run_containers(task: Task, image: str, workspace: dict[str, bytes], parsing: dict[str, bytes], marker: str,
+                    out_dir: Path, settings: EvalSettings, limits: ContainerLimits) -> ScoringRun:
+    """The tests, then the parser, each in a fresh container of ``image``; their outputs saved in ``out_dir``.
+    Every Docker or transport failure raises InfraError (EngineDown: the engine did not answer), a stop raises
+    Stopped."""
     try:
-        return _in_container(task, image, workspace, out_dir, settings, limits)
+        return _in_containers(task, image, workspace, parsing, marker, out_dir, settings, limits)
     except stopping.Stopped:
         raise
     except (RuntimeUnavailable, Exception) as error:  # RuntimeUnavailable is an InfrastructureFault, no Exception
@@ -126,35 +164,115 @@ def _run_container(task: Task, image: str, workspace: dict[str, bytes], out_dir:
         raise (EngineDown if engine_down(error) else InfraError)(text) from error
 
 
-def _in_container(task: Task, image: str, workspace: dict[str, bytes], out_dir: Path,
-                  settings: EvalSettings, limits: ContainerLimits) -> tuple[int | None, bool, dict]:
-    identity = image_identity(ensure_image(image, platform=settings.platform, show_progress=False))
+def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing: dict[str, bytes], marker: str,
+                   out_dir: Path, settings: EvalSettings, limits: ContainerLimits) -> ScoringRun:
+    run = ScoringRun(identity=image_identity(ensure_image(image, platform=settings.platform, show_progress=False)))
+    started = time.monotonic()
+    spool = Path(tempfile.mkdtemp(prefix=".tests-output-", dir=out_dir))  # the tests' whole output, for the parser
+    try:
+        tests = _container(task, image, "entryscript.sh", settings, limits, attached=True)
+        capture = None
+        try:
+            tests.put_archive("/", tar_of(workspace, WORKSPACE))
+            capture = StreamCapture(tests, marker, spool, settings.log_limit)
+            tests.start()
+            run.exit_code, run.timed_out = _wait(tests, settings.time_limit)
+            _check_stop(task)
+            streams = capture.finish()
+            run.tests_started = all(captured.found for captured in streams.values())
+            run.apply_status = streams["stdout"].apply_status
+            run.grader = grader_findings(workspace, _workspace_digests(tests))
+            run.summaries = read_summaries(*(spool / name for name in TEST_LOGS))
+        finally:
+            if capture is not None:
+                capture.close()
+            containers.remove(tests)
+        printed = [captured.setup for captured in streams.values()]
+        if run.tests_started and not run.timed_out:
+            time_left = max(PARSER_TIME, settings.time_limit - (time.monotonic() - started))
+            printed.append(_parse(task, image, parsing, spool, out_dir, run, settings, limits, time_left))
+        _save_logs(out_dir, spool, printed, settings.log_limit)
+        return run
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
+
+
+def _container(task: Task, image: str, script: str, settings: EvalSettings, limits: ContainerLimits,
+               attached: bool = False):
+    """A fresh container of ``image`` that runs ``script`` of its /workspace (not started); ``attached``: its
+    streams are read attached (``StreamCapture``), so the engine keeps no log of them."""
     client = containers.client()
     containers.install_cleanup_handlers()
     container = with_disk_quota(
         client.containers.create, limits, client,
-        image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/entryscript.sh"],
+        image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/{script}"],
         labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
-        network_disabled=not settings.network, platform=settings.platform, **limits.docker_options(),
+        network_disabled=not settings.network, platform=settings.platform,
+        log_config=log_config(attached),
+        **limits.docker_options(),
         environment={"SWEPIPE_SCORING_SEED": str(settings.seed)} if settings.seed is not None else None)
     containers.track(container)
+    return container
+
+
+def _check_stop(task: Task) -> None:
+    if stopping.requested():  # what this instance got so far is not a result
+        raise stopping.Stopped(task.instance_id)
+
+
+def _workspace_digests(container) -> dict[str, str] | None:
+    """What the tests' /workspace holds of the grader's files and outputs (``archive_digests``); None: it is gone."""
     try:
-        container.put_archive("/", tar_of(workspace, WORKSPACE))
-        container.start()
-        exit_code, timed_out = _wait(container, settings.time_limit)
-        if stopping.requested():  # what this instance got so far is not a result
-            raise stopping.Stopped(task.instance_id)
-        save_capped(container.logs(stream=True, follow=False), out_dir / "entry.log", settings.log_limit)
         chunks, _ = container.get_archive(WORKSPACE)
+        return archive_digests(chunks, {*GRADER_FILES, *GRADER_OUTPUTS})
+    except NotFound:
+        return None
+    except tarfile.TarError as error:  # a stream cut short: the engine went away while sending it
+        raise InfraError(f"the tests' {WORKSPACE} cannot be read: {error}") from error
+
+
+def _parse(task: Task, image: str, parsing: dict[str, bytes], spool: Path, out_dir: Path, run: ScoringRun,
+           settings: EvalSettings, limits: ContainerLimits, time_left: float) -> BoundedOutput:
+    """Run the parser on the spooled output in a fresh container; output.json saved in ``out_dir`` (when it
+    is no larger than OUTPUT_LIMIT); returns what the parser printed (bounded)."""
+    parser = _container(task, image, "parse.sh", settings, limits)
+    printed = BoundedOutput(settings.log_limit)
+    try:
+        parser.put_archive("/", tar_stream({**parsing, **{name: spool / name for name in TEST_LOGS}}, WORKSPACE))
+        parser.start()
+        run.parser_exit_code, run.timed_out = _wait(parser, time_left)
+        _check_stop(task)
+        for chunk in parser.logs(stream=True, follow=False):
+            printed.feed(chunk)
         try:
-            extract_archive(chunks, COLLECTED, out_dir, dict.fromkeys(TEST_LOGS, settings.log_limit))
-        except tarfile.TarError as error:  # a stream cut short: the engine went away while sending it
-            raise InfraError(f"the outputs of the container of {image} cannot be read: {error}") from error
-        for log in ("entry.log", *TEST_LOGS):  # not output.json: test names stay exact
-            redact_file(out_dir / log)
-        return exit_code, timed_out, identity
+            chunks, stat = parser.get_archive(f"{WORKSPACE}/output.json")
+        except NotFound:
+            return printed
+        run.output_size = int(stat.get("size") or 0)
+        if run.output_size <= OUTPUT_LIMIT:
+            try:
+                extract_archive(chunks, {"output.json"}, out_dir)
+            except tarfile.TarError as error:  # a stream cut short: the engine went away while sending it
+                raise InfraError(f"the outputs of the container of {image} cannot be read: {error}") from error
+        return printed
     finally:
-        containers.remove(container)
+        containers.remove(parser)
+
+
+def _pieces(output: BoundedOutput) -> list[bytes]:
+    head, tail = output.kept()
+    return [head, f"\n[swepipe: {output.cut:,} bytes cut here]\n".encode() if output.cut else b"", tail]
+
+
+def _save_logs(out_dir: Path, spool: Path, printed: list[BoundedOutput], limit: int) -> None:
+    """stdout.log and stderr.log (the tests' output), entry.log (what the setup and the parser printed: bounded
+    ``printed``), each kept up to ``limit`` bytes, secrets redacted."""
+    for name in TEST_LOGS:
+        with open(spool / name, "rb") as source:
+            save_capped(iter(lambda: source.read(1 << 20), b""), out_dir / name, limit)
+    save_capped(itertools.chain.from_iterable(_pieces(output) for output in printed), out_dir / "entry.log", limit)
+    for log in ("entry.log", *TEST_LOGS):  # not output.json: test names stay exact
+        redact_file(out_dir / log)
 
 
 def image_identity(image) -> dict:
@@ -177,30 +295,40 @@ def _wait(container, timeout: float) -> tuple[int | None, bool]:
         return None, True
 
 
-def _judge_outputs(task: Task, out_dir: Path, timed_out: bool) -> dict:
-    status_file = out_dir / "apply_status"
-    applied = status_file.read_text().strip() == "0" if status_file.exists() else None
-    result = {"patch_applied": applied}
-    output_file = out_dir / "output.json"
-    statuses: dict[str, str] = {}
-    if output_file.exists():
+def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict:
+    """The official verdict from output.json, the integrity findings beside it, and the verdict that counts."""
+    result = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
+    entries = None
+    if run.output_size is not None and run.output_size > OUTPUT_LIMIT:
+        result["error"] = f"output.json is {run.output_size:,} bytes, more than swepipe reads ({OUTPUT_LIMIT:,})"
+    elif run.output_size is not None:
         try:
-            statuses = parse_statuses(json.loads(output_file.read_text(encoding="utf-8", errors="replace")))
-        except (ValueError, json.JSONDecodeError) as error:
+            entries = read_output((out_dir / "output.json").read_bytes())
+        except OutputShapeError as error:
             result["error"] = f"output.json cannot be read: {error}"
-    elif not timed_out:
+    elif not run.tests_started and not run.timed_out:
+        result["error"] = "the tests' container never reached the tests (see entry.log)"
+    elif not run.timed_out:
         result["error"] = "the parser wrote no output.json (see stdout.log, stderr.log, entry.log)"
-    verdict = judge(task, statuses)
+    statuses = dict(entries or [])
+    passed = passed_names(entries or [])
+    verdict = judge(task, statuses, passed)
+    integrity = list(run.grader)
+    if entries is not None:
+        integrity += conflicting_findings(task, entries) + summary_findings(run.summaries, statuses, passed)
     # No output means no test passed: the official verdict is then "not resolved".
-    result.update(resolved=verdict.resolved and output_file.exists() and not timed_out, timed_out=timed_out,
-                  FAIL_TO_PASS=asdict(verdict.fail_to_pass), PASS_TO_PASS=asdict(verdict.pass_to_pass),
-                  near_misses=verdict.near_misses, statuses=statuses)
+    official = verdict.resolved and entries is not None and not run.timed_out
+    result.update(official_resolved=official, resolved=official and not integrity, integrity=integrity,
+                  timed_out=run.timed_out, FAIL_TO_PASS=asdict(verdict.fail_to_pass),
+                  PASS_TO_PASS=asdict(verdict.pass_to_pass), near_misses=verdict.near_misses, statuses=statuses)
     return result
 
 
 def _category(record: dict) -> str:
     if record["resolved"]:
         return "resolved"
+    if record.get("official_resolved"):
+        return "flagged"
     if record.get("timed_out"):
         return "timeout"
     if record["patch_applied"] is False and not record["patch_empty"]:

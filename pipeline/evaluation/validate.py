@@ -187,8 +187,10 @@ def _first(results: list[dict | None], chosen) -> str:
     """The category and error of the first of ``results`` that ``chosen`` picks, in a few words."""
     for result in results:
         if chosen(result):
-            return " ".join(f"{result['category']} {result.get('error', '')}".split())[:200] if result else \
-                "not scored"
+            if not result:
+                return "not scored"
+            findings = " ".join(f"{f.get('kind')}: {f.get('detail')}" for f in result.get("integrity") or [])
+            return " ".join(f"{result['category']} {result.get('error', '')} {findings}".split())[:200]
     return ""
 
 

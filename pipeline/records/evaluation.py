@@ -3,6 +3,7 @@ and pipeline.evaluation.candidates' candidate fields)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -29,18 +30,42 @@ class Attempt(Part):
     statuses: dict[str, Text] = Field(None, description="test name -> status")
 
 
+class Finding(Part):
+    """A sign that a test run tampered with its verdict (pipeline.evaluation.integrity)."""
+
+    kind: Text = Field(None, description="grader_written (the test run wrote to the grader's files or outputs), "
+                                         "conflicting_statuses (a required test reported more than once with "
+                                         "different statuses) or summary_contradicts (tests reported PASSED where "
+                                         "the runner's own summary counts failures)")
+    detail: Text = Field(None, description="what was found, in words")
+
+
 class EvalResult(Record):
-    """The official SWE-Bench Pro verdict on one patch: resolved when every FAIL_TO_PASS and PASS_TO_PASS test is
-    reported PASSED, names compared exactly; with the category that says why not, and each test's outcome. An
-    infra_error is no verdict: the scoring could not run (eval/infra_error.json), and a rerun scores again."""
+    """The verdict on one patch: the official SWE-Bench Pro protocol's (official_resolved: every FAIL_TO_PASS and
+    PASS_TO_PASS test reported PASSED, names compared exactly), which counts (resolved) only when the integrity
+    checks found no sign of tampering; with the category that says why not, and each test's outcome. An
+    infra_error is no verdict: the scoring could not run (eval/infra_error.json), and a rerun scores again.
+    Format 2 added official_resolved, integrity, test_infrastructure and parser_exit_code; a format 1 result's
+    verdict is its official one."""
+
+    FORMAT = 2
 
     FILE = ("tasks/<instance_id>/eval/result.json; tasks/<instance_id>/eval/infra_error.json (a scoring that could "
             "not run); <output-dir>/<instance_id>/result.json (swepipe eval); "
             "tasks/<instance_id>/candidates/<key>/result.json (swepipe eval --candidates)")
 
     instance_id: Text = Field(None, description="the task")
-    resolved: Flag = Field(None, description="the verdict")
-    category: Text = Field(None, description="resolved, tests_failed, patch_failed, timeout or infra_error")
+    resolved: Flag = Field(None, description="the verdict that counts: official_resolved, and no integrity finding")
+    official_resolved: Flag = Field(None, description="the official protocol's verdict, as the official harness "
+                                                      "gives it (format 1 results: their resolved)")
+    category: Text = Field(None, description="resolved, flagged (resolved by the official protocol, but with an "
+                                             "integrity finding), tests_failed, patch_failed, timeout or infra_error")
+    integrity: list[Finding] = Field(None, description="signs that the test run tampered with its verdict; any "
+                                                       "one keeps the result from counting as resolved (none: "
+                                                       "not checked, as before format 2)")
+    test_infrastructure: list[Text] = Field(None, description="test infrastructure the patch changes (conftest.py, "
+                                                              "a runner's configuration, a start-up hook, hidden "
+                                                              "test files): noted, not held against it")
     patch_empty: Flag = Field(None, description="the patch was empty")
     patch_applied: Flag | None = Field(None, description="git apply succeeded (null: not known)")
     binary_sections_stripped: Flag = Field(None, description="binary sections were taken out of the patch first")
@@ -54,7 +79,9 @@ class EvalResult(Record):
                                                      "(validate's replicas), the image's id (the digest of its "
                                                      "config) and its registry digest (repo@sha256:..., null "
                                                      "for an image built locally)")
-    entry_exit_code: Int | None = Field(None, description="the entry script's exit code (null: timed out)")
+    entry_exit_code: Int | None = Field(None, description="the tests' container's exit code (null: timed out)")
+    parser_exit_code: Int | None = Field(None, description="the parser's container's exit code (null: the parser "
+                                                           "did not run, or timed out)")
     timed_out: Flag = Field(None, description="the tests ran out of time")
     FAIL_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests the fix must make pass (a list of "
                                                                      "names: no per-test outcome)")
@@ -70,3 +97,15 @@ class EvalResult(Record):
     votes: Int | None = Field(None, description="candidates: its votes")
     rollouts: list[Int] | None = Field(None, description="candidates: its rollouts")
     node: Text | None = Field(None, description="with the ray executor: the machine that scored it")
+
+    @classmethod
+    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+        """Before format 2 the verdict was the official one."""
+        if version < 2 and "official_resolved" not in data and "resolved" in data:
+            data["official_resolved"] = data["resolved"]
+        return data
+
+    @property
+    def flagged(self) -> bool:
+        """Whether an integrity finding is on record."""
+        return isinstance(self.integrity, list) and bool(self.integrity)

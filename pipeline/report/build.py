@@ -13,7 +13,7 @@ from pipeline.report import tables as tab
 from pipeline.report import team_figures
 from pipeline.report.compare import Pair, compare_pair, compare_tables, scored_differently
 from pipeline.report.coverage import RunCoverage, run_coverage
-from pipeline.report.load import RunData, load_run
+from pipeline.report.load import RunData, load_run, named_apart
 from pipeline.report.render import html_page, markdown
 from pipeline.report.repeats import repeat_tables
 from pipeline.report.stats import RunStats, run_stats
@@ -109,6 +109,9 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
         if base_run is None:
             base_run, first = load_run(baseline), 1
             runs.insert(0, base_run)
+    base_index = runs.index(base_run) if base_run is not None else None
+    runs = named_apart(runs)  # two folders named alike (a/run, b/run) are two columns
+    base_run = runs[base_index] if base_index is not None else None
     full_stats = None
     if subset is not None:
         full_stats = [run_stats(run, seed=seed) for run in runs]
@@ -127,6 +130,8 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
         coverage = [c for c in every if c.tasks] or [every[first]]
     notes += [f"{run.run_id}: {task.instance_id}: {name} is {why}; the report reads it as none"
               for run in runs for task in run.tasks for name, why in task.unreadable.items()]
+    notes += [f"{run.run_id}: {task.instance_id}: {odd}; counted as not resolved"
+              for run in runs for task in run.tasks for odd in task.odd_verdicts]
     if subset is not None:
         notes.insert(0, f"Every figure is on the {len(kept)} task(s) listed in {subset} (those the runs hold); the "
                         "overview gives the resolve rate on every task beside.")

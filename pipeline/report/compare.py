@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from pipeline.report.load import RunData, TaskRecord
-from pipeline.report.stats import BOOTSTRAP_RESAMPLES, file_editor
+from pipeline.report.load import RunData, TaskRecord, named_apart
+from pipeline.report.stats import BOOTSTRAP_RESAMPLES, file_editor, integrity_kinds
 from pipeline.report.tables import Table, by_repository_and_language, money, percent
 
 
@@ -60,6 +61,7 @@ class Pair:
     only_b_ids: list[str] = field(default_factory=list)
     groups: list[GroupRow] = field(default_factory=list)
     editors: tuple[str, str] = ("n/a", "n/a")  # whether each run's agents had the file editor
+    flagged: tuple[str, str] = ("0", "0")  # each run's verdicts flagged by integrity checks, and why
     left_out: dict[str, int] = field(default_factory=dict)  # run -> its scored tasks the other did not score
     scoring_warnings: list[str] = field(default_factory=list)  # the two runs were not scored the same way
 
@@ -80,8 +82,9 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
 
 
 def compare_runs(runs: list[RunData], meta: dict[str, tuple[str, str]] | None = None, seed: int = 0) -> list[Pair]:
-    """Each run after the first against the first. ``meta``: instance id -> (repository, language)."""
-    first, *others = runs
+    """Each run after the first against the first, each named apart from the others (load.named_apart). ``meta``:
+    instance id -> (repository, language)."""
+    first, *others = named_apart(runs)
     return [compare_pair(first, other, meta or {}, seed) for other in others]
 
 
@@ -119,9 +122,17 @@ def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]
         dollars_a=float(costs_a.mean()) if shared else None, dollars_b=float(costs_b.mean()) if shared else None,
         dollars_interval=dollars_interval, only_a_ids=only_a_ids, only_b_ids=only_b_ids,
         groups=_groups(shared, a, b, meta), editors=(file_editor(run_a.config), file_editor(run_b.config)),
+        flagged=(flagged_words(run_a), flagged_words(run_b)),
         left_out={run_a.run_id: len(scored_a.keys() - scored_b.keys()),
                   run_b.run_id: len(scored_b.keys() - scored_a.keys())},
         scoring_warnings=scored_differently(run_a, run_b))
+
+
+def flagged_words(run: RunData) -> str:
+    """How many of the run's verdicts integrity findings kept from counting as resolved, and of which kinds."""
+    kinds = Counter(kind for task in run.tasks for kind in integrity_kinds(task))
+    flagged = sum(1 for task in run.tasks if integrity_kinds(task))
+    return f"{flagged} ({', '.join(f'{kind} {n}' for kind, n in sorted(kinds.items()))})" if flagged else "0"
 
 
 def scoring(task: TaskRecord) -> tuple[str, str | None]:
@@ -184,6 +195,7 @@ def compare_tables(pairs: list[Pair]) -> list[Table]:
                 ["$/task difference (B - A), 95% paired bootstrap",
                  _difference(pair.dollars_a, pair.dollars_b, pair.dollars_interval)],
                 ["file editor", f"{pair.editors[0]} -> {pair.editors[1]}"],
+                ["verdicts flagged by integrity checks (not resolved)", f"{pair.flagged[0]} -> {pair.flagged[1]}"],
                 [f"resolved only by {pair.a}", ", ".join(pair.only_a_ids) or "none"],
                 [f"resolved only by {pair.b}", ", ".join(pair.only_b_ids) or "none"]]
         notes = [f"Warning: {warning}" for warning in pair.scoring_warnings]

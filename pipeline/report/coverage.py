@@ -49,7 +49,8 @@ from pipeline.layout import TaskPaths
 from pipeline.records import Brief, Pool, read_json
 from pipeline.records.base import Part
 from pipeline.records.pool import Candidate
-from pipeline.report.load import RunData, TaskRecord
+from pipeline.report.load import RunData, TaskRecord, config_section
+from pipeline.report.stats import model_off
 
 MAX_EXACT_ROLLOUTS = 6
 SAMPLED_ORDERINGS = 200
@@ -190,7 +191,7 @@ class RunCoverage:
 
 def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCoverage:
     """Coverage of every task of ``run`` against ``patches`` (instance id -> gold patch)."""
-    result = RunCoverage(run.run_id, senior_off=_senior_off(run.config))
+    result = RunCoverage(run.run_id, senior_off=model_off(run.config, "senior"))
     shown = _shown_candidates(run.config)
     for task in run.tasks:
         patch = patches.get(task.instance_id)
@@ -215,20 +216,14 @@ def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCov
     return result
 
 
-def _senior_off(config: dict) -> bool:
-    """The run's senior model was switched off (models.senior.model: none, as --senior-model none writes it)."""
-    spec = (config.get("models") or {}).get("senior")
-    return isinstance(spec, dict) and str(spec.get("model") or "").strip().lower() == "none"
-
-
 def _shown_candidates(config: dict) -> int | None:
     """How many candidates the principal was shown: config principal.show_candidates (None: all that fit its
     token budget, counted as all); a config from before the option existed: 0."""
-    principal = config.get("principal") or {}
+    principal = config_section(config, "principal")
     if "show_candidates" not in principal:
         return 0
     value = principal["show_candidates"]
-    return None if value is None else int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None  # else: all, as for None
 
 
 @dataclass

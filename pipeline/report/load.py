@@ -10,10 +10,11 @@ their types too, the others with ``read_json``, the one way a JSON file is read 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -21,14 +22,15 @@ import yaml
 from pipeline.errors import SwepipeError
 from pipeline.models.ledger import Ledger
 from pipeline.layout import RunLayout, TaskPaths
+from pipeline.printable import clean
 from pipeline.records import (MISSING, NOT_AN_OBJECT, Brief, EvalResult, Pool, Prediction, PrincipalResult, Read,
                               Rollout, Unreadable, read_json, read_predictions)
 from pipeline.records.evaluation import TestOutcome
 from pipeline.tasks import check_instance_id
 
 _ROLLOUT = re.compile(r"^rollout-(\d+)\.json$")
-__all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "load_run",
-           "read_json", "read_text"]
+__all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "config_section",
+           "is_number", "load_run", "named_apart", "read_json", "read_text"]
 
 
 @dataclass
@@ -48,22 +50,34 @@ class TaskRecord:
 
     @property
     def resolved(self) -> bool | None:
-        """The verdict: the prediction's own, else the eval result's; None when never scored (or infra error)."""
+        """The verdict: the prediction's own, else the eval result's; None when never scored (or infra error).
+        A result with an integrity finding is never resolved (pipeline.evaluation.integrity)."""
+        if self.eval_result is not None and self.eval_result.flagged:
+            return False
         verdict = self.prediction.resolved
         if verdict is not None:
-            return bool(verdict)
+            return verdict is True
         if self.eval_result is None or self.eval_result.category == "infra_error":
             return None
         verdict = self.eval_result.resolved
-        return None if verdict is None else bool(verdict)
+        return None if verdict is None else verdict is True
+
+    @property
+    def odd_verdicts(self) -> list[str]:
+        """The verdicts on record that are neither JSON true nor false (``"resolved": "false"``, ``"yes"``, ``1``),
+        in words: ``resolved`` counts such a verdict as not resolved, and the report says so."""
+        found = [(where, record.resolved) for where, record in (("its prediction", self.prediction),
+                                                                ("eval/result.json", self.eval_result))
+                 if record is not None and record.resolved is not None and not isinstance(record.resolved, bool)]
+        return [f"{where} says resolved {json.dumps(value)}, neither true nor false" for where, value in found]
 
     @property
     def category(self) -> str:
         """Eval category; 'not scored' without a verdict, 'unresolved (no eval result)' with only a False."""
         verdict = self.resolved
         result = self.eval_result
-        if result is not None and result.category and (verdict is None or bool(result.resolved) == verdict):
-            return result.category  # (a result that contradicts the prediction's verdict is not its category)
+        if result is not None and result.category and (verdict is None or _says(result, verdict)):
+            return result.category  # (a result that contradicts the verdict is not its category)
         if verdict is None:
             return "not scored"
         return "resolved" if verdict else "unresolved (no eval result)"
@@ -87,7 +101,7 @@ class TaskRecord:
         if result is None or result.category == "infra_error":
             return None
         verdict = self.resolved
-        if verdict is not None and result.resolved is not None and bool(result.resolved) != verdict:
+        if verdict is not None and result.resolved is not None and (result.resolved is True) != verdict:
             return None
         passed = required = 0
         for kind in kinds:
@@ -105,14 +119,14 @@ class TaskRecord:
     @property
     def total_cost(self) -> float:
         cost = self._costs
-        if _is_number(cost.get("total")):
+        if is_number(cost.get("total")):
             return float(cost["total"])
-        return float(sum(v for k, v in cost.items() if k != "total" and _is_number(v)))
+        return float(sum(v for k, v in cost.items() if k != "total" and is_number(v)))
 
     @property
     def seconds(self) -> float:
         seconds = self.prediction.seconds
-        return float(sum(v for v in seconds.values() if _is_number(v))) if seconds is not None else 0.0
+        return float(sum(v for v in seconds.values() if is_number(v))) if seconds is not None else 0.0
 
     @property
     def _costs(self) -> dict:
@@ -127,10 +141,11 @@ class RunData:
     unfinished: list[str] = field(default_factory=list)  # task directories without a prediction yet
     refused: dict[str, str] = field(default_factory=dict)  # instance id -> why it cannot be one (left out)
     repeat: dict | None = None  # repeat.json of a run made by `run --repeats N`: group, repeat, repeats, seeds
+    name: str | None = None  # what a report calls it when its folder's name is not enough (named_apart)
 
     @property
     def run_id(self) -> str:
-        return self.root.name
+        return self.name or self.root.name
 
     @property
     def strategies(self) -> list[str]:
@@ -155,11 +170,25 @@ def load_run(path: str | Path) -> RunData:
                                          if name not in predictions and name not in refused})
     refused.update(refused_dirs)
     for instance_id, problem in refused.items():
-        print(f"swepipe: {root}: {problem}; left out of the report (a run directory's files are read as "
-              "untrusted input)", file=sys.stderr, flush=True)
+        print(clean(f"swepipe: {root}: {problem}; left out of the report (a run directory's files are read as "
+                    "untrusted input)"), file=sys.stderr, flush=True)
     repeat = read_json(layout.repeat).data
     return RunData(root=root, tasks=tasks, config=_read_yaml(layout.config), unfinished=list(unfinished),
                    refused=refused, repeat=repeat if isinstance(repeat, dict) else None)
+
+
+def named_apart(runs: list[RunData]) -> list[RunData]:
+    """The runs, each named by the shortest end of its path that no other run's path ends with (``a/run`` and
+    ``b/run``, not ``run`` twice), so that a report or a comparison never takes one for the other; the same
+    directory given twice keeps one name."""
+    paths = [run.root.resolve() for run in runs]
+    named = []
+    for run, path in zip(runs, paths):
+        others = {other for other in paths if other != path}
+        depth = next((k for k in range(1, len(path.parts) + 1)
+                      if all(other.parts[-k:] != path.parts[-k:] for other in others)), len(path.parts))
+        named.append(replace(run, name=None if depth == 1 else str(Path(*path.parts[-depth:]))))
+    return named
 
 
 def _checked(by_id: dict) -> tuple[dict, dict[str, str]]:
@@ -234,7 +263,7 @@ def _rollouts(paths: TaskPaths, unreadable: dict[str, str], edits: Counter) -> l
         if isinstance(record, Unreadable):
             unreadable[f"junior/{path.name}"] = record.why
             continue
-        index = record.index if _is_number(record.index) else int(match.group(1))
+        index = record.index if is_number(record.index) else int(match.group(1))
         edits.update(_edit_tally("junior", record.trajectory))
         found.append((index, record.without_trajectory()))
     return [record for _, record in sorted(found, key=lambda pair: pair[0])]
@@ -262,13 +291,25 @@ def _edit_tally(role: str, trajectory) -> Counter:
     return Counter({(role, "calls"): len(edits), (role, "failed"): sum(1 for e in edits if e.get("ok") is not True)})
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _says(result: EvalResult, verdict: bool) -> bool:
+    """Whether an eval result says ``verdict``, by its own verdict and by its category."""
+    return (result.resolved is True) == verdict and (result.category == "resolved") <= verdict
+
+
+MAX_NUMBER = 1e15  # no cost in dollars, count of tokens or number of seconds comes near it
+
+
+def is_number(value) -> bool:
+    """A number as a run records them (a cost, tokens, seconds, an index): NaN, Infinity and sizes beyond
+    MAX_NUMBER count as none, as text does: their sums would be infinite, and stop the figures and the bootstrap."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    return -MAX_NUMBER <= value <= MAX_NUMBER  # False for NaN; an int is compared exactly, whatever its size
 
 
 def _number(value) -> float:
     """A number read back from a run file; anything else (a file someone else wrote may hold any text) is 0."""
-    return float(value) if _is_number(value) else 0.0
+    return float(value) if is_number(value) else 0.0
 
 
 def read_text(path: Path) -> str | None:
@@ -368,6 +409,13 @@ class TaskFiles:
 def _read_yaml(path: Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: bytes that are not UTF-8
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def config_section(config: dict, name: str) -> dict:
+    """A section of a run's config.yaml (models, limits, juniors, ...): {} when it is missing or no mapping (the file
+    is read as untrusted input: ``models: [1, 2]`` is no section)."""
+    section = config.get(name)
+    return section if isinstance(section, dict) else {}

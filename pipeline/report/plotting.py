@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+from pipeline.printable import clean
 from pipeline.report.tables import short_id
 
 
@@ -20,8 +21,18 @@ def new_figure(width: float, height: float):
 
 
 def png_bytes(figure) -> bytes:
+    """The figure as PNG, every text in it (run ids, model names, tick labels) drawn as it is: cleaned as text is
+    anywhere (printable.clean: a surrogate cannot be drawn), and never read as mathtext (a pair of "$" in a name
+    would be, and a malformed formula stops the figure)."""
+    from matplotlib import rc_context
+    from matplotlib.text import Text
+
+    for text in figure.findobj(Text):
+        text.set_text(clean(text.get_text()))
+        text.set_parse_math(False)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    with rc_context({"text.parse_math": False}):  # the texts drawing makes (tick labels)
+        figure.savefig(buffer, format="png")
     return buffer.getvalue()
 
 

@@ -7,6 +7,8 @@ import base64
 import time
 from dataclasses import dataclass
 
+from pipeline.printable import clean
+from pipeline.report import markdown_text as md
 from pipeline.report.tables import Table
 from pipeline.report.templating import render
 
@@ -53,23 +55,23 @@ def markdown(title: str, tables: list[Table], figures: dict[str, str], lead: lis
              links: dict[tuple[int, str], str] | None = None) -> str:
     """``figures`` maps a caption to the image's path relative to the Markdown file; ``links`` (run number,
     instance id) to a task page's path relative to it (the first cell of a task's row links there)."""
-    parts = [f"# {title}", ""] + ([*lead, ""] if lead else [])
+    parts = [f"# {md.inline(title)}", ""] + ([*map(md.line, lead), ""] if lead else [])
     for table in tables:
-        parts += [f"## {table.title}", ""]
+        parts += [f"## {md.inline(table.title)}", ""]
         if table.rows:
-            parts.append("| " + " | ".join(_md(h) for h in table.headers) + " |")
+            parts.append("| " + " | ".join(md.inline(h) for h in table.headers) + " |")
             parts.append("|" + "|".join("---" for _ in table.headers) + "|")
             for row, href in zip(table.rows, _row_links(table, links)):
-                cells = [_md(c) for c in row]
+                cells = [md.inline(c) for c in row]
                 if href and cells:
                     cells[0] = f"[{cells[0]}]({href})"
                 parts.append("| " + " | ".join(cells) + " |")
             parts.append("")
-        parts += [f"_{note}_" + "  " for note in table.notes]
+        parts += [_md_note(note) + "  " for note in table.notes]
         parts.append("")
     if figures:
         parts += ["## Figures", ""]
-        parts += [f"![{caption}]({path})\n" for caption, path in figures.items()]
+        parts += [f"![{md.inline(caption)}]({path})\n" for caption, path in figures.items()]
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -92,19 +94,21 @@ def report_view(title: str, tables: list[Table], figures: dict[str, bytes], lead
 
 
 def rich_table(table: Table):
+    """The table for a terminal; every text in it shown literally, whatever console prints it."""
     from rich.table import Table as RichTable
 
-    shown = RichTable(title=table.title, title_justify="left", show_lines=False)
+    from pipeline.terminal import literal
+
+    shown = RichTable(title=literal(table.title, "table.title"), title_justify="left", show_lines=False)
     for number, header in enumerate(table.headers):
-        shown.add_column(header, overflow="fold", no_wrap=number == 0)
+        shown.add_column(literal(header), overflow="fold", no_wrap=number == 0)
     for row in table.rows:
-        shown.add_row(*row)
+        shown.add_row(*(literal(cell) for cell in row))
     if not table.notes:
         return shown
     from rich.console import Group
-    from rich.text import Text
 
-    return Group(shown, *(Text(note, style="dim") for note in table.notes), Text(""))
+    return Group(shown, *(literal(note, "dim") for note in table.notes), literal(""))
 
 
 def _row_links(table: Table, links: dict[tuple[int, str], str] | None) -> list[str | None]:
@@ -113,10 +117,13 @@ def _row_links(table: Table, links: dict[tuple[int, str], str] | None) -> list[s
     return [links.get(key) for key in table.row_tasks]
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md_note(note: str) -> str:
+    """A table's note, in italics (unless its ends are blank: the underscores would then show)."""
+    text = md.inline(note)
+    return f"_{text}_" if text and text == text.strip() else md.line(note)
 
 
 def _cell(text: str) -> Cell:
+    text = text if isinstance(text, str) else clean(text)  # a value read from a file may be any JSON
     indent = len(text) - len(text.lstrip(" "))
     return Cell(text[indent:], indent)

@@ -12,7 +12,7 @@ import numpy as np
 
 from pipeline.evaluation.runner import CATEGORIES
 from pipeline.records.pool import Schedule
-from pipeline.report.load import RunData, TaskRecord
+from pipeline.report.load import RunData, TaskRecord, config_section, is_number
 
 # The pipeline's stages, as pipeline.run.task.STAGES (not imported: that module pulls in litellm).
 STAGES = ("junior", "senior", "principal")
@@ -51,6 +51,8 @@ class RunStats:
     senior_sources: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
     categories: Counter = field(default_factory=Counter)
+    flagged: int = 0  # verdicts with an integrity finding (never counted as resolved)
+    integrity: Counter = field(default_factory=Counter)  # finding kind -> verdicts with one of that kind
     reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
     schedule_stops: Counter = field(default_factory=Counter)  # juniors.schedule: how each task's waves ended -> tasks
     scheduled_rollouts: list = field(default_factory=list)  # (rollouts run, K) of each task the schedule ran
@@ -120,12 +122,13 @@ def history_compaction(config: dict) -> str:
     """How the run's agents sent their histories (``limits.compact_after``/``compact_chars`` of config.yaml)."""
     if not config:
         return "n/a"
-    limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
+    limits = config_section(config, "limits")
     after = limits.get("compact_after")
     if after is None:
         return "off (whole history)"
     chars = limits.get("compact_chars") or 1000
-    return f"last {after} observation(s) whole, older cut to {chars:,} + {chars:,} characters"
+    chars = f"{chars:,}" if isinstance(chars, (int, float)) else str(chars)  # a hand-edited value shown as it is
+    return f"last {after} observation(s) whole, older cut to {chars} + {chars} characters"
 
 
 def file_editor(config: dict) -> str:
@@ -133,8 +136,7 @@ def file_editor(config: dict) -> str:
     editor existed has no such key, and its agents acted through bash only."""
     if not config:
         return "n/a"
-    limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
-    return "on" if limits.get("editor") is True else "off (bash only)"
+    return "on" if config_section(config, "limits").get("editor") is True else "off (bash only)"
 
 
 def pipeline_variant(config: dict, strategies: list[str]) -> str:
@@ -145,19 +147,20 @@ def pipeline_variant(config: dict, strategies: list[str]) -> str:
     strategy = config.get("strategy") or "pipeline"  # the config's default
     if strategy != "pipeline":
         return str(strategy)
-    models = config.get("models") or {}
-
-    def off(role: str) -> bool:
-        spec = models.get(role)
-        return isinstance(spec, dict) and str(spec.get("model") or "").strip().lower() == NO_MODEL
-
     parts = []
-    if (config.get("juniors") or {}).get("k") == 0:
+    if config_section(config, "juniors").get("k") == 0:
         parts.append("no juniors (k=0)")
-    parts += [f"no {role}" for role in ("senior", "principal") if off(role)]
+    parts += [f"no {role}" for role in ("senior", "principal") if model_off(config, role)]
     parts += [f"{stage} plug-in {impl}" for stage in ("senior", "principal")
-              if (impl := (config.get(stage) or {}).get("impl"))]
+              if (impl := config_section(config, stage).get("impl"))]
     return ", ".join(parts) or "full"
+
+
+def model_off(config: dict, role: str) -> bool:
+    """Whether the run's config switched ``role``'s model off (models.<role>.model: none, as --<role>-model none
+    writes it)."""
+    spec = config_section(config, "models").get(role)
+    return isinstance(spec, dict) and str(spec.get("model") or "").strip().lower() == NO_MODEL
 
 
 def _scheduled(task: TaskRecord) -> bool:
@@ -235,6 +238,8 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         senior_sources=Counter(t.brief.source or "unknown" for t in tasks if t.brief is not None),
         errors=Counter(error_kind(t.prediction.error) for t in tasks if t.prediction.error),
         categories=_categories(tasks),
+        flagged=sum(1 for t in tasks if t.eval_result is not None and t.eval_result.flagged),
+        integrity=Counter(kind for t in tasks for kind in integrity_kinds(t)),
         reused_juniors=Counter(t.prediction.juniors_reused_from for t in tasks if t.prediction.juniors_reused_from),
         schedule_stops=Counter(schedule_stop(t.pool.schedule) for t in tasks if _scheduled(t)),
         scheduled_rollouts=[(t.pool.schedule.rollouts_run, t.pool.schedule.k) for t in tasks if _scheduled(t)],
@@ -252,6 +257,14 @@ def error_kind(error: str) -> str:
     return head[:80]
 
 
+def integrity_kinds(task: TaskRecord) -> set[str]:
+    """The kinds of the integrity findings on a task's verdict (pipeline.evaluation.integrity)."""
+    result = task.eval_result
+    if result is None or not result.flagged:
+        return set()
+    return {str(finding.kind) for finding in result.integrity if isinstance(finding.kind, str)} or {"unnamed"}
+
+
 def _categories(tasks: list[TaskRecord]) -> Counter:
     counts = Counter(t.category for t in tasks)
     ordered = Counter({c: counts[c] for c in CATEGORIES if counts[c]})
@@ -262,7 +275,7 @@ def _categories(tasks: list[TaskRecord]) -> Counter:
 def _tokens(task: TaskRecord, stage: str, kind: str) -> int:
     used = (task.prediction.tokens or {}).get(stage)
     value = getattr(used, kind) if used is not None else None
-    return int(value) if isinstance(value, (int, float)) else 0
+    return int(value) if is_number(value) else 0
 
 
 def _mean(values: list[float]) -> float | None:

@@ -169,19 +169,20 @@ def terminal_table(report: SweepReport):
     the sweep's directory and that name."""
     from rich.console import Group
     from rich.table import Table as RichTable
-    from rich.text import Text
+
+    from pipeline.terminal import literal
 
     full = table(report)
     keep = [full.headers.index(h) for h in ("cell", "status", "tasks", "resolved", "reward", "$/task")]
     keep += [i for i, h in enumerate(full.headers) if h.startswith("vs baseline")]
-    shown = RichTable(title=full.title, title_justify="left")
+    shown = RichTable(title=literal(full.title, "table.title"), title_justify="left")
     for index in keep:
-        shown.add_column(full.headers[index], overflow="fold")
+        shown.add_column(literal(full.headers[index]), overflow="fold")
     for row in full.rows:
-        shown.add_row(*(row[index] for index in keep))
+        shown.add_row(*(literal(row[index]) for index in keep))
     where = sorted({str(c.run_dir.parent) for c in report.cells})
     notes = [f"Each cell's run directory: {', '.join(where)}/<cell> (sweep.md lists them with every value)."]
-    return Group(shown, *(Text(note, style="dim") for note in notes + full.notes))
+    return Group(shown, *(literal(note, "dim") for note in notes + full.notes))
 
 
 # -- figures ---------------------------------------------------------------------------------------

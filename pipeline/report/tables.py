@@ -54,6 +54,14 @@ def resolved_cell(s: RunStats) -> str:
     return f"{s.resolved}/{s.scored} = {s.rate:.1%} [{low:.1%}, {high:.1%}]{unscored}"
 
 
+def flagged_cell(s: RunStats) -> str:
+    """How many verdicts an integrity finding kept from counting as resolved, and of which kinds."""
+    if not s.scored:
+        return NA
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(s.integrity.items()))
+    return f"{s.flagged} ({kinds})" if s.flagged else "0"
+
+
 def cache_hits_cell(stats: RunStats) -> str:
     """The share of each stage's input tokens the provider read from its prompt cache (priced as cached)."""
     parts = [f"{stage} {percent(used['cached'] / used['input'])}" for stage in stats.stages
@@ -128,6 +136,7 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
             ["resolved (95% CI)" + (f", on the subset {subset}" if subset else ""),
              *(resolved_cell(s) for s in stats)],
             *([["resolved (95% CI), on every task", *(resolved_cell(s) for s in full)]] if full else []),
+            ["verdicts flagged by integrity checks (not resolved)", *(flagged_cell(s) for s in stats)],
             ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)],
             ["reward (tests passed)", *(reward_cell(s) for s in stats)]]
     if baseline is not None:
@@ -159,6 +168,9 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
              "eval/result.json lists per-test outcomes (runs scored before it did show n/a).",
              "Reward (the study's): the share of a task's FAIL_TO_PASS and PASS_TO_PASS tests together that passed, "
              "averaged over the same tasks (a resolved task scores 100%).",
+             "Verdicts flagged: results whose test run showed signs of tampering (eval/result.json's integrity: "
+             "grader_written, conflicting_statuses, summary_contradicts), never counted as resolved; the official "
+             "protocol's verdict stays beside them (official_resolved).",
              "Pipeline variant, from the run's config.yaml: full, or the ablation (no juniors (k=0), no senior, "
              "no principal); other strategies by name.",
              "Time is the sum of a task's stage seconds; 'in all' adds tasks, so a parallel run took less wall time."]

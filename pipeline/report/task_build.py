@@ -2,7 +2,7 @@
 
 The task's records come from ``load_run`` (the prediction, the eval result, the pool, the brief, the context) and
 the rest of its files from ``load.TaskFiles``, read when the page is built. What is logic is done here: texts are
-cleaned (text.clean) and cut to the page's bound (``limit``, counted), long ones marked to be folded, numbers,
+cleaned (printable.clean) and cut to the page's bound (``limit``, counted), long ones marked to be folded, numbers,
 money and times formatted, the team's records merged into one timeline, the gold patch's lines marked with the
 contexts that held them (coverage.py's rules).
 """
@@ -28,7 +28,7 @@ from pipeline.report.task_view import (
     LedgerSection, Mark, Outcome, PoolSection, PrincipalSection, ProblemSection, ResultSection, RolloutPanel,
     Section, SeniorSection, SoloSection, Step, Tab, Tabs, TaskPage, TeamSection, TestRow, Trajectory)
 from pipeline.report.team.records import ABSOLUTE
-from pipeline.report.text import clean
+from pipeline.printable import clean
 
 FOLD_LINES = 15  # a text longer than this (or than FOLD_CHARS) is folded
 FOLD_CHARS = 1_500
@@ -299,6 +299,12 @@ class _Builder:
         folder = self.files.eval_folder()
         view = EvalSection(recorded=True, facts=_facts([
             ("category", result.category), ("resolved", result.resolved),
+            ("official protocol's verdict", result.official_resolved
+             if result.official_resolved is not None and result.official_resolved != result.resolved else None),
+            ("integrity findings", "; ".join(f"{f.kind}: {f.detail}" for f in result.integrity)
+             if result.flagged else None),
+            ("test infrastructure changed", "; ".join(map(str, result.test_infrastructure))
+             if isinstance(result.test_infrastructure, list) and result.test_infrastructure else None),
             ("patch applied", result.patch_applied), ("patch empty", result.patch_empty),
             ("timed out", result.timed_out), ("network", result.network),
             ("exit code", result.entry_exit_code)]))

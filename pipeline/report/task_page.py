@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from markupsafe import Markup
+
 from pipeline.report.load import RunData, TaskRecord
 from pipeline.report.task_build import build_task_view
 from pipeline.report.templating import render, shown
@@ -22,7 +24,9 @@ from pipeline.storage import write_text_atomic
 
 MAX_PAGE_BYTES = 5_000_000
 CUTS = (20_000, 4_000, 1_000, 300)  # characters kept of one long text, tried in turn until the page fits
-_BACK = "swepipe-link-back-to-the-report"  # stands for the report's link in a page made once for several reports
+# Stands for the report's link in a page made once for several reports. Put in unescaped: every text of a page is
+# escaped, so its "<" can be nowhere else (an instance id or a reply holding these words is not a link).
+_BACK = Markup("<swepipe-link-back-to-the-report>")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The report's HTML and its task pages, rendered by the Jinja2 templates in pipeline/report/templates/.
 
 Autoescape is on for every ``.html`` template, and StrictUndefined makes a name a view does not have an error
-instead of an empty string. Every value a template shows passes through ``shown``: cleaned (text.clean: a byte
+instead of an empty string. Every value a template shows passes through ``shown``: cleaned (printable.clean: a byte
 that was not UTF-8 as ``\\xXX``, no terminal codes or control characters) and escaped as ``html.escape`` does,
 quotes included, so that a value from a run file (a patch, a model's reply, an instance id) is only ever text.
 What a macro or a template made (Markup) passes through, as autoescape lets it.
@@ -19,7 +19,7 @@ from functools import lru_cache
 import jinja2
 from markupsafe import Markup
 
-from pipeline.report.text import clean
+from pipeline.printable import clean
 
 
 def shown(value) -> Markup:

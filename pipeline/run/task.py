@@ -189,13 +189,23 @@ def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage", car
 
 def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSettings) -> bool | None:
     """Score with the hidden tests into tasks/<id>/eval (reused when done); None for an infrastructure error,
-    which is kept apart (eval/infra_error.json) so that the next try scores again instead of reading it back."""
+    which is kept apart (eval/infra_error.json) so that the next try scores again instead of reading it back.
+    A scoring that crashes (a bug, a record it cannot write) is such an error too, its traceback in
+    eval/error.txt: never an exception that ends the run."""
     done = paths.eval / "result.json"
-    if done.exists():
-        return EvalResult.load(done).resolved
-    result = evaluate(task, patch, paths.eval, settings)
+    earlier = EvalResult.read(done)
+    if not isinstance(earlier, Unreadable):  # an unreadable one (cut short by a kill) is scored again
+        return earlier.resolved is True and not earlier.flagged
+    try:
+        result = evaluate(task, patch, paths.eval, settings)
+        record = EvalResult.of(result)
+    except Exception as error:  # noqa: BLE001 - one task's scoring failure is recorded; the run goes on
+        write_text_atomic(paths.eval / "error.txt", traceback.format_exc())
+        result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
+                  "error": f"scoring crashed: {type(error).__name__}: {error} (eval/error.txt)"}
+        record = EvalResult.of(result)
     if result["category"] == "infra_error":
-        EvalResult.of(result).write(paths.eval / "infra_error.json")
+        record.write(paths.eval / "infra_error.json")
         return None
-    EvalResult.of(result).write(done)
+    record.write(done)
     return result["resolved"]

@@ -108,9 +108,10 @@ def pull_image(name: str, platform: str | None = None, *, show_progress: bool = 
 
 def _pull(repository: str, tag: str, platform: str | None, show_progress: bool) -> None:
     layers: dict[str, tuple[int, int]] = {}
-    with Progress(TextColumn(f"pulling {repository}:{tag}"), BarColumn(), DownloadColumn(),
+    # the image's name as the task's description: in the column's format it would be read as a format string
+    with Progress(TextColumn("pulling {task.description}", markup=False), BarColumn(), DownloadColumn(),
                   TimeElapsedColumn(), disable=not show_progress, transient=True) as progress:
-        bar = progress.add_task("pull", total=None)
+        bar = progress.add_task(f"{repository}:{tag}", total=None)
         for event in containers.client().api.pull(repository, tag=tag, platform=platform,
                                                   stream=True, decode=True):
             if "error" in event:

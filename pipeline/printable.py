@@ -1,4 +1,5 @@
-"""Text as the HTML pages show it: whatever a run file held, made safe to show and to write as UTF-8."""
+"""Text as swepipe shows it anywhere (a terminal, a log, report.md, an HTML page): whatever a run file, a model, a
+test or a provider held, made safe to show and to write as UTF-8."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 import re
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# C0 controls but tab, newline and carriage return; DEL; C1 controls (U+009B is a terminal's one-character CSI)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
