@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from pipeline.printable import clean
 from pipeline.secrets import StreamRedactor, redact, redact_data, redact_values
 
 TORN_SUFFIX = ".torn"
@@ -257,7 +258,7 @@ def _repair(path: Path, handle, size: int) -> str:
         handle.truncate(start)
         note = (f"{path}: its last line was cut short by a killed process ({len(tail)} bytes); it was moved to "
                 f"{torn.name} and the file ends at the line before")
-    print(f"swepipe: {note}", file=sys.stderr, flush=True)
+    print(clean(f"swepipe: {note}"), file=sys.stderr, flush=True)
     return note
 
 

@@ -63,17 +63,19 @@ def test_a_report_table_prints_as_it_is(printed, title, headers, rows, notes):
 
 @fuzz
 @given(run_id=file_name(), instance_id=hostile_line(30), source=hostile_line(), error=hostile_line(60),
-       infra=hostile_text(), cost=st.floats(allow_nan=True, allow_infinity=True))
-def test_the_run_summary_prints_as_it_is(printed, run_id, instance_id, source, error, infra, cost):
+       infra=hostile_text(), cost=st.one_of(json_scalar, st.dictionaries(hostile_line(), json_scalar)),
+       resolved=verdict)
+def test_the_run_summary_prints_as_it_is(printed, run_id, instance_id, source, error, infra, cost, resolved):
     from pipeline.cli.run_commands import _print_run
     from pipeline.layout import RunLayout
-    from pipeline.run.bookkeeping import RunSummary
+    from pipeline.run.bookkeeping import RunSummary, task_line
 
-    summary = RunSummary(roles=("principal",), predictions={instance_id: {
-        "instance_id": instance_id, "source": source, "cost": {"principal": cost}, "error": error}},
-        infra_errors={"other": infra})
+    prediction = {"instance_id": instance_id, "source": source, "cost": {"principal": cost}, "error": error,
+                  "resolved": resolved}
+    summary = RunSummary(roles=("principal",), predictions={instance_id: prediction}, infra_errors={"other": infra})
     out = printed(lambda: _print_run(summary, SimpleNamespace(layout=RunLayout(Path("runs") / run_id))))
     assert all(in_terminal(text, out) for text in (run_id, instance_id, source, error.strip(), infra))
+    assert summary.line() and task_line(prediction, ("principal",))  # the log's lines, whatever the file held
 
 
 @fuzz

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import DatasetError
+from pipeline.printable import clean
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,9 @@ def _entries(path: Path, text: str) -> list[tuple[str, object]]:
         except json.JSONDecodeError as error:
             if number == len(lines) and not text.endswith("\n"):
                 # A write cut short by a killed `swepipe run`: that task has no prediction yet.
-                print(f"swepipe: {path}, line {number} was cut short (no newline at its end: a killed write); "
-                      "it is skipped. `swepipe run` with the same --run-id repairs the file and finishes that task.",
-                      file=sys.stderr, flush=True)
+                print(clean(f"swepipe: {path}, line {number} was cut short (no newline at its end: a killed "
+                            "write); it is skipped. `swepipe run` with the same --run-id repairs the file and "
+                            "finishes that task."), file=sys.stderr, flush=True)
                 continue
             raise DatasetError(f"{path}, line {number} is not valid JSON ({error}).") from None
     return entries

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.outages import BREAKERS
+from pipeline.printable import clean
 from pipeline.records import Prediction
 from pipeline.run.task import RunSettings
 from pipeline.storage import append_jsonl, write_json_atomic
@@ -23,15 +24,17 @@ class RunSummary:
     stopped: bool = False  # a stop (Ctrl-C, SIGTERM) cut the run short; the rest resumes on a rerun
 
     def spend(self, stage: str) -> float:
-        return sum(p.get("cost", {}).get(stage, 0.0) for p in self.predictions.values())
+        costs = ((p.get("cost") or {}).get(stage) for p in self.predictions.values() if isinstance(p.get("cost"), dict))
+        return sum(cost for cost in costs if dollars_of(cost) != "$?")
 
     @property
     def scored(self) -> list[bool]:
-        return [p["resolved"] for p in self.predictions.values() if p.get("resolved") is not None]
+        """Each scored task's verdict: only a JSON true is resolved (a file written by hand may say "false")."""
+        return [p["resolved"] is True for p in self.predictions.values() if p.get("resolved") is not None]
 
     def line(self) -> str:
         stages = [s for s in self.roles if self.spend(s)] or list(self.roles)
-        dollars = ", ".join(f"{stage} ${self.spend(stage):.4f}" for stage in stages)
+        dollars = ", ".join(f"{stage} {dollars_of(self.spend(stage))}" for stage in stages)
         scored = self.scored
         rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
         paused = BREAKERS.status()
@@ -85,15 +88,27 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: dict,
 
 def task_line(prediction: dict, roles: tuple[str, ...]) -> str:
     """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
-    cost = prediction.get("cost", {})
-    resolved = {True: "resolved", False: "not resolved"}.get(prediction.get("resolved"), "")
+    cost = prediction.get("cost") if isinstance(prediction.get("cost"), dict) else {}
+    resolved = verdict_word(prediction.get("resolved"), "resolved", "not resolved", "")
     status = "not run (infra error, retried by a rerun)" if prediction.get("infra_error") else \
         f"source {prediction.get('source', 'none')}"
-    error = (prediction.get("error") or "").strip().splitlines()
+    error = clean(prediction.get("error") or "").strip().splitlines()
     parts = [f"task {short_id(prediction['instance_id'])}: {status}",
-             ", ".join(f"{role} ${cost.get(role, 0.0):.4f}" for role in roles), resolved,
+             ", ".join(f"{role} {dollars_of(cost.get(role, 0.0))}" for role in roles), resolved,
              f"error: {error[0][:100]}" if error else ""]
     return " | ".join(part for part in parts if part)
+
+
+def verdict_word(verdict, yes: str, no: str, none: str) -> str:
+    """A prediction's verdict in words: only a JSON true is resolved (a file written by hand may say "false")."""
+    return none if verdict is None else yes if verdict is True else no
+
+
+def dollars_of(value) -> str:
+    """A cost as a line shows it; "$?" for one that is no finite number (a hand-edited predictions file)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e15 < value < 1e15:
+        return "$?"
+    return f"${value:.4f}"
 
 
 def short_id(instance_id: str, width: int = 40) -> str:
