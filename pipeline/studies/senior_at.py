@@ -104,7 +104,7 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
         server = LocalModelServer()
         log("the run's senior is the local model: starting it on a loopback port")
         server.start()
-        config = config.model_copy(update={"models": {**config.models, "senior": server.spec()}})
+        config = config.model_copy(update={"models": {**config.models, "senior": server.spec("senior", config)}})
     try:
         resolve_prices(config.model_for("senior"), "senior")  # an unpriced model stops before anything is spent
         template = image_template or config.containers.image_template or defaults_for(dataset).image_template
