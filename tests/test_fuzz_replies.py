@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 from hypothesis import assume, given
@@ -29,6 +28,7 @@ from pipeline.principal.stage import UnusableEdits, apply_to_base
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.brief import BriefFormatError, parse_brief
 from pipeline.runtime.base import CommandResult
+from conftest import git
 from fuzzing import fuzz
 from reply_strategies import (INJECTED, body as body_text, brief_reply, edit_body, editor_arguments, hostile_text,
                               path, text_reply, tool_reply, yaml_body)
@@ -36,13 +36,6 @@ from reply_strategies import (INJECTED, body as body_text, brief_reply, edit_bod
 ALLOWED = st.sampled_from([(BASH,), (BASH, EDIT, VIEW), (BASH, VIEW), (BASH, EDITOR), (BASH, EDIT, VIEW, "delegate")])
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "run.sh": "#!/bin/sh\necho run\n",
          "menu.txt": "caf\xe9 au lait\n", "pkg/mod.py": "X = 1\n\n\ndef f():\n    return X\n"}
-
-
-def git(repo, *args):
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
 
 
 @pytest.fixture(scope="module")
