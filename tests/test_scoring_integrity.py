@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from pipeline.evaluation import integrity
-from pipeline.evaluation.capture import frames, split_at_marker, start_marker
+from pipeline.evaluation.capture import SpoolBudget, frames, split_at_marker, start_marker
 from pipeline.evaluation.files import archive_digests, tar_stream
 from pipeline.evaluation.protocol import OutputShapeError, judge, parse_statuses, passed_names, read_output
 from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
@@ -164,6 +164,18 @@ def test_the_tests_output_starts_after_the_first_marker_line_however_it_is_cut_i
             + b" 9\n"
     out = io.BytesIO()
     assert not split_at_marker([b"no marker\n", b"at all"], marker, out, 100).found and out.getvalue() == b""
+
+
+def test_the_tests_output_kept_on_disk_is_bounded_for_both_streams_together():
+    """The official entry script's logs could take only the container's disk; spooled on this machine, the tests'
+    output keeps the same bound, both streams together, and what was dropped is counted."""
+    marker = start_marker("i", "patch")
+    budget = SpoolBudget(1000)
+    outs = [io.BytesIO(), io.BytesIO()]
+    for out, fill in zip(outs, (b"o", b"e")):
+        split_at_marker([f"{marker} 0\n".encode(), fill * 700, fill * 700], marker, budget.writer(out), 100)
+    assert [len(out.getvalue()) for out in outs] == [1000, 0] and budget.dropped == 1400 - 1000 + 1400
+    assert outs[0].getvalue() == b"o" * 1000
 
 
 def test_docker_frames_are_read_whatever_the_blocks():

@@ -124,17 +124,42 @@ def frames(blocks):
         raise OSError(f"the stream ended inside a frame ({len(pending)} bytes left)")
 
 
+class SpoolBudget:
+    """The bytes the tests' output may take on this machine's disk, both streams together: what the official entry
+    script's logs could take inside the container (its writable layer). Past it, output is counted, not kept."""
+
+    def __init__(self, limit: int):
+        self.left, self.dropped = limit, 0
+
+    def writer(self, file: BinaryIO) -> _Capped:
+        return _Capped(file, self)
+
+
+class _Capped:
+    def __init__(self, file: BinaryIO, budget: SpoolBudget):
+        self.file, self.budget = file, budget
+
+    def write(self, data) -> None:
+        kept = data[: max(0, self.budget.left)]
+        if kept:
+            self.file.write(kept)
+        self.budget.left -= len(kept)
+        self.budget.dropped += len(data) - len(kept)
+
+
 class StreamCapture:
     """The tests' container's stdout and stderr, attached before it starts (``attach``), read by a thread into
-    ``spool``/stdout.log and ``spool``/stderr.log (the tests' part of each) until they close (``finish``)."""
+    ``spool``/stdout.log and ``spool``/stderr.log (the tests' part of each, ``spool_limit`` bytes of both at the
+    most: ``dropped`` counts the rest) until they close (``finish``)."""
 
-    def __init__(self, container, marker: str, spool: Path, setup_limit: int):
+    def __init__(self, container, marker: str, spool: Path, setup_limit: int, spool_limit: int):
         from docker.utils.socket import read
 
         self._read_socket = read
         self._socket = container.attach_socket(params={"stdout": 1, "stderr": 1, "stream": 1})
         self._files = {name: open(spool / f"{name}.log", "wb") for name in STREAMS.values()}
-        self._splitters = {stream: MarkerSplitter(marker, self._files[name], setup_limit)
+        self.budget = SpoolBudget(spool_limit)
+        self._splitters = {stream: MarkerSplitter(marker, self.budget.writer(self._files[name]), setup_limit)
                            for stream, name in STREAMS.items()}
         self._error: BaseException | None = None
         self._closed = False

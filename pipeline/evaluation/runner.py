@@ -34,7 +34,7 @@ from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
 from pipeline.runtime import containers
 from pipeline.runtime.image_names import image_name
 from pipeline.runtime.images import ensure_image
-from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
+from pipeline.runtime.limits import DEFAULT_DISK, ContainerLimits, container_limits, with_disk_quota
 from pipeline.tasks import Task
 
 # flagged: resolved by the official protocol, but with an integrity finding (pipeline.evaluation.integrity)
@@ -81,6 +81,7 @@ class ScoringRun:
     parser_exit_code: int | None = None
     output_size: int | None = None  # bytes of output.json; None: the parser wrote none
     summaries: RunnerSummaries = field(default_factory=RunnerSummaries)  # read from the tests' whole output
+    output_dropped: int = 0  # bytes of the tests' output past the spool's limit (capture.SpoolBudget)
 
 
 def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
@@ -110,6 +111,8 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
         record["scorer"].update(run.identity)
         record["entry_exit_code"] = run.exit_code
         record["parser_exit_code"] = run.parser_exit_code
+        if run.output_dropped:
+            record["tests_output_dropped"] = run.output_dropped
         record.update(_judge_outputs(task, out_dir, run))
         notes = infrastructure_notes(task, applied_patch)
         if notes:
@@ -174,7 +177,7 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
         capture = None
         try:
             tests.put_archive("/", tar_of(workspace, WORKSPACE))
-            capture = StreamCapture(tests, marker, spool, settings.log_limit)
+            capture = StreamCapture(tests, marker, spool, settings.log_limit, limits.disk or DEFAULT_DISK)
             tests.start()
             run.exit_code, run.timed_out = _wait(tests, settings.time_limit)
             _check_stop(task)
@@ -183,6 +186,7 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
             run.apply_status = streams["stdout"].apply_status
             run.grader = grader_findings(workspace, _workspace_digests(tests))
             run.summaries = read_summaries(*(spool / name for name in TEST_LOGS))
+            run.output_dropped = capture.budget.dropped
         finally:
             if capture is not None:
                 capture.close()

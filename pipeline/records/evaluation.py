@@ -82,6 +82,10 @@ class EvalResult(Record):
     entry_exit_code: Int | None = Field(None, description="the tests' container's exit code (null: timed out)")
     parser_exit_code: Int | None = Field(None, description="the parser's container's exit code (null: the parser "
                                                            "did not run, or timed out)")
+    tests_output_dropped: Int = Field(None, description="bytes the tests printed past what their output may take "
+                                                        "on disk (the container's disk limit, as the official "
+                                                        "entry script's logs could in the container): the parser "
+                                                        "read the output without them")
     timed_out: Flag = Field(None, description="the tests ran out of time")
     FAIL_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests the fix must make pass (a list of "
                                                                      "names: no per-test outcome)")
