@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# A terminal's colour and cursor codes, as test runners print them: ESC [ numbers, then one letter. Only these go:
+# a looser pattern took the characters after a stray "ESC [" (", [" of the next value in a joined cell) with it.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # C0 controls but tab, newline and carriage return; DEL; C1 controls (U+009B is a terminal's one-character CSI)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")

@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# "tests/test_x.py::test_y:" then, per phase, "- 97 passing examples, 0 failing examples, 3 invalid examples".
+# "tests/test_x.py::test_y:" then, per phase, "- 5000 passing, 0 failing, and 81 invalid test cases" (older
+# Hypothesis: "97 passing examples, 0 failing examples, 3 invalid examples").
 _TEST = re.compile(r"^(tests/\S+::\S+?):\s*$")
-_COUNTS = re.compile(r"(\d+) passing examples?, (\d+) failing examples?, (\d+) invalid examples?")
+_COUNTS = re.compile(r"(\d+) passing(?: examples?)?, (\d+) failing(?: examples?)?, (?:and )?(\d+) invalid")
+_DONE = re.compile(r"^(tests/\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED)")  # pytest -v, one line a property
 
 
 def main() -> int:
@@ -31,23 +33,31 @@ def main() -> int:
     options = parser.parse_args()
     if options.examples < 1:
         parser.error("--examples must be at least 1")
-    command = [sys.executable, "-m", "pytest", "-m", "fuzz", "-n", "0", "-p", "no:cacheprovider", "-q",
+    command = [sys.executable, "-m", "pytest", "-m", "fuzz", "-n", "0", "-p", "no:cacheprovider", "-v",
                "--hypothesis-show-statistics", "--timeout", "0", *options.pytest_args]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "SWEPIPE_FUZZ_EXAMPLES": str(options.examples)})
+    output = []
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace", env={**os.environ, "SWEPIPE_FUZZ_EXAMPLES": str(options.examples)}) as done:
+        for line in done.stdout:  # each property as it ends, so a long run shows where it is
+            output.append(line)
+            finished = _DONE.match(line)
+            if finished:
+                print(f"{time.monotonic() - started:6.0f} s  {finished.group(2):<7} {finished.group(1)}", flush=True)
+    stdout = "".join(output)
     seconds = time.monotonic() - started
-    counts = tally(done.stdout)
+    counts = tally(stdout)
     for name, (passing, failing, invalid) in sorted(counts.items()):
         print(f"{passing:>7} passing {failing:>3} failing {invalid:>6} invalid  {name}")
     passing = sum(c[0] for c in counts.values())
     failing = sum(c[1] for c in counts.values())
     print(f"{len(counts)} properties, {passing} examples passed, {failing} failed, in {seconds:.0f} s "
           f"(--examples {options.examples}); pytest exit status {done.returncode}")
-    if done.returncode != 0:
-        print(done.stdout[-20000:], done.stderr[-5000:], sep="\n")
+    if done.returncode != 0:  # every failure whole, with its smallest failing example
+        failures = stdout.find("= FAILURES =")
+        print(stdout[failures if failures >= 0 else -20000:])
     elif not counts:
-        print("no property ran: is hypothesis installed, and are the tests marked fuzz?", done.stdout[-3000:])
+        print("no property ran: is hypothesis installed, and are the tests marked fuzz?", stdout[-3000:])
         return 1
     return 0 if done.returncode == 0 else 1
 

@@ -235,6 +235,9 @@ def test_the_agent_loop_survives_any_replies_and_keeps_every_paid_one(tmp_path_f
     directory = tmp_path_factory.mktemp("agent")
     script = directory / "script.json"
     script.write_text(json.dumps({"junior": [[r if isinstance(r, dict) else {"content": r} for r in replies]]}))
+    # What the provider sends is this JSON read back: a high and a low surrogate escape in a row read as one
+    # character, as any JSON reader takes them.
+    replies = json.loads(script.read_text())["junior"][0]
     ledger = Ledger(directory / "ledger.jsonl")
     client = ModelClient(ModelSpec(model=f"scripted/{script}", prices=Prices(input=1, output=1)), "junior", ledger,
                          task="t", scope=str(directory), backoff_base=0.001)
@@ -248,7 +251,7 @@ def test_the_agent_loop_survives_any_replies_and_keeps_every_paid_one(tmp_path_f
     agent = Agent("junior", client, hands, Budget("r"), limits, messages=messages, trajectory_path=trajectory)
     run = agent.run()
     assert run.exit_reason in EXIT_REASONS and run.exit_reason != "runtime_error", (run.exit_reason, run.error)
-    sent = [r if isinstance(r, dict) else {"content": r} for r in replies][:len(run.steps)]
+    sent = replies[:len(run.steps)]
     assert [step.reply for step in run.steps] == [str(r.get("content", "")) for r in sent]
     saved = json.loads(trajectory.read_text())
     assert [step["reply"] for step in saved["steps"]] == [step.reply for step in run.steps]

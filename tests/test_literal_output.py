@@ -102,3 +102,12 @@ def test_the_report_command_prints_and_writes_a_run_whose_error_looks_like_marku
     assert f"principal reply edits {REPLY_PATH}" in done.stdout
     assert (run / "report.md").is_file() and (run / "report.html").is_file()
 
+
+
+def test_only_real_terminal_codes_are_taken_out_of_shown_text():
+    """A stray "ESC [" in one value of a joined cell took the ", [" of the next value with it (found by the fuzzer)."""
+    from pipeline.printable import clean
+
+    assert clean("\x1b[31mred\x1b[0m \x1b[?25lhidden") == "red hidden"
+    assert clean("a\x1b[, [b]") == "a\ufffd[, [b]"
+    assert clean("x\x1b[1;2") == "x\ufffd[1;2"
