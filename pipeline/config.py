@@ -88,7 +88,7 @@ class Containers(BaseModel):
                              "pipeline.runtime.factory:open_runtime (same signature)")
 
 
-class Schedule(BaseModel):
+class ScheduleConfig(BaseModel):
     """Adaptive rollouts: start with `first`, add waves of `wave` up to K, stop once the pool has converged."""
 
     model_config = ConfigDict(extra="forbid")
@@ -114,7 +114,7 @@ class Juniors(BaseModel):
     seed: int = Field(default=0, description="rollout i uses seed + i")
     max_patch_bytes: int = Field(default=4_000_000, ge=1000, description="largest candidate patch kept, in bytes; a "
                                  "rollout whose diff is bigger ends patch_too_large and its patch is dropped")
-    schedule: Schedule = Field(default_factory=Schedule)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
 
 
 class SeniorConfig(BaseModel):

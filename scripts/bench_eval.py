@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
-from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.profiles import PROFILES
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.runtime import containers
@@ -64,7 +64,7 @@ def main() -> None:
                                     run_id="bench-eval", profile=profile.name,
                                     limits=container_limits(concurrent=args.workers))  # as swepipe eval sizes them
             started = time.monotonic()
-            summary = evaluate_predictions([Prediction(t.instance_id, t.patch) for t in tasks], tasks, Path(out),
+            summary = evaluate_predictions([PatchToScore(t.instance_id, t.patch) for t in tasks], tasks, Path(out),
                                            settings, workers=args.workers, show_progress=False)
             return time.monotonic() - started, settings.container_limits().cpus, summary.resolved
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipeline.senior.brief import (Brief, BriefFormatError, BriefSpan, check_candidate, check_spans,
+from pipeline.senior.brief import (BriefDraft, BriefFormatError, BriefSpan, check_candidate, check_spans,
                                    normalise_span_path, parse_brief, parse_span_line)
 
 FILES = {"pkg/a.py": [f"a{n}" for n in range(1, 61)], "pkg/b.py": [f"b{n}" for n in range(1, 21)],
@@ -199,15 +199,15 @@ def test_a_candidate_line_inside_the_analysis_is_not_the_answer():
 
 
 def test_a_candidate_number_outside_the_pool_is_dropped_with_a_reason():
-    brief = Brief("x", [], candidate=5)
+    brief = BriefDraft("x", [], candidate=5)
     check_candidate(brief, 3)
     assert brief.candidate is None and "numbered 1 to 3" in brief.problems[0]
-    alone = Brief("x", [], candidate=1)
+    alone = BriefDraft("x", [], candidate=1)
     check_candidate(alone, 0)
     assert alone.candidate is None and "none were shown" in alone.problems[0]
 
 
 def test_the_brief_record_round_trips_with_its_candidate():
     brief = parse_brief(REPLY)
-    again = Brief.from_dict(json.loads(json.dumps(brief.to_dict())))
+    again = BriefDraft.from_dict(json.loads(json.dumps(brief.to_dict())))
     assert again == brief and again.to_dict()["candidate"] == 2

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
-from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.tasks import load_tasks
 from leftovers import run_containers
@@ -38,9 +38,9 @@ def gold_and_empty(tmp_path_factory):
     """Every bundled task scored twice: with its gold patch and with an empty patch."""
     out = tmp_path_factory.mktemp("eval")
     run_id = f"test-eval-{os.getpid()}"
-    gold = evaluate_predictions([Prediction(t.instance_id, t.patch) for t in TASKS], TASKS, out / "gold",
+    gold = evaluate_predictions([PatchToScore(t.instance_id, t.patch) for t in TASKS], TASKS, out / "gold",
                                 settings(run_id), workers=2, show_progress=False)
-    empty = evaluate_predictions([Prediction(t.instance_id, "") for t in TASKS], TASKS, out / "empty",
+    empty = evaluate_predictions([PatchToScore(t.instance_id, "") for t in TASKS], TASKS, out / "empty",
                                  settings(run_id), workers=2, show_progress=False)
     return gold, empty, out
 
@@ -118,7 +118,7 @@ def test_hanging_run_script_ends_as_timeout(tmp_path, run_id):
 def test_missing_scripts_and_unknown_instances_do_not_stop_the_run(tmp_path, run_id):
     empty_scripts = tmp_path / "none"
     empty_scripts.mkdir()
-    predictions = [Prediction(TASKS[0].instance_id, ""), Prediction("instance_nobody__nothing-1", "")]
+    predictions = [PatchToScore(TASKS[0].instance_id, ""), PatchToScore("instance_nobody__nothing-1", "")]
     summary = evaluate_predictions(predictions, TASKS, tmp_path / "out", settings(run_id, run_scripts=empty_scripts),
                                    show_progress=False)
     assert summary.unknown == ["instance_nobody__nothing-1"]

@@ -17,7 +17,7 @@ from pipeline import stopping
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.engine import TRIES
-from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import RunLayout
 from pipeline.outages import BREAKERS, Settings
@@ -87,7 +87,7 @@ def test_eval_scores_the_others_and_a_rerun_retries_the_infra_error_without_redo
     BREAKERS.configure(Settings(pause_after=50))  # one instance failing must not pause the others here
     broken, fine = TASKS[0], TASKS[1]
     counter = failing(monkeypatch, tmp_path, 100, broken.instance_id)
-    predictions = [Prediction(t.instance_id, t.patch) for t in (broken, fine)]
+    predictions = [PatchToScore(t.instance_id, t.patch) for t in (broken, fine)]
     out = tmp_path / "out"
     first = evaluate_predictions(predictions, TASKS, out, settings(run_id), workers=1, show_progress=False)
     assert first.results[broken.instance_id]["category"] == "infra_error"
@@ -108,7 +108,7 @@ def test_eval_scores_the_others_and_a_rerun_retries_the_infra_error_without_redo
 def test_docker_down_past_the_outage_time_stops_the_scoring_with_no_infra_error(tmp_path, run_id, monkeypatch):
     BREAKERS.configure(Settings(pause_after=2, outage_seconds=3, max_wait=0.5, first_wait=0.2))
     failing(monkeypatch, tmp_path, 10_000)
-    predictions = [Prediction(t.instance_id, t.patch) for t in TASKS[:4]]
+    predictions = [PatchToScore(t.instance_id, t.patch) for t in TASKS[:4]]
     out = tmp_path / "out"
     with pytest.raises(stopping.Stopped):
         evaluate_predictions(predictions, TASKS, out, settings(run_id), workers=2, show_progress=False)

@@ -12,7 +12,7 @@ from docker.errors import APIError, DockerException
 from pipeline.errors import RuntimeUnavailable
 from pipeline.evaluation.batch import plan_eval
 from pipeline.evaluation.engine import engine_down
-from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.predictions import PatchToScore
 from pipeline.tasks import load_tasks
 
 TASKS = load_tasks("bundled")
@@ -51,7 +51,7 @@ def test_a_rerun_scores_infra_errors_and_unreadable_results_again_and_keeps_verd
     for instance_id, text in results.items():
         (tmp_path / instance_id).mkdir()
         (tmp_path / instance_id / "result.json").write_text(text)
-    predictions = [Prediction(t.instance_id, "") for t in (verdict, infra, torn, new)]
+    predictions = [PatchToScore(t.instance_id, "") for t in (verdict, infra, torn, new)]
     summary, todo = plan_eval(predictions, TASKS, tmp_path, redo=False)
     assert [p.instance_id for p in todo] == [infra.instance_id, torn.instance_id, new.instance_id]
     assert summary.skipped == [verdict.instance_id]

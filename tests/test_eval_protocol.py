@@ -98,7 +98,7 @@ def test_bad_predictions_name_the_entry(tmp_path):
 
 def test_attempts_report_flaky_tests_and_keep_the_first_verdict(tmp_path, monkeypatch):
     from pipeline.evaluation import batch
-    from pipeline.evaluation.predictions import Prediction
+    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
 
     task = make_task()
@@ -114,7 +114,7 @@ def test_attempts_report_flaky_tests_and_keep_the_first_verdict(tmp_path, monkey
                 "category": "resolved" if resolved else "tests_failed", "statuses": statuses}
 
     monkeypatch.setattr(batch, "evaluate", fake_evaluate)
-    summary = batch.evaluate_predictions([Prediction(task.instance_id, "p")], [task], tmp_path,
+    summary = batch.evaluate_predictions([PatchToScore(task.instance_id, "p")], [task], tmp_path,
                                          EvalSettings(image_template="x"), attempts=3, show_progress=False)
     result = summary.results[task.instance_id]
     assert result["resolved"] is False  # the official verdict is the first attempt's

@@ -7,7 +7,7 @@ import pytest
 from pipeline.juniors.pool import build_pool
 from pipeline.runtime.base import CommandResult
 from pipeline.runtime.local import LocalRuntime
-from pipeline.senior.expand import Span, expand_pool, merge_spans
+from pipeline.senior.expand import ExpansionSpan, expand_pool, merge_spans
 
 MONEY = '''\
 from decimal import Decimal
@@ -334,16 +334,16 @@ def test_failing_runtime_contributes_nothing(shop):
 
 
 def test_merge_spans():
-    spans = [Span("b.py", 10, 20, "test of f", "test"),
-             Span("a.py", 5, 8, "hunk", "hunk"),
-             Span("b.py", 21, 25, "caller of f", "caller"),
-             Span("b.py", 40, 50, "window", "window"),
-             Span("a.py", 1, 4, "defines g", "definition"),
-             Span("b.py", 15, 18, "test of f", "test")]
+    spans = [ExpansionSpan("b.py", 10, 20, "test of f", "test"),
+             ExpansionSpan("a.py", 5, 8, "hunk", "hunk"),
+             ExpansionSpan("b.py", 21, 25, "caller of f", "caller"),
+             ExpansionSpan("b.py", 40, 50, "window", "window"),
+             ExpansionSpan("a.py", 1, 4, "defines g", "definition"),
+             ExpansionSpan("b.py", 15, 18, "test of f", "test")]
     assert merge_spans(spans) == [  # in the order of each merged span's first member
-        Span("b.py", 10, 25, "caller of f; test of f", "caller"),
-        Span("a.py", 1, 8, "hunk; defines g", "hunk"),
-        Span("b.py", 40, 50, "window", "window")]
+        ExpansionSpan("b.py", 10, 25, "caller of f; test of f", "caller"),
+        ExpansionSpan("a.py", 1, 8, "hunk; defines g", "hunk"),
+        ExpansionSpan("b.py", 40, 50, "window", "window")]
     assert merge_spans([]) == []
 
 

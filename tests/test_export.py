@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import patchtext
-from pipeline.agent.agent import AgentRun, Step
+from pipeline.agent.agent import AgentRun, AgentStep
 from pipeline.evaluation.predictions import load_predictions
 from pipeline.layout import RunLayout
 
@@ -165,9 +165,9 @@ def _agent_run(name: str, exit_reason: str, *, tools: bool = False, secret: str 
         else:
             record.messages.append({"role": "assistant", "content": f"```bash\n{command}\n```"})
             record.messages.append({"role": "user", "content": "exit code 0"})
-        record.steps.append(Step(index=index, reply="", command=command, action="bash", exit_code=0, cost=0.25))
+        record.steps.append(AgentStep(index=index, reply="", command=command, action="bash", exit_code=0, cost=0.25))
     record.messages.append({"role": "assistant", "content": "```bash\nsubmit\n```"})
-    record.steps.append(Step(index=2, reply="", action="submit"))
+    record.steps.append(AgentStep(index=2, reply="", action="submit"))
     return asdict(record)
 
 

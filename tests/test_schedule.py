@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import demo_task
-from pipeline.config import Juniors, Limits, PrincipalConfig, RunConfig, Schedule
+from pipeline.config import Juniors, Limits, PrincipalConfig, RunConfig, ScheduleConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import CandidatePool
@@ -48,7 +48,7 @@ def juniors_job(tmp_path, repo, scripts, *, k, schedule=None, run_id="sched", na
     if not script.exists():
         script.write_text(yaml.safe_dump({"junior": scripts}))
     config = RunConfig(models={"junior": ModelSpec(model=f"scripted/{script}", prices={"input": 1.0, "output": 2.0})},
-                       juniors=Juniors(k=k, schedule=Schedule(**schedule) if schedule else Schedule()),
+                       juniors=Juniors(k=k, schedule=ScheduleConfig(**schedule) if schedule else ScheduleConfig()),
                        limits=Limits(max_steps=4), containers={"impl": "local_opener:open_local"})
     return TaskJob(task=demo_task(repo), config=config, paths=TaskPaths(tmp_path / name), run_id=run_id,
                    image_template="unused", budget=Budget("run").child("task", None))
@@ -282,7 +282,7 @@ def test_print_config_shows_the_schedule_and_the_skip_rule(tmp_path):
 
 def test_config_refuses_a_share_out_of_range():
     with pytest.raises(ValueError):
-        Schedule(top_share=1.5)
+        ScheduleConfig(top_share=1.5)
     with pytest.raises(ValueError):
         PrincipalConfig(skip_when={"top_share": 0})
 

@@ -41,7 +41,7 @@ EXIT_REASONS = ("submitted", "step_limit", "cost_limit", "time_limit", "format_e
 
 
 @dataclass
-class Step:
+class AgentStep:
     index: int
     reply: str
     command: str | None = None
@@ -68,7 +68,7 @@ class AgentRun:
     error: str | None = None
     submission: str | None = None  # the text handed in with submit (a brief, a report)
     messages: list[dict] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
+    steps: list[AgentStep] = field(default_factory=list)
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -85,8 +85,9 @@ class AgentRun:
     def from_dict(cls, saved: dict) -> AgentRun:
         known = {name for name in cls.__dataclass_fields__}
         run = cls(**{key: value for key, value in saved.items() if key in known and key != "steps"})
-        step_fields = set(Step.__dataclass_fields__)
-        run.steps = [Step(**{k: v for k, v in step.items() if k in step_fields}) for step in saved.get("steps", [])]
+        step_fields = set(AgentStep.__dataclass_fields__)
+        run.steps = [AgentStep(**{k: v for k, v in step.items() if k in step_fields})
+                     for step in saved.get("steps", [])]
         return run
 
 
@@ -269,7 +270,7 @@ class Agent:
         if self._elapsed() - record.session_seconds > self.limits.wall_time:
             raise Stop("time_limit")
 
-    def query(self) -> Step:
+    def query(self) -> AgentStep:
         """Ask the model for its next reply and record it."""
         try:
             limits = self.limits
@@ -292,10 +293,10 @@ class Agent:
                                       "function": {"name": c["name"], "arguments": c["arguments"]}}
                                      for c in completion.tool_calls]
         with self._lock:
-            step = Step(index=len(self.record.steps), reply=completion.content,
-                        model_seconds=round(completion.latency, 4), cost=completion.cost,
-                        input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
-                        tool_calls=completion.tool_calls)
+            step = AgentStep(index=len(self.record.steps), reply=completion.content,
+                             model_seconds=round(completion.latency, 4), cost=completion.cost,
+                             input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
+                             tool_calls=completion.tool_calls)
             self.record.steps.append(step)
             self.record.cost += completion.cost
             self.record.input_tokens += completion.input_tokens
@@ -311,12 +312,12 @@ class Agent:
                 self.record.input_tokens += billed.input
                 self.record.output_tokens += billed.output
 
-    def parse(self, step: Step) -> Action:
+    def parse(self, step: AgentStep) -> Action:
         if self.tools:
             return parse_tool_action(step.tool_calls, step.reply, self.allowed)
         return parse_action(step.reply, self.allowed)
 
-    def handle(self, step: Step) -> None:
+    def handle(self, step: AgentStep) -> None:
         """Act on a reply: correct its format, take its submission, run its command or its action."""
         started = time.monotonic() - step.model_seconds
         try:
@@ -340,7 +341,7 @@ class Agent:
         finally:
             step.seconds = round(time.monotonic() - started, 4)
 
-    def submit(self, step: Step, text: str) -> None:
+    def submit(self, step: AgentStep, text: str) -> None:
         problem = self.check_submission(text) if self.check_submission else None
         if problem:
             self.reject(step, problem)
@@ -353,7 +354,7 @@ class Agent:
         self.record.submission = text
         raise Stop("submitted")
 
-    def execute(self, step: Step) -> None:
+    def execute(self, step: AgentStep) -> None:
         limits = self.limits
         try:
             if self.track_writes:
@@ -377,7 +378,7 @@ class Agent:
                                timed_out=result.timed_out, timeout=int(limits.command_timeout),
                                cut_bytes=result.cut_bytes))
 
-    def edit(self, step: Step, action: Action) -> None:
+    def edit(self, step: AgentStep, action: Action) -> None:
         """The editor's calls, in order until one fails; each is recorded, and the observations are the answer."""
         try:
             results = self.apply_edits(action)
@@ -408,7 +409,7 @@ class Agent:
                 break
         return results
 
-    def act(self, step: Step, action: Action) -> None:
+    def act(self, step: AgentStep, action: Action) -> None:
         """One of the agent's other actions; its handler's text is the observation."""
         try:
             observation = self.actions[action.kind](action.body)
@@ -426,7 +427,7 @@ class Agent:
         step.output = observation
         self.tell(step, observation)
 
-    def reject(self, step: Step, problem: str) -> None:
+    def reject(self, step: AgentStep, problem: str) -> None:
         step.format_error = problem
         template = "format_error_tools.md.j2" if self.tools else "format_error.md.j2"
         self.tell(step, render(template, error=problem, actions=list(self.allowed)))
@@ -436,7 +437,7 @@ class Agent:
 
     # -- what the agent is told --------------------------------------------------------------
 
-    def tell(self, step: Step, text: str) -> None:
+    def tell(self, step: AgentStep, text: str) -> None:
         """The answer to a step: a tool result for each of its calls, else a user message."""
         if step.tool_calls:
             with self._lock:

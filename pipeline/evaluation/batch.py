@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import CATEGORIES, EvalSettings, evaluate
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
@@ -50,7 +50,7 @@ class EvalSummary:
         }
 
 
-def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+def evaluate_predictions(predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
                          settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
                          show_progress: bool = True) -> EvalSummary:
     """Score the predictions not scored yet into ``output_dir`` on this machine, ``workers`` at a time (on a Ray
@@ -59,7 +59,7 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
     by_id = {task.instance_id: task for task in tasks}
     lock = threading.Lock()
 
-    def one(prediction: Prediction) -> None:
+    def one(prediction: PatchToScore) -> None:
         task = by_id[prediction.instance_id]
         result = score_one(task, prediction.patch, output_dir / task.instance_id, settings, attempts)
         with lock:
@@ -71,8 +71,8 @@ def evaluate_predictions(predictions: list[Prediction], tasks: list[Task], outpu
     return summary
 
 
-def plan_eval(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
-              redo: bool) -> tuple[EvalSummary, list[Prediction]]:
+def plan_eval(predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
+              redo: bool) -> tuple[EvalSummary, list[PatchToScore]]:
     """The summary with the instances an earlier run scored (unless ``redo``), and the predictions left to score:
     those without a verdict (never scored, or an infra_error)."""
     by_id = {task.instance_id: task for task in tasks}

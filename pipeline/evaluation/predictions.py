@@ -12,13 +12,13 @@ from pipeline.printable import clean
 
 
 @dataclass(frozen=True)
-class Prediction:
+class PatchToScore:
     instance_id: str
     patch: str
     model: str = ""
 
 
-def load_predictions(path: str | Path) -> list[Prediction]:
+def load_predictions(path: str | Path) -> list[PatchToScore]:
     """Our predictions.jsonl, the official JSON list of {instance_id, patch | model_patch, prefix},
     or the swebench JSON/JSONL of {instance_id, model_patch, model_name_or_path}."""
     path = Path(path)
@@ -26,7 +26,7 @@ def load_predictions(path: str | Path) -> list[Prediction]:
         raise DatasetError(f"Predictions file {path} does not exist.")
     text = path.read_text(encoding="utf-8")
     entries = _entries(path, text)
-    predictions: dict[str, Prediction] = {}
+    predictions: dict[str, PatchToScore] = {}
     for where, entry in entries:
         prediction = _prediction(path, where, entry)
         if prediction.instance_id in predictions:
@@ -70,7 +70,7 @@ def _entries(path: Path, text: str) -> list[tuple[str, object]]:
     return entries
 
 
-def _prediction(path: Path, where: str, entry: object) -> Prediction:
+def _prediction(path: Path, where: str, entry: object) -> PatchToScore:
     if not isinstance(entry, dict):
         raise DatasetError(f"{path}, {where}: expected an object with instance_id and model_patch (or patch).")
     instance_id = entry.get("instance_id")
@@ -83,4 +83,4 @@ def _prediction(path: Path, where: str, entry: object) -> Prediction:
     if not isinstance(patch, str):
         raise DatasetError(f"{path}, {where} ({instance_id}): the patch is not a string.")
     model = entry.get("model_name_or_path") or entry.get("prefix") or entry.get("model") or ""
-    return Prediction(instance_id=instance_id, patch=patch, model=str(model))
+    return PatchToScore(instance_id=instance_id, patch=patch, model=str(model))

@@ -81,7 +81,7 @@ python {WORKSPACE}/parser.py {WORKSPACE}/stdout.log {WORKSPACE}/stderr.log {WORK
 
 
 @dataclass
-class TestOutcome:
+class TestGroupOutcome:
     """How the required tests of one group (FAIL_TO_PASS or PASS_TO_PASS) came out."""
 
     passed: list[str] = field(default_factory=list)
@@ -92,8 +92,8 @@ class TestOutcome:
 @dataclass
 class Verdict:
     resolved: bool
-    fail_to_pass: TestOutcome
-    pass_to_pass: TestOutcome
+    fail_to_pass: TestGroupOutcome
+    pass_to_pass: TestGroupOutcome
     near_misses: dict[str, str]  # required name -> reported name equal to it once whitespace is stripped
     statuses: dict[str, str]
 
@@ -166,8 +166,8 @@ def judge(task: Task, statuses: dict[str, str], passed: set[str] | None = None) 
     )
 
 
-def _outcome(names: list[str], statuses: dict[str, str], passed: set[str]) -> TestOutcome:
-    outcome = TestOutcome()
+def _outcome(names: list[str], statuses: dict[str, str], passed: set[str]) -> TestGroupOutcome:
+    outcome = TestGroupOutcome()
     for name in names:
         bucket = outcome.passed if name in passed else outcome.missing if name not in statuses else outcome.failed
         bucket.append(name)

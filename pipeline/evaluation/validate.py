@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.evaluation.batch import has_verdict
-from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.prompts import render_task_prompt
 from pipeline.storage import write_text_atomic
@@ -97,8 +97,8 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
     cluster's): the same files either way."""
     if score is None:
         from pipeline.evaluation.batch import evaluate_predictions as score
-    patches = {"gold": [Prediction(t.instance_id, t.patch) for t in tasks],
-               "empty": [Prediction(t.instance_id, "") for t in tasks]}
+    patches = {"gold": [PatchToScore(t.instance_id, t.patch) for t in tasks],
+               "empty": [PatchToScore(t.instance_id, "") for t in tasks]}
     results: dict[str, list[dict[str, dict]]] = {patch: [] for patch in PATCHES}  # patch -> per replica, by id
     for replica in range(1, replicas + 1):
         for patch in PATCHES:

@@ -201,7 +201,7 @@ def probe_entries(listing: str, test_listing: str) -> list[str]:
 
 
 @dataclass
-class Candidate:
+class CandidateDraft:
     key: str
     patch: str  # source edits only, as a unified diff
     test_patch: str  # edits to test files, kept apart
@@ -216,7 +216,7 @@ class Candidate:
 @dataclass
 class CandidatePool:
     instance_id: str
-    candidates: list[Candidate]
+    candidates: list[CandidateDraft]
     rollouts: int
     empty: list[int]  # rollouts that left no source edit
     unparsable: list[int]
@@ -230,7 +230,7 @@ class CandidatePool:
 def build_pool(instance_id: str, rollouts: list[dict], base_files: Iterable[str] | None = None) -> CandidatePool:
     """The pool of ``rollouts`` (their records). ``base_files``: the base commit's files, when the caller has them
     (else what the records' ``base_entries`` and the patches show)."""
-    by_key: dict[str, Candidate] = {}
+    by_key: dict[str, CandidateDraft] = {}
     empty, unparsable, failed, dropped = [], [], [], []
     parsed = []
     known = set(base_files or ())
@@ -262,7 +262,7 @@ def build_pool(instance_id: str, rollouts: list[dict], base_files: Iterable[str]
     return CandidatePool(instance_id, ordered, len(rollouts), sorted(empty), unparsable, failed, dropped)
 
 
-def normalise(patch: str, base_files: Iterable[str] | None = None) -> Candidate | None:
+def normalise(patch: str, base_files: Iterable[str] | None = None) -> CandidateDraft | None:
     """Parse a patch; drop scratch files and whitespace-only hunks; None when no source edit is left."""
     if not patch.strip():
         return None
@@ -271,7 +271,7 @@ def normalise(patch: str, base_files: Iterable[str] | None = None) -> Candidate 
     return _normalise(files, _Layout(known, listed=base_files is not None))[0]
 
 
-def _normalise(files: list, layout: _Layout) -> tuple[Candidate | None, list[dict]]:
+def _normalise(files: list, layout: _Layout) -> tuple[CandidateDraft | None, list[dict]]:
     dropped = []
     scratch = _scratch_files(files, layout)
     source_files, source_paths, test_files, hunks, functions, signature = [], [], [], [], [], []
@@ -309,8 +309,8 @@ def _normalise(files: list, layout: _Layout) -> tuple[Candidate | None, list[dic
     if not source_files:
         return None, dropped
     key = hashlib.sha256(repr(sorted(signature)).encode()).hexdigest()[:16]
-    return Candidate(key=key, patch="".join(source_files), test_patch="".join(test_files), files=sorted(source_paths),
-                     hunks=hunks, functions=functions), dropped
+    return CandidateDraft(key=key, patch="".join(source_files), test_patch="".join(test_files),
+                          files=sorted(source_paths), hunks=hunks, functions=functions), dropped
 
 
 def _scratch_files(files: list, layout: _Layout) -> dict[str, str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-from pipeline.config import Schedule
+from pipeline.config import ScheduleConfig
 from pipeline.juniors.pool import CandidatePool
 
 SUBMITTED = "submitted"
@@ -55,7 +55,7 @@ def source_files(pool: CandidatePool) -> set[str]:
     return {path for candidate in pool.candidates for path in candidate.files}
 
 
-def wave_sizes(settings: Schedule, k: int) -> list[int]:
+def wave_sizes(settings: ScheduleConfig, k: int) -> list[int]:
     """The rollouts run after each wave: first, first + wave, ... up to k."""
     sizes, size = [], min(settings.first, k)
     while size > 0:
@@ -66,7 +66,7 @@ def wave_sizes(settings: Schedule, k: int) -> list[int]:
     return sizes
 
 
-def judge(settings: Schedule, k: int, wave: int, records: list[dict], pool: CandidatePool,
+def judge(settings: ScheduleConfig, k: int, wave: int, records: list[dict], pool: CandidatePool,
           before: CandidatePool | None) -> dict:
     """The decision after wave ``wave`` (1-based): ``records`` are the rollouts so far in index order, ``pool``
     their pool, ``before`` the pool of the rollouts before this wave (None after the first)."""
@@ -103,7 +103,7 @@ def judge(settings: Schedule, k: int, wave: int, records: list[dict], pool: Cand
             "reason": "; ".join(why), "time": round(time.time(), 3)}
 
 
-def record(settings: Schedule, k: int, decisions: list[dict], left_out: list[int] | None = None) -> dict:
+def record(settings: ScheduleConfig, k: int, decisions: list[dict], left_out: list[int] | None = None) -> dict:
     """The ``schedule`` entry of junior/pool.json."""
     run = decisions[-1]["rollouts"] if decisions else 0
     stopped = bool(decisions) and decisions[-1]["decision"] == "stop"

@@ -180,7 +180,7 @@ def _has_undecodable_bytes(text: str) -> bool:
 
 
 @dataclass
-class Trajectory:
+class ExportedTrajectory:
     agent: str  # the file's name without .traj.json: junior-rollout-00, senior, principal, solo, lead, worker-1
     kind: str  # junior, senior, principal, solo, lead, worker
     messages: list[dict]
@@ -216,7 +216,7 @@ def export_trajectories(root: Path, output: Path) -> ExportSummary:
     return summary
 
 
-def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Trajectory]:
+def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[ExportedTrajectory]:
     """Every agent's trajectory a task left: its juniors, senior and principal, or its solo agent, or its team's
     lead and workers. A record that is missing or unreadable is skipped (an ablated stage has none)."""
     models = prediction.models or {}
@@ -260,7 +260,7 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Trajecto
 
 
 def _from_agent_run(agent: str, kind: str, record: dict, *, submission, is_patch: bool, model: dict,
-                    extra: dict | None = None, exit_reason: str | None = None) -> Trajectory:
+                    extra: dict | None = None, exit_reason: str | None = None) -> ExportedTrajectory:
     """A trajectory from an agent's saved record (pipeline.agent.AgentRun.to_dict()). Each step is one assistant
     message, in order; its numbers (cost, tokens, command, exit code, seconds) go in that message's ``extra``."""
     steps = [s for s in record.get("steps") or [] if isinstance(s, dict)]
@@ -275,7 +275,7 @@ def _from_agent_run(agent: str, kind: str, record: dict, *, submission, is_patch
             step += 1
         messages.append(message)
     reason = exit_reason if exit_reason is not None else record.get("exit_reason")
-    return Trajectory(
+    return ExportedTrajectory(
         agent=agent, kind=kind, messages=messages, exit_status=reason or None,
         submission=submission if isinstance(submission, str) else None, submission_is_patch=is_patch,
         cost=float(record.get("cost") or 0.0), api_calls=len(steps),
@@ -293,7 +293,7 @@ def _step_extra(step: dict) -> dict:
             if key in step and step[key] not in (None, [], "")}
 
 
-def _principal(directory: Path, model: str | None) -> Trajectory | None:
+def _principal(directory: Path, model: str | None) -> ExportedTrajectory | None:
     """The principal's calls as one conversation: each call's new messages (the opening system and user
     message, or the retry's user message) and its reply, so two messages a call after the system prompt."""
     request = _read_json(directory / "request.json")
@@ -322,7 +322,7 @@ def _principal(directory: Path, model: str | None) -> Trajectory | None:
         status = "format_errors"  # every reply's edits were unusable
     else:
         status = None  # the stage did not finish
-    return Trajectory(
+    return ExportedTrajectory(
         agent="principal", kind="principal", messages=messages, exit_status=status,
         submission=result.patch if source == "principal" else "", submission_is_patch=True,
         cost=float(sum(r.get("cost") or 0.0 for r in replies)), api_calls=len(replies),
@@ -332,7 +332,7 @@ def _principal(directory: Path, model: str | None) -> Trajectory | None:
                "output_tokens": sum(r.get("output_tokens") or 0 for r in replies)})
 
 
-def write_trajectory(path: Path, trajectory: Trajectory, *, run_id: str, instance_id: str) -> None:
+def write_trajectory(path: Path, trajectory: ExportedTrajectory, *, run_id: str, instance_id: str) -> None:
     """One .traj.json in mini-swe-agent's shape; swepipe's own details under info.swepipe and each assistant
     message's ``extra``."""
     data = {

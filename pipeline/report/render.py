@@ -13,7 +13,7 @@ from pipeline.report.tables import Table
 from pipeline.report.templating import render
 
 @dataclass
-class Cell:
+class TableCell:
     """A table cell of the HTML report: its text, and the spaces it starts with (kept, as non-breaking)."""
 
     text: str
@@ -22,7 +22,7 @@ class Cell:
 
 @dataclass
 class Row:
-    cells: list[Cell]
+    cells: list[TableCell]
     href: str | None = None  # the task page its first cell links to
 
 
@@ -123,7 +123,7 @@ def _md_note(note: str) -> str:
     return f"_{text}_" if text and text == text.strip() else md.line(note)
 
 
-def _cell(text: str) -> Cell:
+def _cell(text: str) -> TableCell:
     text = text if isinstance(text, str) else clean(text)  # a value read from a file may be any JSON
     indent = len(text) - len(text.lstrip(" "))
-    return Cell(text[indent:], indent)
+    return TableCell(text[indent:], indent)

@@ -9,14 +9,14 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from pipeline.juniors.pool import Candidate
+from pipeline.juniors.pool import CandidateDraft
 from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.records import EvalResult, Rollout, Unreadable, read_json
 from pipeline.report.load import RunData, TaskRecord, load_run
 
 _ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
-_CANDIDATE_FIELDS = {f.name for f in fields(Candidate)}
+_CANDIDATE_FIELDS = {f.name for f in fields(CandidateDraft)}
 
 
 @dataclass
@@ -25,7 +25,7 @@ class TaskReplay:
     resolved: bool | None  # the prediction's verdict (None: never scored)
     strategy: str  # the prediction's strategy: pipeline, solo, team, vote, ...
     exits: dict[int, str]  # rollout index -> how it ended
-    candidates: list[Candidate]  # the pool of all the task's rollouts (junior/pool.json)
+    candidates: list[CandidateDraft]  # the pool of all the task's rollouts (junior/pool.json)
     verdicts: dict[str, bool | None]  # candidate key -> resolved by the hidden tests (None: infra error)
     calls: list[LedgerRow]  # every paid call of the task's ledger
     conversations: dict[str, list[dict]] = field(default_factory=dict)  # agent -> its recorded messages
@@ -67,7 +67,7 @@ def read_run(path: str | Path) -> RunReplay:
 def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
     paths = layout.task(record.instance_id)
     pool = record.pool.candidates or [] if record.pool is not None else []
-    candidates = [Candidate(**{k: v for k, v in c.to_dict().items() if k in _CANDIDATE_FIELDS})
+    candidates = [CandidateDraft(**{k: v for k, v in c.to_dict().items() if k in _CANDIDATE_FIELDS})
                   for c in pool if is_candidate_key(c.key)]
     exits = {int(r.index): r.exit_reason or "unknown" for r in record.rollouts}
     for candidate in candidates:  # a pool that names a rollout whose record is gone still counts its votes

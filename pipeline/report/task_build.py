@@ -24,9 +24,9 @@ from pipeline.records.base import Part
 from pipeline.records.evaluation import TestOutcome
 from pipeline.report.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
 from pipeline.report.task_view import (
-    AgentPanel, Block, Brief, Call, Candidate, Diff, DiffLine, EvalSection, Event, Fact, JuniorsSection,
+    AgentPanel, Block, BriefView, Call, CandidateView, Diff, DiffLine, EvalSection, Event, Fact, JuniorsSection,
     LedgerSection, Mark, Outcome, PoolSection, PrincipalSection, ProblemSection, ResultSection, RolloutPanel,
-    Section, SeniorSection, SoloSection, Step, Tab, Tabs, TaskPage, TeamSection, TestRow, Trajectory)
+    Section, SeniorSection, SoloSection, StepView, Tab, Tabs, TaskPage, TeamSection, TestRow, TrajectoryView)
 from pipeline.report.team.records import ABSOLUTE
 from pipeline.printable import clean
 
@@ -190,18 +190,18 @@ class _Builder:
 
     # -- agents ---------------------------------------------------------------------------------------------
 
-    def trajectory(self, traj, where: str) -> Trajectory:
+    def trajectory(self, traj, where: str) -> TrajectoryView:
         """An agent's conversation: opening messages folded, then each step (reply, command, output)."""
         if not isinstance(traj, dict):
-            return Trajectory(recorded=False)
+            return TrajectoryView(recorded=False)
         facts = [("exit", traj.get("exit_reason") or "(not finished)"), ("steps", len(traj.get("steps") or [])),
                  ("cost", tab.money(_num(traj.get("cost")))),
                  ("tokens in/out", f"{_count(traj.get('input_tokens'))} / {_count(traj.get('output_tokens'))}"),
                  ("time", tab.seconds(_num(traj.get("seconds"))))]
         if traj.get("resumed"):
             facts.append(("resumed", "yes"))
-        view = Trajectory(facts=_facts(facts, keep_none=True),
-                          error=clean(traj["error"]) if traj.get("error") else None)
+        view = TrajectoryView(facts=_facts(facts, keep_none=True),
+                              error=clean(traj["error"]) if traj.get("error") else None)
         messages = [m for m in traj.get("messages") or [] if isinstance(m, dict)]
         opening = []
         for message in messages:
@@ -227,7 +227,7 @@ class _Builder:
             view.submission = self.block(traj["submission"], "submission", where)
         return view
 
-    def step(self, number: int, step: dict, where: str) -> Step:
+    def step(self, number: int, step: dict, where: str) -> StepView:
         fmt = bool(step.get("format_error"))
         code = step.get("exit_code")
         head = [f"step {step.get('index', number) if isinstance(step.get('index'), int) else number}",
@@ -240,9 +240,9 @@ class _Builder:
             head.append(f"exit code {code}")
         if step.get("timed_out"):
             head.append("timed out")
-        view = Step(css="step fmt" if fmt else "step fail" if isinstance(code, int) and code != 0 else "step",
-                    head=" · ".join(map(str, head)),
-                    reply=self.block(step.get("reply"), "reply", where, css="reply", open_=True))
+        view = StepView(css="step fmt" if fmt else "step fail" if isinstance(code, int) and code != 0 else "step",
+                        head=" · ".join(map(str, head)),
+                        reply=self.block(step.get("reply"), "reply", where, css="reply", open_=True))
         if step.get("tool_calls"):
             view.tool_calls = self.block(step["tool_calls"], "tool calls", where, open_=False)
         if fmt:
@@ -395,7 +395,7 @@ class _Builder:
         brief_key = self.task.brief.candidate if self.task.brief is not None else None
         for number, candidate in enumerate(pool.candidates or [], start=1):
             chosen = " · the senior's choice" if brief_key and brief_key in (candidate.key, number) else ""
-            view.candidates.append(Candidate(
+            view.candidates.append(CandidateView(
                 number, clean(candidate.votes if "votes" in candidate.model_fields_set else 0), chosen,
                 clean(", ".join(map(str, candidate.rollouts or []))),
                 clean(", ".join(map(str, candidate.exit_reasons or []))),
@@ -410,7 +410,7 @@ class _Builder:
         brief, view = self.task.brief, SeniorSection(None, None, None, None, None)
         if brief is not None:
             spans = [s.to_dict() for s in brief.spans or []]
-            view.brief = Brief(
+            view.brief = BriefView(
                 _facts([("source", brief.source), ("exit", brief.senior_exit),
                         ("steps", brief.senior_steps), ("cost", tab.money(_num(brief.senior_cost))),
                         ("context tokens", brief.context_tokens), ("candidate chosen", brief.candidate)]),

@@ -72,7 +72,7 @@ class Tabs:
 
 
 @dataclass
-class Step:
+class StepView:
     css: str  # step, step fmt (a format error), step fail (a command that failed)
     head: str
     reply: Block
@@ -87,7 +87,7 @@ class Step:
 
 
 @dataclass
-class Trajectory:
+class TrajectoryView:
     """An agent's conversation: its facts, the opening messages, then each step; ``recorded`` False: none."""
 
     recorded: bool = True
@@ -95,9 +95,9 @@ class Trajectory:
     error: str | None = None
     opening: list[Block] = field(default_factory=list)
     messages: list[Block] = field(default_factory=list)  # the rest of the conversation, when it has no steps
-    steps: list[Step] = field(default_factory=list)
+    steps: list[StepView] = field(default_factory=list)
     left_out: str | None = None  # the note where steps were left out to keep the page small
-    last_steps: list[Step] = field(default_factory=list)  # the steps after that note
+    last_steps: list[StepView] = field(default_factory=list)  # the steps after that note
     submission: Block | None = None
 
 
@@ -158,7 +158,7 @@ class RolloutPanel:
     facts: list[Fact]
     notes: list[str]
     errors: list[str]
-    trajectory: Trajectory | None
+    trajectory: TrajectoryView | None
     patch: Diff
 
 
@@ -169,7 +169,7 @@ class JuniorsSection:
 
 
 @dataclass
-class Candidate:
+class CandidateView:
     number: int
     votes: str
     chosen: str
@@ -187,11 +187,11 @@ class PoolSection:
     candidate_count: int = 0
     notes: list[str] = field(default_factory=list)
     dropped: Block | None = None
-    candidates: list[Candidate] = field(default_factory=list)
+    candidates: list[CandidateView] = field(default_factory=list)
 
 
 @dataclass
-class Brief:
+class BriefView:
     facts: list[Fact]
     error: str | None
     analysis: Block
@@ -201,10 +201,10 @@ class Brief:
 
 @dataclass
 class SeniorSection:
-    brief: Brief | None
+    brief: BriefView | None
     brief_problem: str | None
     context: list[Block] | None  # context.md, a fold per span; None: no context.md
-    trajectory: Trajectory | None
+    trajectory: TrajectoryView | None
     trajectory_problem: str | None
 
 
@@ -229,7 +229,7 @@ class PrincipalSection:
 @dataclass
 class SoloSection:
     problem: str | None
-    trajectory: Trajectory
+    trajectory: TrajectoryView
     patch: Diff | None
 
 
@@ -247,7 +247,7 @@ class AgentPanel:
     task: Block | None
     report: Block | None
     problem: str | None
-    trajectory: Trajectory
+    trajectory: TrajectoryView
 
 
 @dataclass

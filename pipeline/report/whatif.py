@@ -30,7 +30,7 @@ import math
 import random
 from dataclasses import asdict, dataclass, field, replace
 
-from pipeline.config import Schedule
+from pipeline.config import ScheduleConfig
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.schedule import agreement, agrees, judge, wave_sizes
 from pipeline.report.replay_data import RunReplay, TaskReplay, rollout_index
@@ -265,7 +265,7 @@ def _skip(tasks: list[TaskReplay], share: float, least: int, pricer: Pricer) -> 
     return _policy(f"skip when top >= {share:g} of >= {least} submitted", "skip", k, outcomes)
 
 
-def _stop_point(task: TaskReplay, settings: Schedule) -> int:
+def _stop_point(task: TaskReplay, settings: ScheduleConfig) -> int:
     """How many rollouts (in index order) the schedule would have run on this task."""
     indices = task.rollouts
     before = None
@@ -284,7 +284,7 @@ def _schedules(tasks: list[TaskReplay], pricer: Pricer, k_max: int) -> list[Poli
         if first >= k_max:
             continue
         for label, rule in SCHEDULE_RULES:
-            settings = Schedule(enabled=True, first=first, wave=2, min_submitted=2, **rule)
+            settings = ScheduleConfig(enabled=True, first=first, wave=2, min_submitted=2, **rule)
             to_vote, to_principal, ran = [], [], []
             early = False
             for task in tasks:

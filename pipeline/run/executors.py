@@ -19,7 +19,7 @@ from pipeline.errors import SwepipeError
 if TYPE_CHECKING:
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
-    from pipeline.evaluation.predictions import Prediction
+    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.run.bookkeeping import RunSummary
     from pipeline.run.task import RunSettings
@@ -58,7 +58,7 @@ class Executor(Protocol):
                   log: Callable[[str], None] | None = None) -> RunSummary:
         """Run the tasks not finished yet (``workers`` at a time, where the executor decides that itself)."""
 
-    def evaluate_predictions(self, predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+    def evaluate_predictions(self, predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
                              settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
                              show_progress: bool = True) -> EvalSummary:
         """Score the predictions not scored yet into ``output_dir``."""

@@ -26,7 +26,7 @@ from pipeline.tasks import Task
 if TYPE_CHECKING:
     from pipeline.config import ExecutorConfig
     from pipeline.evaluation.candidates import CandidatesPlan
-    from pipeline.evaluation.predictions import Prediction
+    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
 
 
@@ -106,7 +106,7 @@ class ThreadExecutor:
                   log: Callable[[str], None] | None = None) -> RunSummary:
         return run_tasks(tasks, run, workers=workers, show_progress=show_progress, log=log)
 
-    def evaluate_predictions(self, predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+    def evaluate_predictions(self, predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
                              settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
                              show_progress: bool = True):
         from pipeline.evaluation.batch import evaluate_predictions

@@ -1,4 +1,4 @@
-"""The senior's Brief: an analysis and the code spans the fix depends on, checked and materialised."""
+"""The senior's brief: an analysis and the code spans the fix depends on, checked and materialised."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class BriefSpan:
 
 
 @dataclass
-class Brief:
+class BriefDraft:
     analysis: str
     spans: list[BriefSpan]
     source: str = "senior"  # or "expansion" when the senior gave nothing usable
@@ -53,13 +53,13 @@ class Brief:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Brief:
+    def from_dict(cls, data: dict) -> BriefDraft:
         return cls(analysis=data.get("analysis", ""), spans=[BriefSpan(**s) for s in data.get("spans", [])],
                    source=data.get("source", "senior"), problems=data.get("problems", []),
                    candidate=data.get("candidate"))
 
 
-def parse_brief(reply: str) -> Brief:
+def parse_brief(reply: str) -> BriefDraft:
     """The brief in a senior's reply, in either form; malformed span lines are dropped into ``problems``.
 
     The free-text form (preferred: no escaping)::
@@ -100,7 +100,7 @@ def parse_brief(reply: str) -> Brief:
                            "span a line: path:START-END reason) and CANDIDATE: (a number or none)")
 
 
-def _brief_from_json(block: str) -> Brief:
+def _brief_from_json(block: str) -> BriefDraft:
     data = None
     for attempt in (block, _BAD_ESCAPE.sub(_escape_backslash, block)):  # a lone backslash (a regex) kept as one
         try:
@@ -113,7 +113,7 @@ def _brief_from_json(block: str) -> Brief:
     if not isinstance(data, dict) or not isinstance(data.get("analysis"), str) or not data["analysis"].strip():
         raise BriefFormatError('the brief must be an object with "analysis" (text) and "spans" (a list)')
     items = data.get("spans") if isinstance(data.get("spans"), list) else []
-    brief = Brief(analysis=data["analysis"].strip(), spans=[])
+    brief = BriefDraft(analysis=data["analysis"].strip(), spans=[])
     if not isinstance(data.get("spans"), list):
         brief.problems.append('the brief has no "spans" list')
     for number, item in enumerate(items, start=1):
@@ -170,7 +170,7 @@ def _first_range(text: str) -> tuple[int | None, int | None]:
     return line_number(found.group(1)), line_number(found.group(2) or found.group(1))
 
 
-def _brief_from_text(text: str) -> Brief | None:
+def _brief_from_text(text: str) -> BriefDraft | None:
     """The free-text form, or None when the reply has none of its headers."""
     sections: dict[str, list[str]] = {"preamble": [], "analysis": [], "spans": [], "trailer": []}
     answers: list[str] = []  # each CANDIDATE answer, the last one counts
@@ -199,7 +199,7 @@ def _brief_from_text(text: str) -> Brief | None:
     analysis = "\n".join(sections["analysis" if "analysis" in seen else "preamble"]).strip()
     if not analysis:
         raise BriefFormatError("the brief's ANALYSIS section is empty: say what the fix depends on")
-    brief = Brief(analysis=analysis, spans=[])
+    brief = BriefDraft(analysis=analysis, spans=[])
     for line in sections["spans"]:
         if not line.strip() or _FENCE.match(line):
             continue
@@ -308,7 +308,7 @@ def _candidate_value(value) -> tuple[int | None, str | None]:
     return None, f"CANDIDATE {text[:60]!r}: not a candidate number or none"
 
 
-def check_candidate(brief: Brief, count: int) -> None:
+def check_candidate(brief: BriefDraft, count: int) -> None:
     """A candidate number outside 1..count (the pool's candidates) becomes None, with the reason."""
     if brief.candidate is not None and not 1 <= brief.candidate <= count:
         brief.problems.append(f"CANDIDATE {brief.candidate}: there is no such candidate "

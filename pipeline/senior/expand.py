@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from unidiff import PatchSet
 
-from pipeline.juniors.pool import Candidate, CandidatePool, is_test_path
+from pipeline.juniors.pool import CandidateDraft, CandidatePool, is_test_path
 from pipeline.runtime.base import GIT_QUIET
 from pipeline.senior.code_index import Definition, definitions, enclosing, identifiers, language_for, references
 
@@ -36,7 +36,7 @@ _DECLARING = (r"\b(?:def|class|func|function\*?|type|interface|enum|struct|const
 
 
 @dataclass
-class Span:
+class ExpansionSpan:
     file: str
     start: int  # 1-based, inclusive, base commit lines
     end: int
@@ -44,12 +44,12 @@ class Span:
     kind: str  # one of KINDS
 
 
-def merge_spans(spans: list[Span]) -> list[Span]:
+def merge_spans(spans: list[ExpansionSpan]) -> list[ExpansionSpan]:
     """Merge a file's overlapping or adjacent spans, keeping the best kind; merged spans keep the input order."""
-    def rank(item: tuple[int, Span]) -> tuple[int, int]:
+    def rank(item: tuple[int, ExpansionSpan]) -> tuple[int, int]:
         return _PRIORITY.get(item[1].kind, len(KINDS)), item[0]
 
-    groups: list[list[tuple[int, Span]]] = []
+    groups: list[list[tuple[int, ExpansionSpan]]] = []
     for item in sorted(enumerate(spans), key=lambda item: (item[1].file, item[1].start, item[1].end, item[0])):
         last = groups[-1] if groups else None
         if last and last[0][1].file == item[1].file and item[1].start <= max(s.end for _, s in last) + 1:
@@ -61,9 +61,9 @@ def merge_spans(spans: list[Span]) -> list[Span]:
         members = sorted(group, key=rank)
         reasons = dict.fromkeys(part for _, span in members for part in span.reason.split("; "))
         best = members[0][1]
-        merged.append((min(index for index, _ in group), Span(best.file, min(s.start for _, s in group),
-                                                                max(s.end for _, s in group), "; ".join(reasons),
-                                                                best.kind)))
+        span = ExpansionSpan(best.file, min(s.start for _, s in group), max(s.end for _, s in group),
+                             "; ".join(reasons), best.kind)
+        merged.append((min(index for index, _ in group), span))
     return [span for _, span in sorted(merged, key=lambda item: item[0])]
 
 
@@ -78,7 +78,7 @@ class _Hunk:
 @dataclass
 class _Changed:
     """A definition some candidates change, or a window around a change outside any definition."""
-    span: Span
+    span: ExpansionSpan
     definition: Definition | None
     candidates: set[str] = field(default_factory=set)
     votes: int = 0
@@ -164,7 +164,7 @@ def _globs(path: str) -> tuple[str, ...]:
     return _FAMILIES.get(language, _JS_FAMILY) if language else ()
 
 
-def _hunks(candidate: Candidate) -> list[_Hunk]:
+def _hunks(candidate: CandidateDraft) -> list[_Hunk]:
     """The candidate's meaningful hunks on files it does not create."""
     wanted = {(h["file"], h["old_start"], h["old_lines"]) for h in candidate.hunks}
     try:
@@ -220,7 +220,7 @@ def _indent(text: str) -> int:
     return len(line.expandtabs()) - len(line.expandtabs().lstrip())
 
 
-def _changed_spans(repo: _Repo, hunk: _Hunk, window: int) -> list[tuple[Span, Definition | None]]:
+def _changed_spans(repo: _Repo, hunk: _Hunk, window: int) -> list[tuple[ExpansionSpan, Definition | None]]:
     """The definitions a hunk changes (kind hunk) and windows around changes outside any (kind window)."""
     lines = repo.lines(hunk.file)
     defs = repo.definitions(hunk.file)
@@ -228,10 +228,10 @@ def _changed_spans(repo: _Repo, hunk: _Hunk, window: int) -> list[tuple[Span, De
     for first, last, inserted in hunk.regions:
         owner = _owner(defs, lines, first, last, inserted)
         if owner is not None and owner.end_line - owner.start_line < _MAX_SPAN:
-            spans.append((Span(hunk.file, owner.start_line, owner.end_line, "", "hunk"), owner))
+            spans.append((ExpansionSpan(hunk.file, owner.start_line, owner.end_line, "", "hunk"), owner))
         else:  # a window, still naming an over-long owner so that its callers are searched
             start, end = max(min(first, last) - window, 1), min(max(first, last) + window, len(lines))
-            spans.append((Span(hunk.file, start, end, "", "window"), owner))
+            spans.append((ExpansionSpan(hunk.file, start, end, "", "window"), owner))
     return spans
 
 
@@ -244,7 +244,8 @@ def _plural(count: int, word: str) -> str:
 
 
 def expand_pool(pool: CandidatePool, runtime, *, max_definitions_per_symbol: int = 3, max_callers: int = 6,
-                max_tests: int = 4, max_symbols: int = 25, window: int = 12, repo: _Repo | None = None) -> list[Span]:
+                max_tests: int = 4, max_symbols: int = 25, window: int = 12,
+                repo: _Repo | None = None) -> list[ExpansionSpan]:
     """Spans of base-commit code a fix for the pool's candidates depends on, merged, in this order:
     changed code (by votes), definitions of the symbols the patches use, callers, then tests.
 
@@ -274,9 +275,8 @@ def expand_pool(pool: CandidatePool, runtime, *, max_definitions_per_symbol: int
         d = entry.definition
         what = "lines around" if d is None else f"`{_qualified(d)}` encloses" if entry.span.kind == "hunk" \
             else f"lines of `{_qualified(d)}` around"
-        spans.append(Span(entry.span.file, entry.span.start, entry.span.end,
-                          f"{what} hunk of {_plural(len(entry.candidates), 'candidate')} (votes {entry.votes})",
-                          entry.span.kind))
+        reason = f"{what} hunk of {_plural(len(entry.candidates), 'candidate')} (votes {entry.votes})"
+        spans.append(ExpansionSpan(entry.span.file, entry.span.start, entry.span.end, reason, entry.span.kind))
     changed_defs = [(e.span.file, e.definition) for e in ordered
                     if e.definition is not None and e.definition.kind in _CALLABLE_KINDS]
     changed_names = list(dict.fromkeys(d.name for _, d in changed_defs))
@@ -298,7 +298,7 @@ def _names_in(path: str, text: str) -> set[str]:
 
 
 def _definition_spans(repo: _Repo, name: str, globs: tuple[str, ...], hunk_files: list[str],
-                      limit: int) -> list[Span]:
+                      limit: int) -> list[ExpansionSpan]:
     hits = repo.grep(name, globs) if globs else None
     if hits is None:
         return []
@@ -313,13 +313,13 @@ def _definition_spans(repo: _Repo, name: str, globs: tuple[str, ...], hunk_files
         for definition in repo.definitions(path):
             if definition.name == name and len(found) < limit:
                 end = min(definition.end_line, definition.start_line + _MAX_SPAN - 1)
-                found.append(Span(path, definition.start_line, end, f"defines `{name}` used by the patch",
-                                  "definition"))
+                found.append(ExpansionSpan(path, definition.start_line, end, f"defines `{name}` used by the patch",
+                                           "definition"))
     return found
 
 
 def _call_sites(repo: _Repo, changed_defs: list[tuple[str, Definition]], names: list[str],
-                max_callers: int, max_tests: int) -> tuple[list[Span], list[Span]]:
+                max_callers: int, max_tests: int) -> tuple[list[ExpansionSpan], list[ExpansionSpan]]:
     """Callers and tests of the changed names, taken in turn from each name so that none crowds out the others."""
     changed = {(path, d.start_line, d.end_line) for path, d in changed_defs}
     globs_of = {}
@@ -331,12 +331,12 @@ def _call_sites(repo: _Repo, changed_defs: list[tuple[str, Definition]], names: 
 
 
 def _sites_of(repo: _Repo, name: str, globs: tuple[str, ...], changed: set[tuple],
-              max_callers: int, max_tests: int) -> tuple[list[Span], list[Span]]:
+              max_callers: int, max_tests: int) -> tuple[list[ExpansionSpan], list[ExpansionSpan]]:
     hits = repo.grep(name, globs)
     if hits is None or len(hits) > _MAX_HITS:
         return [], []
-    callers: list[Span] = []
-    tests: list[Span] = []
+    callers: list[ExpansionSpan] = []
+    tests: list[ExpansionSpan] = []
     for path in dict.fromkeys(path for path, _, _ in hits):
         test = repo.is_test(path)
         bucket, limit = (tests, max_tests) if test else (callers, max_callers)
@@ -356,11 +356,11 @@ def _sites_of(repo: _Repo, name: str, globs: tuple[str, ...], changed: set[tuple
                 continue
             seen.add((start, end))
             reason = f"test referencing `{name}`" if test else f"calls `{name}`, changed by the patch"
-            bucket.append(Span(path, start, end, reason, "test" if test else "caller"))
+            bucket.append(ExpansionSpan(path, start, end, reason, "test" if test else "caller"))
     return callers, tests
 
 
-def _round_robin(lists: list[list[Span]], limit: int) -> list[Span]:
+def _round_robin(lists: list[list[ExpansionSpan]], limit: int) -> list[ExpansionSpan]:
     taken = []
     for rank in range(max(map(len, lists), default=0)):
         taken += [spans[rank] for spans in lists if rank < len(spans)]

@@ -1,4 +1,4 @@
-"""Stage 2: the senior turns the candidate pool into a Brief and the context the principal will see."""
+"""Stage 2: the senior turns the candidate pool into a brief and the context the principal will see."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render, render_task_prompt
 from pipeline.runtime.base import Runtime
-from pipeline.senior.brief import (Brief, BriefFormatError, BriefSpan, check_candidate, check_spans, materialise,
+from pipeline.senior.brief import (BriefDraft, BriefFormatError, BriefSpan, check_candidate, check_spans, materialise,
                                    parse_brief)
 from pipeline.storage import write_code_atomic, write_json_atomic, write_text_atomic
 from pipeline.tasks import Task
@@ -106,8 +106,8 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
     else:
         agent_error = "no senior model configured"
     if brief is None:
-        brief = Brief(analysis=f"(No brief from the senior: {agent_error}. The spans are the code around the "
-                               "junior candidates.)", spans=expansion, source="expansion")
+        brief = BriefDraft(analysis=f"(No brief from the senior: {agent_error}. The spans are the code around the "
+                                    "junior candidates.)", spans=expansion, source="expansion")
 
     check_candidate(brief, len(pool.candidates))
     spans, problems = check_spans(brief.spans, files.lines, files.is_directory, root=root)
@@ -144,7 +144,7 @@ def _problem(reply: str, files: _FileCache, root: str) -> str | None:
     return None
 
 
-def _brief_in_last_reply(run: AgentRun) -> Brief | None:
+def _brief_in_last_reply(run: AgentRun) -> BriefDraft | None:
     """The brief in the senior's last reply (its text and any tool call's arguments), if it wrote one without
     submitting it (it ran out of steps, or its submission was refused at the end); the problems say so."""
     if not run.steps:

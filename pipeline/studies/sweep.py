@@ -83,7 +83,7 @@ class Grid:
 
 
 @dataclass
-class Cell:
+class SweepCell:
     name: str
     kind: str  # "team" or "solo"
     values: dict  # team: size, sizing, stage, mode, lead, worker, prompt; solo: model, prompt
@@ -101,11 +101,11 @@ class Plan:
     sweep_id: str
     root: Path
     grid: Grid
-    cells: list[Cell]
+    cells: list[SweepCell]
     tasks: list[Task]
     baseline: Path | None = None  # an existing run every team cell is compared with (--baseline)
 
-    def run_dir(self, cell: Cell) -> Path:
+    def run_dir(self, cell: SweepCell) -> Path:
         return self.root / cell.name
 
 
@@ -254,7 +254,7 @@ def plan_sweep(config: RunConfig, grid: Grid, tasks: list[Task], *, sweep_id: st
     then the team cells."""
     lead_slugs = _slugs(grid.lead_models, config.models.get("lead"))
     worker_slugs = _slugs(grid.worker_models, config.models.get("worker"))
-    cells: list[Cell] = []
+    cells: list[SweepCell] = []
     solo_names: dict[tuple[str, str, str], str] = {}
     if baseline is None:
         for lead, prompt, editor in itertools.product(grid.lead_models, grid.solo_prompts, grid.editors):
@@ -269,8 +269,8 @@ def plan_sweep(config: RunConfig, grid: Grid, tasks: list[Task], *, sweep_id: st
                                                      "limits": _limits(config, editor)}), "the solo baseline")
             name = f"solo-{lead_slugs[lead.key]}-{prompt}{_editor_part(editor)}"
             solo_names[(lead.key, prompt, editor)] = name
-            cells.append(Cell(name, "solo", {"model": _model_name(solo_models.get("solo")), "prompt": prompt,
-                                             "editor": editor}, cfg))
+            cells.append(SweepCell(name, "solo", {"model": _model_name(solo_models.get("solo")), "prompt": prompt,
+                                                  "editor": editor}, cfg))
     for lead, worker, prompt, stage, mode, size, editor in itertools.product(
             grid.lead_models, grid.worker_models, grid.lead_prompts, grid.stages, grid.modes, grid.sizes,
             grid.editors):
@@ -283,11 +283,11 @@ def plan_sweep(config: RunConfig, grid: Grid, tasks: list[Task], *, sweep_id: st
         name = (f"team-{size_part}-{stage}-{mode}-lead_{lead_slugs[lead.key]}-worker_{worker_slugs[worker.key]}"
                 f"-{prompt}{_editor_part(editor)}")
         solo_prompt = prompt if prompt in grid.solo_prompts else grid.solo_prompts[0]
-        cells.append(Cell(name, "team", {"size": size, "sizing": grid.sizing, "stage": stage, "mode": mode,
-                                         "lead": _model_name(models.get("lead")),
-                                         "worker": _model_name(models.get("worker")), "prompt": prompt,
-                                         "editor": editor},
-                          cfg, baseline=solo_names.get((lead.key, solo_prompt, editor))))
+        cells.append(SweepCell(name, "team", {"size": size, "sizing": grid.sizing, "stage": stage, "mode": mode,
+                                              "lead": _model_name(models.get("lead")),
+                                              "worker": _model_name(models.get("worker")), "prompt": prompt,
+                                              "editor": editor},
+                               cfg, baseline=solo_names.get((lead.key, solo_prompt, editor))))
     _check_prices(cells)
     return Plan(sweep_id=sweep_id, root=runs_dir / sweep_id, grid=grid, cells=cells, tasks=tasks, baseline=baseline)
 
@@ -327,7 +327,7 @@ def _checked(cfg: RunConfig, what: str) -> RunConfig:
     return cfg
 
 
-def _check_prices(cells: list[Cell]) -> None:
+def _check_prices(cells: list[SweepCell]) -> None:
     """An unpriced model stops the sweep before its first cell spends anything (not at the cell that uses it)."""
     from pipeline.models.pricing import resolve_prices
     from pipeline.strategies.base import needed_roles, strategy_class

@@ -22,7 +22,7 @@ _DELEGATION_KEYS = {"stage", "task", "writable"}
 
 
 @dataclass(frozen=True)
-class Delegation:
+class DelegationRequest:
     task: str
     stage: str
     writable: list[str] = field(default_factory=list)
@@ -41,7 +41,7 @@ def load_yaml(kind: str, body: str):
         raise FormatError(f"your ```{kind} block is not valid YAML ({first})") from None
 
 
-def parse_delegations(body: str, default_stage: str | None, workdir: str = "") -> list[Delegation]:
+def parse_delegations(body: str, default_stage: str | None, workdir: str = "") -> list[DelegationRequest]:
     """One delegation (a mapping) or several (a list of mappings)."""
     data = load_yaml("delegate", body)
     items = data if isinstance(data, list) else [data]
@@ -65,7 +65,7 @@ def parse_delegations(body: str, default_stage: str | None, workdir: str = "") -
             writable = [writable]
         if not isinstance(writable, list) or not all(isinstance(w, str) for w in writable):
             raise FormatError("writable is a list of folders or files, e.g. [src/pkg/]")
-        delegations.append(Delegation(task, stage, sorted({normalise_path(w, workdir) for w in writable})))
+        delegations.append(DelegationRequest(task, stage, sorted({normalise_path(w, workdir) for w in writable})))
     return delegations
 
 

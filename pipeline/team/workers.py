@@ -12,11 +12,11 @@ from pipeline.errors import InfrastructureFault
 from pipeline.stopping import Stopped
 from pipeline.prompts import render
 from pipeline.storage import write_text_atomic
-from pipeline.team.actions import ActionError, Delegation, inside, report_block
+from pipeline.team.actions import ActionError, DelegationRequest, inside, report_block
 
 
 class Worker:
-    def __init__(self, number: int, delegation: Delegation, team, lead_step: int):
+    def __init__(self, number: int, delegation: DelegationRequest, team, lead_step: int):
         self.number, self.name, self.delegation, self.team = number, f"worker-{number}", delegation, team
         self.state = "running"  # running, then reported (report waiting for the lead), collected or stopped
         self.done = threading.Event()
@@ -43,7 +43,7 @@ class Worker:
     @classmethod
     def restore(cls, record: dict, team) -> Worker:
         """A worker of an earlier session of this task, its conversation continued from its trajectory."""
-        delegation = Delegation(record["task"], record["stage"], record["writable"])
+        delegation = DelegationRequest(record["task"], record["stage"], record["writable"])
         worker = cls(int(record["worker"].split("-")[1]), delegation, team, record["lead_step"])
         worker.record.update(record)
         if worker.agent.resume(replay=False):  # the team's journal rebuilds the workspace

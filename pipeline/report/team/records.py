@@ -29,7 +29,7 @@ class Session:
 
 
 @dataclass
-class Delegation:
+class DelegationHistory:
     worker: str
     stage: str
     task: str
@@ -71,7 +71,7 @@ class TeamTask:
     lead_model: str
     worker_model: str
     counts: dict[str, int] | None  # delegations by stage (from delegations.json, else the prediction's counts)
-    delegations: list[Delegation] | None  # None: no delegations.json
+    delegations: list[DelegationHistory] | None  # None: no delegations.json
     messages: list[Message] | None  # None: no messages.json
     waits: list[tuple[float, float, list[str]]] | None  # None: no lead_waits.json
     lead_seconds: float | None  # the lead's wall time
@@ -187,7 +187,7 @@ class _Clock:
         return max(0.0, value)
 
 
-def _delegations(saved: dict, clock: _Clock) -> list[Delegation]:
+def _delegations(saved: dict, clock: _Clock) -> list[DelegationHistory]:
     records = saved.get("delegations")
     if not isinstance(records, list):
         return []
@@ -213,9 +213,10 @@ def _delegations(saved: dict, clock: _Clock) -> list[Delegation]:
             if sessions[-1].end is None and end is not None and end >= (sessions[-1].start or 0.0):
                 sessions[-1].end = end
         stage = str(record.get("stage") or "?").strip().lower()
-        found.append(Delegation(worker=str(record.get("worker") or record.get("name") or f"worker-{len(found) + 1}"),
-                                stage=stage, task=str(record.get("task") or ""),
-                                status=str(record.get("status") or record.get("state") or "?"), sessions=sessions))
+        worker = str(record.get("worker") or record.get("name") or f"worker-{len(found) + 1}")
+        found.append(DelegationHistory(worker=worker, stage=stage, task=str(record.get("task") or ""),
+                                       status=str(record.get("status") or record.get("state") or "?"),
+                                       sessions=sessions))
     return found
 
 
@@ -228,7 +229,7 @@ def _first(record: dict, clock: _Clock, *keys: str) -> float | None:
     return None
 
 
-def _counts(delegations: list[Delegation] | None, prediction: Prediction) -> dict[str, int] | None:
+def _counts(delegations: list[DelegationHistory] | None, prediction: Prediction) -> dict[str, int] | None:
     if delegations is not None:
         return {stage: sum(1 for d in delegations if d.stage == stage) for stage in STAGES}
     counts = prediction.delegations  # the prediction's own tally, when the record is gone

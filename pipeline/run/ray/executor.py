@@ -44,7 +44,7 @@ from pipeline.run.ray.node import TaskShipment, work_on_node
 if TYPE_CHECKING:
     from pipeline.config import ExecutorConfig
     from pipeline.evaluation.candidates import CandidatesPlan
-    from pipeline.evaluation.predictions import Prediction
+    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
 
 
@@ -154,7 +154,7 @@ class RayExecutor:
         # ``workers`` is not used: the nodes' docker_slots say how many tasks run at once
         return run_tasks_on_ray(tasks, run, show_progress=show_progress, log=log)
 
-    def evaluate_predictions(self, predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+    def evaluate_predictions(self, predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
                              settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
                              show_progress: bool = True):
         from pipeline.run.ray.scoring import evaluate_predictions_on_ray

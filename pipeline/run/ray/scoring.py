@@ -17,7 +17,7 @@ from pathlib import Path
 from pipeline import stopping
 from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.batch import EvalSummary, _rate, finish_eval, plan_eval, record_result, score_one
-from pipeline.evaluation.predictions import Prediction
+from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.run.ray.connect import RESOURCE, connect
 from pipeline.run.ray.driver import RayDriver, eval_inputs
@@ -101,7 +101,7 @@ class RayEval(RayDriver):
                                                       "category": "infra_error", "error": error})
 
 
-def evaluate_predictions_on_ray(predictions: list[Prediction], tasks: list[Task], output_dir: Path,
+def evaluate_predictions_on_ray(predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
                                 settings: EvalSettings, *, redo: bool = False, attempts: int = 1,
                                 show_progress: bool = True, address: str = "auto") -> EvalSummary:
     """``evaluate_predictions`` on the cluster at ``address``: the same plan, files and summary."""
