@@ -1,4 +1,5 @@
 import collections
+import importlib
 import os
 import subprocess
 import uuid
@@ -73,6 +74,25 @@ def skip_docker_tests_unless_ready(items):
     for item in items:
         if item.get_closest_marker("docker"):
             item.add_marker(skip)
+
+
+def promised_but_missing(what: str, install: str):
+    """A dependency the README promises is missing: CI fails (it must run every test, as with Docker above); a
+    developer's run skips, naming what to install."""
+    if IN_CI:
+        pytest.fail(f"CI must run this test, but {what} is missing: {install}", pytrace=False)
+    pytest.skip(f"{what} is missing: {install}")
+
+
+def import_promised(module: str, install: str):
+    """The module, or promised_but_missing."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        promised_but_missing(f"the Python module {module} ({error})", install)
+
+
+LOCAL_EXTRA = "pip install 'swepipe[local]' (scripts/setup.sh builds it)"
 
 
 @pytest.fixture(autouse=True)

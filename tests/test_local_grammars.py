@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import LOCAL_EXTRA, import_promised
 from pipeline.agent.actions import (BASH, EDIT, EDITOR, SUBMIT, VIEW, FormatError, parse_action, parse_tool_action,
                                     tools_for)
 from pipeline.agent.edit_actions import editor_calls
@@ -154,8 +155,7 @@ def test_a_reply_cut_short_stays_text_instead_of_a_broken_call():
 
 @pytest.fixture(scope="module")
 def vocabulary():
-    llama_cpp = pytest.importorskip("llama_cpp", reason="the local extra is not installed "
-                                                        "(pip install 'swepipe[local]')")
+    llama_cpp = import_promised("llama_cpp", LOCAL_EXTRA)
     from pipeline.models.local_server import local_model_path
 
     return llama_cpp.Llama(str(local_model_path()), vocab_only=True, verbose=False)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import LOCAL_EXTRA, import_promised
 from pipeline.agent.actions import BASH, EDIT, EDITOR, VIEW, parse_action, parse_tool_action, tools_for
 from pipeline.agent.agent import prompt
 from pipeline.agent.edit_actions import editor_calls
@@ -35,7 +36,7 @@ TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
 
 
 def test_local_model_runs_every_stage_and_records_it(tmp_path):
-    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'swepipe[local]')")
+    import_promised("llama_cpp", LOCAL_EXTRA)
     # Four calls (two junior steps, the senior's one, the principal's): each is up to 384 tokens from the CPU.
     config = {"juniors": {"k": 1}, "limits": {"max_steps": 2, "command_timeout": 60, "observation_limit": 2000},
               "senior": {"max_steps": 1, "context_tokens": 2000, "expansion_tokens": 1000}}
@@ -77,7 +78,7 @@ def test_local_model_runs_every_stage_and_records_it(tmp_path):
 
 def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
     """kill -9 gives swepipe no chance to stop the server it started; the server ends by itself."""
-    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'swepipe[local]')")
+    import_promised("llama_cpp", LOCAL_EXTRA)
     starter = subprocess.Popen(
         [sys.executable, "-c", "import time\nfrom pipeline.models.local_server import LocalModelServer\n"
          "server = LocalModelServer(threads=1)\nserver.start()\nprint(server.process.pid, flush=True)\n"
@@ -132,7 +133,7 @@ def test_a_server_that_cannot_complete_stops_the_run_before_its_first_task(tmp_p
 
 @pytest.fixture(scope="module")
 def server():
-    pytest.importorskip("llama_cpp", reason="the local extra is not installed (pip install 'swepipe[local]')")
+    import_promised("llama_cpp", LOCAL_EXTRA)
     with LocalModelServer() as started:
         yield started
 

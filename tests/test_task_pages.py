@@ -14,6 +14,7 @@ from urllib.parse import unquote
 import pytest
 import yaml
 
+from conftest import promised_but_missing
 from pipeline.report.build import build_report, write_report
 from pipeline.report.task_page import MAX_PAGE_BYTES
 
@@ -429,7 +430,7 @@ def test_an_instance_id_that_leaves_the_report_folder_is_left_out_with_a_message
 # -- in a browser ------------------------------------------------------------------------------------------------
 
 def chromium() -> str:
-    """The chromium binary, installed from Debian's package when missing (skips only when that fails)."""
+    """The chromium binary, installed from Debian's package when missing (promised_but_missing when that fails)."""
     found = shutil.which("chromium")
     if found:
         return found
@@ -444,8 +445,8 @@ def chromium() -> str:
         found = shutil.which("chromium")
         if found:
             return found
-        pytest.skip(f"chromium is not installed and apt-get could not install it: {install.stderr[-500:]}")
-    pytest.skip("chromium is not installed and cannot be installed here (needs apt-get as root)")
+        promised_but_missing("chromium", f"apt-get install chromium failed: {install.stderr[-500:]}")
+    promised_but_missing("chromium", "apt-get install chromium as root (scripts/setup.sh does)")
 
 
 def browse(binary: str, page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
