@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pipeline import stopping
 
 FIRST_WAIT = 5.0  # seconds before the first probe of a paused endpoint; doubled for each probe after
+OUTAGE_SECONDS = 300.0  # failing this long stops the run
 
 
 @dataclass
 class Settings:
     pause_after: int = 3  # consecutive failures on one endpoint before its calls pause
-    outage_seconds: float = 300.0  # failing this long stops the run
+    outage_seconds: float = OUTAGE_SECONDS
     max_wait: float = 60.0  # the longest wait between two probes
     first_wait: float = FIRST_WAIT
     setting: str = "faults.outage_seconds"  # how the user sets outage_seconds, named in the messages

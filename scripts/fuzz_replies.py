@@ -74,7 +74,7 @@ def tally(output: str) -> dict[str, tuple[int, int, int]]:
             continue
         found = _COUNTS.search(line)
         if found and current is not None:
-            counts[current] = tuple(a + int(b) for a, b in zip(counts[current], found.groups()))
+            counts[current] = tuple(a + int(b) for a, b in zip(counts[current], found.groups(), strict=True))
     return counts
 
 

@@ -184,7 +184,7 @@ def from_docker_save(archive: Path) -> dict[str, tuple[dict, list]]:
         for entry in json.loads(tar.extractfile("manifest.json").read()):
             config = json.loads(tar.extractfile(entry["Config"]).read())
             layers = [(diff_id, archive, data(layer).offset_data, data(layer).size)
-                      for diff_id, layer in zip(config["rootfs"]["diff_ids"], entry["Layers"])]
+                      for diff_id, layer in zip(config["rootfs"]["diff_ids"], entry["Layers"], strict=True)]
             for tag in entry.get("RepoTags") or []:
                 found[tag] = (config, layers)
     return found

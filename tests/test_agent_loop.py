@@ -21,7 +21,8 @@ FIX = "I will fix the sign.\n```bash\nsed -i 's/a - b/a + b/' calc.py && cat cal
 SUBMIT = "Done.\n```bash\nsubmit\n```"
 
 
-def junior(tmp_path, replies, prices=Prices(input=1, output=1)):
+def junior(tmp_path, replies, prices: Prices | None = None):
+    prices = prices or Prices(input=1, output=1)
     path = tmp_path / "script.yaml"
     path.write_text(yaml.safe_dump({"junior": [replies]}))
     return ModelClient(ModelSpec(model=f"scripted/{path}", prices=prices), "junior", Ledger(), task="t",

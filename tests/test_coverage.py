@@ -190,7 +190,7 @@ def test_run_means_skip_what_is_undefined_and_say_why(tmp_path):
     t2_added = values(t2.hunks, "added")
     assert t2_added == pytest.approx([1 / 3, 2 / 3, 1])  # "new11" comes with X
     assert [v for _, v, _ in result.curve("hunks", "added")] == pytest.approx(
-        [(a + b) / 2 for a, b in zip([1 / 6, 1 / 3, 1 / 2], t2_added)])
+        [(a + b) / 2 for a, b in zip([1 / 6, 1 / 3, 1 / 2], t2_added, strict=True)])
     table = coverage_table(result)
     assert table.rows[-1][0] == "sent (k=3, 1 task)"  # t2 has no brief
     assert any("1 task(s): no junior pool" in note for note in table.notes)

@@ -4,6 +4,7 @@ anywhere. Whatever a test run or its parser wrote, the reader gives a verdict or
 never another exception, and the result it makes is a record that can be written."""
 
 import io
+import itertools
 import json
 
 from hypothesis import assume, given
@@ -130,5 +131,5 @@ def test_the_tests_output_after_the_marker_is_kept_byte_for_byte_however_it_is_c
     stream = setup + (b"\n" if setup and not setup.endswith(b"\n") else b"") + f"{marker} 0\n".encode() + tests
     bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
     out = io.BytesIO()
-    captured = split_at_marker((stream[a:b] for a, b in zip(bounds, bounds[1:])), marker, out, 10_000)
+    captured = split_at_marker((stream[a:b] for a, b in itertools.pairwise(bounds)), marker, out, 10_000)
     assert captured.found and captured.apply_status == "0" and out.getvalue() == tests

@@ -149,7 +149,7 @@ def test_run_stops_at_once_when_an_image_cannot_be_had(tmp_path):
 def test_prune_removes_least_recently_used_first_and_never_an_image_in_use(repository):
     names = [throwaway(repository, task) for task in CHOSEN]
     client = containers.client()
-    sanitised = {name: prepare_image(name, task.base_commit) for name, task in zip(names, CHOSEN)}
+    sanitised = {name: prepare_image(name, task.base_commit) for name, task in zip(names, CHOSEN, strict=True)}
     for name in (names[1], names[0], names[2]):  # least recently used: names[1], then names[0]
         image_disk.touch(name)
         time.sleep(0.01)

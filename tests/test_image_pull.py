@@ -147,7 +147,7 @@ def saved_images(tmp_path_factory):
     archive = tmp_path_factory.mktemp("saved") / "images.tar"
     subprocess.run(["docker", "save", "-o", str(archive), *names], check=True, capture_output=True)
     saved = from_docker_save(archive)
-    yield {task.instance_id: saved[name] for task, name in zip(PYTHON, names)}
+    yield {task.instance_id: saved[name] for task, name in zip(PYTHON, names, strict=True)}
     archive.unlink()
 
 

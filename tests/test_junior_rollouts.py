@@ -145,7 +145,7 @@ def test_ten_rollouts_by_default_run_at_ten_temperatures_told_to_keep_scratch_un
     temperatures = [r["temperature"] for r in records]
     assert len(set(temperatures)) == 10 and all(0.0 <= t <= 1.0 for t in temperatures)
     assert [r["seed"] for r in records] == list(range(100, 110))
-    assert spy.wait_for(10) == sorted(zip(range(10), temperatures, range(100, 110)))
+    assert spy.wait_for(10) == sorted(zip(range(10), temperatures, range(100, 110), strict=True))
 
 
 def test_a_temperature_set_on_the_junior_model_is_used_by_every_rollout(shop_repo, tmp_path, run_id, monkeypatch,

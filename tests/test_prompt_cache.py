@@ -74,9 +74,10 @@ def keys(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-for-a-loopback-server")
 
 
-def rollouts(model, provider, leaky_repo, count=2, limits=Limits(), **spec):
+def rollouts(model, provider, leaky_repo, count=2, limits: Limits | None = None, **spec):
     """``count`` junior-style agents on one task, each to its submission; the ledger of their calls (and the last
     rollout's record)."""
+    limits = limits or Limits()
     ledger = Ledger()
     client = ModelClient(ModelSpec(model=model, api_base=provider.url, max_retries=0, **spec), "junior", ledger)
     tools = limits.action_format == "tools"

@@ -471,7 +471,7 @@ def test_outcomes_by_repository_and_language_show_where_a_run_loses(runs):
     report = build_report([runs / "pipe"], None, meta=meta)
     table = next(t for t in report.tables() if t.title == "Outcomes by repository and language: pipe")
     assert table.headers[:3] == ["by", "name", "tasks"] and set(table.headers[3:]) == {"resolved", "tests_failed"}
-    rows = {(row[0], row[1]): dict(zip(table.headers[2:], row[2:])) for row in table.rows}
+    rows = {(row[0], row[1]): dict(zip(table.headers[2:], row[2:], strict=True)) for row in table.rows}
     assert rows[("repo", "demo/calc")] == {"tasks": "2", "resolved": "2", "tests_failed": "0"}
     assert rows[("repo", "?")] == {"tasks": "1", "resolved": "0", "tests_failed": "1"}
     assert rows[("language", "python")]["resolved"] == "2"

@@ -172,7 +172,7 @@ def test_the_tests_output_kept_on_disk_is_bounded_for_both_streams_together():
     marker = start_marker("i", "patch")
     budget = SpoolBudget(1000)
     outs = [io.BytesIO(), io.BytesIO()]
-    for out, fill in zip(outs, (b"o", b"e")):
+    for out, fill in zip(outs, (b"o", b"e"), strict=True):
         split_at_marker([f"{marker} 0\n".encode(), fill * 700, fill * 700], marker, budget.writer(out), 100)
     assert [len(out.getvalue()) for out in outs] == [1000, 0] and budget.dropped == 1400 - 1000 + 1400
     assert outs[0].getvalue() == b"o" * 1000

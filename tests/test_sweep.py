@@ -227,7 +227,7 @@ def test_a_sweep_over_sizes_runs_each_cell_resumes_without_paying_and_refuses_a_
     assert [c["values"]["size"] for c in manifest["cells"][1:]] == [1, 2, 4]
     assert manifest["task_ids"] == [TASK.instance_id] and manifest["grid"]["sizes"] == [1, 2, 4]
 
-    for name, workers in zip(TEAM, (1, 2, 4)):
+    for name, workers in zip(TEAM, (1, 2, 4), strict=True):
         layout = RunLayout(root / name)
         prediction = layout.finished()[TASK.instance_id]
         assert prediction["strategy"] == "team" and prediction["error"] is None

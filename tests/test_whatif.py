@@ -40,7 +40,7 @@ def make_run(root: Path, *, votes: list[str | None], verdicts: dict[str, bool | 
     paths = layout.task(instance_id)
     paths.junior.mkdir(parents=True, exist_ok=True)
     conversations = conversations or {}
-    for index, key in enumerate(votes):
+    for index in range(len(votes)):
         trajectory = {"name": f"rollout-{index:02d}", "messages": conversations.get(index, [])}
         (paths.junior / f"rollout-{index:02d}.json").write_text(json.dumps(
             {"instance_id": instance_id, "index": index, "exit_reason": exits[index], "patch": "",

@@ -16,7 +16,7 @@ from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
 from pipeline.cli.stops import exit_stopped
 from pipeline.errors import SwepipeError
-from pipeline.outages import BREAKERS, Settings
+from pipeline.outages import BREAKERS, OUTAGE_SECONDS, Settings
 
 
 @app.command("eval")
@@ -54,7 +54,7 @@ def eval_(
              "`swepipe images check`).")] = False,
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
-    outage_seconds: opt.OutageSeconds = Settings().outage_seconds,
+    outage_seconds: opt.OutageSeconds = OUTAGE_SECONDS,
 ) -> None:
     """Score predictions with the hidden tests (the official protocol).
 

@@ -206,7 +206,7 @@ class File:
         return cls(lines, ends, "\r\n" if crlf_count > ends.count("\n") else "\n")
 
     def text(self) -> str:
-        return "".join(line + end for line, end in zip(self.lines, self.ends))
+        return "".join(line + end for line, end in zip(self.lines, self.ends, strict=True))
 
     def splice(self, start: int, length: int, new: list[str]) -> None:
         ends = [self.newline] * len(new)
@@ -249,9 +249,10 @@ def unnumbered(lines: list[str], every: bool = True) -> list[str] | None:
     """``lines`` without the context's ``  12 | `` column; None when ``every`` and some non-empty line (or
     every line) lacks it."""
     numbered = [NUMBERED.match(line) for line in lines]
-    if every and (not any(numbered) or any(m is None and line.strip() for m, line in zip(numbered, lines))):
+    pairs = list(zip(numbered, lines, strict=True))
+    if every and (not any(numbered) or any(m is None and line.strip() for m, line in pairs)):
         return None
-    return [line[m.end():] if m else line for m, line in zip(numbered, lines)]
+    return [line[m.end():] if m else line for m, line in pairs]
 
 
 def _blank_ends(lines: list[str]) -> tuple[int, int]:

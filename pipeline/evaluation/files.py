@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import tarfile
@@ -53,7 +54,7 @@ def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] 
             name = member.name.rsplit("/", 1)[-1]
             if member.isfile() and name in names:
                 source = archive.extractfile(member)
-                blocks = iter(lambda: source.read(1 << 20), b"")
+                blocks = iter(functools.partial(source.read, 1 << 20), b"")
                 if limits and name in limits:
                     save_capped(blocks, into / name, limits[name])
                 else:
@@ -79,7 +80,7 @@ def archive_digests(chunks, names: set[str]) -> dict[str, str]:
                     "a special file"
                 continue
             digest, source = hashlib.sha256(), archive.extractfile(member)
-            for block in iter(lambda: source.read(1 << 20), b""):
+            for block in iter(functools.partial(source.read, 1 << 20), b""):
                 digest.update(block)
             found[name] = digest.hexdigest()
     return found

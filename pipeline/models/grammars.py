@@ -97,7 +97,7 @@ def chars(allowed: str, low: int = 1, high: int = 1) -> _Part:
     """``low`` to ``high`` characters, each one of ``allowed``."""
     codes = sorted({ord(c) for c in allowed})
     ranges, start = [], codes[0]
-    for previous, code in zip(codes, [*codes[1:], None]):
+    for previous, code in zip(codes, [*codes[1:], None], strict=True):
         if code != previous + 1:
             ranges.append(f"\\x{start:02X}" if start == previous else f"\\x{start:02X}-\\x{previous:02X}")
             start = code

@@ -79,7 +79,7 @@ def _type(annotation, parts: list) -> str:
     if origin in (typing.Union, types.UnionType):
         plain = [typing.get_args(arg)[0] if typing.get_origin(arg) is typing.Annotated else arg for arg in args]
         if int in plain and float in plain:  # a JSON number: an integer or a decimal
-            args = [float if arg is float else arg for arg, bare in zip(args, plain) if bare is not int]
+            args = [float if arg is float else arg for arg, bare in zip(args, plain, strict=True) if bare is not int]
         return " or ".join(_type(arg, parts) for arg in args)
     if origin is list:
         if not args:

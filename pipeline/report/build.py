@@ -61,7 +61,7 @@ class Report:
             if per_task and coverage.tasks and (per_task_limit is None or len(coverage.tasks) <= per_task_limit):
                 shown.append(tab.coverage_by_task(coverage))
                 shown[-1].row_tasks = [(number.get(coverage.run_id, -1), t.instance_id) for t in coverage.tasks]
-        for index, (run, stats) in enumerate(zip(self.runs, self.stats)):
+        for index, (run, stats) in enumerate(zip(self.runs, self.stats, strict=True)):
             if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit):
                 shown.append(tab.per_task(run, stats.stages))
                 shown[-1].row_tasks = [(index, t.instance_id) for t in run.tasks]
@@ -71,7 +71,7 @@ class Report:
         """file name -> (caption, PNG); figures with nothing to show are left out."""
         made = {}
         baseline_run = self.baseline.run_id if self.baseline else None
-        for run, stats in zip(self.runs, self.stats):
+        for run, stats in zip(self.runs, self.stats, strict=True):
             png = fig.cost_by_stage(run, stats)
             if png:
                 made[f"cost-{_safe(run.run_id)}.png"] = (f"Dollars per task by stage: {run.run_id}", png)

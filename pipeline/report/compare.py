@@ -67,7 +67,7 @@ class Pair:
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        for row, shown in zip(self.groups, data["groups"]):
+        for row, shown in zip(self.groups, data["groups"], strict=True):
             shown["difference"] = row.difference
         return data
 
@@ -105,8 +105,8 @@ def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]
     scored_a, scored_b, shared = _shared(run_a, run_b)
     a = np.array([bool(scored_a[i].resolved) for i in shared], dtype=bool)
     b = np.array([bool(scored_b[i].resolved) for i in shared], dtype=bool)
-    only_a_ids = [i for i, x, y in zip(shared, a, b) if x and not y]
-    only_b_ids = [i for i, x, y in zip(shared, a, b) if y and not x]
+    only_a_ids = [i for i, x, y in zip(shared, a, b, strict=True) if x and not y]
+    only_b_ids = [i for i, x, y in zip(shared, a, b, strict=True) if y and not x]
     costs_a = _costs([scored_a[i] for i in shared])
     costs_b = _costs([scored_b[i] for i in shared])
     rate_interval = dollars_interval = None
@@ -157,7 +157,7 @@ def scoring_warnings(name_a: str, tasks_a: list[TaskRecord], name_b: str, tasks_
     if seen_a != seen_b:
         warnings.append(f"the runs were scored under different settings: {name_a}: {'; '.join(sorted(seen_a))}. "
                         f"{name_b}: {'; '.join(sorted(seen_b))}")
-    images = sum(1 for (_, a), (_, b) in zip(scored_a, scored_b) if None not in (a, b) and a != b)
+    images = sum(1 for (_, a), (_, b) in zip(scored_a, scored_b, strict=True) if None not in (a, b) and a != b)
     if images:
         warnings.append(f"{images} task(s) were scored in different builds of their image (another image id)")
     return warnings

@@ -82,28 +82,33 @@ class GoldEdits:
 def gold_edits(patch: str) -> GoldEdits:
     removed, added, files, places = set(), set(), set(), {}
     for patched_file in PatchSet(patch):
-        path = patched_file.path
-        files.add(path)
+        files.add(patched_file.path)
         for hunk in patched_file:
-            before, pending = hunk.source_start - 1, []
-
-            def close(after: int) -> None:
-                for text in pending:
-                    places.setdefault((path, text), set()).add((before, after))
-                pending.clear()
-
-            for line in hunk:
-                if line.is_context:
-                    close(line.source_line_no)
-                    before = line.source_line_no
-                elif line.is_removed:
-                    removed.add((path, line.source_line_no))
-                elif line.is_added and squash(line.value):
-                    added.add((path, squash(line.value)))
-                    pending.append(squash(line.value))
-            close(hunk.source_start + hunk.source_length)
+            _read_hunk(patched_file.path, hunk, removed, added, places)
     return GoldEdits(frozenset(removed), frozenset(added), frozenset(files),
                      {pair: tuple(sorted(spots)) for pair, spots in places.items()})
+
+
+def _read_hunk(path: str, hunk, removed: set, added: set, places: dict) -> None:
+    """Add the hunk's removed base lines to ``removed``, its added texts to ``added``, and where each added text
+    sits to ``places``."""
+    before, pending = hunk.source_start - 1, []
+
+    def close(after: int) -> None:
+        for text in pending:
+            places.setdefault((path, text), set()).add((before, after))
+        pending.clear()
+
+    for line in hunk:
+        if line.is_context:
+            close(line.source_line_no)
+            before = line.source_line_no
+        elif line.is_removed:
+            removed.add((path, line.source_line_no))
+        elif line.is_added and squash(line.value):
+            added.add((path, squash(line.value)))
+            pending.append(squash(line.value))
+    close(hunk.source_start + hunk.source_length)
 
 
 @dataclass
@@ -245,7 +250,7 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
     pool = task.pool or Pool()
     raw_candidates = pool.candidates or []
     candidates = [_candidate(c) for c in raw_candidates]
-    by_rollout = {index: c for c, raw in zip(candidates, raw_candidates) for index in raw.rollouts or []}
+    by_rollout = {index: c for c, raw in zip(candidates, raw_candidates, strict=True) for index in raw.rollouts or []}
     indices = sorted(set(by_rollout) | set(pool.empty or []) | set(pool.unparsable or []) | set(pool.failed or []))
     if not indices:
         return None

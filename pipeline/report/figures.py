@@ -30,7 +30,7 @@ def cost_by_stage(run: RunData, stats: RunStats) -> bytes | None:
         values = [t.cost(stage) for t in tasks]
         axes.bar(positions, values, bottom=bottom, width=1.0 if dense else 0.75, label=stage, linewidth=0,
                  antialiased=not dense, color=STAGE_COLOURS.get(stage, OTHER_COLOURS[number % len(OTHER_COLOURS)]))
-        bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     top = max(bottom) or 1.0
     marks = {True: ("o", "#2e8b57", "resolved"), False: ("x", "#444444", "not resolved"),
              None: ("$?$", "#999999", "not scored")}
@@ -77,8 +77,8 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
         for which, label, colour, line, marker, size, width in styles:
             points = [(k, v) for k, v, _ in coverage.curve(which, metric) if v is not None]
             if points:
-                axes.plot(*zip(*points), line, marker=marker, markersize=size, linewidth=width, color=colour,
-                          label=label)
+                axes.plot(*zip(*points, strict=True), line, marker=marker, markersize=size, linewidth=width,
+                          color=colour, label=label)
         senior = [(k, value, lift) for k, value, lift, _ in coverage.senior_curve(metric) if value is not None]
         if senior:
             ks = [k for k, _, _ in senior]
@@ -142,7 +142,7 @@ def pareto_labels(shown: list[RunStats], baseline: RunStats | None) -> tuple[dic
     run ids too long to fit (a sweep's cells) are named by the words that set them apart from the other long ids
     ("s2 async"), shorter ones in full."""
     long = [s.run_id for s in shown if len(s.run_id) > PARETO_LABEL_WIDTH]
-    names = dict(zip(long, distinct_labels(long, width=PARETO_LABEL_WIDTH)))
+    names = dict(zip(long, distinct_labels(long, width=PARETO_LABEL_WIDTH), strict=True))
     labels: dict[tuple[float, float], list[str]] = {}
     for s in shown:
         variant = f" [{s.variant}]" if s.variant not in ("n/a", *s.strategies) else ""

@@ -169,7 +169,7 @@ def load_run(path: str | Path) -> RunData:
     unfinished, refused_dirs = _checked({name: None for name in task_dirs
                                          if name not in predictions and name not in refused})
     refused.update(refused_dirs)
-    for instance_id, problem in refused.items():
+    for problem in refused.values():
         print(clean(f"swepipe: {root}: {problem}; left out of the report (a run directory's files are read as "
                     "untrusted input)"), file=sys.stderr, flush=True)
     repeat = read_json(layout.repeat).data
@@ -183,7 +183,7 @@ def named_apart(runs: list[RunData]) -> list[RunData]:
     directory given twice keeps one name."""
     paths = [run.root.resolve() for run in runs]
     named = []
-    for run, path in zip(runs, paths):
+    for run, path in zip(runs, paths, strict=True):
         others = {other for other in paths if other != path}
         depth = next((k for k in range(1, len(path.parts) + 1)
                       if all(other.parts[-k:] != path.parts[-k:] for other in others)), len(path.parts))

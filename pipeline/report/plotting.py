@@ -54,7 +54,7 @@ def distinct_labels(names: list[str], width: int = 22) -> list[str]:
         return [short_id(name, width) for name in names]
     parts = [name.split("-") for name in names]
     common = set.intersection(*(set(p) for p in parts))
-    labels = [" ".join(part for part in p if part not in common) or name for p, name in zip(parts, names)]
+    labels = [" ".join(part for part in p if part not in common) or name for p, name in zip(parts, names, strict=True)]
     if len(set(labels)) < len(labels):  # two ids differ only in word order: keep them apart
         labels = names
     return [short_id(label, width) for label in labels]

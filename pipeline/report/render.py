@@ -61,7 +61,7 @@ def markdown(title: str, tables: list[Table], figures: dict[str, str], lead: lis
         if table.rows:
             parts.append("| " + " | ".join(md.inline(h) for h in table.headers) + " |")
             parts.append("|" + "|".join("---" for _ in table.headers) + "|")
-            for row, href in zip(table.rows, _row_links(table, links)):
+            for row, href in zip(table.rows, _row_links(table, links), strict=True):
                 cells = [md.inline(c) for c in row]
                 if href and cells:
                     cells[0] = f"[{cells[0]}]({href})"
@@ -85,7 +85,8 @@ def html_page(title: str, tables: list[Table], figures: dict[str, bytes], lead: 
 def report_view(title: str, tables: list[Table], figures: dict[str, bytes], lead: list[str] | None = None,
                 links: dict[tuple[int, str], str] | None = None, generated: str | None = None) -> ReportView:
     shown = [TableView(table.title, list(table.headers),
-                       [Row([_cell(c) for c in row], href) for row, href in zip(table.rows, _row_links(table, links))],
+                       [Row([_cell(c) for c in row], href)
+                        for row, href in zip(table.rows, _row_links(table, links), strict=True)],
                        list(table.notes))
              for table in tables]
     pictures = [Figure(caption, "data:image/png;base64," + base64.b64encode(png).decode("ascii"))

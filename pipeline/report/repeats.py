@@ -81,7 +81,7 @@ def repeat_group(group: str, members: list[tuple[RunData, RunStats]]) -> RepeatG
 def repeat_groups(runs: list[RunData], stats: list[RunStats]) -> list[RepeatGroup]:
     """Every group of which at least two repeats are among ``runs``, in the order its first repeat comes."""
     grouped: dict[tuple[Path, str], list[tuple[RunData, RunStats]]] = {}
-    for run, s in zip(runs, stats):
+    for run, s in zip(runs, stats, strict=True):
         if _is_repeat(run.repeat):
             grouped.setdefault((run.root.resolve().parent, run.repeat["group"]), []).append((run, s))
     return [repeat_group(group, members) for (_, group), members in grouped.items() if len(members) > 1]

@@ -71,7 +71,7 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
                   for c in pool if is_candidate_key(c.key)]
     exits = {int(r.index): r.exit_reason or "unknown" for r in record.rollouts}
     for candidate in candidates:  # a pool that names a rollout whose record is gone still counts its votes
-        for index, reason in zip(candidate.rollouts, candidate.exit_reasons):
+        for index, reason in zip(candidate.rollouts, candidate.exit_reasons, strict=False):
             exits.setdefault(int(index), reason)
     verdicts = {c.key: _verdict(EvalResult.read(paths.candidate_result(c.key))) for c in candidates}
     conversations, calls = {}, _paid_calls(paths.ledger)

@@ -106,7 +106,8 @@ def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: Histo
     plans = [_CachePlan(call, sizes, prompt, price_of) for call, sizes, _, prompt in prepared] if variant.cache \
         else []
     written_by_model: dict[str, _PrefixIndex] = {}
-    for plan, (call, _, prints, _) in zip(plans, prepared):  # what each call wrote, from the time it finished
+    # What each call wrote, from the time it finished (no plans, nothing written, without a cache).
+    for plan, (call, _, prints, _) in zip(plans, prepared, strict=False):
         if plan.writes:
             written_by_model.setdefault(call.row.model, _PrefixIndex()).add(prints, call.row.time, plan.writes)
     for number, (call, sizes, prints, _) in enumerate(prepared):
@@ -165,7 +166,7 @@ def _replayable(task: TaskReplay, sent: HistoryVariant) -> tuple[list[_Call], se
         sent_chars = sum(_chars(_compacted(p, sent)) for p in prompts[:count])
         recorded = sum(r.input_tokens for r in rows[:count])
         factor = recorded / sent_chars if recorded and sent_chars else 1 / _CHARS_PER_TOKEN
-        for row, prompt in zip(rows[:count], prompts[:count]):
+        for row, prompt in zip(rows[:count], prompts[:count], strict=True):
             calls.append(_Call(row, agent, prompt, factor))
             paired.add(id(row))
     return calls, paired

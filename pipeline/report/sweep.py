@@ -232,8 +232,9 @@ def by_size(report: SweepReport) -> bytes | None:
             shown = [(x, y) for x, y in points if y is not None]
             missing += len(points) - len(shown)
             if shown:
-                axes.plot(*zip(*shown), "-", marker=MARKERS[index % len(MARKERS)], color=COLOURS[index % len(COLOURS)],
-                          linewidth=1.8, markersize=6, label=_group_label(key, keys))
+                axes.plot(*zip(*shown, strict=True), "-", marker=MARKERS[index % len(MARKERS)],
+                          color=COLOURS[index % len(COLOURS)], linewidth=1.8, markersize=6,
+                          label=_group_label(key, keys))
         if number < 2:
             for index, (run_id, base) in enumerate(sorted(baselines.items())):
                 level = _metric(base, metric) if number == 0 else base.dollars_per_task
@@ -286,7 +287,7 @@ def by_cell(report: SweepReport) -> bytes | None:
         values = [value_of(c) for c in cells]
         axes.barh(positions, [v or 0.0 for v in values], height=0.7,
                   color=[SOLO_COLOUR if c.kind == "solo" else colour_of[c.name] for c in cells])
-        for y, v, cell in zip(positions, values, cells):
+        for y, v, cell in zip(positions, values, cells, strict=True):
             if v is None:
                 text = " n/a" if cell.kind == "team" or number < 2 else " baseline"
             else:

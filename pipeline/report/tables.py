@@ -239,7 +239,7 @@ def by_repository_and_language(items: list, ids: list[str], meta: dict[str, tupl
     items' instance ids, ``meta`` instance id -> (repository, language)."""
     for kind, position in (("repo", 0), ("language", 1)):
         members: dict[str, list] = {}
-        for item, instance_id in zip(items, ids):
+        for item, instance_id in zip(items, ids, strict=True):
             members.setdefault(meta.get(instance_id, (UNKNOWN, UNKNOWN))[position] or UNKNOWN, []).append(item)
         for name, grouped in sorted(members.items()):
             yield kind, name, grouped

@@ -66,7 +66,7 @@ def write_task_pages(runs: list[RunData], html_paths: list[Path], gold: dict[str
     (run index, instance id) -> the link from each HTML report (in ``html_paths`` order)."""
     sets = [PageSet(Path(p)) for p in html_paths]
     links: dict[tuple[int, str], list[str]] = {}
-    for number, (run, folder) in enumerate(zip(runs, run_folders(runs))):
+    for number, (run, folder) in enumerate(zip(runs, run_folders(runs), strict=True)):
         for task in run.tasks:
             text = task_page(run, task, (gold or {}).get(task.instance_id), (problems or {}).get(task.instance_id),
                              back=[_BACK])

@@ -137,7 +137,7 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
     for stage in STAGES:
         values = [v or 0.0 for v in data["stages"][stage]]
         axes.bar(positions, values, bottom=bottom, color=COLOURS[stage], label=stage, width=0.6)
-        bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     _na_marks(axes, positions, [v is None for v in data["stages"]["planning"]])
     _finish(axes, names, "delegations per task by stage", "delegations per task (mean)", max(bottom, default=0))
 
@@ -147,9 +147,10 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
     for direction in shown_directions:
         values = [v or 0.0 for v in data["directions"][direction]]
         axes.bar(positions, values, bottom=bottom, color=DIRECTION_COLOURS[direction], label=direction, width=0.6)
-        bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     top = max(bottom, default=0)
-    for x, (height, share, per_task) in enumerate(zip(bottom, data["malformed"], data["directions"]["worker→lead"])):
+    columns = zip(bottom, data["malformed"], data["directions"]["worker→lead"], strict=True)
+    for x, (height, share, per_task) in enumerate(columns):
         label = f"{share:.0%}" if share is not None else "none" if per_task is not None else None
         if label:
             axes.annotate(label, (x, height), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
@@ -185,7 +186,7 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
 
 
 def _na_marks(axes, positions: list[int], missing: list[bool]) -> None:
-    for x, gone in zip(positions, missing):
+    for x, gone in zip(positions, missing, strict=True):
         if gone:
             axes.annotate("n/a", (x, 0), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8,
                           color="#777777")

@@ -169,7 +169,7 @@ def sub_pool(task: TaskReplay, indices) -> CandidatePool:
     chosen = set(indices)
     kept = []
     for candidate in task.candidates:
-        pairs = [(r, e) for r, e in zip(candidate.rollouts, candidate.exit_reasons) if r in chosen]
+        pairs = [(r, e) for r, e in zip(candidate.rollouts, candidate.exit_reasons, strict=False) if r in chosen]
         if pairs:
             kept.append(replace(candidate, votes=len(pairs), rollouts=[r for r, _ in pairs],
                                 exit_reasons=[e for _, e in pairs]))
@@ -239,7 +239,7 @@ def _vote_at(tasks: list[TaskReplay], k: int, rollout_costs: list[dict[int, floa
     """``rollout_costs``: per task, what each of its rollouts cost (as recorded, or replayed with a prompt cache)."""
     rng = random.Random(seed * 1_000_003 + k)
     outcomes = []
-    for task, costs in zip(tasks, rollout_costs):
+    for task, costs in zip(tasks, rollout_costs, strict=True):
         indices = task.rollouts
         if not indices:
             outcomes.append((0.0, 0.0))
@@ -322,12 +322,12 @@ def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
         variant = HistoryVariant(cache=cache, compact_after=after, compact_chars=chars)
         outcomes, rollout_inputs = [], []
         spends = [replay_task(task, variant, pricer, sent) for task in tasks]
-        for task, spend in zip(tasks, spends):
+        for task, spend in zip(tasks, spends, strict=True):
             outcomes.append((float(bool(task.resolved)), sum(s.dollars for s in spend.values())))
             rollout_inputs += [s.input_tokens for agent, s in spend.items() if rollout_index(agent) is not None]
         if cache and after is None:
             cached_rollouts = [{i: spend[f"rollout-{i:02d}"].dollars if f"rollout-{i:02d}" in spend else 0.0
-                                for i in task.rollouts} for task, spend in zip(tasks, spends)]
+                                for i in task.rollouts} for task, spend in zip(tasks, spends, strict=True)]
         per_rollout = sum(rollout_inputs) / len(rollout_inputs) if rollout_inputs else None
         same_prompts = after == sent.compact_after  # a cache changes the price, never what the model sees
         policies.append(_policy(f"principal, {variant.label}", "history", None, outcomes, exact=same_prompts,

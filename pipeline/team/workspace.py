@@ -327,6 +327,6 @@ def _parse_snapshot(output: str) -> dict[str, str]:
         return {}
     status, files, hashes = (part.splitlines() for part in parts)
     state = {line[3:]: line[:2] for line in status if len(line) > 3}
-    for path, digest in zip((f for f in files if f), hashes):
+    for path, digest in zip((f for f in files if f), hashes, strict=False):
         state[path] = f"{state.get(path, '??')} {digest}"
     return state

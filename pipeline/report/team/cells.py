@@ -95,7 +95,7 @@ def team_overview(runs: list[TeamRun]):
             ["lead blocked on workers/task mean (median)", *(blocked_cell(s) for s in summaries)],
             ["  share of the lead's wall time", *(blocked_share_cell(s) for s in summaries)],
             ["lost work (lead submitted while workers ran)", *(lost_cell(s, run.guard)
-                                                              for s, run in zip(summaries, runs))]]
+                                                              for s, run in zip(summaries, runs, strict=True))]]
     notes = ["From each task's team/ records: delegations.json (a delegation per worker started), messages.json "
              "(a message to 'all' counts once per recipient; malformed: a message action the harness could not "
              "read), lead_waits.json (the intervals the lead was blocked waiting on workers: a blocking lead, or "

@@ -163,7 +163,7 @@ def node_labels(nodes: list[dict]) -> dict[str, str]:
     """A short name per node id: its node name (by default its address), with the id's head when names repeat."""
     names = [node.get("NodeName") or node.get("NodeManagerAddress") or "?" for node in nodes]
     return {node["NodeID"]: name if names.count(name) == 1 else f"{name}:{node['NodeID'][:6]}"
-            for node, name in zip(nodes, names)}
+            for node, name in zip(nodes, names, strict=True)}
 
 
 def head_affinity() -> dict:
