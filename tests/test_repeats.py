@@ -170,6 +170,7 @@ def ledgers(runs: Path) -> dict[str, list]:
             for run in sorted(runs.iterdir()) if run.is_dir()}
 
 
+@pytest.mark.slow
 def test_repeats_run_into_sibling_directories_with_their_own_seeds_and_resume_without_paying(tmp_path, tinyq_repo):
     setup(tmp_path)
     done = swepipe(*run_args("--repeats", "2"), cwd=tmp_path, environment=env(tinyq_repo))
@@ -210,6 +211,7 @@ def test_repeats_run_into_sibling_directories_with_their_own_seeds_and_resume_wi
     assert "Repeats of g (2 repeats)" in both.stdout
 
 
+@pytest.mark.slow
 def test_the_repeats_share_the_run_budget(tmp_path, tinyq_repo):
     """budgets.per_run is the whole group's: the second repeat gets what the first left, and the two together stay
     within it, though either alone could have spent all of it."""
@@ -239,6 +241,7 @@ def test_bad_repeats_are_refused_naming_the_input(tmp_path, tinyq_repo):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_stop_in_a_repeat_says_how_to_resume_the_repeats(tmp_path, tinyq_repo):
     setup(tmp_path, junior_sleep=4)
     runs = tmp_path / "runs"

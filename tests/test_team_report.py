@@ -229,6 +229,7 @@ def test_a_run_without_team_tasks_has_no_team_analysis(tmp_path):
     assert not any(name.startswith("team") for name in report.figures())
 
 
+@pytest.mark.slow
 def test_report_files_hold_the_team_analysis_and_its_figures(tmp_path):
     many = [{"id": f"t{i:02d}", "lead_seconds": 60.0,
              "workers": [worker("worker-0", "planning", [(1, 20)])] if i % 2 else [], "messages": [], "waits": []}
