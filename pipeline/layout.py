@@ -449,6 +449,11 @@ class RunLayout:
         return self.root / ".lock"
 
     @property
+    def exports(self) -> Path:
+        """`swepipe export`'s default output folder"""
+        return self.root / "export"
+
+    @property
     def eval(self) -> Path:
         """`swepipe eval`'s default output folder"""
         return self.root / "eval"
