@@ -17,6 +17,7 @@ from pipeline.storage import remove_stale_temp_files, repair_jsonl
 from pipeline.tasks.record import check_instance_id
 
 _CANDIDATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_SENIOR_AT = re.compile(r"senior-at-(\d+)")
 
 
 def is_candidate_key(key) -> bool:
@@ -374,6 +375,15 @@ class TaskPaths:
 
     def senior_at(self, k: int) -> Path:
         return self.analysis / f"senior-at-{k:02d}"
+
+    def senior_at_runs(self) -> dict[int, SeniorFiles]:
+        """The senior's files of every `coverage --senior-at` pool size the task has, by that size."""
+        found = {}
+        for folder in self.analysis.iterdir() if self.analysis.is_dir() else ():
+            match = _SENIOR_AT.fullmatch(folder.name)
+            if match:
+                found[int(match.group(1))] = SeniorFiles(folder)
+        return dict(sorted(found.items()))
 
     def senior_at_files(self, k: int) -> SeniorFiles:
         """`coverage --senior-at`: the senior's brief on the first NN rollouts"""
