@@ -293,6 +293,11 @@ class ScoringFiles:
         return self.root / "infra_error.json"
 
     @property
+    def error(self) -> Path:
+        """the traceback of a scoring that crashed"""
+        return self.root / "error.txt"
+
+    @property
     def logs(self) -> tuple[Path, ...]:
         """The files a task page shows of a scoring, in that order."""
         return self.stdout, self.stderr, self.entry_log, self.entry_script
@@ -508,8 +513,7 @@ class RunLayout:
     def repair(self) -> list[str]:
         """After a killed session (call it holding the lock): JSON Lines files whose last line was cut short
         end at a whole line again, and abandoned temporary files go. Returns what was repaired."""
-        ledgers = [TaskPaths(folder).ledger for folder in sorted(self.tasks.glob("*"))]
-        files = [self.predictions, self.infra_errors, *(ledger for ledger in ledgers if ledger.is_file())]
+        files = [self.predictions, self.infra_errors, *self.ledgers()]
         notes = [note for note in map(repair_jsonl, files) if note]
         remove_stale_temp_files(self.root)
         return notes
@@ -526,6 +530,11 @@ class RunLayout:
     @property
     def tasks(self) -> Path:
         return self.root / "tasks"
+
+    def ledgers(self) -> list[Path]:
+        """The ledger of every task that has one."""
+        ledgers = (TaskPaths(folder).ledger for folder in sorted(self.tasks.glob("*")))
+        return [ledger for ledger in ledgers if ledger.is_file()]
 
     def finished(self) -> dict[str, dict]:
         """Predictions already written, by instance id (a line cut short by a crash is ignored), as the dicts the

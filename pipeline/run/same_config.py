@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
+from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import EvalResult, Unreadable
 
 FREE_TO_CHANGE = ("budgets", "executor", "faults")
@@ -76,8 +76,8 @@ def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]
 def _scored_with(layout: RunLayout) -> tuple[bool | None, str | None]:
     """Whether the run's scored tasks had the network, and their scoring profile (from a scored task's
     eval/result.json); None for what no scored task records yet."""
-    for path in (layout.root / "tasks").glob("*/eval/result.json"):
-        record = EvalResult.read(path)
+    for folder in sorted(layout.tasks.glob("*")):
+        record = EvalResult.read(TaskPaths(folder).eval_files.result)
         if not isinstance(record, Unreadable) and "network" in record.model_fields_set:
             profile = record.scorer.get("profile") if isinstance(record.scorer, dict) else None
             return bool(record.network), profile
