@@ -253,16 +253,6 @@ class ScoringFiles:
         return self.root / "entryscript.sh"
 
     @property
-    def run_script(self) -> Path:
-        """the task's test script"""
-        return self.root / "run_script.sh"
-
-    @property
-    def parse_script(self) -> Path:
-        """the parser's script"""
-        return self.root / "parse.sh"
-
-    @property
     def stdout(self) -> Path:
         """the tests' standard output"""
         return self.root / "stdout.log"
@@ -406,6 +396,11 @@ class TaskPaths:
             raise SwepipeError(f"{self.root}: candidate key {key!r} is not a plain folder name (letters, digits, "
                                "'.', '_', '-')")
         return ScoringFiles(self.candidates / key)
+
+    @property
+    def candidates_summary(self) -> Path:
+        """`eval --candidates`: the task's candidates and their verdicts"""
+        return self.candidates / "summary.json"
 
     def candidate_result(self, key: str) -> Path:
         return self.candidate_files(key).result

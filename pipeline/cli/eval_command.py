@@ -151,11 +151,12 @@ def _eval_candidates(run: str, selection, scoring: opt.Scoring, image_template, 
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, where) -> None:
     """The images of the predictions still to score, present or on their registry where ``where`` scores."""
     from pipeline.evaluation.batch import has_verdict, read_result
+    from pipeline.layout import EvalOutput
     from pipeline.runtime.image_names import run_image_names
 
-    wanted = {p.instance_id for p in loaded}
+    wanted, output = {p.instance_id for p in loaded}, EvalOutput(out)
     todo = [t for t in tasks_
-            if t.instance_id in wanted and (redo or not has_verdict(read_result(out / t.instance_id / "result.json")))]
+            if t.instance_id in wanted and (redo or not has_verdict(read_result(output.task(t.instance_id).result)))]
     if todo:
         where.require_images(run_image_names(todo, settings.image_template), announce=console.print)
 
