@@ -577,6 +577,19 @@ class EvalOutput:
         return self.root / "summary.json"
 
 
+class _ShownIndex(int):
+    """An index that formats as NN: a numbered file's name as the documents write it (rollout-NN.json)."""
+
+    def __format__(self, spec: str) -> str:
+        return "NN"
+
+
+NN = _ShownIndex(0)
+# The files of a run and of a task as the documents name them (docs/run-layout.md, docs/run-directory.md).
+RUN = RunLayout(Path())
+TASK = TaskPaths(Path("tasks/<instance_id>"))
+
+
 def repeat_run_id(group: str, number: int) -> str:
     """The run id of repeat ``number`` (1..N) of the repeats ``group``: a sibling of the others."""
     return f"{group}-r{number}"
