@@ -459,6 +459,11 @@ class RunLayout:
         return self.root / ".lock"
 
     @property
+    def report(self) -> ReportFiles:
+        """`swepipe report`'s default output: report.md, report.html, figures/"""
+        return ReportFiles(self.root)
+
+    @property
     def exports(self) -> Path:
         """`swepipe export`'s default output folder"""
         return self.root / "export"
@@ -545,6 +550,32 @@ class RunLayout:
                 except (ValueError, KeyError, TypeError, AttributeError):
                     continue
         return done
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What `swepipe report` writes into its folder (by default the first run's directory); `coverage` and
+    `whatif` put their figures beside the report's."""
+
+    root: Path
+
+    @property
+    def markdown(self) -> Path:
+        """the report's tables and figures, for a terminal or a Markdown reader"""
+        return self.root / "report.md"
+
+    @property
+    def html(self) -> Path:
+        """the same, one offline page (the figures embedded), with a page per task beside it"""
+        return self.root / "report.html"
+
+    @property
+    def figures(self) -> Path:
+        """the report's figures (PNG)"""
+        return self.root / "figures"
+
+    def figure(self, name: str) -> Path:
+        return self.figures / name
 
 
 @dataclass(frozen=True)

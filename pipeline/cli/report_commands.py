@@ -10,6 +10,7 @@ import typer
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, err_console
 from pipeline.errors import SwepipeError
+from pipeline.layout import RunLayout
 
 
 @app.command()
@@ -91,7 +92,7 @@ def coverage(
     png = coverage_curves(result)
     if png:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.run_id)
-        path = figure or run_dir / "figures" / f"coverage-{safe}.png"
+        path = figure or RunLayout(run_dir).report.figure(f"coverage-{safe}.png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
         console.print(f"figure: {path}", soft_wrap=True)
@@ -169,7 +170,7 @@ def whatif(
     png = whatif_figure(results)
     path = None
     if png:
-        path = figure or runs[0] / "figures" / "whatif.png"
+        path = figure or RunLayout(runs[0]).report.figure("whatif.png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
     if as_json:

@@ -121,8 +121,10 @@ def _line(text: str) -> None:
 
 
 def _baseline(baseline: Path, runs_dir: Path) -> Path:
+    from pipeline.layout import RunLayout
+
     candidate = baseline if baseline.is_dir() else runs_dir / baseline
-    if not (candidate / "predictions.jsonl").is_file():
+    if not RunLayout(candidate).predictions.is_file():
         raise SwepipeError(f"--baseline {baseline}: no run with predictions at {candidate}")
     return candidate.resolve()
 

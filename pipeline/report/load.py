@@ -20,7 +20,7 @@ import yaml
 
 from pipeline.errors import SwepipeError
 from pipeline.models.ledger import Ledger
-from pipeline.layout import RunLayout, ScoringFiles, TaskPaths, rollout_file
+from pipeline.layout import TASK, RunLayout, ScoringFiles, TaskPaths, rollout_file
 from pipeline.printable import clean
 from pipeline.records import (MISSING, NOT_AN_OBJECT, Brief, EvalResult, Pool, Prediction, PrincipalResult, Read,
                               Rollout, Unreadable, read_json, read_predictions)
@@ -29,6 +29,9 @@ from pipeline.tasks import check_instance_id
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "config_section",
            "is_number", "load_run", "named_apart", "read_json", "read_text"]
+
+
+_EVAL_RESULT = TASK.relative(TASK.eval_files.result)
 
 
 @dataclass
@@ -65,7 +68,7 @@ class TaskRecord:
         """The verdicts on record that are neither JSON true nor false (``"resolved": "false"``, ``"yes"``, ``1``),
         in words: ``resolved`` counts such a verdict as not resolved, and the report says so."""
         found = [(where, record.resolved) for where, record in (("its prediction", self.prediction),
-                                                                ("eval/result.json", self.eval_result))
+                                                                (_EVAL_RESULT, self.eval_result))
                  if record is not None and record.resolved is not None and not isinstance(record.resolved, bool)]
         return [f"{where} says resolved {json.dumps(value)}, neither true nor false" for where, value in found]
 
