@@ -38,6 +38,12 @@ _held_guard = threading.Lock()
 ROLLOUT_FILE = re.compile(r"rollout-(\d+)(\.trajectory)?\.json")
 
 
+def reply_journal(trajectory: Path) -> Path:
+    """An agent's paid reply not yet in its trajectory (``<trajectory>.reply``, beside it, named so that no *.json
+    glob takes it), so that a run killed in between never pays for it twice."""
+    return trajectory.with_name(trajectory.name.removesuffix(".json") + ".reply")
+
+
 def rollout_file(name: str) -> tuple[int, bool] | None:
     """(index, whether it is the live trajectory) of a junior/ file name that is a rollout's, else None."""
     match = ROLLOUT_FILE.fullmatch(name)
@@ -46,7 +52,7 @@ def rollout_file(name: str) -> tuple[int, bool] | None:
 
 @dataclass(frozen=True)
 class JuniorFiles:
-    """junior/: the rollouts and their pool."""
+    """the junior rollouts and their pool"""
 
     root: Path
 
@@ -75,7 +81,7 @@ class JuniorFiles:
 
 @dataclass(frozen=True)
 class SeniorFiles:
-    """senior/ (and analysis/senior-at-NN/): the senior's brief and what it was built from."""
+    """the senior's brief and what it was built from"""
 
     root: Path
 
@@ -117,7 +123,7 @@ class SeniorFiles:
 
 @dataclass(frozen=True)
 class PrincipalFiles:
-    """principal/: the principal's calls and its patch."""
+    """the principal's calls and its patch"""
 
     root: Path
 
@@ -149,7 +155,7 @@ class PrincipalFiles:
 
 @dataclass(frozen=True)
 class SoloFiles:
-    """solo/: the single-agent baseline."""
+    """the single-agent baseline (strategy solo)"""
 
     root: Path
 
@@ -174,7 +180,7 @@ TEAM_TRAJECTORIES = "*.trajectory.json"  # the lead's and every worker's, in tea
 
 @dataclass(frozen=True)
 class TeamFiles:
-    """team/: the lead-and-workers baseline."""
+    """the lead-and-workers baseline (strategy team)"""
 
     root: Path
 
@@ -295,7 +301,7 @@ class ScoringFiles:
 
 @dataclass(frozen=True)
 class TaskPaths:
-    """tasks/<instance_id>/: everything one task left."""
+    """Everything one task left."""
 
     root: Path
 
@@ -420,21 +426,26 @@ class RunLayout:
 
     @property
     def config(self) -> Path:
+        """resolved config, no secrets"""
         return self.root / "config.yaml"
 
     @property
     def predictions(self) -> Path:
+        """one line per finished task: patch, source, models, cost and tokens by stage (a Prediction record)"""
         return self.root / "predictions.jsonl"
 
     @property
     def dataset(self) -> Path:
-        """The dataset and split the run's tasks come from (pipeline.run.run_dataset), so that later commands on
-        the run (eval, coverage, report, a resumed run) load the same tasks without --dataset again."""
+        """the dataset (a local file as its absolute path) and split the tasks come from
+
+        Written by pipeline.run.run_dataset, so that later commands on the run (eval, coverage, report, a resumed
+        run) load the same tasks without --dataset again."""
         return self.root / "dataset.json"
 
     @property
     def repeat(self) -> Path:
-        """With ``swepipe run --repeats N``: which repeat of which group this run is (pipeline.run.repeats)."""
+        """with `run --repeats N` (runs/<group>-r<r>): group, repeat r, repeats N, the seed offset, juniors.seed,
+        the group's budgets.per_run (pipeline.run.repeats)"""
         return self.root / "repeat.json"
 
     @property
@@ -470,12 +481,16 @@ class RunLayout:
 
     @property
     def eval(self) -> Path:
-        """`swepipe eval`'s default output folder"""
         return self.root / "eval"
 
+    @property
+    def eval_output(self) -> EvalOutput:
+        """`swepipe eval`'s default output: a folder per task, as the official harness writes them"""
+        return EvalOutput(self.eval)
+
     def scoring(self, instance_id: str) -> ScoringFiles:
-        """`swepipe eval`: a task's scoring, by default here (as eval/ of the task holds --evaluate's)"""
-        return EvalOutput(self.eval).task(instance_id)
+        """A task's scoring by `swepipe eval` into its default place."""
+        return self.eval_output.task(instance_id)
 
     def lock(self) -> None:
         """Hold the run directory for the life of this process (or until ``unlock``), so that a second
@@ -519,7 +534,9 @@ class RunLayout:
         return notes
 
     def task(self, instance_id: str) -> TaskPaths:
-        """The folder of a task; an id that is no plain file name (read back from a run directory someone else
+        """everything one task left
+
+        The folder of a task; an id that is no plain file name (read back from a run directory someone else
         wrote) is refused, so that no path outside the run is ever made from one."""
         try:
             check_instance_id(instance_id)
@@ -586,6 +603,7 @@ class EvalOutput:
     root: Path
 
     def task(self, instance_id: str) -> ScoringFiles:
+        """a task's scoring (as a task's eval/ holds the run's own)"""
         try:
             check_instance_id(instance_id)
         except ValueError as error:
