@@ -63,6 +63,7 @@ def eval_(
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
+    from pipeline.layout import RunLayout
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.runtime.limits import container_limits
 
@@ -91,7 +92,7 @@ def eval_(
     tasks_ = selection.load()
     defaults = defaults_for(selection.dataset)
     run_id = _run_id_for(predictions)
-    out = output_dir or Path("runs") / run_id / "eval"
+    out = output_dir or RunLayout(Path("runs") / run_id).eval
     settings = EvalSettings(image_template=image_template or defaults.image_template,
                             run_scripts=scoring.run_scripts or defaults.run_scripts, dockerfiles=scoring.dockerfiles,
                             timeout=scoring.timeout, profile=scoring.scoring_profile, platform=platform,

@@ -31,7 +31,7 @@ def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool |
     decides results; the message names each difference, old and new. A config.yaml this version cannot read (or
     none) is not compared. ``eval_network``: the network this session scores with (None: it does not score),
     refused when it is not the one the run's scored tasks had; so is ``eval_profile``, the scoring profile."""
-    if not layout.config.exists() or not any((layout.root / "tasks").glob("*")):
+    if not layout.config.exists() or not any(layout.tasks.glob("*")):
         return
     try:
         before = RunConfig.model_validate(yaml.safe_load(layout.config.read_text(encoding="utf-8")))
