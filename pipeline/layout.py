@@ -409,6 +409,7 @@ class TaskPaths:
         return self.candidates / "summary.json"
 
     def candidate_result(self, key: str) -> Path:
+        """the hidden tests' verdict on the candidate of that key (an EvalResult record)"""
         return self.candidate_files(key).result
 
     def relative(self, path: Path) -> str:

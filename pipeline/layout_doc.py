@@ -4,8 +4,8 @@ pipeline.layout names, as it names it (tests/test_run_layout_names.py checks it)
 
 Each file is a member of a folder class of pipeline.layout (a property, or a method of one index or name) that
 returns a path and has a docstring: the docstring is what the document says of it. A member that returns another
-folder class is a folder, described by that member's docstring (or its class's). Members without a docstring
-are the plumbing the others are built from (``TaskPaths.junior`` under ``junior_files``)."""
+folder class is a folder, described by that member's docstring (or its class's). Only folders may go without
+a docstring: the plumbing the others are built from (``TaskPaths.junior`` under ``junior_files``)."""
 
 from __future__ import annotations
 
@@ -60,13 +60,17 @@ def entries(folder, shown: str) -> tuple[list[tuple[str, str]], dict[str, str]]:
             continue
         returns = inspect.signature(function).return_annotation
         doc = _first_paragraph(inspect.getdoc(function) or "")
-        if returns not in ("Path", *FOLDER_CLASSES) or (returns == "Path" and not doc):
+        if returns not in ("Path", *FOLDER_CLASSES):
             continue
         value, placeholders = _value(folder, name, member, function)
         if value is None:
             continue
         if returns == "Path":
-            files.append((_shown(value, folder.root, shown, placeholders), doc))
+            if doc:
+                files.append((_shown(value, folder.root, shown, placeholders), doc))
+            elif Path(value.name).suffix:
+                raise TypeError(f"{type(folder).__name__}.{name} names a file without saying what it holds: give it "
+                                "a docstring (docs/run-layout.md shows it)")
             continue
         inner = _shown(value.root, folder.root, shown, placeholders)
         folders.setdefault(inner, doc or _first_paragraph(inspect.getdoc(type(value)) or ""))

@@ -131,3 +131,13 @@ def test_every_file_of_the_document_says_what_it_holds():
     for name in ("rollout-NN.json", "rollout-NN.trajectory.json", "senior-at-NN/", "worker-N.trajectory.json",
                  "<key>/", "<instance_id>/", "reply.journal", "expansion_by_candidate.json"):
         assert name in document
+
+
+def test_a_file_named_without_saying_what_it_holds_is_refused():
+    class Extra(layout.JuniorFiles):
+        @property
+        def notes(self) -> Path:
+            return self.root / "notes.json"
+
+    with pytest.raises(TypeError, match="Extra.notes"):
+        layout_doc.entries(Extra(Path("junior")), "junior")
