@@ -1,4 +1,11 @@
-"""Where everything of a run lives on disk (docs/run-layout.md)."""
+"""Where everything of a run lives on disk: every file a run writes is named here and nowhere else
+(tests/test_run_layout_names.py), and docs/run-layout.md is generated from these names and their docstrings
+(pipeline.layout_doc).
+
+``RunLayout`` is a run's directory, ``TaskPaths`` a task's, and a class per folder a stage writes
+(``JuniorFiles``, ``SeniorFiles``, ``PrincipalFiles``, ``SoloFiles``, ``TeamFiles``, ``ScoringFiles``), made from
+any folder (the senior's files are also under analysis/senior-at-NN/). ``RUN``, ``TASK`` and ``NN`` name the files
+as the documents write them."""
 
 from __future__ import annotations
 
@@ -24,15 +31,6 @@ def is_candidate_key(key) -> bool:
     """Whether ``key`` can be a candidate's key, which names its folder: letters, digits, '.', '_' and '-' only,
     never '.' or '..' (the pool writes 16 hex digits; a pool read back may hold any text)."""
     return isinstance(key, str) and bool(_CANDIDATE_KEY.fullmatch(key)) and key not in (".", "..")
-
-
-class RunLocked(SwepipeError):
-    """Another live process works in the same run directory."""
-
-
-# Run directories this process holds the lock of: resolved path -> the open lock file's descriptor.
-_HELD: dict[str, int] = {}
-_held_guard = threading.Lock()
 
 
 ROLLOUT_FILE = re.compile(r"rollout-(\d+)(\.trajectory)?\.json")
@@ -415,6 +413,15 @@ class TaskPaths:
     def relative(self, path: Path) -> str:
         """``path`` as the task's folder names it (junior/pool.json), to show to a reader."""
         return path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+
+
+class RunLocked(SwepipeError):
+    """Another live process works in the same run directory."""
+
+
+# Run directories this process holds the lock of: resolved path -> the open lock file's descriptor.
+_HELD: dict[str, int] = {}
+_held_guard = threading.Lock()
 
 
 @dataclass(frozen=True)
