@@ -14,6 +14,7 @@ from rich.table import Table
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING, STRATEGY, TASKS
+from pipeline.cli.runs import run_directory
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
 from pipeline.printable import clean
@@ -57,7 +58,9 @@ def run(
     runs_dir: opt.RunsDir = Path("runs"),
     reuse_juniors_from: Annotated[Optional[str], typer.Option(
         rich_help_panel=OUTPUT,
-        help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
+        metavar="RUN",
+        help="Take the junior rollouts of this earlier run (id under --runs-dir, or its directory) instead of paying "
+             "for new ones.")] = None,
     repeats: Annotated[int, typer.Option(
         "--repeats", rich_help_panel=OUTPUT,
         help="Run the config N times, into runs/<run-id>-r1 .. -rN, each with other seeds (juniors.seed + 1000 per "
@@ -84,8 +87,9 @@ def run(
     if repeats > 1 and reuse_juniors_from:
         raise SwepipeError("--repeats with --reuse-juniors-from: every repeat would take the same rollouts, so the "
                            "repeats would differ in the senior and principal alone; drop one of the two")
+    reused = str(run_directory(reuse_juniors_from, runs_dir)) if reuse_juniors_from else None
     request = _Request(selection=selection, scoring=scoring, evaluate=evaluate, image_template=image_template,
-                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=reuse_juniors_from,
+                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=reused,
                        check_images=not skip_image_check)
     where = executor_for(cfg.executor)
     where.connect()  # Ray missing or no cluster there: said now, before the run directory exists

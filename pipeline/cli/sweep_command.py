@@ -12,6 +12,7 @@ import typer
 
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
+from pipeline.cli.runs import run_directory
 from pipeline.errors import SwepipeError
 
 Values = Optional[str]
@@ -46,7 +47,8 @@ def sweep(
     sizing: Annotated[Optional[str], typer.Option(
         help="fixed: every delegation uses the whole team of the cell's size (default); lead: the lead picks up to "
              "that many workers.")] = None,
-    baseline: Annotated[Optional[Path], typer.Option(
+    baseline: Annotated[Optional[str], typer.Option(
+        metavar="RUN",
         help="An existing run (id under --runs-dir, or its directory) to compare every team cell with, instead of "
              "running solo baseline cells.")] = None,
     sweep_id: Annotated[Optional[str], typer.Option(
@@ -120,11 +122,13 @@ def _line(text: str) -> None:
     console.print(text, soft_wrap=True)
 
 
-def _baseline(baseline: Path, runs_dir: Path) -> Path:
-    candidate = baseline if baseline.is_dir() else runs_dir / baseline
-    if not (candidate / "predictions.jsonl").is_file():
-        raise SwepipeError(f"--baseline {baseline}: no run with predictions at {candidate}")
-    return candidate.resolve()
+def _baseline(baseline: str, runs_dir: Path) -> Path:
+    from pipeline.layout import RunLayout
+
+    root = run_directory(baseline, runs_dir)
+    if not RunLayout(root).predictions.is_file():
+        raise SwepipeError(f"--baseline {baseline}: no run with predictions at {root}")
+    return root.resolve()
 
 
 def _report(root: Path) -> None:
