@@ -101,7 +101,7 @@ def test_cli_needs_exactly_one_of_predictions_and_candidates_and_a_cluster_for_r
     unknown = swepipe("eval", "--candidates", "no-such-run", cwd=tmp_path)
     for done in (neither, both, ray, unknown):
         assert done.returncode == 2, done.stdout + done.stderr
-    assert "--predictions FILE" in neither.stderr and "--candidates RUN" in neither.stderr
+    assert "--predictions FILE" in neither.stderr and "give either RUN" in neither.stderr
     assert "not both" in both.stderr
     assert "no Ray cluster found" in " ".join(ray.stderr.split())  # said before anything is scored
     assert "unknown run 'no-such-run'" in unknown.stderr

@@ -68,7 +68,7 @@ def test_official_export_scores_as_the_run_did(scripted_run):
         assert set(entry) == {"instance_id", "patch", "prefix"}  # what swe_bench_pro_eval.py reads
         assert entry["prefix"] == "two" and entry["patch"] == finished[entry["instance_id"]]["model_patch"]
 
-    ok("eval", "--predictions", str(path), "--output-dir", "scored", cwd=where)
+    ok("eval", "--predictions", str(path), "--output", "scored", cwd=where)
     verdicts = set()
     for instance_id, prediction in finished.items():
         ours = json.loads((layout.task(instance_id).eval / "result.json").read_text())

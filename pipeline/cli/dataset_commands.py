@@ -14,6 +14,7 @@ from rich.table import Table
 from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, images_app
+from pipeline.cli.runs import run_id_of
 from pipeline.errors import SwepipeError
 from pipeline.terminal import literal
 
@@ -53,7 +54,7 @@ def validate(
              "tests whose outcome differs between runs are flaky.")] = 1,
     workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
     output_dir: Annotated[Path, typer.Option(
-        help="Where the scorings, instances.jsonl and reliable.txt go; the same command on the same folder "
+        "--output", help="Where the scorings, instances.jsonl and reliable.txt go; the same command on the same folder "
              "resumes (scores only what has no verdict yet).")] = Path("validation"),
     redo: Annotated[bool, typer.Option(help="Score every replica again, even those with a verdict.")] = False,
     executor: opt.Executor = None,
@@ -130,19 +131,21 @@ def _print_validation(checks, unsound, dataset: str, replicas: int) -> None:
 
 @app.command()
 def cleanup(
-    run_id: Annotated[Optional[str], typer.Option(help="Only containers of this run.")] = None,
+    run: Annotated[Optional[str], typer.Argument(
+        metavar="RUN", show_default=False,
+        help="Only the containers of this run: a run id, or a run directory (its name is the id).")] = None,
     images: Annotated[bool, typer.Option("--images", help="Also remove the cached sanitised images.")] = False,
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
 ) -> None:
     """Remove the containers (and cached images) swepipe left behind.
 
-    With --executor ray, a run's containers on every node of the cluster."""
+    All of swepipe's, or RUN's alone; with --executor ray, on every node of the cluster."""
     from pipeline.config import ExecutorConfig
     from pipeline.run.executors import executor_for
 
     chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
-    executor_for(chosen).cleanup(run_id, images, say=print)
+    executor_for(chosen).cleanup(run_id_of(run) if run else None, images, say=print)
 
 
 @images_app.command("build")
