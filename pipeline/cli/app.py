@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from pipeline.cli.help import Command, Group
+from pipeline.cli.help import Group
+from pipeline.cli.removed import RefusingCommand
 from pipeline.terminal import literal_console
 
 
@@ -17,7 +18,7 @@ class App(typer.Typer):
         super().__init__(cls=Group, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                          **settings)
 
-    def command(self, *args, cls=Command, **settings):
+    def command(self, *args, cls=RefusingCommand, **settings):
         return super().command(*args, cls=cls, **settings)
 
 

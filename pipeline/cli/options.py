@@ -263,46 +263,6 @@ def config_assignments(sets: list[str] | None, **flags):
     return [*given, *settings]
 
 
-# Flags that are gone -> what to type instead ({} is the value the old flag was given).
-REMOVED_RUN_FLAGS = {"--team-stages": "--set team.stages={}", "--team-mode": "--set team.mode={}",
-                     "--team-size": "--set team.size={}", "--team-sizing": "--set team.sizing={}",
-                     "--team-messages/--no-team-messages": "--set team.messages={}",
-                     "--team-submit-guard": "--set team.submit_guard={}",
-                     "--team-directory": "--set team.directory={}", "--lead-prompt": "--set team.lead_prompt={}",
-                     "--solo-prompt": "--set solo.prompt={}"}
-REMOVED_ROLLOUTS_FLAGS = {"--output-dir": "--runs-dir DIR --run-id ID (the rollouts go to "
-                                          "DIR/ID/tasks/<id>/junior, and the same id reuses finished ones)"}
-
-
-def _hidden_option(flags: str):
-    kind = Optional[bool] if "/" in flags else Optional[str]  # a --flag/--no-flag pair, or a flag with a value
-    return Annotated[kind, typer.Option(flags, hidden=True)]
-
-
-def refuses_removed(removed: dict[str, str]):
-    """Give a command hidden options for flags it no longer has; one given is refused naming what to type
-    instead, rather than click's bare 'no such option'."""
-    names = {flags: "_removed_" + flags.split("/")[0].lstrip("-").replace("-", "_") for flags in removed}
-
-    def wrap(command):
-        own = inspect.signature(command, eval_str=True)
-        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                   annotation=_hidden_option(flags)) for flags, name in names.items()]
-
-        @functools.wraps(command)
-        def refusing(**options):
-            for flags, name in names.items():
-                value = options.pop(name)
-                if value is not None:
-                    shown = {True: "true", False: "false", "on": "true", "off": "false"}.get(value, value)
-                    raise SwepipeError(f"{flags.split('/')[0]} was removed; use {removed[flags].format(shown)}")
-            return command(**options)
-
-        return _declared(refusing, own.replace(parameters=[*own.parameters.values(), *added]))
-
-    return wrap
-
-
 def executor_settings(base, executor: str | None, ray_address: str | None):
     """``base`` (an ExecutorConfig) with the executor flags on top, checked as the config file's values are."""
     from pydantic import ValidationError

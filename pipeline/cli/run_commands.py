@@ -24,7 +24,6 @@ from pipeline.terminal import literal
 @app.command()
 @opt.selects_tasks()
 @opt.scores()
-@opt.refuses_removed(opt.REMOVED_RUN_FLAGS)
 def run(
     selection: opt.TaskSelection,
     scoring: opt.Scoring,
@@ -235,7 +234,6 @@ def _print_run(summary, settings) -> bool:
 
 @app.command()
 @opt.selects_tasks("dataset", "split")
-@opt.refuses_removed(opt.REMOVED_ROLLOUTS_FLAGS)
 def rollouts(
     task: Annotated[str, typer.Option(help="Instance id of the task.", rich_help_panel=TASKS)],
     selection: opt.TaskSelection = opt.TaskSelection(),
