@@ -22,7 +22,18 @@ class App(typer.Typer):
         return super().command(*args, cls=cls, **settings)
 
 
-app = App(help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
+# Shown under the top-level --help line by line, as written.
+EXAMPLES = """\
+The pipeline on 3 bundled tasks, scored by the hidden tests, into runs/demo:
+  swepipe run --limit 3 --run-id demo --evaluate
+Its report (RUN: a run id under --runs-dir, or a run directory):
+  swepipe report demo
+Two runs task by task, each against the first:
+  swepipe compare runs/solo demo --html compare.html
+Every distinct junior candidate of a run scored, for swepipe whatif:
+  swepipe eval demo --candidates"""
+
+app = App(help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.", epilog=EXAMPLES)
 images_app = App(help="Build, check and prune the Docker images tasks run in.")
 app.add_typer(images_app, name="images")
 console = literal_console()
