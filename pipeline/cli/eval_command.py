@@ -186,7 +186,7 @@ class _Source:
         from pipeline.layout import RunLayout
 
         layout = RunLayout(root)
-        return cls(layout.predictions, layout.run_id, layout.eval)
+        return cls(layout.predictions, layout.run_id, layout.root / "eval")
 
     @classmethod
     def of_file(cls, predictions: Path, runs_dir: Path) -> _Source:
