@@ -20,12 +20,16 @@ from pipeline.terminal import literal
 
 
 @app.command()
-@opt.selects_tasks()
 def tasks(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decoded records as a JSON list.")] = False,
 ) -> None:
     """List the tasks of a dataset (after the filters)."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
     selected = selection.load()
     if as_json:
         json.dump([task.to_row() for task in selected], sys.stdout, indent=2)
@@ -42,11 +46,13 @@ def tasks(
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split", "instance_ids", "repo", "language", "limit")
-@opt.scores()
 def validate(
-    selection: opt.TaskSelection,
-    scoring: opt.Scoring,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None,
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
     image_template: opt.ImageTemplate = None,
     platform: opt.Platform = None,
     replicas: Annotated[int, typer.Option(
@@ -67,6 +73,10 @@ def validate(
     FAIL_TO_PASS tests failed on every empty run and whose tests all passed on every gold run; `swepipe report
     --subset` takes it), and says whether any hidden test's name leaks into the prompt. Exit 1 when a task is not
     sound."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.config import ExecutorConfig
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.runner import EvalSettings
@@ -149,15 +159,16 @@ def cleanup(
 
 
 @images_app.command("build")
-@opt.selects_tasks("dataset", "instance_ids")
 def images_build(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, instance_ids: opt.InstanceIds = None,
     force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
 ) -> None:
     """Build the Debian base image and the bundled tasks' images.
 
     The base comes from debootstrap and docker import. Cached: an image is rebuilt only when what it is built
     from changed."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, instance_ids=instance_ids)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -203,9 +214,11 @@ def _task_image_names(selected, image_template: str | None, config: Path | None,
 
 
 @images_app.command("check")
-@opt.selects_tasks()
 def images_check(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
     image_template: opt.ImageTemplate = None,
     config: opt.ConfigFile = None,
     registry_timeout: Annotated[float, typer.Option(
@@ -215,6 +228,8 @@ def images_check(
 
     Which images are present, their sizes, the disk the run needs against containers.image_cache_gb and Docker's
     free disk, and whether the registry has the missing ones."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
     from pipeline.runtime.image_disk import gb
     from pipeline.runtime.image_preflight import preflight
 
@@ -237,9 +252,11 @@ def images_check(
 
 
 @images_app.command("prune")
-@opt.selects_tasks()
 def images_prune(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
     keep_gb: Annotated[Optional[float], typer.Option(
         help="Disk to keep for the images, in GB (default: containers.image_cache_gb from --config, else 0: "
              "remove every one not in use).")] = None,
@@ -250,6 +267,8 @@ def images_prune(
 
     swepipe's sanitised images and the selected tasks' images go; never an image a running swepipe container
     uses."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
     from pipeline.runtime.image_disk import GB, gb
     from pipeline.runtime.image_prune import prune
 

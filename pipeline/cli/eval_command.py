@@ -21,9 +21,8 @@ from pipeline.outages import BREAKERS, Settings
 
 
 @app.command("eval")
-@opt.selects_tasks("dataset", "split")
-@opt.scores()
 def eval_(
+    ctx: typer.Context,
     run: Annotated[Optional[str], typer.Argument(
         metavar="RUN", show_default=False,
         help="A run id (under --runs-dir) or a run directory: its predictions.jsonl scored into RUN/eval, or with "
@@ -35,8 +34,10 @@ def eval_(
         "--candidates", rich_help_panel=SCORING,
         help="Score every distinct junior candidate of RUN instead of its predictions, into "
              "tasks/<id>/candidates/<key>/result.json, skipping those already scored.")] = False,
-    selection: opt.TaskSelection = opt.TaskSelection(),
-    scoring: opt.Scoring = opt.Scoring(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
     image_template: opt.ImageTemplate = None,
     output: Annotated[Optional[Path], typer.Option(
         rich_help_panel=OUTPUT,
@@ -63,6 +64,9 @@ def eval_(
 
     A run's predictions (RUN), a predictions file (--predictions), or with --candidates every distinct junior
     candidate of a run, scored by the official SWE-Bench Pro protocol in each task's image."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary

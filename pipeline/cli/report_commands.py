@@ -14,8 +14,8 @@ from pipeline.errors import SwepipeError
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
 def report(
+    ctx: typer.Context,
     runs: Annotated[list[str], typer.Argument(
         metavar="RUN...", help="Runs (run ids under --runs-dir, or run directories), shown side by side; the id of "
                                "`run --repeats` stands for its repeats <id>-r1 ...")],
@@ -30,7 +30,7 @@ def report(
     subset: Annotated[Optional[Path], typer.Option(
         "--subset", help="A file of instance ids (one a line, e.g. reliable.txt): every figure on those tasks, the "
                          "resolve rate on every task beside.")] = None,
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
     runs_dir: opt.RunsDir = Path("runs"),
 ) -> None:
     """Report runs: resolve rate, dollars, tokens and time by stage.
@@ -38,6 +38,7 @@ def report(
     Also exit reasons, coverage, for team runs the team analysis, and for repeats of one config (run --repeats)
     mean ± sd and pass@k across them; no model, no Docker. Writes report.md, report.html, a page per task and
     figures/ into the first run's directory."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     from pipeline.report.build import build_report, write_report
     from pipeline.report.render import rich_table
 
@@ -59,10 +60,10 @@ def report(
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
 def coverage(
+    ctx: typer.Context,
     run: Run,
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
     runs_dir: opt.RunsDir = Path("runs"),
     by_task: Annotated[bool, typer.Option("--by-task/--no-by-task", help="Also show each task at k=K.")] = True,
     senior_at: Annotated[Optional[str], typer.Option(
@@ -78,6 +79,7 @@ def coverage(
     """How much of each gold patch the context held, by pool size.
 
     Counted over the candidates' hunks, plus the code expansion, plus the senior model's spans."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     from pipeline.report.coverage import run_coverage
     from pipeline.report.figures import coverage_curves
     from pipeline.report.load import load_run
@@ -206,21 +208,22 @@ def _role_models(pairs: list[str]) -> dict[str, str]:
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
 def compare(
+    ctx: typer.Context,
     runs: Annotated[list[str], typer.Argument(
         metavar="RUN_A RUN_B...", help="Run ids (under --runs-dir) or run directories; each after the first is "
                                        "compared with the first.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON instead of tables.")] = False,
     markdown_file: Annotated[Optional[Path], typer.Option("--markdown", help="Also write it as Markdown here.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write it as one HTML page here.")] = None,
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
     runs_dir: opt.RunsDir = Path("runs"),
 ) -> None:
     """Compare runs task by task: 2x2 table, McNemar p, paired intervals.
 
     On the tasks both runs scored: the 2x2 table, the exact McNemar p-value, paired bootstrap intervals of the
     differences in resolve rate and $/task, per repository and language."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     import json
 
     from pipeline.report.compare import compare_runs, compare_tables

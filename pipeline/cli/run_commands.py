@@ -22,11 +22,14 @@ from pipeline.terminal import literal
 
 
 @app.command()
-@opt.selects_tasks()
-@opt.scores()
 def run(
-    selection: opt.TaskSelection,
-    scoring: opt.Scoring,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
     junior_model: opt.JuniorModel = None,
     senior_model: opt.SeniorModel = None,
     principal_model: opt.PrincipalModel = None,
@@ -70,6 +73,10 @@ def run(
 
     The strategy is the pipeline by default (juniors, senior, principal); solo, team and vote are the baselines.
     Every config option can be set with --set PATH=VALUE; --print-config shows them all."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.run.executors import executor_for
     from pipeline.run.repeats import plan_repeats
     from pipeline.run.setup import resolve_config
@@ -233,10 +240,10 @@ def _print_run(summary, settings) -> bool:
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
 def rollouts(
+    ctx: typer.Context,
     task: Annotated[str, typer.Option(help="Instance id of the task.", rich_help_panel=TASKS)],
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
     junior_model: opt.JuniorModel = None,
     k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 10).",
                                              rich_help_panel=STRATEGY)] = None,
@@ -251,6 +258,7 @@ def rollouts(
     """Run the juniors alone on one task and print their candidate pool.
 
     The rollouts and the pool are written to runs/<run-id>/tasks/<id>/junior."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     import time as _time
 
     from pipeline.juniors.stage import junior_stage
