@@ -147,3 +147,13 @@ def test_the_scoring_groups_log_cap_reaches_a_runs_scoring_settings(tmp_path):
     assert server is None and settings.evaluation.log_limit == 500_000
     with pytest.raises(SwepipeError, match="--eval-log-mb"):
         Scoring(eval_log_mb=0)
+
+
+def test_the_top_level_help_ends_with_examples_whole_at_80_columns():
+    done = swepipe("--help", columns=80)
+    assert done.returncode == 0, done.stderr
+    examples = done.stdout[done.stdout.index("╭─ Examples "):]
+    for command in ("swepipe run --limit 3 --run-id demo --evaluate", "swepipe report demo",
+                    "swepipe compare runs/solo demo", "swepipe eval demo --candidates"):
+        assert command in examples, command
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
