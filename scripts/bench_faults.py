@@ -182,7 +182,7 @@ def sessions(work: Path, tasks: list) -> Row:
         injected["kill -9"] = 1
     else:
         proc.wait()
-    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", RUN_ID], capture_output=True)
+    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", RUN_ID], capture_output=True)
 
     # A torn last line in the predictions and in one task's ledger, as a kill mid-write leaves them.
     ledgers = layout.ledgers()
@@ -276,7 +276,7 @@ def docker_scoring(work: Path, tasks: list) -> Row:
 
     def score(*extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-c", "import faulty_scoring; faulty_scoring.main()", "eval",
-                               "--predictions", str(predictions), "--output-dir", str(out), "--workers", "2",
+                               "--predictions", str(predictions), "--output", str(out), "--workers", "2",
                                *extra], cwd=work, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
     faults.write_text("4")
@@ -333,7 +333,7 @@ def budget_actor_killed(work: Path, tasks: list) -> Row:
 
 def second_run_cleanup(work: Path, tasks: list) -> Row:
     """On a Ray cluster, run exp-2 is under way while run exp runs beside it to its end and is then cleaned up
-    (`swepipe cleanup --run-id exp --executor ray`); no file of exp-2 may vanish or shrink, and it finishes."""
+    (`swepipe cleanup exp --executor ray`); no file of exp-2 may vanish or shrink, and it finishes."""
     scripted_config(work, {**SCRIPT, "junior": SLOW_JUNIORS})
     first, others = tasks[0], tasks[1:] or tasks
     layout = RunLayout(work / "runs" / "exp-2")
@@ -351,7 +351,7 @@ def second_run_cleanup(work: Path, tasks: list) -> Row:
             before = _files(layout.root)
             subprocess.run(run("exp", first.instance_id), cwd=work, env=bench_env(), stdout=log,
                            stderr=subprocess.STDOUT)
-            subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", "exp", *on_cluster], cwd=work,
+            subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "exp", *on_cluster], cwd=work,
                            env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
             after = _files(layout.root)
             proc.wait(timeout=900)
