@@ -6,7 +6,7 @@ container (file list, history, a grep for a name the gold patch touches, the who
 rollout 0 and 2 apply the gold patch, rollout 1 only its first file, rollout 3 submits nothing. The senior looks
 twice, then writes a brief covering the gold hunks; the principal replies with the gold patch as edit blocks.
 
-Then ``swepipe eval --candidates`` scores each junior candidate and ``swepipe whatif --json`` reprices the recorded
+Then ``swepipe eval RUN --candidates`` scores each junior candidate and ``swepipe whatif --json`` reprices the recorded
 tokens at a real provider's published prices (litellm's map) and replays the histories: whole or compacted, with
 or without a prompt cache. The table shows dollars per task, input tokens per rollout and resolve rates, each
 history variant also as a ratio to "whole history, no cache" of the same run.
@@ -151,7 +151,7 @@ def main() -> None:
                        "--runs-dir", str(runs_dir), "--evaluate")
         print("\n".join([line for line in done.stdout.splitlines() if line.startswith("spent:")][-1:]), flush=True)
     ran = time.monotonic() - started
-    swepipe("eval", "--candidates", str(run_dir))
+    swepipe("eval", str(run_dir), "--candidates")
     prices = [arg for role, model in PRICES.items() for arg in ("--price", f"{role}={model}")]
     result = json.loads(swepipe("whatif", str(run_dir), "--json", *prices).stdout)
     print()

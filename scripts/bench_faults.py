@@ -42,7 +42,7 @@ from pathlib import Path
 import docker.errors
 import yaml
 
-from pipeline.layout import RunLayout
+from pipeline.layout import EvalOutput, JuniorFiles, PrincipalFiles, RunLayout, reply_journal, rollout_file
 from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
@@ -182,10 +182,10 @@ def sessions(work: Path, tasks: list) -> Row:
         injected["kill -9"] = 1
     else:
         proc.wait()
-    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", RUN_ID], capture_output=True)
+    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", RUN_ID], capture_output=True)
 
     # A torn last line in the predictions and in one task's ledger, as a kill mid-write leaves them.
-    ledgers = sorted((layout.root / "tasks").glob("*/ledger.jsonl"))
+    ledgers = layout.ledgers()
     for path in (layout.predictions, *ledgers[:1]):
         with open(path, "a", encoding="utf-8") as handle:
             handle.write('{"instance_id": "torn-by-a-kill", "cos')
@@ -236,7 +236,7 @@ def outage(work: Path, tasks: list, seconds: float, name: str) -> Row:
             break
         wait_until(lambda: not flag.exists(), 3600)  # stopped by the outage: rerun once the provider is back
     row = measure(name, layout, tasks, run_id)
-    rows = [r for path in (layout.root / "tasks").glob("*/ledger.jsonl") for r in Ledger.read(path)]
+    rows = [r for path in layout.ledgers() for r in Ledger.read(path)]
     failed = sum(r.retries for r in rows) + sum(1 for r in rows if r.error)
     row.notes = (f"{sessions_run} session(s), {time.monotonic() - started:.0f} s; the outage began: {began.is_set()}; "
                  f"{failed} failed attempt(s)")
@@ -276,17 +276,17 @@ def docker_scoring(work: Path, tasks: list) -> Row:
 
     def score(*extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-c", "import faulty_scoring; faulty_scoring.main()", "eval",
-                               "--predictions", str(predictions), "--output-dir", str(out), "--workers", "2",
+                               "--predictions", str(predictions), "--output", str(out), "--workers", "2",
                                *extra], cwd=work, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
     faults.write_text("4")
     passing = score()
     faults.write_text("100000")
-    (out / tasks[-1].instance_id / "result.json").unlink(missing_ok=True)  # one left to score in the outage
+    EvalOutput(out).task(tasks[-1].instance_id).result.unlink(missing_ok=True)  # one left to score in the outage
     down = score("--outage-seconds", "10")
     faults.write_text("0")
     back = score()
-    verdicts = {t.instance_id: _read(out / t.instance_id / "result.json") for t in tasks}
+    verdicts = {t.instance_id: _read(EvalOutput(out).task(t.instance_id).result) for t in tasks}
     as_results = sum(1 for v in verdicts.values() if v and v.get("category") == "infra_error")
     finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
     wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
@@ -325,7 +325,7 @@ def budget_actor_killed(work: Path, tasks: list) -> Row:
             first_exit = proc.returncode
             rerun = subprocess.run(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
     row = measure("budget-killed", layout, tasks, run_id)
-    infra = (layout.root / "infra_errors.jsonl").read_text() if (layout.root / "infra_errors.jsonl").exists() else ""
+    infra = layout.infra_errors.read_text() if layout.infra_errors.exists() else ""
     row.notes = (f"actor killed: {killed}; first session exit {first_exit} ({infra.count('ClusterFault')} task "
                  f"attempt(s) left unfinished as cluster faults), rerun exit {rerun.returncode}")
     return row
@@ -333,7 +333,7 @@ def budget_actor_killed(work: Path, tasks: list) -> Row:
 
 def second_run_cleanup(work: Path, tasks: list) -> Row:
     """On a Ray cluster, run exp-2 is under way while run exp runs beside it to its end and is then cleaned up
-    (`swepipe cleanup --run-id exp --executor ray`); no file of exp-2 may vanish or shrink, and it finishes."""
+    (`swepipe cleanup exp --executor ray`); no file of exp-2 may vanish or shrink, and it finishes."""
     scripted_config(work, {**SCRIPT, "junior": SLOW_JUNIORS})
     first, others = tasks[0], tasks[1:] or tasks
     layout = RunLayout(work / "runs" / "exp-2")
@@ -351,7 +351,7 @@ def second_run_cleanup(work: Path, tasks: list) -> Row:
             before = _files(layout.root)
             subprocess.run(run("exp", first.instance_id), cwd=work, env=bench_env(), stdout=log,
                            stderr=subprocess.STDOUT)
-            subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", "exp", *on_cluster], cwd=work,
+            subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "exp", *on_cluster], cwd=work,
                            env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
             after = _files(layout.root)
             proc.wait(timeout=900)
@@ -367,16 +367,18 @@ def second_run_cleanup(work: Path, tasks: list) -> Row:
 def _replaced_by_design(name: str, after: dict[str, int]) -> bool:
     """A file the run itself retires as it goes: a rollout's trajectory once its record holds it, a reply journal
     once the trajectory holds the reply."""
-    if name.endswith(".trajectory.json"):
-        return name.removesuffix(".trajectory.json") + ".json" in after
-    return name.endswith((".reply", "reply.journal"))
+    path = Path(name)
+    rollout = rollout_file(path.name)
+    if rollout is not None and rollout[1]:
+        return JuniorFiles(path.parent).rollout(rollout[0]).as_posix() in after
+    return path.suffix == reply_journal(path).suffix or path.name == PrincipalFiles(path.parent).reply_journal.name
 
 
 def _rows_missing(paths) -> int:
     """Replies a rollout record holds beyond the ledger's answered rows for it: rows someone deleted."""
     rows = Ledger.read(paths.ledger)
     missing = 0
-    for record_path in paths.junior.glob("rollout-[0-9][0-9].json"):
+    for record_path in paths.junior_files.rollouts().values():
         answered = sum(1 for r in rows if r.agent == record_path.stem and r.error is None)
         missing += max(0, json.loads(record_path.read_text()).get("steps", 0) - answered)
     return missing
@@ -457,14 +459,14 @@ def _faults_as_results(layout: RunLayout, instance_id: str, prediction: dict | N
     """Records that hold an infrastructure fault as if it were an answer: a rollout ended model_error by a
     provider fault, a finished prediction whose error is infrastructure, a verdict that is an infra_error."""
     paths, count = layout.task(instance_id), 0
-    for record_path in paths.junior.glob("rollout-[0-9][0-9].json"):
+    for record_path in paths.junior_files.rollouts().values():
         record = json.loads(record_path.read_text())
         if record.get("exit_reason") == "model_error" and any(
                 kind in (record.get("error") or "") for kind in INFRA_ERRORS):
             count += 1
     if prediction is not None and any(kind in (prediction.get("error") or "") for kind in INFRA_ERRORS):
         count += 1
-    result = paths.eval / "result.json"
+    result = paths.eval_files.result
     if result.exists() and json.loads(result.read_text()).get("category") == "infra_error":
         count += 1
     return count
@@ -477,13 +479,13 @@ INFRA_ERRORS = ("RateLimitError", "Timeout", "InternalServerError", "APIConnecti
 def _format_errors(paths) -> int:
     """Replies that held no usable action or brief or edits: juniors', the senior's, the principal's."""
     count = 0
-    for record_path in paths.junior.glob("rollout-[0-9][0-9].json"):
+    for record_path in paths.junior_files.rollouts().values():
         steps = (json.loads(record_path.read_text()).get("trajectory") or {}).get("steps", [])
         count += sum(1 for step in steps if step.get("format_error"))
-    senior = paths.senior / "trajectory.json"
+    senior = paths.senior_files.trajectory
     if senior.exists():
         count += sum(1 for step in json.loads(senior.read_text()).get("steps", []) if step.get("format_error"))
-    principal = paths.principal / "result.json"
+    principal = paths.principal_files.result
     if principal.exists():
         count += len(json.loads(principal.read_text()).get("failed_attempts", []))
     return count
@@ -492,12 +494,12 @@ def _format_errors(paths) -> int:
 def _paid_twice(paths, rows) -> int:
     """Conversation positions paid for more than once: paid replies beyond what the records hold."""
     extra = 0
-    for record_path in paths.junior.glob("rollout-[0-9][0-9].json"):
+    for record_path in paths.junior_files.rollouts().values():
         record = json.loads(record_path.read_text())
         agent = record_path.stem
         paid = sum(1 for r in rows if r.agent == agent and r.error is None)
         extra += max(0, paid - record.get("steps", 0))
-    recorded = {"senior": paths.senior / "trajectory.json", "principal": paths.principal / "replies.json"}
+    recorded = {"senior": paths.senior_files.trajectory, "principal": paths.principal_files.replies}
     for stage, path in recorded.items():
         if path.exists():
             saved = json.loads(path.read_text())

@@ -45,6 +45,8 @@ def run_on(nodes: int, slots: int, ids: str, work: Path, label: str) -> float:
     """Seconds `swepipe run` took on a fresh local cluster of ``nodes`` nodes."""
     from ray.cluster_utils import Cluster
 
+    from pipeline.layout import RunLayout
+
     cluster = Cluster(initialize_head=True, head_node_args={
         "node_ip_address": "127.0.0.1", "num_cpus": 1, "resources": {"docker_slots": slots}, "node_name": "node-1",
         "include_dashboard": False})
@@ -63,7 +65,7 @@ def run_on(nodes: int, slots: int, ids: str, work: Path, label: str) -> float:
         cluster.shutdown()
     if done.returncode != 0:
         raise SystemExit(f"the {label} run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    predictions = [json.loads(line) for line in (work / "runs" / label / "predictions.jsonl").read_text().splitlines()]
+    predictions = [json.loads(line) for line in RunLayout(work / "runs" / label).predictions.read_text().splitlines()]
     by_node: dict[str, int] = {}
     for prediction in predictions:
         by_node[prediction.get("node", "?")] = by_node.get(prediction.get("node", "?"), 0) + 1

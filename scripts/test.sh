@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check pipeline tests scripts examples
-COLUMNS=${COLUMNS:-160} .venv/bin/swepipe validate --output-dir "$(mktemp -d)"
+COLUMNS=${COLUMNS:-160} .venv/bin/swepipe validate --output "$(mktemp -d)"
 exec .venv/bin/python -m pytest "$@"

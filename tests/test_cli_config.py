@@ -13,6 +13,7 @@ import yaml
 
 from pipeline.cli import app
 from pipeline.cli.help import PANELS, option_name
+from pipeline.cli.removed import REMOVED
 from pipeline.errors import SwepipeError
 
 
@@ -53,18 +54,34 @@ def test_a_bad_setting_is_refused_naming_what_was_typed(args, message):
 
 
 @pytest.mark.parametrize("command, args, replacement", [
-    ("run", ["--team-mode", "async"], "--team-mode was removed; use --set team.mode=async"),
-    ("run", ["--team-size", "2"], "use --set team.size=2"),
-    ("run", ["--no-team-messages"], "--team-messages was removed; use --set team.messages=false"),
-    ("run", ["--team-submit-guard", "off"], "use --set team.submit_guard=false"),
-    ("run", ["--solo-prompt", "piv"], "use --set solo.prompt=piv"),
+    ("run", ["--team-mode", "async"], "--team-mode was removed; use --set team.mode=async instead"),
+    ("run", ["--team-size=2"], "use --set team.size=2 instead"),
+    ("run", ["--no-team-messages"], "--no-team-messages was removed; use --set team.messages=false instead"),
+    ("run", ["--team-submit-guard", "off"], "use --set team.submit_guard=false instead"),
+    ("run", ["--solo-prompt", "piv"], "use --set solo.prompt=piv instead"),
     ("rollouts", ["--task", "x", "--output-dir", "out"], "--output-dir was removed; use --runs-dir DIR --run-id ID"),
+    ("eval", ["--predictions", "p.jsonl", "--output-dir", "out"], "--output-dir was removed; use --output out instead"),
+    ("eval", ["--predictions", "p.jsonl", "--block-network"], "--block-network was removed; use no flag"),
+    ("validate", ["--output-dir", "v"], "--output-dir was removed; use --output v instead"),
+    ("cleanup", ["--run-id", "r1"], "--run-id was removed; use swepipe cleanup r1 (RUN: a run id or a run directory)"),
 ])
 def test_a_removed_flag_is_refused_naming_its_replacement(command, args, replacement):
     done = swepipe(command, *args)
     assert done.returncode == 2
-    assert replacement in " ".join(done.stderr.split()), done.stderr
-    assert "--team-mode" not in swepipe(command, "--help").stdout  # hidden from help
+    assert replacement in " ".join(done.stderr.replace("│", " ").split()), done.stderr
+
+
+def test_removed_flags_are_declared_nowhere():
+    """Gone from every command, hidden or not: refused when the command line is parsed (pipeline.cli.removed)."""
+    for path, command, ctx in _all_commands():
+        declared = {name for param in command.get_params(ctx) for name in [*param.opts, *param.secondary_opts]}
+        assert not declared & set(REMOVED.get(command.name, {})), path
+        assert not [param.name for param in command.get_params(ctx) if getattr(param, "hidden", False)], path
+
+
+def test_an_unknown_option_is_still_clicks_no_such_option():
+    done = swepipe("run", "--no-such-flag")
+    assert done.returncode == 2 and "No such option" in done.stderr and "removed" not in done.stderr
 
 
 def _commands(group, ctx):
@@ -130,3 +147,13 @@ def test_the_scoring_groups_log_cap_reaches_a_runs_scoring_settings(tmp_path):
     assert server is None and settings.evaluation.log_limit == 500_000
     with pytest.raises(SwepipeError, match="--eval-log-mb"):
         Scoring(eval_log_mb=0)
+
+
+def test_the_top_level_help_ends_with_examples_whole_at_80_columns():
+    done = swepipe("--help", columns=80)
+    assert done.returncode == 0, done.stderr
+    examples = done.stdout[done.stdout.index("╭─ Examples "):]
+    for command in ("swepipe run --limit 3 --run-id demo --evaluate", "swepipe report demo",
+                    "swepipe compare runs/solo demo", "swepipe eval demo --candidates"):
+        assert command in examples, command
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())

@@ -199,17 +199,15 @@ def swepipe(*args, cwd):
                           env={**os.environ, "COLUMNS": "250"}, stdin=subprocess.DEVNULL)
 
 
-def test_eval_network_flag_is_recorded_and_block_network_still_accepted(tmp_path):
+def test_eval_network_flag_is_recorded(tmp_path):
     predictions = tmp_path / "preds.json"
     predictions.write_text(json.dumps([{"instance_id": TASK.instance_id, "patch": TASK.patch}]))
-    for flags, expected in ((["--eval-network"], True), (["--block-network"], False), ([], False)):
+    for flags, expected in ((["--eval-network"], True), ([], False)):
         out = tmp_path / f"out{len(flags)}{expected}"
-        done = swepipe("eval", "--predictions", str(predictions), "--output-dir", str(out), *flags, cwd=tmp_path)
+        done = swepipe("eval", "--predictions", str(predictions), "--output", str(out), *flags, cwd=tmp_path)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         result = json.loads((out / TASK.instance_id / "result.json").read_text())
         assert result["network"] is expected and result["resolved"] is True
-    both = swepipe("eval", "--predictions", str(predictions), "--block-network", "--eval-network", cwd=tmp_path)
-    assert both.returncode == 2 and "contradict" in both.stderr
 
 
 def test_fork_bomb_and_disk_fillers_end_their_own_rollouts_while_another_submits_a_fix(tmp_path, run_id):

@@ -101,7 +101,7 @@ def test_cli_needs_exactly_one_of_predictions_and_candidates_and_a_cluster_for_r
     unknown = swepipe("eval", "--candidates", "no-such-run", cwd=tmp_path)
     for done in (neither, both, ray, unknown):
         assert done.returncode == 2, done.stdout + done.stderr
-    assert "--predictions FILE" in neither.stderr and "--candidates RUN" in neither.stderr
+    assert "--predictions FILE" in neither.stderr and "give either RUN" in neither.stderr
     assert "not both" in both.stderr
     assert "no Ray cluster found" in " ".join(ray.stderr.split())  # said before anything is scored
     assert "unknown run 'no-such-run'" in unknown.stderr
@@ -132,7 +132,7 @@ def test_a_dead_cluster_left_named_by_ray_start_is_said_to_be_gone(tmp_path, mon
 def test_candidates_are_scored_resumably_and_a_bad_pool_does_not_stop_the_run(tmp_path):
     run, gold_key, half_key = make_run(tmp_path)
     paths = RunLayout(run).task(TINYQ.instance_id)
-    first = swepipe("eval", "--candidates", "cands", "--workers", "2", cwd=tmp_path)
+    first = swepipe("eval", "cands", "--candidates", "--workers", "2", cwd=tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     gold = json.loads(paths.candidate_result(gold_key).read_text())
     half = json.loads(paths.candidate_result(half_key).read_text())
@@ -156,11 +156,12 @@ def test_candidates_are_scored_resumably_and_a_bad_pool_does_not_stop_the_run(tm
     assert not RunLayout(run).task(CURSORLY.instance_id).candidates.exists()
 
     stamps = {key: paths.candidate_result(key).stat().st_mtime_ns for key in (gold_key, half_key)}
-    again = swepipe("eval", "--candidates", str(run), cwd=tmp_path)  # the run by its path this time
+    again = swepipe("eval", str(run), "--candidates", cwd=tmp_path)  # the run by its path this time
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "0 scored now, 2 already had a verdict" in again.stdout
     assert {key: paths.candidate_result(key).stat().st_mtime_ns for key in stamps} == stamps
 
+    # the form of before RUN was an argument: --candidates now a flag, "cands" still the run
     redo = swepipe("eval", "--candidates", "cands", "--redo", "--skip-image-check", cwd=tmp_path)
     assert redo.returncode == 0, redo.stdout[-3000:] + redo.stderr[-3000:]
     assert "2 scored now, 0 already had a verdict" in redo.stdout

@@ -138,7 +138,7 @@ def test_rerun_after_interrupting_eval_skips_what_finished(tmp_path):
     predictions.write_text("".join(json.dumps({"instance_id": t.instance_id, "model_patch": t.patch}) + "\n"
                                    for t in TASKS[:3]))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline.cli", "eval", "--predictions", str(predictions), "--output-dir",
+    command = [sys.executable, "-m", "pipeline.cli", "eval", "--predictions", str(predictions), "--output",
                str(out), "--workers", "1"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

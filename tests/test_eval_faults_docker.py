@@ -124,7 +124,7 @@ def test_swepipe_eval_stops_on_a_lasting_docker_fault_exit_1_and_the_same_comman
     predictions.write_text(json.dumps({"instance_id": task.instance_id, "model_patch": task.patch}) + "\n")
     counter = tmp_path / "faults"
     counter.write_text("10000")
-    args = ["eval", "--predictions", str(predictions), "--output-dir", str(tmp_path / "out"), "--outage-seconds", "4"]
+    args = ["eval", "--predictions", str(predictions), "--output", str(tmp_path / "out"), "--outage-seconds", "4"]
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "SWEPIPE_FAULT_FILE": str(counter), "COLUMNS": "250"}
     launcher = [sys.executable, "-c", "import faulty_scoring; faulty_scoring.main()"]

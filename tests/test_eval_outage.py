@@ -64,7 +64,7 @@ def test_swepipe_eval_with_no_engine_waits_then_stops_exit_1_naming_the_command_
     task = TASKS[0]
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text(json.dumps({"instance_id": task.instance_id, "model_patch": task.patch}) + "\n")
-    args = ["eval", "--predictions", str(predictions), "--output-dir", str(tmp_path / "out"), "--skip-image-check",
+    args = ["eval", "--predictions", str(predictions), "--output", str(tmp_path / "out"), "--skip-image-check",
             "--outage-seconds", "3"]
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", "COLUMNS": "250"})

@@ -68,15 +68,17 @@ def test_official_export_scores_as_the_run_did(scripted_run):
         assert set(entry) == {"instance_id", "patch", "prefix"}  # what swe_bench_pro_eval.py reads
         assert entry["prefix"] == "two" and entry["patch"] == finished[entry["instance_id"]]["model_patch"]
 
-    ok("eval", "--predictions", str(path), "--output-dir", "scored", cwd=where)
+    ok("eval", "--predictions", str(path), "--output", "scored", cwd=where)
+    ok("eval", "two", cwd=where)  # the run itself, by its id: its predictions.jsonl into runs/two/eval
     verdicts = set()
     for instance_id, prediction in finished.items():
         ours = json.loads((layout.task(instance_id).eval / "result.json").read_text())
-        again = json.loads((where / "scored" / instance_id / "result.json").read_text())
-        for key in ("category", "resolved", "patch_empty", "FAIL_TO_PASS", "PASS_TO_PASS"):
-            assert again[key] == ours[key], (instance_id, key)
-        assert again["resolved"] == prediction["resolved"]
-        verdicts.add(again["category"])
+        for scored in (where / "scored", layout.root / "eval"):
+            again = json.loads((scored / instance_id / "result.json").read_text())
+            for key in ("category", "resolved", "patch_empty", "FAIL_TO_PASS", "PASS_TO_PASS"):
+                assert again[key] == ours[key], (scored, instance_id, key)
+            assert again["resolved"] == prediction["resolved"]
+            verdicts.add(again["category"])
     assert verdicts == {"resolved", "tests_failed"}  # one of each: the comparison can tell them apart
 
 

@@ -164,7 +164,7 @@ def test_forged_verdicts_are_not_resolved_by_eval_nor_by_run_evaluate_nor_in_the
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text("".join(json.dumps({"instance_id": task.instance_id, "model_patch": patch}) + "\n"
                                    for task, patch in FORGED))
-    shown = swepipe("eval", "--predictions", str(predictions), "--run-scripts", str(scripts), "--output-dir", "out",
+    shown = swepipe("eval", "--predictions", str(predictions), "--run-scripts", str(scripts), "--output", "out",
                     cwd=tmp_path)
     assert json.loads((tmp_path / "out" / "eval_results.json").read_text()) == dict.fromkeys(
         (TINYQ.instance_id, CURSORLY.instance_id), False)
@@ -201,7 +201,7 @@ def test_forged_verdicts_are_not_resolved_by_eval_nor_by_run_evaluate_nor_in_the
 def test_the_gold_and_empty_patches_of_every_bundled_task_keep_their_verdicts_under_validate(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", "--dataset", BUNDLED, "--run-scripts",
                            str(BUNDLED_DIR / "tasks"), "--image-template", BUNDLED_IMAGE_TEMPLATE,
-                           "--output-dir", "out"], capture_output=True, text=True, cwd=tmp_path,
+                           "--output", "out"], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "COLUMNS": "400"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     tasks = load_tasks(BUNDLED)

@@ -122,7 +122,7 @@ def test_a_latin1_fix_survives_from_the_rollout_to_scoring(latin1_task, tmp_path
         assert check.output.strip().endswith("'Ol\\xe9! Ana'")
 
     # `swepipe eval` on the run's predictions.jsonl scores it the same way.
-    scored = swepipe("eval", "--predictions", str(layout.predictions), *common, "--output-dir", "scored",
+    scored = swepipe("eval", "--predictions", str(layout.predictions), *common, "--output", "scored",
                      cwd=tmp_path)
     assert scored.returncode == 0, scored.stdout[-3000:] + scored.stderr[-3000:]
     verdict = json.loads((tmp_path / "scored" / INSTANCE / "result.json").read_text())

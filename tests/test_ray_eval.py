@@ -43,13 +43,13 @@ def test_eval_on_two_nodes_gives_the_thread_verdicts_written_by_the_driver_and_r
     predictions.write_text(json.dumps({"instance_id": FIRST.instance_id, "model_patch": FIRST.patch}) + "\n"
                            + json.dumps({"instance_id": SECOND.instance_id, "model_patch": ""}) + "\n")
     common = ("eval", "--predictions", str(predictions), "--attempts", "2")
-    on_ray = ("--output-dir", "onray", "--executor", "ray", "--ray-address", cluster.address)
+    on_ray = ("--output", "onray", "--executor", "ray", "--ray-address", cluster.address)
     done = swepipe(*common, *on_ray, cwd=tmp_path)
     output = " ".join(done.stdout.split())
     assert "ray: 3 node(s), 4 docker_slots, 1 per scoring: up to 4 scoring(s) at once" in output
     assert f"images on {len(NODES)} node(s): " in output and all(f"{n}: images: 2 of 2 present" in output
                                                                 for n in NODES)
-    swepipe(*common, "--output-dir", "threads", cwd=tmp_path)
+    swepipe(*common, "--output", "threads", cwd=tmp_path)
     for task in (FIRST, SECOND):
         ray_result = json.loads((tmp_path / "onray" / task.instance_id / "result.json").read_text())
         thread_result = json.loads((tmp_path / "threads" / task.instance_id / "result.json").read_text())
@@ -216,7 +216,7 @@ def _sigterm_a_slow_scoring(tmp_path, arguments: list[str], label: str) -> str:
 def test_sigterm_stops_the_cluster_s_scoring_and_removes_its_containers(cluster, tmp_path):
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text(json.dumps({"instance_id": FIRST.instance_id, "model_patch": FIRST.patch}) + "\n")
-    _sigterm_a_slow_scoring(tmp_path, ["--predictions", str(predictions), "--output-dir", "out", "--executor", "ray",
+    _sigterm_a_slow_scoring(tmp_path, ["--predictions", str(predictions), "--output", "out", "--executor", "ray",
                                        "--ray-address", cluster.address], "eval-preds-eval")
     assert not (tmp_path / "out" / FIRST.instance_id / "result.json").exists()  # cut short: no verdict
 
@@ -254,7 +254,7 @@ def test_validate_and_compare_give_the_same_files_on_the_cluster_as_on_the_threa
                     cwd=folder)
         compared = swepipe("compare", "runs/A", "runs/B", "--json", cwd=folder).stdout
         validated = swepipe("validate", "--dataset", str(dataset), "--run-scripts", str(scripts), "--replicas", "3",
-                            "--image-template", BUNDLED_IMAGE_TEMPLATE, "--output-dir", "validation",
+                            "--image-template", BUNDLED_IMAGE_TEMPLATE, "--output", "validation",
                             *extra, cwd=folder, check=False)
         assert validated.returncode == 1, validated.stdout[-3000:] + validated.stderr[-3000:]  # the flaky one
         outputs[where] = {"compare": json.loads(compared[compared.index("{"):compared.rindex("}") + 1]),

@@ -332,7 +332,7 @@ def test_sigterm_to_the_driver_stops_every_node_and_the_run_resumes(cluster, tmp
     from pipeline.runtime.base_image import BASE_IMAGE
 
     left = containers.client().containers.create(BASE_IMAGE, "sleep 60", labels=containers.labels("stopped"))
-    cleaned = swepipe("cleanup", "--run-id", "stopped", "--executor", "ray", "--ray-address", cluster.address,
+    cleaned = swepipe("cleanup", "stopped", "--executor", "ray", "--ray-address", cluster.address,
                       cwd=tmp_path)
     assert left.name in cleaned.stdout and {"head:", "node-b:", "node-c:"} <= set(cleaned.stdout.split())
     assert _no_containers_left("stopped")

@@ -262,7 +262,7 @@ def test_cleaning_up_run_exp_touches_nothing_of_run_exp_2_running_beside_it(clus
         # Run exp beside it, to its end (its driver cleans up the nodes), then clean exp up by hand as after a crash.
         swepipe("run", "--instance-ids", FIRST.instance_id, "--config", "fast-config.yaml", "--run-id", "exp",
                 *on_cluster, cwd=tmp_path)
-        swepipe("cleanup", "--run-id", "exp", *on_cluster, cwd=tmp_path)
+        swepipe("cleanup", "exp", *on_cluster, cwd=tmp_path)
         assert proc.poll() is None, "exp-2 should still be running"
         assert scratch_left("exp-2")  # its scratch is where it was
         after = lasting_files(other.root)

@@ -142,7 +142,7 @@ def test_a_driver_without_the_head_s_token_is_told_what_to_set(head, tmp_path):
     assert "refused this machine's token (from RAY_AUTH_TOKEN)" in " ".join(wrong.stderr.split())
     assert not (tmp_path / "runs" / "token").exists()  # said before anything was written
     # The head's token in RAY_AUTH_TOKEN (what `ray get-auth-token` prints there): the driver joins.
-    cleanup = _swepipe("cleanup", "--run-id", "token", "--executor", "ray", "--ray-address", head.address,
+    cleanup = _swepipe("cleanup", "token", "--executor", "ray", "--ray-address", head.address,
                        cwd=tmp_path, env=_env(elsewhere, RAY_AUTH_TOKEN=head.token))
     assert cleanup.returncode == 0, cleanup.stdout[-3000:] + cleanup.stderr[-3000:]
     assert "removed 0 container(s)" in cleanup.stdout

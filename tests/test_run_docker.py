@@ -139,7 +139,7 @@ def test_killed_run_resumes_without_losing_or_repaying(tmp_path):
     finally:
         proc.kill()
     assert list(layout.finished()) == [first.instance_id]
-    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", "killed"], capture_output=True)
+    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "killed"], capture_output=True)
     first_rows = len(Ledger.read(layout.task(first.instance_id).ledger))
     paid_before = len(Ledger.read(layout.task(second.instance_id).ledger))
     assert paid_before > 0

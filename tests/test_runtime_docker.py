@@ -166,7 +166,7 @@ def test_cleanup_command_removes_leftovers(leaky_image, run_id):
     containers.client().containers.run(leaky_image, entrypoint=["tail", "-f", "/dev/null"], detach=True,
                                        labels=containers.labels(run_id))
     assert len(labelled(run_id)) == 1
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", run_id],
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", run_id],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "removed 1 container" in done.stdout

@@ -385,7 +385,7 @@ def test_the_test_logs_of_scoring_are_redacted(tmp_path):
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text(json.dumps({"instance_id": TASK.instance_id, "model_patch": warning_patch()}) + "\n")
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "eval", "--predictions", str(predictions),
-                           "--output-dir", str(tmp_path / "out")],
+                           "--output", str(tmp_path / "out")],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     instance = tmp_path / "out" / TASK.instance_id

@@ -116,7 +116,7 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
         proc.kill()
     assert proc.returncode == 130 and took < 10
     assert "stopped at once" in err or "stopped:" in out
-    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "--run-id", run_id], capture_output=True)
+    subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", run_id], capture_output=True)
     assert left_behind(run_id) == []
 
 

@@ -87,7 +87,7 @@ def test_validate_fails_on_a_broken_task_and_names_the_problems(tmp_path):
     broken.write_text(json.dumps(row) + "\n")
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", "--dataset", str(broken),
                            "--run-scripts", str(BUNDLED_DIR / "tasks"), "--image-template", BUNDLED_IMAGE_TEMPLATE,
-                           "--output-dir", str(tmp_path / "out")], capture_output=True, text=True,
+                           "--output", str(tmp_path / "out")], capture_output=True, text=True,
                           env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 1, done.stdout + done.stderr
     assert "PASS_TO_PASS not passing at base" in done.stdout
@@ -102,7 +102,7 @@ def test_validate_replicas_find_the_seeded_flaky_task_keep_the_stable_ones_and_r
     stable = [BY_NAME["tinyq"], BY_NAME["cursorly"]]
     dataset, scripts, flaky = write_dataset(tmp_path, stable, BY_NAME["tinyq"])
     command = [sys.executable, "-m", "pipeline.cli", "validate", "--dataset", str(dataset), "--run-scripts",
-               str(scripts), "--image-template", BUNDLED_IMAGE_TEMPLATE, "--replicas", "6", "--output-dir", "out"]
+               str(scripts), "--image-template", BUNDLED_IMAGE_TEMPLATE, "--replicas", "6", "--output", "out"]
     env = {"COLUMNS": "400", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr  # the flaky task is not sound
@@ -132,7 +132,7 @@ def test_validate_replicas_find_the_seeded_flaky_task_keep_the_stable_ones_and_r
 @pytest.mark.parametrize("args, named", [(["--scoring-profile", "fast"], "no scoring profile 'fast'; choose one of: "
                                           "local (plain local Docker"), (["--replicas", "0"], "--replicas (0)")])
 def test_a_bad_profile_or_replica_count_is_refused_before_anything_is_scored(tmp_path, args, named):
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", *args, "--output-dir", "out"],
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", *args, "--output", "out"],
                           capture_output=True, text=True, cwd=tmp_path, env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"})
     assert done.returncode != 0 and named in " ".join((done.stdout + done.stderr).split())
     assert not (tmp_path / "out").exists()

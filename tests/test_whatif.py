@@ -265,7 +265,7 @@ def test_whatif_refuses_bad_prices_by_name(tmp_path):
     unknown = _swepipe(tmp_path, "whatif", str(run), "--price", "junior=nobody/no-such-model")
     assert unknown.returncode != 0 and "no-such-model" in unknown.stdout + unknown.stderr
     missing = _swepipe(tmp_path, "whatif", str(tmp_path / "nothing"))
-    assert missing.returncode != 0 and "does not exist" in missing.stdout + missing.stderr
+    assert missing.returncode != 0 and "unknown run" in missing.stdout + missing.stderr
 
 
 def test_rollouts_reused_from_another_run_are_priced_from_their_records(tmp_path):

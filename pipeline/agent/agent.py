@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.agent.actions import (BASH, EDIT, EDITOR, EDITOR_KINDS, VIEW, Action, ActionError, FormatError,
                                     parse_action, parse_tool_action, tools_for)
 from pipeline.agent.edit_actions import editor_calls
+from pipeline.layout import reply_journal
 from pipeline.agent.compact import compact_history
 from pipeline.agent.inbox import Inbox
 from pipeline.config import Limits
@@ -138,9 +139,8 @@ class Agent:
         self.editor = open_editor(runtime, limits.observation_limit) if self.editor_commands else None
         self.agent_index, self.temperature, self.seed = agent_index, temperature, seed
         self.trajectory_path = trajectory_path
-        # The paid reply not yet in the trajectory (models.client): beside it, named so no *.json glob takes it.
-        self.reply_journal = (trajectory_path.with_name(trajectory_path.name.removesuffix(".json") + ".reply")
-                              if trajectory_path is not None else None)
+        # The paid reply not yet in the trajectory (models.client).
+        self.reply_journal = reply_journal(trajectory_path) if trajectory_path is not None else None
         self.actions = actions or {}  # action kind -> handler(body) -> observation
         self.check_submission = check_submission  # a problem with the submission counts as a format error
         self.guard_submission = guard_submission  # a refusal to let it submit yet does not

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import typer
 
-from pipeline.cli.help import Command, Group
+from pipeline.cli.help import Group
+from pipeline.cli.removed import RefusingCommand
 from pipeline.terminal import literal_console
 
 
@@ -17,11 +18,22 @@ class App(typer.Typer):
         super().__init__(cls=Group, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                          **settings)
 
-    def command(self, *args, cls=Command, **settings):
+    def command(self, *args, cls=RefusingCommand, **settings):
         return super().command(*args, cls=cls, **settings)
 
 
-app = App(help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.")
+# Shown under the top-level --help line by line, as written.
+EXAMPLES = """\
+The pipeline on 3 bundled tasks, scored by the hidden tests, into runs/demo:
+  swepipe run --limit 3 --run-id demo --evaluate
+Its report (RUN: a run id under --runs-dir, or a run directory):
+  swepipe report demo
+Two runs task by task, each against the first:
+  swepipe compare runs/solo demo --html compare.html
+Every distinct junior candidate of a run scored, for swepipe whatif:
+  swepipe eval demo --candidates"""
+
+app = App(help="Resolve SWE-Bench Pro tasks cheaply and score the patches with hidden tests.", epilog=EXAMPLES)
 images_app = App(help="Build, check and prune the Docker images tasks run in.")
 app.add_typer(images_app, name="images")
 console = literal_console()

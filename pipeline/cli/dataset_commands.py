@@ -14,17 +14,22 @@ from rich.table import Table
 from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, images_app
+from pipeline.cli.runs import run_id_of
 from pipeline.errors import SwepipeError
 from pipeline.terminal import literal
 
 
 @app.command()
-@opt.selects_tasks()
 def tasks(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decoded records as a JSON list.")] = False,
 ) -> None:
     """List the tasks of a dataset (after the filters)."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
     selected = selection.load()
     if as_json:
         json.dump([task.to_row() for task in selected], sys.stdout, indent=2)
@@ -41,11 +46,13 @@ def tasks(
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split", "instance_ids", "repo", "language", "limit")
-@opt.scores()
 def validate(
-    selection: opt.TaskSelection,
-    scoring: opt.Scoring,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None,
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
     image_template: opt.ImageTemplate = None,
     platform: opt.Platform = None,
     replicas: Annotated[int, typer.Option(
@@ -53,7 +60,7 @@ def validate(
              "tests whose outcome differs between runs are flaky.")] = 1,
     workers: Annotated[int, typer.Option(help="Instances scored at once.")] = 2,
     output_dir: Annotated[Path, typer.Option(
-        help="Where the scorings, instances.jsonl and reliable.txt go; the same command on the same folder "
+        "--output", help="Where the scorings, instances.jsonl and reliable.txt go; the same command on the same folder "
              "resumes (scores only what has no verdict yet).")] = Path("validation"),
     redo: Annotated[bool, typer.Option(help="Score every replica again, even those with a verdict.")] = False,
     executor: opt.Executor = None,
@@ -66,6 +73,10 @@ def validate(
     FAIL_TO_PASS tests failed on every empty run and whose tests all passed on every gold run; `swepipe report
     --subset` takes it), and says whether any hidden test's name leaks into the prompt. Exit 1 when a task is not
     sound."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.config import ExecutorConfig
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.runner import EvalSettings
@@ -130,31 +141,34 @@ def _print_validation(checks, unsound, dataset: str, replicas: int) -> None:
 
 @app.command()
 def cleanup(
-    run_id: Annotated[Optional[str], typer.Option(help="Only containers of this run.")] = None,
+    run: Annotated[Optional[str], typer.Argument(
+        metavar="RUN", show_default=False,
+        help="Only the containers of this run: a run id, or a run directory (its name is the id).")] = None,
     images: Annotated[bool, typer.Option("--images", help="Also remove the cached sanitised images.")] = False,
     executor: opt.Executor = None,
     ray_address: opt.RayAddress = None,
 ) -> None:
     """Remove the containers (and cached images) swepipe left behind.
 
-    With --executor ray, a run's containers on every node of the cluster."""
+    All of swepipe's, or RUN's alone; with --executor ray, on every node of the cluster."""
     from pipeline.config import ExecutorConfig
     from pipeline.run.executors import executor_for
 
     chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
-    executor_for(chosen).cleanup(run_id, images, say=print)
+    executor_for(chosen).cleanup(run_id_of(run) if run else None, images, say=print)
 
 
 @images_app.command("build")
-@opt.selects_tasks("dataset", "instance_ids")
 def images_build(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, instance_ids: opt.InstanceIds = None,
     force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
 ) -> None:
     """Build the Debian base image and the bundled tasks' images.
 
     The base comes from debootstrap and docker import. Cached: an image is rebuilt only when what it is built
     from changed."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, instance_ids=instance_ids)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -200,9 +214,11 @@ def _task_image_names(selected, image_template: str | None, config: Path | None,
 
 
 @images_app.command("check")
-@opt.selects_tasks()
 def images_check(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
     image_template: opt.ImageTemplate = None,
     config: opt.ConfigFile = None,
     registry_timeout: Annotated[float, typer.Option(
@@ -212,6 +228,8 @@ def images_check(
 
     Which images are present, their sizes, the disk the run needs against containers.image_cache_gb and Docker's
     free disk, and whether the registry has the missing ones."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
     from pipeline.runtime.image_disk import gb
     from pipeline.runtime.image_preflight import preflight
 
@@ -234,9 +252,11 @@ def images_check(
 
 
 @images_app.command("prune")
-@opt.selects_tasks()
 def images_prune(
-    selection: opt.TaskSelection,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
     keep_gb: Annotated[Optional[float], typer.Option(
         help="Disk to keep for the images, in GB (default: containers.image_cache_gb from --config, else 0: "
              "remove every one not in use).")] = None,
@@ -247,6 +267,8 @@ def images_prune(
 
     swepipe's sanitised images and the selected tasks' images go; never an image a running swepipe container
     uses."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
     from pipeline.runtime.image_disk import GB, gb
     from pipeline.runtime.image_prune import prune
 

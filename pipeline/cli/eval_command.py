@@ -14,30 +14,36 @@ from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
+from pipeline.cli.runs import run_directory
 from pipeline.cli.stops import exit_stopped
 from pipeline.errors import SwepipeError
 from pipeline.outages import BREAKERS, OUTAGE_SECONDS, Settings
 
 
 @app.command("eval")
-@opt.selects_tasks("dataset", "split")
-@opt.scores()
 def eval_(
+    ctx: typer.Context,
+    run: Annotated[Optional[str], typer.Argument(
+        metavar="RUN", show_default=False,
+        help="A run id (under --runs-dir) or a run directory: its predictions.jsonl scored into RUN/eval, or with "
+             "--candidates its junior candidates.")] = None,
     predictions: Annotated[Optional[Path], typer.Option(
         rich_help_panel=SCORING,
-        help="predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")] = None,
-    candidates: Annotated[Optional[str], typer.Option(
-        "--candidates", metavar="RUN",
-        rich_help_panel=SCORING,
-        help="Instead of predictions: score every distinct junior candidate of the run RUN (a run id or "
-             "runs/<run-id>) into tasks/<id>/candidates/<key>/result.json, skipping those already scored.")] = None,
-    selection: opt.TaskSelection = opt.TaskSelection(),
-    scoring: opt.Scoring = opt.Scoring(),
+        help="Instead of RUN: predictions.jsonl, the official JSON list, or swebench JSON/JSONL.")] = None,
+    candidates: Annotated[bool, typer.Option(
+        "--candidates", rich_help_panel=SCORING,
+        help="Score every distinct junior candidate of RUN instead of its predictions, into "
+             "tasks/<id>/candidates/<key>/result.json, skipping those already scored.")] = False,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
     image_template: opt.ImageTemplate = None,
-    output_dir: Annotated[Optional[Path], typer.Option(
+    output: Annotated[Optional[Path], typer.Option(
         rich_help_panel=OUTPUT,
-        help="Where results go (default runs/<run-id>/eval; a predictions file inside runs/<run-id>/ "
-             "names the run).")] = None,
+        help="Where results go (default RUN/eval; for --predictions inside runs/<run-id>/, that run's eval/, "
+             "else <runs-dir>/eval-<file name>/eval).")] = None,
+    runs_dir: opt.RunsDir = Path("runs"),
     workers: Annotated[int, typer.Option(help="Instances scored at once.", rich_help_panel=EXECUTION)] = 2,
     redo: Annotated[bool, typer.Option(help="Score again instances that already have a result.",
                                        rich_help_panel=SCORING)] = False,
@@ -46,8 +52,6 @@ def eval_(
         help="Rerun unresolved instances up to N attempts in all to spot flaky tests; the first attempt's verdict "
              "stays the official one.")] = 1,
     platform: opt.Platform = None,
-    block_network: Annotated[bool, typer.Option(
-        hidden=True, help="Kept for old scripts: the tests run with no network unless --eval-network.")] = False,
     skip_image_check: Annotated[bool, typer.Option(
         "--skip-image-check", rich_help_panel=EXECUTION,
         help="Start without checking first that every image to score in is present or on its registry (see "
@@ -58,40 +62,39 @@ def eval_(
 ) -> None:
     """Score predictions with the hidden tests (the official protocol).
 
-    Predictions from a file, or with --candidates every distinct junior candidate of a run, scored by the official
-    SWE-Bench Pro protocol in each task's image."""
+    A run's predictions (RUN), a predictions file (--predictions), or with --candidates every distinct junior
+    candidate of a run, scored by the official SWE-Bench Pro protocol in each task's image."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.runtime.limits import container_limits
 
-    if (predictions is None) == (candidates is None):
-        raise SwepipeError("give either --predictions FILE (score predictions) or --candidates RUN (score a run's "
-                           "junior candidates)" + (", not both" if predictions is not None else ""))
+    _one_source(run, predictions, candidates)
     if attempts < 1 or workers < 1 or outage_seconds <= 0:
         raise SwepipeError("--attempts and --workers must be at least 1, and --outage-seconds above 0")
     BREAKERS.configure(dataclasses.replace(Settings(), outage_seconds=outage_seconds, setting="--outage-seconds"))
-    if block_network and scoring.eval_network:
-        raise SwepipeError("--block-network and --eval-network contradict each other; the network is off by "
-                           "default, --eval-network turns it on")
     from pipeline.config import ExecutorConfig
     from pipeline.run.executors import executor_for
 
     where = executor_for(opt.executor_settings(ExecutorConfig(), executor, ray_address))  # the flags checked
-    if candidates is not None and output_dir is not None:
-        raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output-dir")
+    if candidates and output is not None:
+        raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output")
     where.connect()  # Ray missing or no cluster there: said now, before anything is scored
-    if candidates is not None:
-        _eval_candidates(candidates, selection, scoring, image_template, workers, redo, attempts, platform,
-                         skip_image_check, where)
+    if candidates:
+        _eval_candidates(run_directory(run, runs_dir), selection, scoring, image_template, workers, redo, attempts,
+                         platform, skip_image_check, where)
         return
-    loaded = load_predictions(predictions)
-    selection = selection.for_run(predictions.resolve().parent, console.print)  # a run's own predictions.jsonl
+    source = _Source.of_run(run_directory(run, runs_dir)) if run else _Source.of_file(predictions, runs_dir)
+    loaded = load_predictions(source.predictions)
+    selection = selection.for_run(source.predictions.resolve().parent, console.print)  # a run's predictions.jsonl
     tasks_ = selection.load()
     defaults = defaults_for(selection.dataset)
-    run_id = _run_id_for(predictions)
-    out = output_dir or Path("runs") / run_id / "eval"
+    run_id = source.run_id
+    out = output or source.output
     settings = EvalSettings(image_template=image_template or defaults.image_template,
                             run_scripts=scoring.run_scripts or defaults.run_scripts, dockerfiles=scoring.dockerfiles,
                             timeout=scoring.timeout, profile=scoring.scoring_profile, platform=platform,
@@ -109,17 +112,15 @@ def eval_(
     print_summary(summary, out, console)
 
 
-def _eval_candidates(run: str, selection, scoring: opt.Scoring, image_template, workers: int, redo: bool,
+def _eval_candidates(root: Path, selection, scoring: opt.Scoring, image_template, workers: int, redo: bool,
                      attempts: int, platform, skip_image_check: bool, where) -> None:
     """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates) by the executor
     ``where``, its summary."""
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.candidates import plan_candidates, run_containers, summary_lines
     from pipeline.evaluation.runner import EvalSettings
-    from pipeline.report.export import resolve_run
     from pipeline.runtime.limits import container_limits
 
-    root = resolve_run(run)
     selection = selection.for_run(root, console.print)
     plan = plan_candidates(root, selection.load(), redo)
     defaults = defaults_for(selection.dataset)
@@ -151,11 +152,12 @@ def _eval_candidates(run: str, selection, scoring: opt.Scoring, image_template, 
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, where) -> None:
     """The images of the predictions still to score, present or on their registry where ``where`` scores."""
     from pipeline.evaluation.batch import has_verdict, read_result
+    from pipeline.layout import EvalOutput
     from pipeline.runtime.image_names import run_image_names
 
-    wanted = {p.instance_id for p in loaded}
+    wanted, output = {p.instance_id for p in loaded}, EvalOutput(out)
     todo = [t for t in tasks_
-            if t.instance_id in wanted and (redo or not has_verdict(read_result(out / t.instance_id / "result.json")))]
+            if t.instance_id in wanted and (redo or not has_verdict(read_result(output.task(t.instance_id).result)))]
     if todo:
         where.require_images(run_image_names(todo, settings.image_template), announce=console.print)
 
@@ -165,8 +167,37 @@ def _again() -> str:
     return f"run the same command again (`swepipe {shlex.join(sys.argv[1:])}`)"
 
 
-def _run_id_for(predictions: Path) -> str:
-    resolved = predictions.resolve()
-    if resolved.parent.parent.name == "runs":
-        return resolved.parent.name
-    return f"eval-{predictions.stem}"
+def _one_source(run: str | None, predictions: Path | None, candidates: bool) -> None:
+    """Refuse a command line that names no predictions to score, or two sources of them."""
+    if candidates and run is None:
+        raise SwepipeError("--candidates scores the junior candidates of a run: give its RUN (a run id or a run "
+                           "directory)")
+    if (run is None) == (predictions is None):
+        raise SwepipeError("give either RUN (score a run's predictions, or with --candidates its junior "
+                           "candidates) or --predictions FILE" + (", not both" if run is not None else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Source:
+    """The predictions to score, the run id their scoring containers are labelled with, and where results go
+    unless --output says."""
+
+    predictions: Path
+    run_id: str
+    output: Path
+
+    @classmethod
+    def of_run(cls, root: Path) -> _Source:
+        from pipeline.layout import RunLayout
+
+        layout = RunLayout(root)
+        return cls(layout.predictions, layout.run_id, layout.eval)
+
+    @classmethod
+    def of_file(cls, predictions: Path, runs_dir: Path) -> _Source:
+        from pipeline.layout import RunLayout
+
+        if predictions.resolve().parent.parent.name == "runs":  # a run's own predictions file
+            return dataclasses.replace(cls.of_run(predictions.parent), predictions=predictions)
+        run_id = f"eval-{predictions.stem}"
+        return cls(predictions, run_id, RunLayout(runs_dir / run_id).eval)

@@ -9,12 +9,13 @@ import typer
 
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
+from pipeline.cli.runs import Run, run_directory
 from pipeline.errors import SwepipeError
 
 
 @app.command()
 def export(
-    run: Annotated[str, typer.Argument(metavar="RUN", help="A run id (under --runs-dir) or a run directory.")],
+    run: Run,
     format_: Annotated[str, typer.Option(
         "--format", metavar="official|swebench|trajectories",
         help="official: SWE-Bench Pro's harness input, a JSON list of {instance_id, patch, prefix}; swebench: "
@@ -31,7 +32,7 @@ def export(
 
     Predictions as the official SWE-Bench Pro harness or swebench reads them, or every agent's trajectory in
     mini-swe-agent's .traj.json form. Tasks without a prediction yet are left out and counted."""
-    from pipeline.report.export import FORMATS, export_predictions, export_trajectories, resolve_run
+    from pipeline.report.export import FORMATS, export_predictions, export_trajectories
 
     if format_ not in FORMATS:
         raise SwepipeError(f"unknown --format {format_!r}: choose one of {', '.join(FORMATS)}")
@@ -41,7 +42,7 @@ def export(
         if prefix is not None:
             raise SwepipeError("--prefix names the predictions of the official and swebench formats; trajectories "
                                "have none")
-    root = resolve_run(run, runs_dir)
+    root = run_directory(run, runs_dir)
     if format_ == "trajectories":
         summary = export_trajectories(root, output)
     else:

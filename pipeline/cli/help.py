@@ -145,3 +145,6 @@ def print_group_help(group, ctx, console: Console) -> None:
     console.print(Panel(options_table(rows, width), title="Commands", title_align="left", border_style="dim"))
     if options:
         console.print(Panel(options_table(options, width), title=OPTIONS, title_align="left", border_style="dim"))
+    if group.epilog:  # examples, each line as written
+        console.print(Panel(Text(group.epilog, overflow="fold"), title="Examples",
+                            title_align="left", border_style="dim"))

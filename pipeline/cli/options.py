@@ -1,11 +1,11 @@
 """Options shared by the commands, declared once so that they read the same everywhere, each in its --help panel
-(pipeline.cli.help): task selection, models, strategy and config, execution, scoring, the run directory."""
+(pipeline.cli.help): task selection, models, strategy and config, execution, scoring, the run directory. A command
+lists the ones it takes in its own signature and makes of the task-selection and scoring ones one value each
+(TaskSelection.chosen, Scoring)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,6 +20,7 @@ from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
 from pipeline.tasks import Task, TaskFilter, load_tasks, parse_instance_ids
 
 DEFAULT_DATASET = BUNDLED
+DEFAULT_LOG_MB = LOG_LIMIT / 1e6
 
 Dataset = Annotated[str, typer.Option(
     "--dataset", "-d",
@@ -51,6 +52,12 @@ class TaskSelection:
     seed: int = 0
     given: frozenset[str] = frozenset()  # the options set on the command line, not left at their defaults
 
+    @classmethod
+    def chosen(cls, context: typer.Context | None, **options) -> TaskSelection:
+        """The selection a command's task-selection ``options`` make, noting which of them the command line set
+        (``context``: the command's)."""
+        return cls(**options, given=_given_on_command_line(context, options))
+
     def for_run(self, run_root: Path, announce=None) -> TaskSelection:
         """The selection for a command on the run at ``run_root``: the run's recorded dataset and split
         (pipeline.run.run_dataset) unless --dataset or --split was given; announced when it changes anything."""
@@ -72,56 +79,6 @@ class TaskSelection:
             seed=self.seed,
         )
         return task_filter.apply(load_tasks(self.dataset, self.split))
-
-
-_SELECTION_OPTIONS = {"dataset": Dataset, "split": Split, "instance_ids": InstanceIds, "repo": Repo,
-                      "language": Language, "limit": Limit, "slice_": Slice, "shuffle": Shuffle, "seed": Seed}
-ALL_FILTERS = tuple(_SELECTION_OPTIONS)
-
-
-def selects_tasks(*names: str):
-    """Give a command the task-selection options ``names`` (default: all); it receives them as
-    ``selection: TaskSelection``. Declared here once, shown in each command's --help."""
-    return _option_group("selection", TaskSelection, _SELECTION_OPTIONS, names or ALL_FILTERS)
-
-
-def _option_group(parameter: str, group: type, declared: dict, names):
-    """Give a command the options ``names`` of ``declared`` (option name -> its Annotated declaration), handed to
-    it as one ``parameter`` holding ``group(**values, given=...)``, ``given`` being those set on the command line
-    (when the group has that field). Groups stack: each command keeps one typer context parameter."""
-    defaults = group()
-    wants_given = "given" in {field.name for field in dataclasses.fields(group)}
-
-    def wrap(command):
-        own = inspect.signature(command, eval_str=True)
-        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, name),
-                                   annotation=declared[name]) for name in names]
-        kept = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values()
-                if p.name not in (parameter, _CONTEXT)]
-        context = inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
-        passes_context = _CONTEXT in own.parameters  # an inner group wants it too
-
-        @functools.wraps(command)
-        def with_group(**options):
-            chosen = {name: options.pop(name) for name in names}
-            ctx = options.get(_CONTEXT) if passes_context else options.pop(_CONTEXT, None)
-            extra = {"given": _given_on_command_line(ctx, names)} if wants_given else {}
-            return command(**{parameter: group(**chosen, **extra)}, **options)
-
-        return _declared(with_group, own.replace(parameters=[*added, *kept, context]))
-
-    return wrap
-
-
-def _declared(wrapper, signature: inspect.Signature):
-    """``wrapper`` (functools.wraps of a command) as typer must read it: with ``signature``, not the command's."""
-    del wrapper.__wrapped__
-    wrapper.__signature__ = signature
-    wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
-    return wrapper
-
-
-_CONTEXT = "_typer_context"  # the command's context, which typer passes to a parameter of this type
 
 
 def _given_on_command_line(context: typer.Context | None, names) -> frozenset[str]:
@@ -216,7 +173,7 @@ class Scoring:
     timeout: float | None = None  # None: the profile's
     scoring_profile: str = DEFAULT_PROFILE
     eval_network: bool = False
-    eval_log_mb: float = LOG_LIMIT / 1e6
+    eval_log_mb: float = DEFAULT_LOG_MB
 
     def __post_init__(self) -> None:
         if (self.timeout is not None and self.timeout <= 0) or self.eval_log_mb <= 0:
@@ -226,15 +183,6 @@ class Scoring:
     @property
     def log_limit(self) -> int:
         return int(self.eval_log_mb * 1e6)
-
-
-_SCORING_OPTIONS = {"run_scripts": RunScripts, "dockerfiles": Dockerfiles, "timeout": Timeout,
-                    "scoring_profile": ScoringProfileName, "eval_network": EvalNetwork, "eval_log_mb": EvalLogMb}
-
-
-def scores(*names: str):
-    """Give a command the scoring options ``names`` (default: all); it receives them as ``scoring: Scoring``."""
-    return _option_group("scoring", Scoring, _SCORING_OPTIONS, names or tuple(_SCORING_OPTIONS))
 
 
 # A shortcut flag -> the config path it sets.
@@ -261,46 +209,6 @@ def config_assignments(sets: list[str] | None, **flags):
             if setting.path == shortcut.path and setting.value != shortcut.value:
                 raise SwepipeError(f"{shortcut.given} and {setting.given} both set {shortcut.dotted}; give one")
     return [*given, *settings]
-
-
-# Flags that are gone -> what to type instead ({} is the value the old flag was given).
-REMOVED_RUN_FLAGS = {"--team-stages": "--set team.stages={}", "--team-mode": "--set team.mode={}",
-                     "--team-size": "--set team.size={}", "--team-sizing": "--set team.sizing={}",
-                     "--team-messages/--no-team-messages": "--set team.messages={}",
-                     "--team-submit-guard": "--set team.submit_guard={}",
-                     "--team-directory": "--set team.directory={}", "--lead-prompt": "--set team.lead_prompt={}",
-                     "--solo-prompt": "--set solo.prompt={}"}
-REMOVED_ROLLOUTS_FLAGS = {"--output-dir": "--runs-dir DIR --run-id ID (the rollouts go to "
-                                          "DIR/ID/tasks/<id>/junior, and the same id reuses finished ones)"}
-
-
-def _hidden_option(flags: str):
-    kind = Optional[bool] if "/" in flags else Optional[str]  # a --flag/--no-flag pair, or a flag with a value
-    return Annotated[kind, typer.Option(flags, hidden=True)]
-
-
-def refuses_removed(removed: dict[str, str]):
-    """Give a command hidden options for flags it no longer has; one given is refused naming what to type
-    instead, rather than click's bare 'no such option'."""
-    names = {flags: "_removed_" + flags.split("/")[0].lstrip("-").replace("-", "_") for flags in removed}
-
-    def wrap(command):
-        own = inspect.signature(command, eval_str=True)
-        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                   annotation=_hidden_option(flags)) for flags, name in names.items()]
-
-        @functools.wraps(command)
-        def refusing(**options):
-            for flags, name in names.items():
-                value = options.pop(name)
-                if value is not None:
-                    shown = {True: "true", False: "false", "on": "true", "off": "false"}.get(value, value)
-                    raise SwepipeError(f"{flags.split('/')[0]} was removed; use {removed[flags].format(shown)}")
-            return command(**options)
-
-        return _declared(refusing, own.replace(parameters=[*own.parameters.values(), *added]))
-
-    return wrap
 
 
 def executor_settings(base, executor: str | None, ray_address: str | None):

@@ -9,16 +9,20 @@ import typer
 
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, err_console
+from pipeline.cli.runs import Run, run_directories, run_directory, runs_or_repeats
 from pipeline.errors import SwepipeError
+from pipeline.layout import RunLayout
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
 def report(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories (runs/<run-id>), shown side by side; runs/<id> "
-                                                    "of `run --repeats` stands for its repeats runs/<id>-r1 ...")],
-    baseline: Annotated[Optional[Path], typer.Option(
-        help="Run to compare against (normally the solo agent): "
+    ctx: typer.Context,
+    runs: Annotated[list[str], typer.Argument(
+        metavar="RUN...", help="Runs (run ids under --runs-dir, or run directories), shown side by side; the id of "
+                               "`run --repeats` stands for its repeats <id>-r1 ...")],
+    baseline: Annotated[Optional[str], typer.Option(
+        metavar="RUN",
+        help="Run (id or directory) to compare against (normally the solo agent): "
              "efficiency = added resolve rate (and, the study's, added reward: share of tests passed) per "
              "added dollar per task.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (offline, figures "
@@ -27,38 +31,41 @@ def report(
     subset: Annotated[Optional[Path], typer.Option(
         "--subset", help="A file of instance ids (one a line, e.g. reliable.txt): every figure on those tasks, the "
                          "resolve rate on every task beside.")] = None,
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
+    runs_dir: opt.RunsDir = Path("runs"),
 ) -> None:
     """Report runs: resolve rate, dollars, tokens and time by stage.
 
     Also exit reasons, coverage, for team runs the team analysis, and for repeats of one config (run --repeats)
     mean ± sd and pass@k across them; no model, no Docker. Writes report.md, report.html, a page per task and
     figures/ into the first run's directory."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     from pipeline.report.build import build_report, write_report
     from pipeline.report.render import rich_table
-    from pipeline.report.repeats import runs_named_by
 
-    runs = [run for path in runs for run in _announced(path, runs_named_by(path))]
+    run_dirs = [run for name in runs for run in _announced(name, runs_or_repeats(name, runs_dir))]
+    baseline_dir = run_directory(baseline, runs_dir) if baseline else None
     try:
-        tasks = _tasks_of_runs([*runs, *([baseline] if baseline else [])], selection)
+        tasks = _tasks_of_runs([*run_dirs, *([baseline_dir] if baseline_dir else [])], selection)
         patches = {t.instance_id: t.patch for t in tasks}
         problems = {t.instance_id: t.problem_statement for t in tasks}  # for the task pages
         meta = task_meta(tasks)
     except SwepipeError as error:
         console.print(f"no coverage: {error}", style="yellow")
         patches = problems = meta = None
-    built = build_report(runs, patches, baseline=baseline, problems=problems, meta=meta, subset=subset)
+    built = build_report(run_dirs, patches, baseline=baseline_dir, problems=problems, meta=meta, subset=subset)
     for table in built.tables(per_task=False):
         console.print(rich_table(table))
-    written = write_report(built, runs[0], html)
+    written = write_report(built, run_dirs[0], html)
     console.print("wrote " + ", ".join(str(path) for path in written.values()), soft_wrap=True)
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
 def coverage(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory (runs/<run-id>).")],
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    ctx: typer.Context,
+    run: Run,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
+    runs_dir: opt.RunsDir = Path("runs"),
     by_task: Annotated[bool, typer.Option("--by-task/--no-by-task", help="Also show each task at k=K.")] = True,
     senior_at: Annotated[Optional[str], typer.Option(
         "--senior-at", metavar="K,K,...",
@@ -73,12 +80,14 @@ def coverage(
     """How much of each gold patch the context held, by pool size.
 
     Counted over the candidates' hunks, plus the code expansion, plus the senior model's spans."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     from pipeline.report.coverage import run_coverage
     from pipeline.report.figures import coverage_curves
     from pipeline.report.load import load_run
     from pipeline.report.render import rich_table
     from pipeline.report.tables import coverage_by_task, coverage_table
 
+    run_dir = run_directory(run, runs_dir)
     selection = selection.for_run(run_dir, console.print)
     tasks = selection.load()
     patches = {t.instance_id: t.patch for t in tasks}
@@ -91,15 +100,15 @@ def coverage(
     png = coverage_curves(result)
     if png:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.run_id)
-        path = figure or run_dir / "figures" / f"coverage-{safe}.png"
+        path = figure or RunLayout(run_dir).report.figure(f"coverage-{safe}.png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
         console.print(f"figure: {path}", soft_wrap=True)
 
 
-def _announced(path: Path, runs: list[Path]) -> list[Path]:
-    if runs != [path]:
-        console.print(f"{path}: the {len(runs)} repeats {', '.join(run.name for run in runs)}", soft_wrap=True)
+def _announced(name: str, runs: list[Path]) -> list[Path]:
+    if len(runs) > 1:
+        console.print(f"{name}: the {len(runs)} repeats {', '.join(run.name for run in runs)}", soft_wrap=True)
     return runs
 
 
@@ -135,7 +144,8 @@ def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template:
 
 @app.command()
 def whatif(
-    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Run directories (runs/<run-id>).")],
+    runs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Run ids (under --runs-dir) or run "
+                                                                    "directories.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the policies as JSON instead of a table.")] = False,
     price: Annotated[Optional[list[str]], typer.Option(
         "--price", metavar="ROLE=MODEL",
@@ -145,12 +155,13 @@ def whatif(
         help="Where to write the figure (PNG; default FIRST-RUN/figures/whatif.png).")] = None,
     max_subsets: Annotated[int, typer.Option(help="vote@k: at most this many k-subsets of a task's rollouts "
                                              "(a seeded sample beyond).")] = 500,
+    runs_dir: opt.RunsDir = Path("runs"),
 ) -> None:
     """What other policies would have resolved and cost, from records.
 
     From the recorded runs alone (no model, no container): pass@k, vote@k, the recorded principal, skip rules,
     adaptive schedules, compacted histories and prompt caching. Candidates' verdicts come from `swepipe eval
-    --candidates RUN`."""
+    RUN --candidates`."""
     import json
 
     from pipeline.report.render import rich_table
@@ -162,14 +173,15 @@ def whatif(
     overrides = _role_models(price or [])
     if max_subsets < 1:
         raise SwepipeError("--max-subsets must be at least 1")
+    run_dirs = run_directories(runs, runs_dir)
     results = []
-    for run_dir in runs:
+    for run_dir in run_dirs:
         replay = read_run(run_dir)
         results.append(what_if(replay, Pricer.for_run(replay.config, overrides), max_subsets=max_subsets))
     png = whatif_figure(results)
     path = None
     if png:
-        path = figure or runs[0] / "figures" / "whatif.png"
+        path = figure or RunLayout(run_dirs[0]).report.figure("whatif.png")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
     if as_json:
@@ -197,19 +209,22 @@ def _role_models(pairs: list[str]) -> dict[str, str]:
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
 def compare(
-    runs: Annotated[list[Path], typer.Argument(metavar="RUN_A RUN_B...", help="Run directories; each after the "
-                                                                          "first is compared with the first.")],
+    ctx: typer.Context,
+    runs: Annotated[list[str], typer.Argument(
+        metavar="RUN_A RUN_B...", help="Run ids (under --runs-dir) or run directories; each after the first is "
+                                       "compared with the first.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON instead of tables.")] = False,
     markdown_file: Annotated[Optional[Path], typer.Option("--markdown", help="Also write it as Markdown here.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write it as one HTML page here.")] = None,
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
+    runs_dir: opt.RunsDir = Path("runs"),
 ) -> None:
     """Compare runs task by task: 2x2 table, McNemar p, paired intervals.
 
     On the tasks both runs scored: the 2x2 table, the exact McNemar p-value, paired bootstrap intervals of the
     differences in resolve rate and $/task, per repository and language."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     import json
 
     from pipeline.report.compare import compare_runs, compare_tables
@@ -218,14 +233,15 @@ def compare(
     from pipeline.storage import write_text_atomic
 
     if len(runs) < 2:
-        raise SwepipeError("swepipe compare needs at least two run directories (RUN_A RUN_B ...)")
+        raise SwepipeError("swepipe compare needs at least two runs (RUN_A RUN_B ...)")
+    run_dirs = run_directories(runs, runs_dir)
     # stdout holds the comparison alone (`--json | jq .`); what is said about it goes to stderr
     try:
-        meta = task_meta(_tasks_of_runs(runs, selection, err_console.print))
+        meta = task_meta(_tasks_of_runs(run_dirs, selection, err_console.print))
     except SwepipeError as error:
         err_console.print(f"no repository or language per task: {error}", style="yellow")
         meta = {}
-    pairs = compare_runs([load_run(run) for run in runs], meta)
+    pairs = compare_runs([load_run(run) for run in run_dirs], meta)
     if as_json:
         print(json.dumps({"pairs": [pair.as_dict() for pair in pairs]}, indent=1))
     else:

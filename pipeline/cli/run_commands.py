@@ -14,6 +14,7 @@ from rich.table import Table
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING, STRATEGY, TASKS
+from pipeline.cli.runs import run_directory
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
 from pipeline.printable import clean
@@ -21,12 +22,14 @@ from pipeline.terminal import literal
 
 
 @app.command()
-@opt.selects_tasks()
-@opt.scores()
-@opt.refuses_removed(opt.REMOVED_RUN_FLAGS)
 def run(
-    selection: opt.TaskSelection,
-    scoring: opt.Scoring,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
     junior_model: opt.JuniorModel = None,
     senior_model: opt.SeniorModel = None,
     principal_model: opt.PrincipalModel = None,
@@ -57,7 +60,9 @@ def run(
     runs_dir: opt.RunsDir = Path("runs"),
     reuse_juniors_from: Annotated[Optional[str], typer.Option(
         rich_help_panel=OUTPUT,
-        help="Take the junior rollouts of this earlier run (id or path) instead of paying for new ones.")] = None,
+        metavar="RUN",
+        help="Take the junior rollouts of this earlier run (id under --runs-dir, or its directory) instead of paying "
+             "for new ones.")] = None,
     repeats: Annotated[int, typer.Option(
         "--repeats", rich_help_panel=OUTPUT,
         help="Run the config N times, into runs/<run-id>-r1 .. -rN, each with other seeds (juniors.seed + 1000 per "
@@ -68,6 +73,10 @@ def run(
 
     The strategy is the pipeline by default (juniors, senior, principal); solo, team and vote are the baselines.
     Every config option can be set with --set PATH=VALUE; --print-config shows them all."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.run.executors import executor_for
     from pipeline.run.repeats import plan_repeats
     from pipeline.run.setup import resolve_config
@@ -84,8 +93,9 @@ def run(
     if repeats > 1 and reuse_juniors_from:
         raise SwepipeError("--repeats with --reuse-juniors-from: every repeat would take the same rollouts, so the "
                            "repeats would differ in the senior and principal alone; drop one of the two")
+    reused = str(run_directory(reuse_juniors_from, runs_dir)) if reuse_juniors_from else None
     request = _Request(selection=selection, scoring=scoring, evaluate=evaluate, image_template=image_template,
-                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=reuse_juniors_from,
+                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=reused,
                        check_images=not skip_image_check)
     where = executor_for(cfg.executor)
     where.connect()  # Ray missing or no cluster there: said now, before the run directory exists
@@ -230,11 +240,10 @@ def _print_run(summary, settings) -> bool:
 
 
 @app.command()
-@opt.selects_tasks("dataset", "split")
-@opt.refuses_removed(opt.REMOVED_ROLLOUTS_FLAGS)
 def rollouts(
+    ctx: typer.Context,
     task: Annotated[str, typer.Option(help="Instance id of the task.", rich_help_panel=TASKS)],
-    selection: opt.TaskSelection = opt.TaskSelection(),
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
     junior_model: opt.JuniorModel = None,
     k: Annotated[Optional[int], typer.Option("-k", help="Number of rollouts (default from config: 10).",
                                              rich_help_panel=STRATEGY)] = None,
@@ -249,6 +258,7 @@ def rollouts(
     """Run the juniors alone on one task and print their candidate pool.
 
     The rollouts and the pool are written to runs/<run-id>/tasks/<id>/junior."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     import time as _time
 
     from pipeline.juniors.stage import junior_stage

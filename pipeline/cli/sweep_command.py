@@ -12,17 +12,21 @@ import typer
 
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
+from pipeline.cli.runs import run_directory
 from pipeline.errors import SwepipeError
 
 Values = Optional[str]
 
 
 @app.command()
-@opt.selects_tasks()
-@opt.scores()
 def sweep(
-    selection: opt.TaskSelection,
-    scoring: opt.Scoring,
+    ctx: typer.Context,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    repo: opt.Repo = None, language: opt.Language = None, limit: opt.Limit = None, slice_: opt.Slice = None,
+    shuffle: opt.Shuffle = False, seed: opt.Seed = 0,
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
     config: opt.ConfigFile = None,
     assignments: opt.Set = None,
     grid: Annotated[Optional[Path], typer.Option(
@@ -46,7 +50,8 @@ def sweep(
     sizing: Annotated[Optional[str], typer.Option(
         help="fixed: every delegation uses the whole team of the cell's size (default); lead: the lead picks up to "
              "that many workers.")] = None,
-    baseline: Annotated[Optional[Path], typer.Option(
+    baseline: Annotated[Optional[str], typer.Option(
+        metavar="RUN",
         help="An existing run (id under --runs-dir, or its directory) to compare every team cell with, instead of "
              "running solo baseline cells.")] = None,
     sweep_id: Annotated[Optional[str], typer.Option(
@@ -67,6 +72,10 @@ def sweep(
 
     The grid: size, stage, mode, lead and worker model, prompt, file editor. Each cell is its own resumable run
     directory; then reward and efficiency are plotted against the baseline by team size and by cell."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
+                                         language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.studies.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
                                         run_sweep)
 
@@ -120,11 +129,13 @@ def _line(text: str) -> None:
     console.print(text, soft_wrap=True)
 
 
-def _baseline(baseline: Path, runs_dir: Path) -> Path:
-    candidate = baseline if baseline.is_dir() else runs_dir / baseline
-    if not (candidate / "predictions.jsonl").is_file():
-        raise SwepipeError(f"--baseline {baseline}: no run with predictions at {candidate}")
-    return candidate.resolve()
+def _baseline(baseline: str, runs_dir: Path) -> Path:
+    from pipeline.layout import RunLayout
+
+    root = run_directory(baseline, runs_dir)
+    if not RunLayout(root).predictions.is_file():
+        raise SwepipeError(f"--baseline {baseline}: no run with predictions at {root}")
+    return root.resolve()
 
 
 def _report(root: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import CATEGORIES, EvalSettings, evaluate
+from pipeline.layout import EvalOutput
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
 from pipeline.storage import write_json_atomic
@@ -82,7 +83,7 @@ def plan_eval(predictions: list[PatchToScore], tasks: list[Task], output_dir: Pa
     for prediction in predictions:
         if prediction.instance_id not in by_id:
             continue
-        previous = None if redo else read_result(output_dir / prediction.instance_id / "result.json")
+        previous = None if redo else read_result(EvalOutput(output_dir).task(prediction.instance_id).result)
         if previous is not None:
             summary.results[prediction.instance_id] = previous  # an infra_error's stays until it is scored
         if has_verdict(previous):
@@ -122,14 +123,14 @@ def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings
 
 def record_result(output_dir: Path, summary: EvalSummary, result: dict) -> None:
     """A scored instance: its result.json, the summary, the official files. One caller at a time."""
-    EvalResult.of(result).write(output_dir / result["instance_id"] / "result.json")
+    EvalResult.of(result).write(EvalOutput(output_dir).task(result["instance_id"]).result)
     summary.results[result["instance_id"]] = result
     _write_official(output_dir, summary)
 
 
 def finish_eval(output_dir: Path, summary: EvalSummary) -> None:
     _write_official(output_dir, summary)
-    write_json_atomic(output_dir / "summary.json", summary.as_dict())
+    write_json_atomic(EvalOutput(output_dir).summary, summary.as_dict())
 
 
 def _reattempt(task, patch, instance_dir, settings, first, attempts) -> list[dict]:
@@ -155,8 +156,8 @@ def _write_official(output_dir: Path, summary: EvalSummary) -> None:
     """eval_results.json ({instance_id: bool}) and infra_errors.json, as the official harness writes them."""
     scored = {i: r["resolved"] for i, r in sorted(summary.results.items()) if r["category"] != "infra_error"}
     infra = {i: r.get("error", "") for i, r in sorted(summary.results.items()) if r["category"] == "infra_error"}
-    write_json_atomic(output_dir / "eval_results.json", scored)
-    write_json_atomic(output_dir / "infra_errors.json", infra)
+    write_json_atomic(EvalOutput(output_dir).results, scored)
+    write_json_atomic(EvalOutput(output_dir).infra_errors, infra)
 
 
 def _rate(summary: EvalSummary) -> str:

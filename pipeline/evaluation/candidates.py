@@ -141,15 +141,14 @@ def plan_candidates(run_dir: Path, tasks: list[Task], redo: bool = False) -> Can
     layout = RunLayout(run_dir)
     summary = CandidatesSummary(run_dir=run_dir)
     by_id = {task.instance_id: task for task in tasks}
-    folders = sorted(p.name for p in (run_dir / "tasks").iterdir() if p.is_dir()) \
-        if (run_dir / "tasks").is_dir() else []
+    folders = sorted(p.name for p in layout.tasks.iterdir() if p.is_dir()) if layout.tasks.is_dir() else []
     todo = []
     for instance_id in folders:
         if instance_id not in by_id:
             summary.unknown.append(instance_id)
             continue
         paths = layout.task(instance_id)
-        pool_file = paths.junior / "pool.json"
+        pool_file = paths.junior_files.pool
         if not pool_file.exists():
             summary.no_pool.append(instance_id)
             continue
@@ -203,7 +202,7 @@ def record_candidate(summary: CandidatesSummary, job: CandidateJob, result: dict
 
 def write_task_summaries(summary: CandidatesSummary) -> None:
     for instance_id, entry in summary.tasks.items():
-        write_json_atomic(RunLayout(summary.run_dir).task(instance_id).candidates / "summary.json", entry.as_dict())
+        write_json_atomic(RunLayout(summary.run_dir).task(instance_id).candidates_summary, entry.as_dict())
 
 
 def run_containers(run_dir: Path) -> dict:

@@ -23,7 +23,7 @@ import fnmatch
 import hashlib
 import re
 
-from pipeline.evaluation.protocol import WORKSPACE
+from pipeline.evaluation.protocol import OUTPUT, TEST_LOGS, WORKSPACE
 from pipeline.evaluation.summaries import RunnerSummaries
 from pipeline.tasks import Task
 
@@ -31,7 +31,7 @@ GRADER_WRITTEN = "grader_written"
 CONFLICTING_STATUSES = "conflicting_statuses"
 SUMMARY_CONTRADICTS = "summary_contradicts"
 KINDS = (GRADER_WRITTEN, CONFLICTING_STATUSES, SUMMARY_CONTRADICTS)
-GRADER_OUTPUTS = ("stdout.log", "stderr.log", "output.json", "apply_status")  # the official entry script's
+GRADER_OUTPUTS = (*TEST_LOGS, OUTPUT, "apply_status")  # the official entry script's
 SHOWN = 3  # names given in a finding's detail
 _NAME_WIDTH = 200  # characters of a name shown in a detail
 

@@ -20,6 +20,13 @@ from dataclasses import dataclass, field
 from pipeline.tasks import Task
 
 WORKSPACE = "/workspace"
+# The official harness's files in the tests' /workspace. They name files in a container, not in the run directory;
+# the scoring's folder keeps copies of some under the same names (pipeline.layout.ScoringFiles).
+ENTRY_SCRIPT, RUN_SCRIPT, PARSER, PATCH = "entryscript.sh", "run_script.sh", "parser.py", "patch.diff"
+PARSE_SCRIPT = "parse.sh"  # the parser's own container runs it (not the official harness's)
+OUTPUT = "output.json"
+TEST_LOGS = ("stdout.log", "stderr.log")
+GRADER_FILES = (ENTRY_SCRIPT, RUN_SCRIPT, PARSER, PATCH)  # what the tests' /workspace holds
 # The protocol as carried out here, on record in every result: raised when a change here could move a verdict.
 PROTOCOL_VERSION = "swe-bench-pro-os/2"  # 2: the parser in a second container
 _SECTION_START = re.compile(r"(?m)^(?=diff --git )")

@@ -27,9 +27,12 @@ from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
 from pipeline.records import EvalResult
 from pipeline.runtime.output import BoundedOutput
 from pipeline.storage import redact_file
-from pipeline.evaluation.protocol import (PROTOCOL_VERSION, WORKSPACE, OutputShapeError, dockerfile_env_exports,
+from pipeline.evaluation.protocol import (ENTRY_SCRIPT, GRADER_FILES, OUTPUT, PARSE_SCRIPT, PARSER, PATCH,
+                                          PROTOCOL_VERSION, RUN_SCRIPT, TEST_LOGS, WORKSPACE, OutputShapeError,
+                                          dockerfile_env_exports,
                                           entry_script, judge, parser_script, passed_names, read_output,
                                           strip_binary_sections)
+from pipeline.layout import ScoringFiles
 from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
 from pipeline.runtime import containers
 from pipeline.runtime.image_names import image_name
@@ -39,8 +42,6 @@ from pipeline.tasks import Task
 
 # flagged: resolved by the official protocol, but with an integrity finding (pipeline.evaluation.integrity)
 CATEGORIES = ("resolved", "flagged", "tests_failed", "patch_failed", "timeout", "infra_error")
-TEST_LOGS = ("stdout.log", "stderr.log")
-GRADER_FILES = ("entryscript.sh", "run_script.sh", "parser.py", "patch.diff")  # what the tests' /workspace holds
 OUTPUT_LIMIT = 64 * 2**20  # bytes of output.json read at most
 PARSER_TIME = 60.0  # seconds the parser has at least, whatever the tests left of the time limit
 
@@ -87,10 +88,11 @@ class ScoringRun:
 def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
     """Run the official protocol for one patch; writes the artefacts and returns the result record."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "output.json").unlink(missing_ok=True)  # an earlier scoring's, into the same folder
+    saved = ScoringFiles(out_dir)
+    saved.output.unlink(missing_ok=True)  # an earlier scoring's, into the same folder
     started = time.monotonic()
     applied_patch = strip_binary_sections(patch)
-    patchtext.write(out_dir / "patch.diff", applied_patch)
+    patchtext.write(saved.patch, applied_patch)
     limits = settings.container_limits()
     record = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
               "category": "infra_error", "patch_empty": not patch.strip(), "patch_applied": None,
@@ -103,7 +105,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     try:
         marker = start_marker(task.instance_id, applied_patch)
         workspace, parsing = _workspace_files(task, applied_patch, settings, marker)
-        (out_dir / "entryscript.sh").write_bytes(workspace["entryscript.sh"])
+        saved.entry_script.write_bytes(workspace[ENTRY_SCRIPT])
         image = image_name(settings.image_template, task.to_row())
         record["image"] = image
         run = through_breaker(lambda: _run_containers(task, image, workspace, parsing, marker, out_dir, settings,
@@ -128,7 +130,7 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings,
                      marker: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """The files of the tests' /workspace, and those of the parser's (but the logs)."""
     scripts = {}
-    for name in ("run_script.sh", "parser.py"):
+    for name in (RUN_SCRIPT, PARSER):
         path = settings.run_scripts / task.instance_id / name if settings.run_scripts else None
         if path is None or not path.is_file():
             raise InfraError(f"no {name} for {task.instance_id}" + (f" under {settings.run_scripts}" if path else
@@ -143,9 +145,9 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings,
                 raise InfraError(f"no Dockerfile at {path}")
             contents.append(path.read_text(encoding="utf-8", errors="replace"))
         exports = dockerfile_env_exports(*contents)
-    tests = {**scripts, "patch.diff": patchtext.to_bytes(patch),
-             "entryscript.sh": entry_script(task, exports, marker).encode("utf-8")}
-    return tests, {"parser.py": scripts["parser.py"], "parse.sh": parser_script(exports).encode("utf-8")}
+    tests = {**scripts, PATCH: patchtext.to_bytes(patch),
+             ENTRY_SCRIPT: entry_script(task, exports, marker).encode("utf-8")}
+    return tests, {PARSER: scripts[PARSER], PARSE_SCRIPT: parser_script(exports).encode("utf-8")}
 
 
 def _run_containers(task: Task, image: str, workspace: dict[str, bytes], parsing: dict[str, bytes], marker: str,
@@ -173,7 +175,7 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
     started = time.monotonic()
     spool = Path(tempfile.mkdtemp(prefix=".tests-output-", dir=out_dir))  # the tests' whole output, for the parser
     try:
-        tests = _container(task, image, "entryscript.sh", settings, limits, attached=True)
+        tests = _container(task, image, ENTRY_SCRIPT, settings, limits, attached=True)
         capture = None
         try:
             tests.put_archive("/", tar_of(workspace, WORKSPACE))
@@ -239,7 +241,7 @@ def _parse(task: Task, image: str, parsing: dict[str, bytes], spool: Path, out_d
            settings: EvalSettings, limits: ContainerLimits, time_left: float) -> BoundedOutput:
     """Run the parser on the spooled output in a fresh container; output.json saved in ``out_dir`` (when it
     is no larger than OUTPUT_LIMIT); returns what the parser printed (bounded)."""
-    parser = _container(task, image, "parse.sh", settings, limits)
+    parser = _container(task, image, PARSE_SCRIPT, settings, limits)
     printed = BoundedOutput(settings.log_limit)
     try:
         parser.put_archive("/", tar_stream({**parsing, **{name: spool / name for name in TEST_LOGS}}, WORKSPACE))
@@ -249,13 +251,14 @@ def _parse(task: Task, image: str, parsing: dict[str, bytes], spool: Path, out_d
         for chunk in parser.logs(stream=True, follow=False):
             printed.feed(chunk)
         try:
-            chunks, stat = parser.get_archive(f"{WORKSPACE}/output.json")
+            chunks, stat = parser.get_archive(f"{WORKSPACE}/{OUTPUT}")
         except NotFound:
             return printed
         run.output_size = int(stat.get("size") or 0)
         if run.output_size <= OUTPUT_LIMIT:
             try:
-                extract_archive(chunks, {"output.json"}, out_dir)
+                # saved as ScoringFiles.output, which keeps the container's name
+                extract_archive(chunks, {OUTPUT}, out_dir)
             except tarfile.TarError as error:  # a stream cut short: the engine went away while sending it
                 raise InfraError(f"the outputs of the container of {image} cannot be read: {error}") from error
         return printed
@@ -271,12 +274,13 @@ def _pieces(output: BoundedOutput) -> list[bytes]:
 def _save_logs(out_dir: Path, spool: Path, printed: list[BoundedOutput], limit: int) -> None:
     """stdout.log and stderr.log (the tests' output), entry.log (what the setup and the parser printed: bounded
     ``printed``), each kept up to ``limit`` bytes, secrets redacted."""
-    for name in TEST_LOGS:
+    saved = ScoringFiles(out_dir)
+    for name, log in zip(TEST_LOGS, (saved.stdout, saved.stderr)):
         with open(spool / name, "rb") as source:
-            save_capped(iter(lambda: source.read(1 << 20), b""), out_dir / name, limit)
-    save_capped(itertools.chain.from_iterable(_pieces(output) for output in printed), out_dir / "entry.log", limit)
-    for log in ("entry.log", *TEST_LOGS):  # not output.json: test names stay exact
-        redact_file(out_dir / log)
+            save_capped(iter(lambda: source.read(1 << 20), b""), log, limit)
+    save_capped(itertools.chain.from_iterable(_pieces(output) for output in printed), saved.entry_log, limit)
+    for log in (saved.entry_log, saved.stdout, saved.stderr):  # not output.json: test names stay exact
+        redact_file(log)
 
 
 def image_identity(image) -> dict:
@@ -307,7 +311,7 @@ def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict:
         result["error"] = f"output.json is {run.output_size:,} bytes, more than swepipe reads ({OUTPUT_LIMIT:,})"
     elif run.output_size is not None:
         try:
-            entries = read_output((out_dir / "output.json").read_bytes())
+            entries = read_output(ScoringFiles(out_dir).output.read_bytes())
         except OutputShapeError as error:
             result["error"] = f"output.json cannot be read: {error}"
     elif not run.tests_started and not run.timed_out:
@@ -341,4 +345,4 @@ def _category(record: dict) -> str:
 
 
 def save_result(out_dir: Path, record: dict) -> None:
-    EvalResult.of(record).write(out_dir / "result.json")
+    EvalResult.of(record).write(ScoringFiles(out_dir).result)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import traceback
-from pathlib import Path
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.errors import RuntimeUnavailable, SwepipeError
@@ -15,10 +14,6 @@ from pipeline.prompts import render_task_prompt
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
 from pipeline.records import Rollout
-
-
-def rollout_path(directory: Path, index: int) -> Path:
-    return directory / f"rollout-{index:02d}.json"
 
 
 def spread_temperature(index: int) -> float:
@@ -61,13 +56,13 @@ def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, sy
 
 def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     """Run rollout ``index`` and write ``junior/rollout-NN.json``; failures are recorded, never raised."""
-    juniors, task, directory = job.config.juniors, job.task, job.paths.junior
+    juniors, task, files = job.config.juniors, job.task, job.paths.junior_files
     name = f"rollout-{index:02d}"
     budget = job.budget_for("junior").child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
     temperature = rollout_temperature(juniors.temperatures, client.spec.temperature, index)
     record = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
               "temperature": temperature, "seed": juniors.seed + index, "patch": "", "patch_source": None}
-    trajectory = directory / f"{name}.trajectory.json"
+    trajectory = files.live_trajectory(index)
     runtime = agent = None
     try:
         runtime = job.open_runtime(name, background=True)
@@ -92,7 +87,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     record.update(cost=steps.get("cost", 0.0), input_tokens=steps.get("input_tokens", 0),
                   output_tokens=steps.get("output_tokens", 0), seconds=steps.get("seconds", 0.0),
                   steps=len(steps.get("steps", [])))
-    Rollout.of(record).write(rollout_path(directory, index))
+    Rollout.of(record).write(files.rollout(index))
     if record.get("trajectory"):
         trajectory.unlink(missing_ok=True)  # now inside the rollout record
     return record

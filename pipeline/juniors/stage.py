@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -12,10 +11,10 @@ from pipeline import stopping
 from pipeline.job import TaskJob
 from pipeline.juniors import schedule as waves
 from pipeline.juniors.pool import CandidatePool, build_pool
-from pipeline.juniors.rollout import rollout_path, run_rollout
+from pipeline.juniors.rollout import run_rollout
+from pipeline.layout import JuniorFiles
 from pipeline.records import Pool, Rollout, Unreadable
 
-_ROLLOUT_FILE = re.compile(r"^rollout-(\d+)\.json$")
 
 
 def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[dict], CandidatePool]:
@@ -38,7 +37,7 @@ def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict | None) -> None
     data = pool.to_dict()
     if schedule is not None:
         data["schedule"] = schedule
-    Pool.of(data).write(job.paths.junior / "pool.json")
+    Pool.of(data).write(job.paths.junior_files.pool)
 
 
 def _run(job: TaskJob, on_done) -> tuple[list[dict], dict | None]:
@@ -65,7 +64,7 @@ def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
     recorded = _recorded_decisions(directory)
     stop = next((d for d in recorded if d.get("decision") == "stop" and d.get("converged")), None)
     if stop is not None and isinstance(stop.get("rollouts"), int) and 0 < stop["rollouts"] <= k \
-            and all(rollout_path(directory, i).exists() for i in range(stop["rollouts"])):
+            and all(JuniorFiles(directory).rollout(i).exists() for i in range(stop["rollouts"])):
         decisions = recorded[:recorded.index(stop) + 1]
         records = _rollouts(job, range(stop["rollouts"]), on_done)
         return [records[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, decisions, directory)
@@ -95,15 +94,14 @@ def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
 
 def _schedule_record(settings, k: int, decisions: list[dict], directory: Path) -> dict:
     run = decisions[-1]["rollouts"] if decisions else 0
-    beyond = sorted(int(m.group(1)) for p in directory.iterdir() if (m := _ROLLOUT_FILE.match(p.name))
-                    and int(m.group(1)) >= run)
+    beyond = [index for index in JuniorFiles(directory).rollouts() if index >= run]
     return waves.record(settings, k, decisions, beyond)
 
 
 def _recorded_decisions(directory: Path) -> list[dict]:
     """The schedule's decisions an earlier session wrote into junior/pool.json ([] when none, or it cannot be
     read)."""
-    pool = Pool.read(directory / "pool.json")
+    pool = Pool.read(JuniorFiles(directory).pool)
     if isinstance(pool, Unreadable) or pool.schedule is None or pool.schedule.decisions is None:
         return []
     return [decision.to_dict() for decision in pool.schedule.decisions]
@@ -116,7 +114,7 @@ def _rollouts(job: TaskJob, indices: range, on_done, check_stop: bool = False) -
     records: dict[int, dict] = {}
     todo = []
     for index in indices:
-        previous = rollout_path(directory, index)
+        previous = JuniorFiles(directory).rollout(index)
         if previous.exists():
             records[index] = Rollout.load(previous).to_dict()
         else:
@@ -141,7 +139,7 @@ def copy_rollouts(source: Path, target: Path, k: int, start: int = 0) -> int:
     target.mkdir(parents=True, exist_ok=True)
     copied = 0
     for index in range(start, k):
-        theirs, ours = rollout_path(source, index), rollout_path(target, index)
+        theirs, ours = JuniorFiles(source).rollout(index), JuniorFiles(target).rollout(index)
         if theirs.exists() and not ours.exists():
             record = Rollout.load(theirs)  # kept as it is, whatever format it was written in
             record.reused_from = str(source)

@@ -28,7 +28,7 @@ class SeniorChoice(Principal):
     def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
         result = choose(pool, brief, runtime)
         job.paths.principal.mkdir(parents=True, exist_ok=True)
-        patchtext.write(job.paths.principal / "patch.diff", result["patch"])
+        patchtext.write(job.paths.principal_files.patch, result["patch"])
         return result
 
 

@@ -31,7 +31,7 @@ SKIPPED_BRIEF = "skipped"  # the brief's source then
 def skip_decision(job: TaskJob, pool: CandidatePool, records: list[dict]) -> dict | None:
     """The skip rule's decision on the task's pool (``skip``: whether the senior and principal are skipped, and
     why), or None when ``principal.skip_when`` is off. A decision an earlier session recorded wins."""
-    recorded = _recorded(job.paths.senior / "brief.json", job.paths.principal / "result.json")
+    recorded = _recorded(job.paths.senior_files.brief, job.paths.principal_files.result)
     if recorded is not None:
         return recorded
     rule = job.config.principal.skip_when
@@ -69,7 +69,7 @@ class SkippedSenior:
                     "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
                     "skipped": self.decision}
 
-        return {**once(job.paths.senior / "brief.json", make, Brief), "context": ""}
+        return {**once(job.paths.senior_files.brief, make, Brief), "context": ""}
 
 
 class SkipPrincipal:
@@ -85,9 +85,9 @@ class SkipPrincipal:
             top = pool.candidates[0] if pool.candidates else None
             patch = top.patch if top else ""
             job.paths.principal.mkdir(parents=True, exist_ok=True)
-            patchtext.write(job.paths.principal / "patch.diff", patch)
+            patchtext.write(job.paths.principal_files.patch, patch)
             return {"source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
                     "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
                     "patch_lines": patch.count("\n"), "skipped": self.decision, "patch": patch}
 
-        return once(job.paths.principal / "result.json", make, PrincipalResult)
+        return once(job.paths.principal_files.result, make, PrincipalResult)

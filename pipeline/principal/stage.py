@@ -16,6 +16,7 @@ from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
+from pipeline.layout import PrincipalFiles
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
@@ -55,7 +56,7 @@ class Principal:
             job.seconds["principal"] = round(time.monotonic() - started, 2)
             return result
 
-        return once(job.paths.principal / "result.json", make, PrincipalResult)
+        return once(job.paths.principal_files.result, make, PrincipalResult)
 
     def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
         """The result record, patch.diff written: from the principal model's one call."""
@@ -73,7 +74,8 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
     measures the candidates against ``settings.candidate_tokens``.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    replies_path, request_path = directory / "replies.json", directory / "request.json"
+    files = PrincipalFiles(directory)
+    replies_path, request_path = files.replies, files.request
     replies: list[dict] = json.loads(replies_path.read_text()) if replies_path.exists() else []
     calls: list[dict] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
     shown = select_candidates(pool, settings, count_tokens)
@@ -94,7 +96,7 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
             calls = calls[:attempt] + [{"attempt": attempt + 1, "messages": list(messages)}]
             write_json_atomic(request_path, {"calls": calls})  # before the call: what the model is sent
             try:
-                completion = client.complete(messages, budget, journal=directory / "reply.journal")
+                completion = client.complete(messages, budget, journal=files.reply_journal)
             except (ModelCallFailed, CostLimitExceeded) as failure:
                 error = f"principal call failed: {failure}"
                 break
@@ -102,7 +104,7 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
             replies.append({"content": content, "cost": completion.cost, "input_tokens": completion.input_tokens,
                             "output_tokens": completion.output_tokens})
             write_json_atomic(replies_path, replies)
-            (directory / "reply.journal").unlink(missing_ok=True)  # replies.json has it now
+            files.reply_journal.unlink(missing_ok=True)  # replies.json has it now
         try:
             patch = apply_to_base(content, runtime, repo_files)
             error = None
@@ -115,7 +117,7 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
     source = "principal" if patch else None
     if not patch:
         patch, source = _fallback(pool, runtime, settings.fallback)
-    patchtext.write(directory / "patch.diff", patch)
+    patchtext.write(files.patch, patch)
     return {"source": source or "none", "error": error, "failed_attempts": attempts, "calls": len(replies),
             "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n"),
             "candidates": shown.record(), "patch": patch}

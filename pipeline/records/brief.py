@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from pipeline.layout import NN, TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text
 
 
@@ -45,8 +46,7 @@ class Brief(Record):
     root, ranges within the files), the candidate it judged right or closest, and the context materialised from
     the spans under senior.context_tokens, as the principal is sent it (also in context.md beside it)."""
 
-    FILE = ("tasks/<instance_id>/senior/brief.json; tasks/<instance_id>/analysis/senior-at-NN/brief.json "
-            "(swepipe coverage --senior-at)")
+    FILE = f"{TASK.senior_files.brief}; {TASK.senior_at_files(NN).brief} (swepipe coverage --senior-at)"
 
     analysis: Text | SeniorAt = Field(None, description="the senior's analysis; in analysis/senior-at-NN/brief.json, "
                                                         "what the senior was run on")

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from pipeline.layout import TASK, ScoringFiles
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text
 
 
@@ -50,9 +51,9 @@ class EvalResult(Record):
 
     FORMAT = 2
 
-    FILE = ("tasks/<instance_id>/eval/result.json; tasks/<instance_id>/eval/infra_error.json (a scoring that could "
-            "not run); <output-dir>/<instance_id>/result.json (swepipe eval); "
-            "tasks/<instance_id>/candidates/<key>/result.json (swepipe eval --candidates)")
+    FILE = (f"{TASK.eval_files.result}; {TASK.eval_files.infra_error} (a scoring that could not run); "
+            f"{ScoringFiles(Path('<output-dir>/<instance_id>')).result} (swepipe eval); "
+            f"{ScoringFiles(TASK.candidates / '<key>').result} (swepipe eval --candidates)")
 
     instance_id: Text = Field(None, description="the task")
     resolved: Flag = Field(None, description="the verdict that counts: official_resolved, and no integrity finding")

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
+from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text
 
 
@@ -79,7 +80,7 @@ class Pool(Record):
     """The candidate pool: the rollouts' patches parsed, cleaned, de-duplicated and counted, most-voted first
     (ties: the earliest rollout); the candidates are numbered 1.. in this order wherever a stage names one."""
 
-    FILE = "tasks/<instance_id>/junior/pool.json"
+    FILE = str(TASK.junior_files.pool)
 
     instance_id: Text = Field(None, description="the task")
     candidates: list[Candidate] = Field(None, description="the distinct candidates, most-voted first")

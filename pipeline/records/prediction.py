@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from pipeline.layout import RUN
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable
 from pipeline.records.brief import SkipDecision
 
@@ -35,7 +36,7 @@ class Prediction(Record):
     instance is its prediction. infra_errors.jsonl holds the same record for tasks left unfinished by an
     infrastructure fault (infra_error true), retried by a rerun."""
 
-    FILE = "predictions.jsonl (one a line); infra_errors.jsonl (tasks left unfinished, one a line)"
+    FILE = f"{RUN.predictions} (one a line); {RUN.infra_errors} (tasks left unfinished, one a line)"
 
     instance_id: str = Field(description="the task")
     model_patch: str | None = Field(None, description="the patch submitted (bytes that are not UTF-8 as \\udcXX "

@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field
 
 from pipeline import patchtext
+from pipeline.layout import TASK, PrincipalFiles
 from pipeline.records.base import Int, Number, Part, Record, Text
 from pipeline.records.brief import SkipDecision
 
@@ -28,7 +29,7 @@ class PrincipalResult(Record):
     commit (checked to apply), a fallback, or a candidate submitted without a call. patch.diff beside it holds the
     same patch."""
 
-    FILE = "tasks/<instance_id>/principal/result.json"
+    FILE = str(TASK.principal_files.result)
 
     source: Text = Field(None, description="principal, fallback:junior_top, senior_choice, junior_top, "
                                            "skip:junior_top or none")
@@ -49,7 +50,7 @@ class PrincipalResult(Record):
     @classmethod
     def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
         """A result written before results held their patch: patch.diff beside it is the patch."""
-        beside = path.with_name("patch.diff") if path is not None else None
+        beside = PrincipalFiles(path.parent).patch if path is not None else None
         if "patch" not in data and beside is not None and beside.is_file():
             data["patch"] = patchtext.read(beside)
         return data

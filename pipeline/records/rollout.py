@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from pipeline.layout import NN, TASK, rollout_file
 from pipeline.records.base import Int, Number, Record, Text
 
-_NAME = re.compile(r"^rollout-(\d+)\.json$")
 
 
 class Rollout(Record):
@@ -18,7 +17,7 @@ class Rollout(Record):
     against the base commit, whatever ended it), how it ended, and what it cost. Written once, when the rollout
     ends; a rerun reuses it as it is. While it runs, its trajectory is in rollout-NN.trajectory.json."""
 
-    FILE = "tasks/<instance_id>/junior/rollout-NN.json"
+    FILE = str(TASK.junior_files.rollout(NN))
 
     instance_id: Text = Field(None, description="the task")
     index: Int = Field(None, description="the rollout's number, from 0 (NN in the file name); records without "
@@ -56,9 +55,9 @@ class Rollout(Record):
     @classmethod
     def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
         """Format 0: a record without its index takes its file name's."""
-        match = _NAME.match(path.name) if path is not None else None
-        if data.get("index") is None and match:
-            data["index"] = int(match.group(1))
+        named = rollout_file(path.name) if path is not None else None
+        if data.get("index") is None and named and not named[1]:
+            data["index"] = named[0]
         return data
 
     def without_trajectory(self) -> Rollout:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.errors import SwepipeError
+from pipeline.layout import ReportFiles
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
 from pipeline.report import team_figures
@@ -160,7 +161,8 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
     """report.md, report.html and figures/*.png into ``out_dir`` (the first run's directory); the HTML also
     at ``html_path`` when given; and beside each HTML file a page per finished task (``<stem>_tasks/<run>/<instance
     id>.html``, pipeline.report.task_page), linked from the task tables. Returns what was written."""
-    figures_dir = out_dir / "figures"
+    files = ReportFiles(out_dir)
+    figures_dir = files.figures
     made = report.figures()
     if made:
         figures_dir.mkdir(parents=True, exist_ok=True)
@@ -169,7 +171,7 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
         (figures_dir / name).write_bytes(png)
         written[name] = figures_dir / name
     lead = list(report.notes)
-    html_paths = list(dict.fromkeys([out_dir / "report.html", *([html_path] if html_path else [])]))
+    html_paths = list(dict.fromkeys([files.html, *([html_path] if html_path else [])]))
     links: dict[tuple[int, str], list[str]] = {}
     if task_pages:
         for path in html_paths:
@@ -177,11 +179,11 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
         links = write_task_pages(report.runs, html_paths, report.gold, report.problems)
         for path in html_paths:
             written[f"{PageSet(path).directory}/"] = PageSet(path).directory
-    text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN),
-                    {caption: f"figures/{name}" for name, (caption, _) in made.items()}, lead,
+    shown = {caption: files.figure(name).relative_to(out_dir).as_posix() for name, (caption, _) in made.items()}
+    text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN), shown, lead,
                     {key: hrefs[0] for key, hrefs in links.items()})
-    write_text_atomic(out_dir / "report.md", text)
-    written["report.md"] = out_dir / "report.md"
+    write_text_atomic(files.markdown, text)
+    written[files.markdown.name] = files.markdown
     tables, generated = report.tables(), time.strftime("%Y-%m-%d %H:%M:%S")  # one time for every copy
     for number, path in enumerate(html_paths):
         page = html_page(report.title, tables, {caption: png for caption, png in made.values()}, lead,

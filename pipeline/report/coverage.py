@@ -45,7 +45,7 @@ from pathlib import Path
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from pipeline.layout import TaskPaths
+from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import Brief, Pool, read_json
 from pipeline.records.base import Part
 from pipeline.records.pool import Candidate
@@ -58,7 +58,6 @@ DEFAULT_LINE_TOKENS = 10.0  # per line of unknown text when a task has no known 
 NEAR_LINES = 5  # a base line "next to" a gold added line: at most this many lines from where the gold adds it
 _HEADER = re.compile(r"^### (.+):(\d+)-(\d+)$")
 _NUMBERED = re.compile(r"^\s*(\d+) \|(?: (.*))?$")
-_SENIOR_AT = re.compile(r"^senior-at-(\d+)$")
 
 
 def squash(text: str) -> str:
@@ -213,7 +212,8 @@ def run_coverage(run: RunData, patches: dict[str, str], seed: int = 0) -> RunCov
                 result.skipped[task.instance_id] = f"gold patch does not parse: {error}"
                 continue
             coverage = task_coverage(task, gold, shown_candidates=shown, seed=seed,
-                                     task_root=run.root / "tasks" / task.instance_id, senior_off=result.senior_off)
+                                     task_root=RunLayout(run.root).task(task.instance_id).root,
+                                     senior_off=result.senior_off)
             if coverage is None:
                 result.skipped[task.instance_id] = "no rollout in the pool"
             else:
@@ -308,7 +308,7 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
 def _task_measure(task: TaskRecord, gold: GoldEdits, task_root: Path | None, big_k: int):
     """(the senior's briefs by k, the task's coverage measure, its expansion_text.json record)."""
     briefs, contexts, base_texts = _senior_briefs(task, task_root, big_k)
-    base = read_json(task_root / "senior" / "expansion_text.json").data if task_root else None
+    base = read_json(TaskPaths(task_root).senior_files.expansion_text).data if task_root else None
     texts = _line_texts([task.context_text or "", *contexts], (task.pool.candidates or []) if task.pool else [],
                         [base, *base_texts])
     known = [t for lines in texts.values() for t in lines.values()]
@@ -364,18 +364,14 @@ def _senior_briefs(task: TaskRecord, task_root: Path | None,
     """k -> the senior's brief on the first k rollouts (the run's own at k = K, else tasks/<id>/analysis); and
     the analysis briefs' context.md texts and expansion_text.json records (base-commit text, all of it)."""
     briefs, contexts, base_texts = {}, [], []
-    analysis = TaskPaths(task_root).analysis if task_root is not None else None
-    if analysis is not None and analysis.is_dir():
-        for directory in sorted(analysis.iterdir()):
-            match = _SENIOR_AT.match(directory.name)
-            record = Brief.read(directory / "brief.json") if match else None
-            k = int(match.group(1)) if match else 0
-            if isinstance(record, Brief) and record.context_spans is not None and 1 <= k <= big_k:
-                briefs[k] = _brief(record)
-                context = directory / "context.md"
-                if context.is_file():
-                    contexts.append(context.read_text(encoding="utf-8", errors="replace"))
-                base_texts.append(read_json(directory / "expansion_text.json").data)
+    runs = TaskPaths(task_root).senior_at_runs() if task_root is not None else {}
+    for k, files in runs.items():
+        record = Brief.read(files.brief)
+        if isinstance(record, Brief) and record.context_spans is not None and 1 <= k <= big_k:
+            briefs[k] = _brief(record)
+            if files.context.is_file():
+                contexts.append(files.context.read_text(encoding="utf-8", errors="replace"))
+            base_texts.append(read_json(files.expansion_text).data)
     if task.brief is not None and task.brief.context_spans is not None:
         briefs[big_k] = _brief(task.brief)  # the run's own, at k = K
     return briefs, contexts, base_texts

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pipeline import records
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout, TaskPaths
+from pipeline.layout import PrincipalFiles, RunLayout, TaskPaths
 from pipeline.records import Prediction
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic, write_json_atomic
@@ -49,37 +49,37 @@ def resolve_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
         raise SwepipeError(f"unknown run {text!r}: no directory {Path(text)} and no run {text!r} under "
                            f"{runs_dir}/ (pass a run id or runs/<run-id>)")
     for root in folders:
-        if RunLayout(root).predictions.exists() or (root / "tasks").is_dir():
+        layout = RunLayout(root)
+        if layout.predictions.exists() or layout.tasks.is_dir():
             return root
     raise SwepipeError(f"{folders[0]} is not a run directory (it has no predictions.jsonl and no tasks/)")
 
 
 @dataclass
-class RunPredictions:
-    """predictions.jsonl as export reads it (pipeline.records.read_predictions): the last line of each instance
-    wins (as a rerun's does)."""
+class LeftOut:
+    """What of a run an export leaves out (its predictions read by pipeline.records.read_predictions, the last
+    line of each instance winning, as a rerun's does)."""
 
-    records: dict[str, Prediction]
     torn: bool = False  # the last line was cut short by a killed write
     unreadable: list[int] = field(default_factory=list)  # other lines that are not a prediction
     unfinished: list[str] = field(default_factory=list)  # tasks of the run without a prediction
 
 
-def read_predictions(root: Path) -> RunPredictions:
-    layout = RunLayout(root)
-    lines = records.read_predictions(layout.predictions)
-    found = RunPredictions(records=lines.records, torn=lines.torn,
-                           unreadable=sorted([*lines.nameless, *(number for number, _ in lines.unreadable.values())]))
-    started = {p.name for p in (root / "tasks").iterdir() if p.is_dir()} if (root / "tasks").is_dir() else set()
-    infra = records.read_predictions(root / "infra_errors.jsonl")
+def left_out(layout: RunLayout, lines: records.PredictionLines) -> LeftOut:
+    tasks = layout.tasks
+    started = {p.name for p in tasks.iterdir() if p.is_dir()} if tasks.is_dir() else set()
+    infra = records.read_predictions(layout.infra_errors)
     started |= {*infra.records, *infra.unreadable}
-    found.unfinished = sorted(started - set(found.records))
-    return found
+    return LeftOut(torn=lines.torn,
+                   unreadable=sorted([*lines.nameless, *(number for number, _ in lines.unreadable.values())]),
+                   unfinished=sorted(started - set(lines.records)))
 
 
-def _require_predictions(root: Path, found: RunPredictions) -> None:
-    if found.records:
-        return
+def _require_predictions(root: Path, lines: records.PredictionLines) -> LeftOut:
+    """What the export leaves out; refused when the run has no prediction at all."""
+    found = left_out(RunLayout(root), lines)
+    if lines.records:
+        return found
     waiting = f" ({len(found.unfinished)} task(s) unfinished)" if found.unfinished else ""
     raise SwepipeError(f"run {root.name} ({root}) has no predictions yet{waiting}: nothing to export; finish it "
                        "with `swepipe run` and the same --run-id")
@@ -97,7 +97,7 @@ class ExportSummary:
     not_utf8: int = 0  # patches with bytes that are not UTF-8
     files: int = 0  # trajectories: .traj.json files written
     by_agent: dict[str, int] = field(default_factory=dict)
-    left_out: RunPredictions | None = None
+    left_out: LeftOut | None = None
 
     def line(self) -> str:
         """One line: what was exported and what was left out, and why."""
@@ -129,7 +129,7 @@ class ExportSummary:
 
 
 def default_output(root: Path, fmt: str) -> Path:
-    return root / "export" / (fmt if fmt == "trajectories" else f"{fmt}.json")
+    return RunLayout(root).exports / (fmt if fmt == "trajectories" else f"{fmt}.json")
 
 
 def export_predictions(root: Path, fmt: str, output: Path | None = None, name: str | None = None) -> ExportSummary:
@@ -148,11 +148,10 @@ def export_predictions(root: Path, fmt: str, output: Path | None = None, name: s
     if fmt == "official" and ("/" in name or "\0" in name or name in (".", "..")):
         raise SwepipeError(f"--prefix {name!r}: the official harness names its files <prefix>_output.json, so the "
                            "prefix must be a plain file name (no '/')")
-    found = read_predictions(root)
-    _require_predictions(root, found)
-    summary = ExportSummary(path=path, format=fmt, left_out=found)
+    lines = records.read_predictions(RunLayout(root).predictions)
+    summary = ExportSummary(path=path, format=fmt, left_out=_require_predictions(root, lines))
     entries = []
-    for instance_id, record in sorted(found.records.items()):
+    for instance_id, record in sorted(lines.records.items()):
         patch = record.model_patch or ""
         summary.exported += 1
         summary.empty += not patch.strip()
@@ -197,11 +196,10 @@ def export_trajectories(root: Path, output: Path) -> ExportSummary:
     """Write <output>/<instance_id>/<agent>.traj.json for every agent of every task with a prediction."""
     if output.exists() and not output.is_dir():
         raise SwepipeError(f"--output {output} is a file; trajectories are written into a directory")
-    found = read_predictions(root)
-    _require_predictions(root, found)
     layout = RunLayout(root)
-    summary = ExportSummary(path=output, format="trajectories", left_out=found)
-    for instance_id, prediction in sorted(found.records.items()):
+    lines = records.read_predictions(layout.predictions)
+    summary = ExportSummary(path=output, format="trajectories", left_out=_require_predictions(root, lines))
+    for instance_id, prediction in sorted(lines.records.items()):
         try:
             check_instance_id(instance_id)
         except ValueError as error:
@@ -221,8 +219,8 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
     lead and workers. A record that is missing or unreadable is skipped (an ablated stage has none)."""
     models = prediction.models or {}
     found = []
-    for path in sorted(paths.junior.glob("rollout-*.json")) if paths.junior.is_dir() else []:
-        rollout = records.Rollout.read(path) if not path.name.endswith(".trajectory.json") else None
+    for path in paths.junior_files.rollouts().values():
+        rollout = records.Rollout.read(path)
         if isinstance(rollout, records.Rollout) and rollout.trajectory is not None:
             found.append(_from_agent_run(
                 f"junior-{path.stem}", "junior", rollout.trajectory,
@@ -231,27 +229,26 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
                        "temperature": rollout.temperature, "seed": rollout.seed},
                 extra={"reused_from": rollout.reused_from, "patch_source": rollout.patch_source},
                 exit_reason=rollout.exit_reason))
-    senior = _read_json(paths.senior / "trajectory.json")
+    senior = _read_json(paths.senior_files.trajectory)
     if isinstance(senior, dict):
         found.append(_from_agent_run("senior", "senior", senior, submission=senior.get("submission"),
                                      is_patch=False, model={"model_name": models.get("senior")}))
-    principal = _principal(paths.principal, models.get("principal"))
+    principal = _principal(paths.principal_files, models.get("principal"))
     if principal is not None:
         found.append(principal)
-    solo = _read_json(paths.root / "solo" / "trajectory.json")
+    solo = _read_json(paths.solo_files.trajectory)
     if isinstance(solo, dict):
-        result = _read_json(paths.root / "solo" / "result.json") or {}
+        result = _read_json(paths.solo_files.result) or {}
         found.append(_from_agent_run("solo", "solo", solo, submission=result.get("patch"), is_patch=True,
                                      model={"model_name": models.get("solo")}))
-    team = paths.root / "team"
-    for path in sorted(team.glob("*.trajectory.json")) if team.is_dir() else []:
+    team = paths.team_files
+    for name, path in [("lead", team.lead_trajectory), *team.worker_trajectories()]:
         record = _read_json(path)
         if not isinstance(record, dict):
             continue
-        name = path.name.removesuffix(".trajectory.json")
         kind = "lead" if name == "lead" else "worker"
         if kind == "lead":  # the lead hands in the team's patch; a worker, its report
-            submission, is_patch = (_read_json(team / "result.json") or {}).get("patch"), True
+            submission, is_patch = (_read_json(team.result) or {}).get("patch"), True
         else:
             submission, is_patch = record.get("submission"), False
         found.append(_from_agent_run(name, kind, record, submission=submission, is_patch=is_patch,
@@ -293,16 +290,16 @@ def _step_extra(step: dict) -> dict:
             if key in step and step[key] not in (None, [], "")}
 
 
-def _principal(directory: Path, model: str | None) -> ExportedTrajectory | None:
+def _principal(files: PrincipalFiles, model: str | None) -> ExportedTrajectory | None:
     """The principal's calls as one conversation: each call's new messages (the opening system and user
     message, or the retry's user message) and its reply, so two messages a call after the system prompt."""
-    request = _read_json(directory / "request.json")
+    request = _read_json(files.request)
     calls = request.get("calls") if isinstance(request, dict) else None
     if not isinstance(calls, list) or not calls:
         return None
-    replies = _read_json(directory / "replies.json")
+    replies = _read_json(files.replies)
     replies = [r for r in replies if isinstance(r, dict)] if isinstance(replies, list) else []
-    result = records.PrincipalResult.read(directory / "result.json")
+    result = records.PrincipalResult.read(files.result)
     result = result if isinstance(result, records.PrincipalResult) else records.PrincipalResult()
     messages: list[dict] = []
     for number, call in enumerate(calls):

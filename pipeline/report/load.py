@@ -11,7 +11,6 @@ their types too, the others with ``read_json``, the one way a JSON file is read 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -21,16 +20,18 @@ import yaml
 
 from pipeline.errors import SwepipeError
 from pipeline.models.ledger import Ledger
-from pipeline.layout import RunLayout, TaskPaths
+from pipeline.layout import TASK, RunLayout, ScoringFiles, TaskPaths, rollout_file
 from pipeline.printable import clean
 from pipeline.records import (MISSING, NOT_AN_OBJECT, Brief, EvalResult, Pool, Prediction, PrincipalResult, Read,
                               Rollout, Unreadable, read_json, read_predictions)
 from pipeline.records.evaluation import TestOutcome
 from pipeline.tasks import check_instance_id
 
-_ROLLOUT = re.compile(r"^rollout-(\d+)\.json$")
 __all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "config_section",
            "is_number", "load_run", "named_apart", "read_json", "read_text"]
+
+
+_EVAL_RESULT = TASK.relative(TASK.eval_files.result)
 
 
 @dataclass
@@ -67,7 +68,7 @@ class TaskRecord:
         """The verdicts on record that are neither JSON true nor false (``"resolved": "false"``, ``"yes"``, ``1``),
         in words: ``resolved`` counts such a verdict as not resolved, and the report says so."""
         found = [(where, record.resolved) for where, record in (("its prediction", self.prediction),
-                                                                ("eval/result.json", self.eval_result))
+                                                                (_EVAL_RESULT, self.eval_result))
                  if record is not None and record.resolved is not None and not isinstance(record.resolved, bool)]
         return [f"{where} says resolved {json.dumps(value)}, neither true nor false" for where, value in found]
 
@@ -165,7 +166,7 @@ def load_run(path: str | Path) -> RunData:
     refused.update({instance_id: f"task {instance_id}: its prediction (predictions.jsonl line {number}) is {why}"
                     for instance_id, (number, why) in wrong.items()})
     tasks = [_task(layout, root, instance_id, prediction) for instance_id, prediction in sorted(predictions.items())]
-    task_dirs = sorted(p.name for p in (root / "tasks").iterdir() if p.is_dir()) if (root / "tasks").is_dir() else []
+    task_dirs = sorted(p.name for p in layout.tasks.iterdir() if p.is_dir()) if layout.tasks.is_dir() else []
     unfinished, refused_dirs = _checked({name: None for name in task_dirs
                                          if name not in predictions and name not in refused})
     refused.update(refused_dirs)
@@ -207,32 +208,32 @@ def _task(layout: RunLayout, root: Path, instance_id: str, prediction: Predictio
     paths = layout.task(instance_id)
     unreadable: dict[str, str] = {}
 
-    def record(kind, relative: str, where: Path | None = None):
-        read = kind.read(where or paths.root / relative)
+    def record(kind, path: Path, shown: str | None = None):
+        read = kind.read(path)
         if isinstance(read, Unreadable):
             if not read.missing:
-                unreadable[relative] = read.why
+                unreadable[shown or paths.relative(path)] = read.why
             return None
         return read
 
-    eval_result = record(EvalResult, "eval/result.json")
+    eval_result = record(EvalResult, paths.eval_files.result)
     if eval_result is None:  # `swepipe eval`'s default place
-        eval_result = record(EvalResult, f"../../eval/{instance_id}/result.json", root / "eval" / instance_id /
-                             "result.json")
-    context = paths.senior / "context.md"
+        elsewhere = layout.scoring(instance_id).result
+        eval_result = record(EvalResult, elsewhere, "../../" + elsewhere.relative_to(root).as_posix())
+    senior = paths.senior_files
     if prediction.cost is None:  # a prediction of a run that did not record its spend: the ledger's
         spent = Prediction.from_data({**prediction.to_disk(), **_ledger_spend(paths.ledger)})
         prediction = spent if isinstance(spent, Prediction) else prediction
-    expansion = read_json(paths.senior / "expansion_by_candidate.json")
+    expansion = read_json(senior.expansion_by_candidate)
     if expansion.problem not in (None, MISSING):
-        unreadable["senior/expansion_by_candidate.json"] = expansion.problem
+        unreadable[paths.relative(senior.expansion_by_candidate)] = expansion.problem
     edits: Counter = Counter()
     return TaskRecord(
         instance_id=instance_id, prediction=prediction, eval_result=eval_result,
-        rollouts=_rollouts(paths, unreadable, edits), pool=record(Pool, "junior/pool.json"),
-        brief=record(Brief, "senior/brief.json"), expansion_by_candidate=expansion.data,
-        context_text=context.read_text(encoding="utf-8", errors="replace") if context.is_file() else None,
-        unreadable=unreadable, edits=edits + _agent_edits(paths.root))
+        rollouts=_rollouts(paths, unreadable, edits), pool=record(Pool, paths.junior_files.pool),
+        brief=record(Brief, senior.brief), expansion_by_candidate=expansion.data,
+        context_text=senior.context.read_text(encoding="utf-8", errors="replace") if senior.context.is_file()
+        else None, unreadable=unreadable, edits=edits + _agent_edits(paths))
 
 
 def _ledger_spend(path: Path) -> dict:
@@ -252,33 +253,27 @@ def _ledger_spend(path: Path) -> dict:
 def _rollouts(paths: TaskPaths, unreadable: dict[str, str], edits: Counter) -> list[Rollout]:
     """The task's rollout records, their trajectories left out, by index; those that cannot be read named in
     ``unreadable``; their editor calls counted into ``edits`` first."""
-    if not paths.junior.is_dir():
-        return []
     found = []
-    for path in sorted(paths.junior.iterdir()):
-        match = _ROLLOUT.match(path.name)
-        if not match:
-            continue
+    for number, path in paths.junior_files.rollouts().items():
         record = Rollout.read(path)
         if isinstance(record, Unreadable):
-            unreadable[f"junior/{path.name}"] = record.why
+            unreadable[paths.relative(path)] = record.why
             continue
-        index = record.index if is_number(record.index) else int(match.group(1))
+        index = record.index if is_number(record.index) else number
         edits.update(_edit_tally("junior", record.trajectory))
         found.append((index, record.without_trajectory()))
     return [record for _, record in sorted(found, key=lambda pair: pair[0])]
 
 
-# The other agents' trajectories, by role: (role, its files in the task's folder).
-_AGENT_TRAJECTORIES = (("solo", "solo/trajectory.json"), ("team", "team/*.trajectory.json"),
-                       ("senior", "senior/trajectory.json"))
-
-
-def _agent_edits(task_root: Path) -> Counter:
+def _agent_edits(paths: TaskPaths) -> Counter:
+    """The editor calls of the other agents' trajectories, by role."""
+    trajectories = (("solo", [paths.solo_files.trajectory]), ("team", paths.team_files.trajectories()),
+                    ("senior", [paths.senior_files.trajectory]))
     tally: Counter = Counter()
-    for role, pattern in _AGENT_TRAJECTORIES:
-        for path in sorted(task_root.glob(pattern)):
-            tally.update(_edit_tally(role, read_json(path, "surrogateescape").data))
+    for role, files in trajectories:
+        for path in files:
+            if path.is_file():
+                tally.update(_edit_tally(role, read_json(path, "surrogateescape").data))
     return tally
 
 
@@ -332,9 +327,6 @@ class RolloutFiles:
     live_path: Path | None
 
 
-_ROLLOUT_FILE = re.compile(r"^rollout-(\d+)(\.trajectory)?\.json$")
-
-
 class TaskFiles:
     """The files of one finished task that ``load_run`` does not keep, read when asked (a run of hundreds of
     tasks holds gigabytes of trajectories): for the task pages. Records are read through their types, other JSON
@@ -342,31 +334,37 @@ class TaskFiles:
 
     def __init__(self, run: RunData, task: TaskRecord):
         self.run_root = run.root
-        self.root = RunLayout(run.root).task(task.instance_id).root
+        self.layout = RunLayout(run.root)
+        self.paths = self.layout.task(task.instance_id)
+        self.root = self.paths.root
         self.instance_id = task.instance_id
 
-    def has(self, folder: str) -> bool:
-        """Whether the task has the stage folder ``folder`` (junior, senior, principal, solo, team)."""
-        return (self.root / folder).is_dir()
+    def has(self, folder: Path) -> bool:
+        """Whether the task has the stage folder ``folder`` (paths.junior, .senior, .principal, .solo, .team)."""
+        return folder.is_dir()
 
-    def json(self, relative: str) -> Read:
-        return read_json(self.root / relative, errors="surrogateescape")
+    def json(self, path: Path) -> Read:
+        return read_json(path, errors="surrogateescape")
 
-    def text(self, relative: str) -> str | None:
-        return read_text(self.root / relative)
+    def text(self, path: Path) -> str | None:
+        return read_text(path)
+
+    def shown(self, path: Path) -> str:
+        """``path`` as the task's folder names it (junior/pool.json)."""
+        return self.paths.relative(path)
 
     def principal_result(self) -> PrincipalResult | Unreadable:
         """principal/result.json (bytes that are not UTF-8 kept)."""
-        return PrincipalResult.read(self.root / "principal" / "result.json", errors="surrogateescape")
+        return PrincipalResult.read(self.paths.principal_files.result, errors="surrogateescape")
 
     def rollouts(self) -> list[RolloutFiles]:
         """Every rollout of junior/ that left a record or a live trajectory, by index."""
-        folder = self.root / "junior"
+        folder = self.paths.junior
         found: dict[int, dict[str, Path]] = {}
         for path in folder.iterdir() if folder.is_dir() else ():
-            match = _ROLLOUT_FILE.match(path.name)
-            if match:
-                found.setdefault(int(match.group(1)), {})["live" if match.group(2) else "record"] = path
+            named = rollout_file(path.name)
+            if named:
+                found.setdefault(named[0], {})["live" if named[1] else "record"] = path
         rollouts = []
         for index in sorted(found):
             record, live = found[index].get("record"), found[index].get("live")
@@ -376,20 +374,20 @@ class TaskFiles:
 
     def team_agents(self) -> list[tuple[str, Path]]:
         """(name, trajectory file) of the team's lead, then its workers by number."""
-        folder = self.root / "team"
-        workers = ((p.name.removesuffix(".trajectory.json"), p) for p in folder.glob("worker-*.trajectory.json"))
-        return [("lead", folder / "lead.trajectory.json"),
-                *sorted(workers, key=lambda item: int(re.sub(r"\D", "", item[0]) or 0))]
+        team = self.paths.team_files
+        return [("lead", team.lead_trajectory), *team.worker_trajectories()]
 
-    def eval_folder(self) -> Path | None:
+    def eval_files(self) -> ScoringFiles | None:
         """Where the task's scoring left its files: the run's eval/ folder, else `swepipe eval`'s place."""
-        return next((d for d in (self.root / "eval", self.run_root / "eval" / self.instance_id)
-                     if (d / "result.json").is_file()), None)
+        return next((files for files in (self.paths.eval_files, self.layout.scoring(self.instance_id))
+                     if files.result.is_file()), None)
 
     def first_task_message(self) -> tuple[str, str] | None:
         """(file, content) of the first user message any agent was given, for a page without the dataset."""
-        for path in [*sorted((self.root / "junior").glob("rollout-*.json")), self.root / "solo" / "trajectory.json",
-                     self.root / "team" / "lead.trajectory.json", self.root / "senior" / "trajectory.json"]:
+        paths = self.paths
+        rollouts = [path for files in self.rollouts() for path in (files.record_path, files.live_path) if path]
+        for path in [*rollouts, paths.solo_files.trajectory, paths.team_files.lead_trajectory,
+                     paths.senior_files.trajectory]:
             data = read_json(path, "surrogateescape").data
             traj = data.get("trajectory") if isinstance(data, dict) and "trajectory" in data else data
             messages = traj.get("messages") if isinstance(traj, dict) else None

@@ -76,7 +76,7 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
     verdicts = {c.key: _verdict(EvalResult.read(paths.candidate_result(c.key))) for c in candidates}
     conversations, calls = {}, _paid_calls(paths.ledger)
     for index in exits:
-        agent, rollout = f"rollout-{index:02d}", Rollout.read(paths.junior / f"rollout-{index:02d}.json")
+        agent, rollout = f"rollout-{index:02d}", Rollout.read(paths.junior_files.rollout(index))
         if isinstance(rollout, Unreadable):
             continue
         messages = _messages(rollout.trajectory)
@@ -84,7 +84,7 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
             conversations[agent] = messages
         if rollout.reused_from and not any(r.agent == agent for r in calls):
             calls += _reused_calls(record.instance_id, agent, rollout, messages)
-    senior = _messages(read_json(paths.senior / "trajectory.json").data)
+    senior = _messages(read_json(paths.senior_files.trajectory).data)
     if senior:
         conversations["senior"] = senior
     return TaskReplay(instance_id=record.instance_id, resolved=record.resolved,

@@ -278,7 +278,7 @@ class _Builder:
     def result_section(self) -> ResultSection:
         prediction = self.task.prediction
         view = ResultSection(clean(prediction.source or tab.NA),
-                             self.diff(prediction.model_patch, "predictions.jsonl"), None)
+                             self.diff(prediction.model_patch, self.files.layout.predictions.name), None)
         if self.gold_patch is not None:
             coverage = gold_line_coverage(self.task, self.gold_patch, shown_candidates(self.run.config),
                                           self.files.root)
@@ -296,7 +296,7 @@ class _Builder:
         result = self.task.eval_result
         if result is None:
             return EvalSection(recorded=False)
-        folder = self.files.eval_folder()
+        folder = self.files.eval_files()
         view = EvalSection(recorded=True, facts=_facts([
             ("category", result.category), ("resolved", result.resolved),
             ("official protocol's verdict", result.official_resolved
@@ -326,7 +326,7 @@ class _Builder:
         if result.near_misses:
             view.near_misses = self.block(result.near_misses, "near misses (names equal up to whitespace, not "
                                                               "counted)")
-        output = read_json(folder / "output.json", "surrogateescape").data if folder else None
+        output = read_json(folder.output, "surrogateescape").data if folder else None
         tests = output.get("tests") if isinstance(output, dict) else None
         if isinstance(tests, list) and tests:
             view.test_count, view.tests_left_out = f"{len(tests):,}", max(len(tests) - 5000, 0)
@@ -336,14 +336,14 @@ class _Builder:
                     css = "good" if status == "PASSED" else "bad" if status in ("FAILED", "ERROR") else ""
                     view.tests.append(TestRow(self.cut(clean(test.get("name")), ""), clean(status), css,
                                               required.get(str(test.get("name")), "")))
-        for name in ("stdout.log", "stderr.log", "entry.log", "entryscript.sh") if folder else ():
-            text = read_text(folder / name)
+        for log in folder.logs if folder else ():
+            text = read_text(log)
             if text is not None:
-                view.logs.append(self.block(text, name, self.files.relative(folder / name), open_=False))
+                view.logs.append(self.block(text, log.name, self.files.relative(log), open_=False))
         return view
 
     def juniors_section(self) -> JuniorsSection | None:
-        if not self.files.has("junior"):
+        if not self.files.has(self.files.paths.junior):
             return None
         items, rows = [], []
         for rollout in self.files.rollouts():
@@ -380,9 +380,10 @@ class _Builder:
 
     def pool_section(self) -> PoolSection | None:
         pool = self.task.pool
+        where = self.files.shown(self.files.paths.junior_files.pool)
         if pool is None:
-            problem = self.task.unreadable.get("junior/pool.json")
-            return PoolSection(unreadable=f"junior/pool.json is {problem}.") if problem else None
+            problem = self.task.unreadable.get(where)
+            return PoolSection(unreadable=f"{where} is {problem}.") if problem else None
         view = PoolSection(rollouts=clean(pool.rollouts if "rollouts" in pool.model_fields_set else tab.NA),
                            candidate_count=len(pool.candidates or []))
         for key, what in (("empty", "left no source edit"), ("unparsable", "left a diff that does not parse"),
@@ -400,13 +401,14 @@ class _Builder:
                 clean(", ".join(map(str, candidate.rollouts or []))),
                 clean(", ".join(map(str, candidate.exit_reasons or []))),
                 clean(", ".join(map(str, candidate.files or []))),
-                self.diff(candidate.patch, "junior/pool.json"),
-                self.diff(candidate.test_patch, "junior/pool.json") if candidate.test_patch else None))
+                self.diff(candidate.patch, where),
+                self.diff(candidate.test_patch, where) if candidate.test_patch else None))
         return view
 
     def senior_section(self) -> SeniorSection | None:
-        if not self.files.has("senior"):
+        if not self.files.has(self.files.paths.senior):
             return None
+        senior = self.files.paths.senior_files
         brief, view = self.task.brief, SeniorSection(None, None, None, None, None)
         if brief is not None:
             spans = [s.to_dict() for s in brief.spans or []]
@@ -415,17 +417,17 @@ class _Builder:
                         ("steps", brief.senior_steps), ("cost", tab.money(_num(brief.senior_cost))),
                         ("context tokens", brief.context_tokens), ("candidate chosen", brief.candidate)]),
                 clean(brief.senior_error) if brief.senior_error else None,
-                self.block(_plain(brief.analysis), "analysis", "senior/brief.json", open_=True),
+                self.block(_plain(brief.analysis), "analysis", self.files.shown(senior.brief), open_=True),
                 self.block(brief.problems, "problems with the brief", open_=False) if brief.problems else None,
                 self.rows([[s.get("file"), f"{s.get('start')}-{s.get('end')}",
                             self.cut(clean(s.get("why") or s.get("reason") or ""))] for s in spans]))
         else:
-            view.brief_problem = self.task.unreadable.get("senior/brief.json") or MISSING
+            view.brief_problem = self.task.unreadable.get(self.files.shown(senior.brief)) or MISSING
         if self.task.context_text is not None:
             view.context = self.context_spans(self.task.context_text)
-        read = self.files.json("senior/trajectory.json")
+        read = self.files.json(senior.trajectory)
         if read.data is not None:
-            view.trajectory = self.trajectory(read.data, "senior/trajectory.json")
+            view.trajectory = self.trajectory(read.data, self.files.shown(senior.trajectory))
         elif read.problem != MISSING:
             view.trajectory_problem = read.problem
         return view
@@ -439,15 +441,18 @@ class _Builder:
             else:
                 parts[-1][1].append(row)
         blocks = []
+        where = self.files.paths.senior_files.context
         for title, rows in parts:
             text = "\n".join(rows).strip("\n")
             if title or text.strip():
-                blocks.append(self.block(text, title or "context.md", "senior/context.md", open_=False))
+                blocks.append(self.block(text, title or where.name, self.files.shown(where), open_=False))
         return blocks
 
     def principal_section(self) -> PrincipalSection | None:
-        if not self.files.has("principal"):
+        if not self.files.has(self.files.paths.principal):
             return None
+        principal = self.files.paths.principal_files
+        request_at, replies_at = self.files.shown(principal.request), self.files.shown(principal.replies)
         view = PrincipalSection()
         result = self.files.principal_result()
         if not isinstance(result, Unreadable):
@@ -459,57 +464,60 @@ class _Builder:
             if shown is not None:
                 view.shown = clean(shown or "none")
         elif not result.missing:
-            view.problems.append(f"principal/result.json is {result.why}.")
-        request, replies = self.files.json("principal/request.json"), self.files.json("principal/replies.json")
+            view.problems.append(f"{self.files.shown(principal.result)} is {result.why}.")
+        request, replies = self.files.json(principal.request), self.files.json(principal.replies)
         calls = request.data.get("calls") if isinstance(request.data, dict) else None
         answers = replies.data if isinstance(replies.data, list) else []
         if calls is None and request.problem != MISSING:
-            view.problems.append(f"principal/request.json is {request.problem or 'without calls'}.")
+            view.problems.append(f"{request_at} is {request.problem or 'without calls'}.")
         if replies.problem not in (None, MISSING):
-            view.problems.append(f"principal/replies.json is {replies.problem}.")
+            view.problems.append(f"{replies_at} is {replies.problem}.")
         for number in range(max(len(calls or []), len(answers))):
             call = (calls or [])[number] if number < len(calls or []) else {}
             messages = [self.block(m.get("content"), f"request: {m.get('role', '?')} message",
-                                   "principal/request.json", open_=False)
+                                   request_at, open_=False)
                         for m in (call.get("messages") if isinstance(call, dict) else None) or []
                         if isinstance(m, dict)]
             reply = answers[number] if number < len(answers) else None
             if isinstance(reply, dict):
                 meta = (f"reply · {tab.money(_num(reply.get('cost')))} · tokens {_count(reply.get('input_tokens'))} "
                         f"in / {_count(reply.get('output_tokens'))} out")
-                shown_reply = self.block(reply.get("content"), meta, "principal/replies.json", css="reply", open_=True)
+                shown_reply = self.block(reply.get("content"), meta, replies_at, css="reply", open_=True)
             elif reply is not None:
-                shown_reply = self.block(reply, "reply", "principal/replies.json", css="reply", open_=True)
+                shown_reply = self.block(reply, "reply", replies_at, css="reply", open_=True)
             else:
                 shown_reply = None
             view.calls.append(Call(number + 1, messages, shown_reply))
-        patch = self.files.text("principal/patch.diff")
+        patch = self.files.text(principal.patch)
         if patch is not None:
-            view.patch = self.diff(patch, "principal/patch.diff")
+            view.patch = self.diff(patch, self.files.shown(principal.patch))
         return view
 
     def solo_section(self) -> SoloSection | None:
-        if not self.files.has("solo"):
+        if not self.files.has(self.files.paths.solo):
             return None
-        read = self.files.json("solo/trajectory.json")
-        patch = self.files.text("solo/patch.diff")
+        solo = self.files.paths.solo_files
+        read = self.files.json(solo.trajectory)
+        patch = self.files.text(solo.patch)
         return SoloSection(read.problem if read.problem not in (None, MISSING) else None,
-                           self.trajectory(read.data, "solo/trajectory.json"),
-                           self.diff(patch, "solo/patch.diff") if patch is not None else None)
+                           self.trajectory(read.data, self.files.shown(solo.trajectory)),
+                           self.diff(patch, self.files.shown(solo.patch)) if patch is not None else None)
 
     def team_section(self) -> TeamSection | None:
-        if not self.files.has("team"):
+        if not self.files.has(self.files.paths.team):
             return None
+        team = self.files.paths.team_files
+        delegations_at = self.files.shown(team.delegations)
         problems = []
-        read = self.files.json("team/delegations.json")
+        read = self.files.json(team.delegations)
         if read.problem not in (None, MISSING):
-            problems.append(f"team/delegations.json is {read.problem}.")
+            problems.append(f"{delegations_at} is {read.problem}.")
         delegations = read.data if isinstance(read.data, dict) else {}
-        read = self.files.json("team/messages.json")
+        read = self.files.json(team.messages)
         if read.problem not in (None, MISSING):
-            problems.append(f"team/messages.json is {read.problem}.")
+            problems.append(f"{self.files.shown(team.messages)} is {read.problem}.")
         messages = [m for m in read.data if isinstance(m, dict)] if isinstance(read.data, list) else []
-        waits = self.files.json("team/lead_waits.json").data
+        waits = self.files.json(team.lead_waits).data
         settings = _facts((k, delegations.get(k)) for k in ("mode", "size", "sizing", "stages", "submit_guard",
                                                               "directory", "lead_prompt"))
         torn, events = self.timeline(delegations, messages, waits)
@@ -522,9 +530,9 @@ class _Builder:
             if record:
                 panel.facts = _facts([("stage", record.get("stage")), ("state", record.get("state")),
                                       ("writable", record.get("writable"))], keep_none=True)
-                panel.task = self.block(record.get("task"), "its task", "team/delegations.json", open_=True)
+                panel.task = self.block(record.get("task"), "its task", delegations_at, open_=True)
                 if record.get("report"):
-                    panel.report = self.block(record["report"], "its report", "team/delegations.json")
+                    panel.report = self.block(record["report"], "its report", delegations_at)
             if read.problem not in (None, MISSING):
                 panel.problem = f"{path.name} is {read.problem}."
             exit_reason = (traj.get("exit_reason") if isinstance(traj, dict) else None) or (
@@ -545,7 +553,7 @@ class _Builder:
             return value if value < ABSOLUTE or start is None else value - start
 
         torn = 0
-        for line in (self.files.text("team/commands.jsonl") or "").splitlines():
+        for line in (self.files.text(self.files.paths.team_files.commands) or "").splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -589,7 +597,7 @@ class _Builder:
                             self.block(text, "text") if text.strip() else None) for when, who, what, text in events]
 
     def ledger_section(self) -> LedgerSection | None:
-        text = self.files.text("ledger.jsonl")
+        text = self.files.text(self.files.paths.ledger)
         if text is None:
             return None
         rows, torn = [], 0

@@ -75,13 +75,13 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: dict,
         log(task_line(prediction, summary.roles))
     line = Prediction.of(prediction).to_disk()
     if prediction.get("infra_error"):
-        append_jsonl(run.layout.root / "infra_errors.jsonl", line)
+        append_jsonl(run.layout.infra_errors, line)
         summary.infra_errors[prediction["instance_id"]] = prediction["error"]
         return
     append_jsonl(run.layout.predictions, line)
     summary.predictions[prediction["instance_id"]] = prediction
     if run.evaluation is not None:
-        write_json_atomic(run.layout.root / "eval_results.json",
+        write_json_atomic(run.layout.eval_results,
                           {i: p["resolved"] for i, p in sorted(summary.predictions.items())
                            if p.get("resolved") is not None})
 

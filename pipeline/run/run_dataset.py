@@ -56,7 +56,7 @@ def record_dataset(layout: RunLayout, dataset: str, split: str) -> None:
     given = canonical(dataset, split)
     recorded = recorded_dataset(layout.root)
     if recorded is None:
-        if not any((layout.root / "tasks").glob("*")):
+        if not any(layout.tasks.glob("*")):
             write_json_atomic(layout.dataset, {"dataset": given.dataset, "split": given.split})
     elif recorded != given:
         raise SwepipeError(f"run {layout.run_id} holds tasks of {recorded.describe()}, not {given.describe()}: "

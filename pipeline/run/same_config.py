@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
+from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import EvalResult, Unreadable
 
 FREE_TO_CHANGE = ("budgets", "executor", "faults")
@@ -31,7 +31,7 @@ def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool |
     decides results; the message names each difference, old and new. A config.yaml this version cannot read (or
     none) is not compared. ``eval_network``: the network this session scores with (None: it does not score),
     refused when it is not the one the run's scored tasks had; so is ``eval_profile``, the scoring profile."""
-    if not layout.config.exists() or not any((layout.root / "tasks").glob("*")):
+    if not layout.config.exists() or not any(layout.tasks.glob("*")):
         return
     try:
         before = RunConfig.model_validate(yaml.safe_load(layout.config.read_text(encoding="utf-8")))
@@ -76,8 +76,8 @@ def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]
 def _scored_with(layout: RunLayout) -> tuple[bool | None, str | None]:
     """Whether the run's scored tasks had the network, and their scoring profile (from a scored task's
     eval/result.json); None for what no scored task records yet."""
-    for path in (layout.root / "tasks").glob("*/eval/result.json"):
-        record = EvalResult.read(path)
+    for folder in sorted(layout.tasks.glob("*")):
+        record = EvalResult.read(TaskPaths(folder).eval_files.result)
         if not isinstance(record, Unreadable) and "network" in record.model_fields_set:
             profile = record.scorer.get("profile") if isinstance(record.scorer, dict) else None
             return bool(record.network), profile

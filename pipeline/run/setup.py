@@ -99,7 +99,7 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
         if reuse_juniors_from:
             candidate = Path(reuse_juniors_from)
             reuse = RunLayout(candidate if candidate.exists() else runs_dir / reuse_juniors_from)
-            if not (reuse.root / "tasks").is_dir():
+            if not reuse.tasks.is_dir():
                 raise SwepipeError(f"--reuse-juniors-from {reuse_juniors_from}: no run directory with tasks at "
                                    f"{reuse.root}")
     except BaseException:

@@ -65,11 +65,11 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
     except InfrastructureFault as error:  # no answer: the task stays unfinished, and a rerun resumes it
         prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
         prediction["infra_error"] = True
-        write_text_atomic(paths.root / "error.txt", traceback.format_exc())
+        write_text_atomic(paths.error, traceback.format_exc())
     except Exception as error:  # noqa: BLE001 - one task's failure is recorded; the run goes on
         prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
         prediction["infra_error"] = False
-        write_text_atomic(paths.root / "error.txt", traceback.format_exc())
+        write_text_atomic(paths.error, traceback.format_exc())
     carried = prediction.pop("carried_spend", {})
     rows = Ledger.read(paths.ledger)
     prediction.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
@@ -115,7 +115,7 @@ def _with_infra_retries(strategy, job: TaskJob, prediction: dict) -> dict:
 
 
 def _scoring_error(paths: TaskPaths) -> str:
-    record = EvalResult.read(paths.eval / "infra_error.json")
+    record = EvalResult.read(paths.eval_files.infra_error)
     error = None if isinstance(record, Unreadable) else record.error
     return error if isinstance(error, str) and error else "infrastructure error"
 
@@ -154,7 +154,7 @@ def seeded_run_budget(run: RunSettings) -> Budget:
 
 def spent_in_run(layout: RunLayout) -> float:
     """Every dollar the run's ledgers hold: calls that failed or whose task never finished included."""
-    return sum(row.cost for ledger in sorted(layout.root.glob("tasks/*/ledger.jsonl")) for row in Ledger.read(ledger))
+    return sum(row.cost for ledger in layout.ledgers() for row in Ledger.read(ledger))
 
 
 def _require_image(job: TaskJob) -> None:
@@ -192,7 +192,7 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
     which is kept apart (eval/infra_error.json) so that the next try scores again instead of reading it back.
     A scoring that crashes (a bug, a record it cannot write) is such an error too, its traceback in
     eval/error.txt: never an exception that ends the run."""
-    done = paths.eval / "result.json"
+    done = paths.eval_files.result
     earlier = EvalResult.read(done)
     if not isinstance(earlier, Unreadable):  # an unreadable one (cut short by a kill) is scored again
         return earlier.resolved is True and not earlier.flagged
@@ -200,12 +200,12 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
         result = evaluate(task, patch, paths.eval, settings)
         record = EvalResult.of(result)
     except Exception as error:  # noqa: BLE001 - one task's scoring failure is recorded; the run goes on
-        write_text_atomic(paths.eval / "error.txt", traceback.format_exc())
+        write_text_atomic(paths.eval_files.error, traceback.format_exc())
         result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
                   "error": f"scoring crashed: {type(error).__name__}: {error} (eval/error.txt)"}
         record = EvalResult.of(result)
     if result["category"] == "infra_error":
-        record.write(paths.eval / "infra_error.json")
+        record.write(paths.eval_files.infra_error)
         return None
     record.write(done)
     return result["resolved"]

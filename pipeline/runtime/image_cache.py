@@ -54,7 +54,7 @@ class RunImageCache:
         containers_config = run.config.containers
         if containers_config.impl is not None:
             return None  # a runtime that does not use the run's images
-        return cls(run.image_template, containers_config.image_cache_gb, run.layout.root / "image_cache.jsonl", log,
+        return cls(run.image_template, containers_config.image_cache_gb, run.layout.image_cache, log,
                    queue=queue, platform=containers_config.platform)
 
     def _name(self, task) -> str | None:

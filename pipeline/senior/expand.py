@@ -411,9 +411,11 @@ def write_expansion_by_candidate(pool: CandidatePool, runtime, directory) -> Non
     base-commit text of their lines); see ``expansion_by_candidate``."""
     import json
 
+    from pipeline.layout import SeniorFiles
     from pipeline.storage import write_code_atomic, write_json_atomic
 
     by_key, text = expansion_by_candidate(pool, runtime)
-    write_json_atomic(directory / "expansion_by_candidate.json", by_key)
+    files = SeniorFiles(directory)
+    write_json_atomic(files.expansion_by_candidate, by_key)
     # Repository code: key-shaped text in it is a fixture, kept (only the environment's secret values go).
-    write_code_atomic(directory / "expansion_text.json", json.dumps(text) + "\n")
+    write_code_atomic(files.expansion_text, json.dumps(text) + "\n")

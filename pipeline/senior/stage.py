@@ -14,6 +14,7 @@ from pipeline.agent.agent import Agent, AgentRun, prompt
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
+from pipeline.layout import SeniorFiles
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render, render_task_prompt
@@ -47,8 +48,8 @@ class Senior:
             job.seconds["senior"] = round(time.monotonic() - started, 2)
             return record
 
-        record = once(job.paths.senior / "brief.json", make, records.Brief)
-        return {**record, "context": (job.paths.senior / "context.md").read_text(encoding="utf-8")} \
+        record = once(job.paths.senior_files.brief, make, records.Brief)
+        return {**record, "context": job.paths.senior_files.context.read_text(encoding="utf-8")} \
             if "context" not in record else record
 
 
@@ -67,9 +68,10 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
 
     settings = config.senior
     directory.mkdir(parents=True, exist_ok=True)
+    written = SeniorFiles(directory)
     files = _FileCache(runtime)
     expansion = [BriefSpan(s.file, s.start, s.end, f"{s.kind}: {s.reason}") for s in expand_pool(pool, runtime)]
-    write_json_atomic(directory / "expansion.json", [span.__dict__ for span in expansion])
+    write_json_atomic(written.expansion, [span.__dict__ for span in expansion])
     write_expansion_by_candidate(pool, runtime, directory)  # each candidate's spans, and their lines' base text
     shown = materialise(expansion, files.lines, settings.expansion_tokens, count_tokens)
 
@@ -87,7 +89,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                               principal_writes=config.plays("principal"),
                               **_pool_variables(pool, shown.text))
             agent = Agent("senior", client, runtime, budget, limits, messages=messages,
-                          trajectory_path=directory / "trajectory.json",
+                          trajectory_path=written.trajectory,
                           check_submission=lambda reply: _problem(reply, files, root),
                           last_step_note=render("senior_last_step.md.j2", tools=tools).strip(),
                           editor=("view",))  # read-only: the brief is its work, not a change
@@ -99,7 +101,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
             else:
                 brief = _brief_in_last_reply(run)
         except Exception as error:  # an InfrastructureFault is no Exception: the task reruns the senior  # noqa: BLE001 - a broken senior falls back, never ends the task
-            write_text_atomic(directory / "error.txt", traceback.format_exc())
+            write_text_atomic(written.error, traceback.format_exc())
             agent_error = f"{type(error).__name__}: {error}"
         else:
             agent_error = None if brief else f"senior ended with {run.exit_reason}: {run.error or ''}".strip()
@@ -121,7 +123,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
               "senior_exit": agent.record.exit_reason if agent else None,
               "senior_cost": agent.record.cost if agent else 0.0,
               "senior_steps": len(agent.record.steps) if agent else 0}
-    write_code_atomic(directory / "context.md", context.text)
+    write_code_atomic(written.context, context.text)
     return {**record, "context": context.text}
 
 

@@ -16,7 +16,7 @@ class SoloStrategy(BaseStrategy):
 
     def run_task(self, job: TaskJob) -> dict:
         """Writes tasks/<id>/solo/{trajectory.json, result.json, patch.diff}."""
-        directory = job.paths.root / "solo"
+        files = job.paths.solo_files
         job.stage = "solo"
 
         def make() -> dict:
@@ -24,17 +24,17 @@ class SoloStrategy(BaseStrategy):
             runtime = job.open_runtime("solo", background=True)
             try:
                 agent = task_agent(job, "solo", job.client("solo"), runtime, job.budget,
-                                   system_prompt=job.config.solo.prompt, trajectory_path=directory / "trajectory.json")
+                                   system_prompt=job.config.solo.prompt, trajectory_path=files.trajectory)
                 agent.resume()
                 run = agent.record if agent.finished else agent.run()
                 patch = runtime.diff()
             finally:
                 runtime.stop()
             job.seconds["solo"] = round(time.monotonic() - started, 2)
-            patchtext.write(directory / "patch.diff", patch)
+            patchtext.write(files.patch, patch)
             return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "cost": run.cost,
                     "prompt": job.config.solo.prompt, "patch": patch}
 
-        result = once(directory / "result.json", make)
+        result = once(files.result, make)
         return {"model_patch": result["patch"], "source": "solo" if result["patch"].strip() else "none",
                 "error": result.get("error"), "exit_reason": result["exit_reason"]}

@@ -19,7 +19,7 @@ class TeamStrategy(BaseStrategy):
     def run_task(self, job: TaskJob) -> dict:
         """Writes tasks/<id>/team/{lead,worker-N}.trajectory.json, commands.jsonl, delegations.json,
         messages.json, lead_waits.json, result.json and patch.diff (and submission.json with the guard off)."""
-        directory = job.paths.root / "team"
+        files = job.paths.team_files
         job.stage = "team"
 
         def make() -> dict:
@@ -28,14 +28,14 @@ class TeamStrategy(BaseStrategy):
             runtime = job.open_runtime("team", background=True)
             try:
                 result = run_team(render_task_prompt(job.task), runtime, lead, worker, job.budget, job.config,
-                                  directory)
+                                  files.root)
             finally:
                 runtime.stop()
             job.seconds["team"] = round(time.monotonic() - started, 2)
-            patchtext.write(directory / "patch.diff", result["patch"])
+            patchtext.write(files.patch, result["patch"])
             return result
 
-        result = once(directory / "result.json", make)
+        result = once(files.result, make)
         return {"model_patch": result["patch"], "source": "team" if result["patch"].strip() else "none",
                 "error": result.get("error"), "exit_reason": result["exit_reason"],
                 "workers": result.get("workers", 0), "delegations": result.get("delegations"),

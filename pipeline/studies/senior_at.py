@@ -30,7 +30,6 @@ from pipeline.config import RunConfig, load_config
 from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
-from pipeline.juniors.rollout import rollout_path
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.tasks import Task
@@ -143,7 +142,7 @@ def _plan(layout: RunLayout, tasks: list[Task], ks: list[int], summary: SeniorAt
         if task.instance_id not in finished:
             continue
         paths = layout.task(task.instance_id)
-        pool = records.Pool.read(paths.junior / "pool.json")
+        pool = records.Pool.read(paths.junior_files.pool)
         big_k = None if isinstance(pool, records.Unreadable) else pool.rollouts
         if isinstance(big_k, bool) or not isinstance(big_k, int) or big_k < 1:
             summary.notes.append(f"{_short(task)}: skipped, no junior pool")
@@ -151,11 +150,11 @@ def _plan(layout: RunLayout, tasks: list[Task], ks: list[int], summary: SeniorAt
         for k in ks:
             if k > big_k:
                 summary.notes.append(f"{_short(task)} k={k}: skipped, the task has K={big_k} rollouts")
-            elif k == big_k and (paths.senior / "brief.json").is_file():
+            elif k == big_k and paths.senior_files.brief.is_file():
                 summary.reused += 1  # the run's own brief
-            elif (paths.senior_at(k) / "brief.json").is_file():
+            elif paths.senior_at_files(k).brief.is_file():
                 summary.reused += 1
-            elif missing := [i for i in range(k) if not rollout_path(paths.junior, i).is_file()]:
+            elif missing := [i for i in range(k) if not paths.junior_files.rollout(i).is_file()]:
                 summary.notes.append(f"{_short(task)} k={k}: skipped, rollout(s) {missing} are not on disk")
             else:
                 items.append(Item(task, k, big_k))
@@ -173,11 +172,11 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     budget = run_budget.child(f"analysis {task.instance_id} k={k}", config.budgets.per_task)
     job = TaskJob(task=task, config=config, paths=paths, run_id=settings.layout.run_id,
                   image_template=settings.image_template, budget=budget)
-    saved = directory / "trajectory.json"
+    saved = paths.senior_at_files(k).trajectory
     if saved.is_file():  # an earlier session's steps count against this (task, k)'s limit (the run's has them)
         budget.seed(float(json.loads(saved.read_text(encoding="utf-8")).get("cost", 0.0)))
     before = _analysis_spend(paths.ledger)
-    rollouts = [records.Rollout.load(rollout_path(paths.junior, i)).to_dict() for i in range(k)]
+    rollouts = [records.Rollout.load(paths.junior_files.rollout(i)).to_dict() for i in range(k)]
     pool = build_pool(task.instance_id, rollouts)
     started = time.monotonic()
     failure = None
@@ -196,7 +195,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
                                        "seconds": round(time.monotonic() - started, 2)}}
 
     try:
-        record = once(directory / "brief.json", make, records.Brief)
+        record = once(paths.senior_at_files(k).brief, make, records.Brief)
     except _NotSaved:
         record = None
     except InfrastructureFault as error:

@@ -428,11 +428,11 @@ def _manifest(plan: Plan, earlier: dict | None) -> dict:
     cells = []
     for cell in plan.cells:
         before = earlier_cells.pop(cell.name, None)
-        ran = (plan.run_dir(cell) / "tasks").is_dir()
+        ran = RunLayout(plan.run_dir(cell)).tasks.is_dir()
         if before and before.get("fingerprint") not in (None, cell.fingerprint) and ran:
             raise SwepipeError(
                 f"cell {cell.name} of sweep {plan.sweep_id} ran with another config (models, limits, team or solo "
-                f"options differ from {plan.run_dir(cell) / 'config.yaml'}); resuming would mix two configs in one "
+                f"options differ from {RunLayout(plan.run_dir(cell)).config}); resuming would mix two configs in one "
                 "run directory. Use a new --sweep-id, or the config it ran with")
         cells.append({"name": cell.name, "kind": cell.kind, "values": cell.values, "baseline": cell.baseline,
                       "run_dir": str(plan.run_dir(cell)), "fingerprint": cell.fingerprint,

@@ -8,6 +8,7 @@ from pathlib import Path
 from pipeline import stopping
 from pipeline.agent.agent import Agent, prompt
 from pipeline.config import RunConfig
+from pipeline.layout import TeamFiles
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render
@@ -175,7 +176,7 @@ class Lead:
         at = time.time()
         self.submission = {"time": at, "lead_step": self.step, "running": steps,
                            "snapshot": team.workspace.snapshot(), "patch": team.workspace.diff()}
-        write_json_atomic(team.directory / "submission.json", self.submission)
+        write_json_atomic(team.files.submission, self.submission)
 
     def lost_work(self) -> tuple[list[dict], list[str]]:
         """What the workers running at the submission did after it (their replies, commands and the files those
@@ -210,12 +211,12 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     the command journal, workers come back in the state they were in (running ones go on), and the
     lead's conversation continues, so no reply is paid for twice.
     """
-    workspace = SharedWorkspace(runtime, journal=directory / "commands.jsonl")
+    workspace = SharedWorkspace(runtime, journal=TeamFiles(directory).commands)
     team = Team(config, workspace, worker_client, budget, directory)
     lead = Lead(team)
     limits = team.lead_limits
     lead.agent = Agent("lead", lead_client, workspace.for_agent("lead"), budget, limits,
-                       trajectory_path=directory / "lead.trajectory.json", actions=lead.actions(),
+                       trajectory_path=TeamFiles(directory).lead_trajectory, actions=lead.actions(),
                        guard_submission=lead.guard, inbox=team.lead_inbox)
     if lead.agent.resume(replay=False):
         _restore(team, lead)
@@ -279,7 +280,7 @@ def _restore(team: Team, lead: Lead) -> None:
     team.workspace.replay({name: agent.journalled_steps() for name, agent in agents.items()},
                           editors={name: agent.editor for name, agent in agents.items() if agent.editor})
     team.restore_messages(messages)
-    lead.submission = team.read("submission.json", None)
+    lead.submission = team.read(team.files.submission, None)
     submitted = lead.agent.finished and lead.agent.record.exit_reason == "submitted" and lead.submission
     for worker in team.workers.values():
         if worker.state == "reported":  # its report had not reached the lead

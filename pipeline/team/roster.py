@@ -11,6 +11,7 @@ from pathlib import Path
 from pipeline.agent.actions import FormatError
 from pipeline.agent.inbox import Inbox, InboxItem
 from pipeline.config import RunConfig
+from pipeline.layout import TeamFiles
 from pipeline.storage import write_json_atomic
 from pipeline.team.actions import STAGES, ActionError, parse_message, worker_name
 
@@ -24,6 +25,7 @@ class Team:
         self.worker_budget = config.budgets.per_rollout
         self.workspace, self.worker_client, self.budget = workspace, worker_client, budget
         self.directory = directory
+        self.files = TeamFiles(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.workers: dict[str, object] = {}  # name -> Worker, in the order they were delegated
         self.lead_inbox = Inbox()
@@ -39,12 +41,12 @@ class Team:
     def saved(self) -> tuple[dict, list[dict]]:
         """What delegations.json and messages.json held when an earlier session of this task ended
         (lead_waits.json goes straight back into ``lead_waits``)."""
-        self.lead_waits = self.read("lead_waits.json", [])
-        return self.read("delegations.json", {}), self.read("messages.json", [])
+        self.lead_waits = self.read(self.files.lead_waits, [])
+        return self.read(self.files.delegations, {}), self.read(self.files.messages, [])
 
-    def read(self, name: str, empty):
+    def read(self, path: Path, empty):
         try:
-            return json.loads((self.directory / name).read_text(encoding="utf-8"))
+            return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return empty
 
@@ -143,13 +145,13 @@ class Team:
             records = [worker.record for worker in self.workers.values()]
             counts = {stage: sum(1 for r in records if r["stage"] == stage) for stage in STAGES}
             s = self.settings
-            write_json_atomic(self.directory / "delegations.json", {
+            write_json_atomic(self.files.delegations, {
                 "mode": s.mode, "stages": s.stages, "size": s.team_size, "sizing": s.sizing, "started": self.started,
                 "submit_guard": s.submit_guard, "directory": s.directory, "lead_prompt": s.lead_prompt,
                 "counts": {**counts, "total": len(records)},
                 "lost_work": self.lost_work, "delegations": records})
-            write_json_atomic(self.directory / "messages.json", self.messages)
-            write_json_atomic(self.directory / "lead_waits.json", self.lead_waits)
+            write_json_atomic(self.files.messages, self.messages)
+            write_json_atomic(self.files.lead_waits, self.lead_waits)
 
 
 def _addressee(body: str) -> str | None:

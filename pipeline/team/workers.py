@@ -37,7 +37,7 @@ class Worker:
             actions["message"] = lambda body: team.message_action(self.name, body)
         self.agent = Agent(self.name, team.worker_client, team.workspace.for_agent(self.name),
                            team.budget.child(self.name, team.worker_budget), team.worker_limits,
-                           agent_index=number, trajectory_path=team.directory / f"{self.name}.trajectory.json",
+                           agent_index=number, trajectory_path=team.files.worker_trajectory(self.name),
                            actions=actions, check_submission=_needs_report, track_writes=True)
 
     @classmethod
@@ -100,7 +100,7 @@ class Worker:
             except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
                 self.agent.record.exit_reason = "error"
                 self.agent.record.error = f"{type(error).__name__}: {error}"
-                write_text_atomic(self.team.directory / f"{self.name}.error.txt", traceback.format_exc())
+                write_text_atomic(self.team.files.worker_error(self.name), traceback.format_exc())
             if not self.team.abandoned:
                 self._finish()
         finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pipeline.layout import RunLayout
 from pipeline.records import Prediction
 from pipeline.report.load import RunData, TaskRecord, read_json
 
@@ -142,20 +143,20 @@ def team_runs(runs: list[RunData]) -> list[TeamRun]:
 
 
 def team_task(run: RunData, task: TaskRecord) -> TeamTask:
-    directory = run.root / "tasks" / task.instance_id / "team"
-    saved = read_json(directory / "delegations.json").data
+    team = RunLayout(run.root).task(task.instance_id).team_files
+    saved = read_json(team.delegations).data
     saved = saved if isinstance(saved, dict) else None
     started = _number(saved.get("started")) if saved else None
-    lead = read_json(directory / "lead.trajectory.json").data
+    lead = read_json(team.lead_trajectory).data
     lead = lead if isinstance(lead, dict) else {}
     if started is None:
         started = _number(lead.get("started"))
     clock = _Clock(started)
     delegations = _delegations(saved, clock) if saved is not None else None
     counts = _counts(delegations, task.prediction)
-    raw_messages = read_json(directory / "messages.json").data
+    raw_messages = read_json(team.messages).data
     messages = _messages(raw_messages, clock) if isinstance(raw_messages, list) else None
-    raw_waits = read_json(directory / "lead_waits.json").data
+    raw_waits = read_json(team.lead_waits).data
     waits = _waits(raw_waits, clock) if isinstance(raw_waits, list) else None
     lead_seconds = _number(lead.get("seconds"))
     if lead_seconds is None:

@@ -189,7 +189,7 @@ def _local_settings(shipment: TaskShipment, node: OnNode) -> RunSettings:
 
         given = {field: getattr(run.config.containers, field) for field in LIMIT_FIELDS
                  if getattr(run.config.containers, field) is not None}
-        write_json_atomic(node.scratch / "tasks" / shipment.task.instance_id / "limits.json",
+        write_json_atomic(RunLayout(node.scratch).task(shipment.task.instance_id).limits,
                           {**sizing, "limits": limits.describe(), "given": given})
     return dataclasses.replace(run, config=config, layout=RunLayout(node.scratch), reuse_juniors_from=None,
                                evaluation=evaluation)
@@ -306,7 +306,7 @@ class NodeImages:
                "running": sorted(running), "time": round(time.time(), 3)}
         from pipeline.storage import append_jsonl
 
-        append_jsonl(node.scratch / "image_cache.jsonl", row)  # to the driver's run directory
+        append_jsonl(RunLayout(node.scratch).image_cache, row)  # to the driver's run directory
         if result.removed:
             node.log(f"image cache on {socket.gethostname()}: removed {len(result.removed)} image(s) of finished "
                      f"tasks; the run's images there take {gb(used)} (budget {gb(self.keep)})")

@@ -1,0 +1,143 @@
+"""Every file a run writes is named once, in pipeline/layout.py: no module spells out a run file's name, and
+docs/run-layout.md is what the layout gives.
+
+The names come from the layout itself (pipeline.layout_doc lists every file its folder classes name). The source
+of every module of pipeline/ is read with `ast`: a string constant (an f-string's literal parts too) that is such a
+name, or ends in ``/`` and such a name, is a path built outside the layout."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from pipeline import layout, layout_doc
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "pipeline"
+# Not swepipe's own code: the bundled tasks' projects (their sources are data).
+SKIPPED = (PACKAGE / "bundled" / "tasks", PACKAGE / "layout.py")
+# Constants that equal a run file's name but name something else; each says what.
+ALLOWED = {
+    # The official harness's files in the tests' /workspace, inside the container; the scoring folder keeps copies
+    # of some under the same names, through pipeline.layout.ScoringFiles.
+    ("pipeline/evaluation/protocol.py", "entryscript.sh"), ("pipeline/evaluation/protocol.py", "patch.diff"),
+    ("pipeline/evaluation/protocol.py", "output.json"), ("pipeline/evaluation/protocol.py", "stdout.log"),
+    ("pipeline/evaluation/protocol.py", "stderr.log"),
+    # The report page's template (pipeline/report/templates/report.html), not the report written.
+    ("pipeline/report/render.py", "report.html"),
+    # The lock of a Ray node's own image-cache state (its session folder on the node), not of a run directory.
+    ("pipeline/run/ray/node.py", ".lock"),
+}
+
+
+def _layout_names() -> tuple[set[str], list[re.Pattern]]:
+    """The plain file names the layout gives, and patterns for the numbered or named ones (rollout-NN.json)."""
+    files, _ = layout_doc.entries(layout.RunLayout(Path("run")), layout_doc.ROOT)
+    plain, patterns = set(), []
+    for path, _ in files:
+        name = path.rsplit("/", 1)[-1]
+        if not (Path(name).suffix or name.startswith(".")):
+            continue  # a folder
+        if any(mark in name for mark in ("NN", "worker-N")):
+            pieces = re.split(r"NN|worker-N", name)
+            patterns.append(re.compile(r"(^|/)" + r"(\d+|\*|N+|worker-\S*|)".join(map(re.escape, pieces)) + "$"))
+            suffix = pieces[-1]
+            if suffix.count(".") > 1:  # .trajectory.json: what names the file once its number is put before it
+                plain.add(suffix)
+        else:
+            plain.add(name)
+    return plain, patterns
+
+
+def _run_file_names_in(path: Path, plain: set[str], patterns: list[re.Pattern]) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+            continue
+        text = node.value
+        if text in plain or any(text.endswith("/" + name) for name in plain) or any(p.search(text) for p in patterns):
+            found.append((node.lineno, text))
+    return found
+
+
+def test_the_layout_names_the_files_it_always_named():
+    """On-disk names are the run directory's format: runs written before read the same."""
+    task = layout.TaskPaths(Path("t"))
+    named = {
+        task.junior_files.rollout(3): "t/junior/rollout-03.json",
+        task.junior_files.live_trajectory(12): "t/junior/rollout-12.trajectory.json",
+        task.junior_files.pool: "t/junior/pool.json", task.senior_files.brief: "t/senior/brief.json",
+        task.senior_files.context: "t/senior/context.md",
+        task.senior_files.expansion_text: "t/senior/expansion_text.json",
+        task.senior_at_files(5).brief: "t/analysis/senior-at-05/brief.json",
+        task.principal_files.replies: "t/principal/replies.json",
+        task.principal_files.reply_journal: "t/principal/reply.journal",
+        task.principal_files.result: "t/principal/result.json", task.solo_files.patch: "t/solo/patch.diff",
+        task.team_files.worker_trajectory("worker-2"): "t/team/worker-2.trajectory.json",
+        task.team_files.commands: "t/team/commands.jsonl", task.eval_files.result: "t/eval/result.json",
+        task.candidate_result("0123abcd"): "t/candidates/0123abcd/result.json", task.ledger: "t/ledger.jsonl",
+        layout.RunLayout(Path("r")).infra_errors: "r/infra_errors.jsonl",
+        layout.RunLayout(Path("r")).scoring("a__b-1").result: "r/eval/a__b-1/result.json",
+        layout.reply_journal(Path("t/solo/trajectory.json")): "t/solo/trajectory.reply",
+    }
+    assert {str(path): expected for path, expected in named.items()} == {expected: expected
+                                                                         for expected in named.values()}
+    assert layout.rollout_file("rollout-07.json") == (7, False)
+    assert layout.rollout_file("rollout-07.trajectory.json") == (7, True)
+    assert layout.rollout_file("rollout-07.json.tmp") is None
+
+
+def test_no_module_spells_out_a_run_file_name():
+    plain, patterns = _layout_names()
+    assert {"result.json", "trajectory.json", "brief.json", "pool.json", ".trajectory.json"} <= plain
+    spelled, allowed = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if any(path == skipped or path.is_relative_to(skipped) for skipped in SKIPPED):
+            continue
+        module = path.relative_to(ROOT).as_posix()
+        for line, text in _run_file_names_in(path, plain, patterns):
+            if (module, text) in ALLOWED:
+                allowed.add((module, text))
+            else:
+                spelled.append(f"{module}:{line}: {text!r}")
+    assert allowed == ALLOWED, f"allowed but no longer there (take them off ALLOWED): {ALLOWED - allowed}"
+    assert not spelled, ("run-file names spelled out of pipeline/layout.py (name them there, and use "
+                         "RunLayout / TaskPaths):\n" + "\n".join(spelled))
+
+
+@pytest.mark.parametrize("text", ["result.json", "senior/brief.json", "rollout-*.json", "rollout-", "x/eval.json"])
+def test_the_scan_finds_a_run_file_name_and_only_that(tmp_path, text):
+    plain, patterns = _layout_names()
+    module = tmp_path / "module.py"
+    module.write_text(f"path = root / {text!r}\nother = f'{{name}}.trajectory.json'\n", encoding="utf-8")
+    found = [value for _, value in _run_file_names_in(module, plain, patterns)]
+    shown = text in ("result.json", "senior/brief.json", "rollout-*.json")
+    assert found == ([text] if shown else []) + [".trajectory.json"]
+
+
+def test_the_run_layout_document_is_what_the_layout_gives():
+    """docs/run-layout.md is generated (python -m pipeline.layout_doc): it cannot drift from the layout."""
+    assert layout_doc.main(["--check"]) == 0
+
+
+def test_every_file_of_the_document_says_what_it_holds():
+    files, _ = layout_doc.entries(layout.RunLayout(Path("run")), layout_doc.ROOT)
+    assert len(files) > 40
+    assert all(doc for _, doc in files)
+    document = layout_doc.render()
+    for name in ("rollout-NN.json", "rollout-NN.trajectory.json", "senior-at-NN/", "worker-N.trajectory.json",
+                 "<key>/", "<instance_id>/", "reply.journal", "expansion_by_candidate.json"):
+        assert name in document
+
+
+def test_a_file_named_without_saying_what_it_holds_is_refused():
+    class Extra(layout.JuniorFiles):
+        @property
+        def notes(self) -> Path:
+            return self.root / "notes.json"
+
+    with pytest.raises(TypeError, match="Extra.notes"):
+        layout_doc.entries(Extra(Path("junior")), "junior")
