@@ -275,7 +275,7 @@ def _save_logs(out_dir: Path, spool: Path, printed: list[BoundedOutput], limit: 
     """stdout.log and stderr.log (the tests' output), entry.log (what the setup and the parser printed: bounded
     ``printed``), each kept up to ``limit`` bytes, secrets redacted."""
     saved = ScoringFiles(out_dir)
-    for name, log in zip(TEST_LOGS, (saved.stdout, saved.stderr)):
+    for name, log in zip(TEST_LOGS, (saved.stdout, saved.stderr), strict=True):
         with open(spool / name, "rb") as source:
             save_capped(iter(lambda: source.read(1 << 20), b""), log, limit)
     save_capped(itertools.chain.from_iterable(_pieces(output) for output in printed), saved.entry_log, limit)
