@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator
 
@@ -42,6 +42,12 @@ def _kept_when_read(value, handler, info: ValidationInfo):
 
 def _is_scalar(value) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
+
+
+def absent(description: str) -> Any:
+    """A field a record may lack, None when it does (any field may be absent from a file: an older record's, a
+    plug-in's). Typed ``Any`` so that a type checker takes the field's annotation as its type, as pydantic does."""
+    return Field(None, description=description)
 
 
 _KEPT = WrapValidator(_kept_when_read)
@@ -115,7 +121,7 @@ class Record(Part):
     # -- writing --------------------------------------------------------------------------------------------
 
     @classmethod
-    def of(cls, data: dict):
+    def of(cls, data: dict[str, Any]) -> Self:
         """The record of ``data`` (a writer's dict), checked strictly; RecordError names what does not fit."""
         try:
             record = cls.model_validate({**data, "format": cls.FORMAT})
@@ -140,7 +146,7 @@ class Record(Part):
     # -- reading --------------------------------------------------------------------------------------------
 
     @classmethod
-    def read(cls, path: Path, errors: str = "strict"):
+    def read(cls, path: Path, errors: str = "strict") -> Self | Unreadable:
         """The record in the file at ``path`` (an older format upgraded), or ``Unreadable`` saying why not.
         ``errors``: how bytes that are not UTF-8 are decoded (see ``read_json``)."""
         read = read_json(path, errors)
@@ -149,7 +155,7 @@ class Record(Part):
         return cls.from_data(read.data, path)
 
     @classmethod
-    def from_data(cls, data, path: Path | None = None):
+    def from_data(cls, data: Any, path: Path | None = None) -> Self | Unreadable:
         """The record of data read back (a file's, a line's), or ``Unreadable``: the one place a record's older
         formats are read."""
         if not isinstance(data, dict):
@@ -173,7 +179,7 @@ class Record(Part):
         return data
 
     @classmethod
-    def load(cls, path: Path):
+    def load(cls, path: Path) -> Self:
         """The record at ``path``, for the pipeline resuming its own work: RecordError when it cannot be read."""
         record = cls.read(path)
         if isinstance(record, Unreadable):

@@ -21,10 +21,11 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "run-directory.md"
 _SCALARS = {str: "text", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 
 INTRO = """\
-Every file a run writes is described in docs/run-layout.md. Six of them carry a task from stage to stage and into
-the reports: they are typed records (`pipeline/records/`), each with its format version on disk
-(`"format": 1`). A file without a `format` key was written before records had versions: format 0, read as the same
-record (an older shape is upgraded in one place, the record type's `upgrade`).
+Every file a run writes is described in docs/run-layout.md. Nine of them are typed records (`pipeline/records/`),
+each with its format version on disk (`"format": 1`): the six that carry a task from stage to stage and into the
+reports, and the solo and team baselines' results. A file without a `format` key was written before records had
+versions: format 0, read as the same record (an older shape is upgraded in one place, the record type's
+`upgrade`).
 
 How a record is read back (reports, task pages, export, whatif, a resumed run): a file is unreadable when it is
 missing, not valid JSON, not a JSON object, of a newer format than this swepipe reads, or of the wrong shape (an
