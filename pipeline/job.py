@@ -6,10 +6,10 @@ budget, so a task can run on any thread or machine.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pipeline.config import RunConfig
 from pipeline.layout import TaskPaths
@@ -17,8 +17,9 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.records import Record
-from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
+
+R = TypeVar("R", bound=Record)
 
 
 @dataclass
@@ -77,17 +78,13 @@ class TaskJob:
             return max(1, len(text) // 4)
 
 
-def once(path: Path, make: Callable[[], dict], record: type[Record] | None = None) -> dict:
+def once(path: Path, make: Callable[[], R | dict[str, Any]], record: type[R]) -> R:
     """The record at ``path`` if an earlier session finished it, else ``make()``'s, saved there. ``record``: its
-    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one."""
-    if record is not None:
-        if path.exists():
-            return record.load(path).to_dict()
-        made = make()
-        record.of(made).write(path)
-        return made
+    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one;
+    ``make`` returns the record, or its fields (checked strictly as the record is built)."""
     if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        return record.load(path)
     made = make()
-    write_json_atomic(path, made)
-    return made
+    written = made if isinstance(made, record) else record.of(made)
+    written.write(path)
+    return written

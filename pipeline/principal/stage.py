@@ -20,7 +20,8 @@ from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.prompts import render, render_task_prompt
-from pipeline.records import PrincipalResult
+from pipeline.records import Brief, PrincipalResult
+from pipeline.records.brief import SeniorAt
 from pipeline.runtime.base import Runtime
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -46,9 +47,9 @@ class Principal:
     def __init__(self, config: RunConfig):
         self.config = config
 
-    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
+    def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
         """The patch of an earlier session of this task, or a new one (``make_patch``) in the principal's workspace."""
-        def make() -> dict:
+        def make() -> PrincipalResult:
             started = time.monotonic()
             with job.open_runtime("principal") as runtime:
                 result = self.make_patch(job, pool, brief, runtime)
@@ -57,15 +58,15 @@ class Principal:
 
         return once(job.paths.principal / "result.json", make, PrincipalResult)
 
-    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
+    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
         """The result record, patch.diff written: from the principal model's one call."""
         return run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
                              self.config.principal, job.paths.principal, job.count_tokens)
 
 
-def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelClient, budget: Budget,
+def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelClient, budget: Budget,
                   runtime: Runtime, settings: PrincipalConfig, directory: Path,
-                  count_tokens: Callable[[str], int]) -> dict:
+                  count_tokens: Callable[[str], int]) -> PrincipalResult:
     """Write principal/{request.json, replies.json, patch.diff}; returns the result record (the patch in it).
 
     The messages of each call are saved before it is made (request.json: what the model saw); replies are
@@ -78,12 +79,11 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
     calls: list[dict] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
     shown = select_candidates(pool, settings, count_tokens)
     repo_files = _repo_files(runtime)
-    touched = [span["file"] for span in brief.get("context_spans") or brief.get("spans") or []
-               if isinstance(span, dict) and span.get("file")]
+    touched = [span.file for span in brief.context_spans or brief.spans or [] if span.file]
     listing = nearby_files(repo_files, touched + [path for c in pool.candidates for path in c.files])
     messages = [{"role": "system", "content": render("principal_system.md.j2")},
                 {"role": "user", "content": render("principal_task.md.j2", task_text=render_task_prompt(task),
-                                                   analysis=brief.get("analysis", ""), context=brief["context"],
+                                                   analysis=_analysis(brief), context=brief.context,
                                                    candidates=shown.text, files=listing,
                                                    pick=_senior_pick(brief, pool, shown))}]
     patch, error, attempts = "", None, []
@@ -116,9 +116,14 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
     if not patch:
         patch, source = _fallback(pool, runtime, settings.fallback)
     patchtext.write(directory / "patch.diff", patch)
-    return {"source": source or "none", "error": error, "failed_attempts": attempts, "calls": len(replies),
-            "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n"),
-            "candidates": shown.record(), "patch": patch}
+    return PrincipalResult.of({"source": source or "none", "error": error, "failed_attempts": attempts,
+                               "calls": len(replies), "cost": sum(r.get("cost", 0.0) for r in replies),
+                               "patch_lines": patch.count("\n"), "candidates": shown.record(), "patch": patch})
+
+
+def _analysis(brief: Brief) -> str | SeniorAt:
+    """The brief's analysis as the principal is shown it ("" when the brief has none)."""
+    return brief.analysis if "analysis" in brief.model_fields_set else ""
 
 
 def apply_to_base(reply: str, runtime: Runtime, repo_files: list[str] | None = None) -> str:
@@ -255,9 +260,9 @@ def select_candidates(pool: CandidatePool, settings: PrincipalConfig,
     return result
 
 
-def _senior_pick(brief: dict, pool: CandidatePool, shown: ShownCandidates) -> str:
+def _senior_pick(brief: Brief, pool: CandidatePool, shown: ShownCandidates) -> str:
     """The sentence naming the candidate the senior judged right or closest (brief.json's ``candidate``), or ""."""
-    pick = brief.get("candidate")
+    pick = brief.candidate
     if not shown.text or isinstance(pick, bool) or not isinstance(pick, int) or not 1 <= pick <= len(pool.candidates):
         return ""
     where = "" if pick in shown.shown else " (not shown above)"

@@ -8,6 +8,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pipeline import patchtext, records
 from pipeline.agent.agent import Agent, AgentRun, prompt
@@ -36,9 +37,9 @@ class Senior:
     def __init__(self, config: RunConfig):
         self.config = config
 
-    def brief(self, job: TaskJob, pool: CandidatePool) -> dict:
+    def brief(self, job: TaskJob, pool: CandidatePool) -> records.Brief:
         """The brief of an earlier session of this task, or a new one made in a read-only container."""
-        def make() -> dict:
+        def make() -> dict[str, Any]:
             client = job.client("senior") if job.config.plays("senior") and "senior" in job.config.models else None
             started = time.monotonic()
             with job.open_runtime("senior", read_only=True) as runtime:
@@ -48,8 +49,9 @@ class Senior:
             return record
 
         record = once(job.paths.senior / "brief.json", make, records.Brief)
-        return {**record, "context": (job.paths.senior / "context.md").read_text(encoding="utf-8")} \
-            if "context" not in record else record
+        if "context" in record.model_fields_set:
+            return record
+        return record.model_copy(update={"context": (job.paths.senior / "context.md").read_text(encoding="utf-8")})
 
 
 def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budget: Budget, runtime: Runtime,

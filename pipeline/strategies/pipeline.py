@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
+from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
 from pipeline.principal.skip import SkippedSenior, SkipPrincipal, skip_decision
-from pipeline.strategies.base import BaseStrategy, stage_class
+from pipeline.records import Brief, PrincipalResult
+from pipeline.records.brief import SkipDecision
+from pipeline.strategies.answer import Spend, TaskAnswer
+from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, as_record, stage_class
 
 
 class PipelineStrategy(BaseStrategy):
@@ -34,28 +39,33 @@ class PipelineStrategy(BaseStrategy):
         roles = (getattr(stage, "role", None) for stage in stages)
         return (*junior, *(role for role in roles if role and config.plays(role)))
 
-    def run_task(self, job: TaskJob) -> dict:
+    def run_task(self, job: TaskJob) -> TaskAnswer:
         records, pool = junior_stage(job)  # no rollouts when k is 0: the senior explores alone
         job.finished_stage("junior", f"{len(records)} rollouts, {len(pool.candidates)} distinct candidate(s), "
                                      f"${sum(r.get('cost', 0.0) for r in records):.4f}" if records else
                            "no juniors (k=0)")
         senior, principal, skip = self.stages(job, pool, records)
         job.stage = "senior"
-        brief = senior.brief(job, pool)
-        job.finished_stage("senior", f"skipped: {skip['reason']}" if skip and skip["skip"] else
-                           f"brief from the {brief.get('source', '?')}, {len(brief.get('spans', []))} span(s)")
+        brief = as_record(senior.brief(job, pool), Brief)
+        job.finished_stage("senior", f"skipped: {skip.reason}" if skip and skip.skip else
+                           f"brief from the {brief.source or '?'}, {len(brief.spans or [])} span(s)")
         job.stage = "principal"
-        result = principal.write(job, pool, brief)
-        job.finished_stage("principal", f"patch from {result['source']}")
-        return {"model_patch": result["patch"], "source": result["source"], "error": result.get("error"),
-                **({"skip_check": skip} if skip is not None else {}), **reused_juniors(job, records)}
+        result = as_record(principal.write(job, pool, brief), PrincipalResult)
+        job.finished_stage("principal", f"patch from {result.source}")
+        reused_from, carried = reused_juniors(records)
+        answer = TaskAnswer(model_patch=result.patch, source=result.source, error=result.error,
+                            juniors_reused_from=reused_from, carried_spend=carried)
+        if skip is not None:
+            answer.skip_check = skip
+        return answer
 
-    def stages(self, job: TaskJob, pool, records: list[dict]) -> tuple[object, object, dict | None]:
+    def stages(self, job: TaskJob, pool: CandidatePool,
+               records: list[dict[str, Any]]) -> tuple[SeniorStage, PrincipalStage, SkipDecision | None]:
         """The senior and principal stages for this task, and the skip rule's decision (None when it is off):
         the configured stages, or with principal.skip_when holding two that call no model and submit the top
         candidate (pipeline.principal.skip)."""
         decision = skip_decision(job, pool, records)
-        if decision is not None and decision["skip"]:
+        if decision is not None and decision.skip:
             return SkippedSenior(self.config, decision), SkipPrincipal(self.config, decision), decision
         return self.senior, self.principal, decision
 
@@ -76,12 +86,12 @@ def _principal_class(config: RunConfig):
     return stage
 
 
-def reused_juniors(job: TaskJob, records: list[dict]) -> dict:
-    """Which run the reused rollouts came from, and what they cost there (not in this task's ledger)."""
+def reused_juniors(records: list[dict[str, Any]]) -> tuple[str | None, dict[str, Spend]]:
+    """Which run the reused rollouts came from (None: none were reused), and what they cost there (not in this
+    task's ledger), by stage."""
     reused = [r for r in records if r.get("reused_from")]
     if not reused:
-        return {"juniors_reused_from": None}
-    return {"juniors_reused_from": Path(reused[0]["reused_from"]).parents[2].name,
-            "carried_spend": {"junior": {"cost": sum(r.get("cost", 0.0) for r in reused),
-                                         "input": sum(r.get("input_tokens", 0) for r in reused),
-                                         "output": sum(r.get("output_tokens", 0) for r in reused)}}}
+        return None, {}
+    spent = Spend(cost=sum(r.get("cost", 0.0) for r in reused), input=sum(r.get("input_tokens", 0) for r in reused),
+                  output=sum(r.get("output_tokens", 0) for r in reused))
+    return Path(reused[0]["reused_from"]).parents[2].name, {"junior": spent}

@@ -209,7 +209,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     name = f"{_short(task)} k={k}/{item.big_k}"
     if record is None:
         return f"{name}: no brief: {failure}; ${spent:.4f}", spent, False
-    return (f"{name}: brief from the {record.get('source', '?')}, {len(record.get('context_spans') or [])} span(s) "
+    return (f"{name}: brief from the {record.source or '?'}, {len(record.context_spans or [])} span(s) "
             f"in the context, ${spent:.4f}"), spent, True
 
 

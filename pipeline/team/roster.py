@@ -11,6 +11,7 @@ from pathlib import Path
 from pipeline.agent.actions import FormatError
 from pipeline.agent.inbox import Inbox, InboxItem
 from pipeline.config import RunConfig
+from pipeline.records import TeamDelegations, Unreadable
 from pipeline.storage import write_json_atomic
 from pipeline.team.actions import STAGES, ActionError, parse_message, worker_name
 
@@ -40,7 +41,8 @@ class Team:
         """What delegations.json and messages.json held when an earlier session of this task ended
         (lead_waits.json goes straight back into ``lead_waits``)."""
         self.lead_waits = self.read("lead_waits.json", [])
-        return self.read("delegations.json", {}), self.read("messages.json", [])
+        delegations = TeamDelegations.read(self.directory / "delegations.json")
+        return ({} if isinstance(delegations, Unreadable) else delegations.to_dict()), self.read("messages.json", [])
 
     def read(self, name: str, empty):
         try:
@@ -143,11 +145,11 @@ class Team:
             records = [worker.record for worker in self.workers.values()]
             counts = {stage: sum(1 for r in records if r["stage"] == stage) for stage in STAGES}
             s = self.settings
-            write_json_atomic(self.directory / "delegations.json", {
+            TeamDelegations.of({
                 "mode": s.mode, "stages": s.stages, "size": s.team_size, "sizing": s.sizing, "started": self.started,
                 "submit_guard": s.submit_guard, "directory": s.directory, "lead_prompt": s.lead_prompt,
                 "counts": {**counts, "total": len(records)},
-                "lost_work": self.lost_work, "delegations": records})
+                "lost_work": self.lost_work, "delegations": records}).write(self.directory / "delegations.json")
             write_json_atomic(self.directory / "messages.json", self.messages)
             write_json_atomic(self.directory / "lead_waits.json", self.lead_waits)
 
