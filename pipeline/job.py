@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.config import RunConfig
 from pipeline.layout import TaskPaths
@@ -18,6 +18,9 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.records import Record
 from pipeline.tasks import Task
+
+if TYPE_CHECKING:
+    from pipeline.runtime.base import OpenedRuntime
 
 R = TypeVar("R", bound=Record)
 
@@ -56,7 +59,7 @@ class TaskJob:
         return ModelClient(self.config.model_for(role), role, self.ledger, stage=stage, task=self.task.instance_id,
                            scope=f"{self.run_id}/{self.task.instance_id}")
 
-    def open_runtime(self, role: str, *, read_only: bool = False, background: bool = False):
+    def open_runtime(self, role: str, *, read_only: bool = False, background: bool = False) -> OpenedRuntime:
         """A started workspace of this task for the agent ``role`` (a Docker container unless the config names
         another runtime opener)."""
         from pipeline.plugins import load_object
@@ -64,8 +67,9 @@ class TaskJob:
 
         opener = load_object(self.config.containers.impl, "containers.impl") if self.config.containers.impl \
             else open_runtime
-        return opener(self.task, role, self.config.containers, run_id=self.run_id, image_template=self.image_template,
-                      read_only=read_only, background=background)
+        opened: OpenedRuntime = opener(self.task, role, self.config.containers, run_id=self.run_id,
+                                       image_template=self.image_template, read_only=read_only, background=background)
+        return opened
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for the principal's model where litellm knows its tokenizer, else ~4 characters each."""
@@ -85,6 +89,7 @@ def once(path: Path, make: Callable[[], R | dict[str, Any]], record: type[R]) ->
     if path.exists():
         return record.load(path)
     made = make()
-    written = made if isinstance(made, record) else record.of(made)
-    written.write(path)
-    return written
+    if isinstance(made, dict):
+        made = record.of(made)
+    made.write(path)
+    return made

@@ -24,7 +24,7 @@ class SeniorChoice(Principal):
     """A principal stage that calls no model (``role = None``): ``write(job, pool, brief)`` returns the result
     record with the candidate's ``patch`` and its ``source`` (senior_choice, junior_top or none)."""
 
-    role = None  # no model role: nothing is called, priced or started for the principal
+    role: str | None = None  # no model role: nothing is called, priced or started for the principal
 
     def make_patch(self, job: TaskJob, pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
         result = choose(pool, brief, runtime)

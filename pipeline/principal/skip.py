@@ -64,13 +64,13 @@ class SkippedSenior:
         self.config, self.decision = config, decision
 
     def brief(self, job: TaskJob, pool: CandidatePool) -> Brief:
-        def make() -> dict[str, Any]:
+        def make() -> Brief:
             job.paths.senior.mkdir(parents=True, exist_ok=True)
-            return {"source": SKIPPED_BRIEF, "analysis": f"(Skipped by principal.skip_when: "
-                                                         f"{self.decision.reason}.)",
-                    "spans": [], "candidate": 1, "problems": [], "context_spans": None, "context_tokens": 0,
-                    "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
-                    "skipped": self.decision.to_dict()}
+            return Brief.of({
+                "source": SKIPPED_BRIEF, "analysis": f"(Skipped by principal.skip_when: {self.decision.reason}.)",
+                "spans": [], "candidate": 1, "problems": [], "context_spans": None, "context_tokens": 0,
+                "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
+                "skipped": self.decision.to_dict()})
 
         return once(job.paths.senior / "brief.json", make, Brief).model_copy(update={"context": ""})
 
@@ -84,13 +84,14 @@ class SkipPrincipal:
         self.config, self.decision = config, decision
 
     def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
-        def make() -> dict[str, Any]:
+        def make() -> PrincipalResult:
             top = pool.candidates[0] if pool.candidates else None
             patch = top.patch if top else ""
             job.paths.principal.mkdir(parents=True, exist_ok=True)
             patchtext.write(job.paths.principal / "patch.diff", patch)
-            return {"source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
-                    "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
-                    "patch_lines": patch.count("\n"), "skipped": self.decision.to_dict(), "patch": patch}
+            return PrincipalResult.of({
+                "source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
+                "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
+                "patch_lines": patch.count("\n"), "skipped": self.decision.to_dict(), "patch": patch})
 
         return once(job.paths.principal / "result.json", make, PrincipalResult)

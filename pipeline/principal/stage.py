@@ -10,15 +10,16 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline import patchtext
 from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidatePool
+from pipeline.juniors.pool import Candidate, CandidatePool
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
-from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
+from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.prompts import render, render_task_prompt
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt
@@ -42,7 +43,7 @@ class Principal:
     """Stage 3 as a plug-in: ``write(job, pool, brief)`` returns the result record with the final ``patch``
     and its ``source``. Replace it with ``principal: {impl: "mypkg.mod:MyPrincipal"}``."""
 
-    role = "principal"  # the model role it calls
+    role: str | None = "principal"  # the model role it calls
 
     def __init__(self, config: RunConfig):
         self.config = config
@@ -75,8 +76,8 @@ def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelCl
     """
     directory.mkdir(parents=True, exist_ok=True)
     replies_path, request_path = directory / "replies.json", directory / "request.json"
-    replies: list[dict] = json.loads(replies_path.read_text()) if replies_path.exists() else []
-    calls: list[dict] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
+    replies: list[dict[str, Any]] = json.loads(replies_path.read_text()) if replies_path.exists() else []
+    calls: list[dict[str, Any]] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
     shown = select_candidates(pool, settings, count_tokens)
     repo_files = _repo_files(runtime)
     touched = [span.file for span in brief.context_spans or brief.spans or [] if span.file]
@@ -153,7 +154,7 @@ def apply_to_base(reply: str, runtime: Runtime, repo_files: list[str] | None = N
     return patch
 
 
-def _check_writable(edits) -> None:
+def _check_writable(edits: list[Edit]) -> None:
     """UnusableEdits for a replacement holding a lone surrogate (a provider's JSON can send ``\\ud800``): no text
     file can hold one, and writing something else instead would put text the model never wrote into the patch."""
     for edit in edits:
@@ -219,7 +220,7 @@ class ShownCandidates:
     over_budget: list[int] = field(default_factory=list)  # left out: they did not fit in what was left
     over_count: list[int] = field(default_factory=list)  # left out by principal.show_candidates
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if key != "text"}
 
 
@@ -276,7 +277,7 @@ def _endings(reasons: list[str]) -> str:
     return f"{len(reasons)} rollout{'s' if len(reasons) != 1 else ''}: {', '.join(parts)}" if reasons else ""
 
 
-def _candidate_block(number: int, candidate, lines: list[str], keep: int) -> str:
+def _candidate_block(number: int, candidate: Candidate, lines: list[str], keep: int) -> str:
     shown = lines[:keep]
     ticks = max((len(line[1:]) - len(line[1:].lstrip("`")) for line in shown), default=0)  # ``` in the code
     return render("principal_candidate.md.j2", number=number, votes=candidate.votes, files=candidate.files,
@@ -284,7 +285,7 @@ def _candidate_block(number: int, candidate, lines: list[str], keep: int) -> str
                   cut=len(lines) - keep, total=len(lines)).strip() + "\n"
 
 
-def _cut_to_fit(number: int, candidate, lines: list[str], room: int,
+def _cut_to_fit(number: int, candidate: Candidate, lines: list[str], room: int,
                 count_tokens: Callable[[str], int]) -> tuple[str, int]:
     """The candidate's block with the most patch lines that fit in ``room`` tokens; ("", 0) below MIN_CUT_LINES."""
     low, high, best = MIN_CUT_LINES, len(lines) - 1, ("", 0)
@@ -299,7 +300,7 @@ def _cut_to_fit(number: int, candidate, lines: list[str], room: int,
     return best
 
 
-def _left_out_line(number: int, candidate, why: str) -> str:
+def _left_out_line(number: int, candidate: Candidate, why: str) -> str:
     files = ", ".join(candidate.files[:5]) + (f" and {len(candidate.files) - 5} more" if len(candidate.files) > 5
                                               else "")
     votes = f"{candidate.votes} vote{'s' if candidate.votes != 1 else ''}"

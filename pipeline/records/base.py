@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler,
+                      WrapValidator)
 
 from pipeline.storage import write_json_atomic
 
@@ -30,7 +31,7 @@ NOT_AN_OBJECT = "not a JSON object"
 _READING = "reading"  # the validation context's key: the values of a file read back are untrusted input
 
 
-def _kept_when_read(value, handler, info: ValidationInfo):
+def _kept_when_read(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
     """A value of its documented type; reading, any other JSON value that is no object or list is kept as read."""
     try:
         return handler(value)
@@ -40,7 +41,7 @@ def _kept_when_read(value, handler, info: ValidationInfo):
         raise
 
 
-def _is_scalar(value) -> bool:
+def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
@@ -62,9 +63,10 @@ class Part(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The keys it was given (unknown ones too), as a dict."""
-        return self.model_dump(exclude_unset=True, warnings=False)
+        data: dict[str, Any] = self.model_dump(exclude_unset=True, warnings=False)
+        return data
 
 
 class RecordError(ValueError):
@@ -129,14 +131,14 @@ class Record(Part):
             raise RecordError(f"{cls.__name__} record: {describe(error)}") from None
         return record
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The record as a dict: the keys it was given (unknown ones too), without ``format`` (a matter of the
         file, not of the values stages pass on)."""
         data = super().to_dict()
         data.pop("format", None)
         return data
 
-    def to_disk(self) -> dict:
+    def to_disk(self) -> dict[str, Any]:
         """What its file holds: the format first, then its keys as given."""
         return {"format": self.FORMAT, **self.to_dict()}
 
@@ -173,7 +175,7 @@ class Record(Part):
             return Unreadable(path, f"of the wrong shape ({describe(error)})")
 
     @classmethod
-    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+    def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:
         """``data`` of format ``version`` in the current format. Format 0 differs from 1 only by having no
         ``format`` key, unless a subclass says otherwise."""
         return data
@@ -204,5 +206,6 @@ def _union_branch(part: str) -> bool:
     return part in ("int", "float", "str", "bool", "none") or "[" in part or part in _part_names(Part)
 
 
-def _part_names(cls: type) -> set[str]:
-    return {name for sub in cls.__subclasses__() for name in (sub.__name__, *_part_names(sub))}
+def _part_names(cls: type[Part]) -> set[str]:
+    subclasses: list[type[Part]] = cls.__subclasses__()
+    return {name for sub in subclasses for name in (sub.__name__, *_part_names(sub))}

@@ -101,7 +101,7 @@ class EvalResult(Record):
     node: Text | None = absent("with the ray executor: the machine that scored it")
 
     @classmethod
-    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+    def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:
         """Before format 2 the verdict was the official one."""
         if version < 2 and "official_resolved" not in data and "resolved" in data:
             data["official_resolved"] = data["resolved"]

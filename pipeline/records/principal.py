@@ -4,6 +4,7 @@ principal model none; pipeline.principal.skip.SkipPrincipal when the skip rule h
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pipeline import patchtext
 from pipeline.records.base import Int, Number, Part, Record, Text, absent
@@ -45,7 +46,7 @@ class PrincipalResult(Record):
     patch: Text = absent("the final patch (format 0 results without it: patch.diff's)")
 
     @classmethod
-    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+    def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:
         """A result written before results held their patch: patch.diff beside it is the patch."""
         beside = path.with_name("patch.diff") if path is not None else None
         if "patch" not in data and beside is not None and beside.is_file():

@@ -52,7 +52,7 @@ class Rollout(Record):
                                "(--reuse-juniors-from): paid for there")
 
     @classmethod
-    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+    def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:
         """Format 0: a record without its index takes its file name's."""
         match = _NAME.match(path.name) if path is not None else None
         if data.get("index") is None and match:

@@ -10,6 +10,7 @@ import sys
 import types
 import typing
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -58,7 +59,7 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _section(model: type[BaseModel], parts: list, level: str = "##") -> list[str]:
+def _section(model: type[BaseModel], parts: list[type[Part]], level: str = "##") -> list[str]:
     lines = [f"{level} {model.__name__}", ""]
     if issubclass(model, Record):
         files = "; ".join(_file(name.strip()) for name in model.FILE.split(";"))
@@ -72,7 +73,7 @@ def _section(model: type[BaseModel], parts: list, level: str = "##") -> list[str
     return lines + [""]
 
 
-def _type(annotation, parts: list) -> str:
+def _type(annotation: Any, parts: list[type[Part]]) -> str:
     """``annotation`` in words; the parts it names are added to ``parts``."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
@@ -80,7 +81,7 @@ def _type(annotation, parts: list) -> str:
     if origin in (typing.Union, types.UnionType):
         plain = [typing.get_args(arg)[0] if typing.get_origin(arg) is typing.Annotated else arg for arg in args]
         if int in plain and float in plain:  # a JSON number: an integer or a decimal
-            args = [float if arg is float else arg for arg, bare in zip(args, plain) if bare is not int]
+            args = tuple(float if arg is float else arg for arg, bare in zip(args, plain) if bare is not int)
         return " or ".join(_type(arg, parts) for arg in args)
     if origin is list:
         if not args:

@@ -8,7 +8,6 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pipeline import patchtext, records
 from pipeline.agent.agent import Agent, AgentRun, prompt
@@ -39,7 +38,7 @@ class Senior:
 
     def brief(self, job: TaskJob, pool: CandidatePool) -> records.Brief:
         """The brief of an earlier session of this task, or a new one made in a read-only container."""
-        def make() -> dict[str, Any]:
+        def make() -> records.Brief:
             client = job.client("senior") if job.config.plays("senior") and "senior" in job.config.models else None
             started = time.monotonic()
             with job.open_runtime("senior", read_only=True) as runtime:
@@ -55,7 +54,7 @@ class Senior:
 
 
 def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budget: Budget, runtime: Runtime,
-               config: RunConfig, directory: Path, count_tokens: Callable[[str], int]) -> dict:
+               config: RunConfig, directory: Path, count_tokens: Callable[[str], int]) -> records.Brief:
     """Write senior/{expansion.json, context.md, trajectory.json}; returns the brief record (with its context).
 
     The senior hands in its brief with submit; at its step limit its last turn asks for the brief, and a
@@ -124,7 +123,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
               "senior_cost": agent.record.cost if agent else 0.0,
               "senior_steps": len(agent.record.steps) if agent else 0}
     write_code_atomic(directory / "context.md", context.text)
-    return {**record, "context": context.text}
+    return records.Brief.of({**record, "context": context.text})
 
 
 def _problem(reply: str, files: _FileCache, root: str) -> str | None:

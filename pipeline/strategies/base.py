@@ -76,11 +76,12 @@ R = TypeVar("R", bound=Record)
 def as_record(answer: R | dict[str, Any], record: type[R]) -> R:
     """A stage's answer as its record: a plug-in stage written before stages returned records may still return
     the record's fields as a dict, which are checked as the record is written."""
-    return answer if isinstance(answer, record) else record.of(answer)
+    return record.of(answer) if isinstance(answer, dict) else answer
 
 
 # What each configured stage must have: the config key that names it -> (its protocol, its method).
-STAGE_PROTOCOLS = {"senior.impl": (SeniorStage, "brief"), "principal.impl": (PrincipalStage, "write")}
+STAGE_PROTOCOLS: dict[str, tuple[type, str]] = {"senior.impl": (SeniorStage, "brief"),
+                                                "principal.impl": (PrincipalStage, "write")}
 
 
 class BaseStrategy:
@@ -104,25 +105,28 @@ def strategy_class(name: str) -> type[Strategy]:
     from pipeline.plugins import load_object
 
     if name in REGISTRY:
-        return load_object(REGISTRY[name], "strategy")
+        builtin: type[Strategy] = load_object(REGISTRY[name], "strategy")
+        return builtin
     if ":" not in name:
         raise SwepipeError(f"unknown strategy {name!r}: use {', '.join(REGISTRY)}, or name a class as "
                            "package.module:Class")
-    cls = load_object(name, "strategy")
+    cls: type[Strategy] = load_object(name, "strategy")
     missing = [attribute for attribute in ("roles", "run_task") if not hasattr(cls, attribute)]
     if missing:
         raise SwepipeError(f"strategy {name!r} is not a Strategy: it has no {', '.join(missing)}")
     return cls
 
 
-def stage_class(spec: str | None, default: str, what: str):
+def stage_class(spec: str | None, default: str, what: str) -> type[Any]:
     """The stage class the config names (``senior.impl``, ``principal.impl``), else the built-in one; one without
     its protocol's method (SeniorStage.brief, PrincipalStage.write) is refused before anything is spent."""
     from pipeline.plugins import load_object
 
-    cls = load_object(spec or default, what)
-    protocol, method = STAGE_PROTOCOLS.get(what, (None, None))
-    if method is not None and not callable(getattr(cls, method, None)):
+    cls: type[Any] = load_object(spec or default, what)
+    if what not in STAGE_PROTOCOLS:
+        return cls
+    protocol, method = STAGE_PROTOCOLS[what]
+    if not callable(getattr(cls, method, None)):
         raise SwepipeError(f"{what} {spec or default!r} is not a {protocol.__name__}: it has no {method}(job, pool"
                            + (", brief" if method == "write" else "") + ") method")
     return cls

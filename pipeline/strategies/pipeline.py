@@ -54,13 +54,13 @@ class PipelineStrategy(BaseStrategy):
         job.finished_stage("principal", f"patch from {result.source}")
         reused_from, carried = reused_juniors(records)
         answer = TaskAnswer(model_patch=result.patch, source=result.source, error=result.error,
-                            juniors_reused_from=reused_from, carried_spend=carried)
+                            juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {})
         if skip is not None:
             answer.skip_check = skip
         return answer
 
-    def stages(self, job: TaskJob, pool: CandidatePool,
-               records: list[dict[str, Any]]) -> tuple[SeniorStage, PrincipalStage, SkipDecision | None]:
+    def stages(self, job: TaskJob, pool: CandidatePool, records: list[dict[str, Any]]) -> tuple[
+            SeniorStage | SkippedSenior, PrincipalStage | SkipPrincipal, SkipDecision | None]:
         """The senior and principal stages for this task, and the skip rule's decision (None when it is off):
         the configured stages, or with principal.skip_when holding two that call no model and submit the top
         candidate (pipeline.principal.skip)."""
@@ -70,11 +70,11 @@ class PipelineStrategy(BaseStrategy):
         return self.senior, self.principal, decision
 
 
-def _senior_class(config: RunConfig):
+def _senior_class(config: RunConfig) -> type[SeniorStage]:
     return stage_class(config.senior.impl, "pipeline.senior.stage:Senior", "senior.impl")
 
 
-def _principal_class(config: RunConfig):
+def _principal_class(config: RunConfig) -> type[PrincipalStage]:
     """The principal stage: the config's plug-in, else the frontier call, or with the principal model ``none``
     the senior-informed top candidate (pipeline.principal.choice, no call)."""
     default = ("pipeline.principal.stage:Principal" if config.plays("principal")
@@ -86,12 +86,12 @@ def _principal_class(config: RunConfig):
     return stage
 
 
-def reused_juniors(records: list[dict[str, Any]]) -> tuple[str | None, dict[str, Spend]]:
-    """Which run the reused rollouts came from (None: none were reused), and what they cost there (not in this
-    task's ledger), by stage."""
+def reused_juniors(records: list[dict[str, Any]]) -> tuple[str | None, Spend | None]:
+    """Which run the reused rollouts came from, and what they cost there (not in this task's ledger); (None, None)
+    when none were reused."""
     reused = [r for r in records if r.get("reused_from")]
     if not reused:
-        return None, {}
+        return None, None
     spent = Spend(cost=sum(r.get("cost", 0.0) for r in reused), input=sum(r.get("input_tokens", 0) for r in reused),
                   output=sum(r.get("output_tokens", 0) for r in reused))
-    return Path(reused[0]["reused_from"]).parents[2].name, {"junior": spent}
+    return Path(reused[0]["reused_from"]).parents[2].name, spent

@@ -38,4 +38,4 @@ class VoteStrategy(BaseStrategy):
         reused_from, carried = reused_juniors(records)
         return TaskAnswer(model_patch=top.patch if top else "", source="vote" if top else "none",
                           error=None if top else "no rollout left a source edit", votes=top.votes if top else 0,
-                          juniors_reused_from=reused_from, carried_spend=carried)
+                          juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {})

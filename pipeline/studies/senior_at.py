@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline import records, stopping
 from pipeline.config import RunConfig, load_config
@@ -182,16 +183,17 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     started = time.monotonic()
     failure = None
 
-    def make() -> dict:
+    def make() -> dict[str, Any]:
         nonlocal failure
         _require_image(job)
         client = job.client("senior", stage=STAGE)
         with job.open_runtime("senior", read_only=True) as runtime:
-            record = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
-        record.pop("context", None)  # context.md holds it
-        if record.get("senior_exit") == "cost_limit":
-            failure = f"the budget stopped the senior ({record.get('senior_error')}); a rerun goes on from there"
+            brief = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
+        if brief.senior_exit == "cost_limit":
+            failure = f"the budget stopped the senior ({brief.senior_error}); a rerun goes on from there"
             raise _NotSaved
+        record = brief.to_dict()
+        record.pop("context", None)  # context.md holds it
         return {**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
                                        "seconds": round(time.monotonic() - started, 2)}}
 
