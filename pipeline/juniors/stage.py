@@ -66,9 +66,9 @@ def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
     stop = next((d for d in recorded if d.get("decision") == "stop" and d.get("converged")), None)
     if stop is not None and isinstance(stop.get("rollouts"), int) and 0 < stop["rollouts"] <= k \
             and all(rollout_path(directory, i).exists() for i in range(stop["rollouts"])):
-        decisions = recorded[:recorded.index(stop) + 1]
-        records = _rollouts(job, range(stop["rollouts"]), on_done)
-        return [records[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, decisions, directory)
+        kept = recorded[:recorded.index(stop) + 1]
+        done = _rollouts(job, range(stop["rollouts"]), on_done)
+        return [done[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, kept, directory)
     records: dict[int, dict] = {}
     decisions: list[dict] = []
     before: CandidatePool | None = None

@@ -58,8 +58,8 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
     job = task_job(task, run, run_budget)
     job.log = log
     paths, job.stage = job.paths, strategy.roles[0]
-    prediction = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name, "source": "none",
-                  "models": run.models, "error": None}
+    prediction: dict[str, Any] = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name,
+                                  "source": "none", "models": run.models, "error": None}
     started = time.monotonic()
     BREAKERS.configure(run.config.faults.breaker_settings())
     carried: dict[str, dict[str, Any]] = {}

@@ -101,7 +101,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                 brief = _brief_in_last_reply(run)
         except Exception as error:  # an InfrastructureFault is no Exception: the task reruns the senior  # noqa: BLE001 - a broken senior falls back, never ends the task
             write_text_atomic(directory / "error.txt", traceback.format_exc())
-            agent_error = f"{type(error).__name__}: {error}"
+            agent_error: str | None = f"{type(error).__name__}: {error}"
         else:
             agent_error = None if brief else f"senior ended with {run.exit_reason}: {run.error or ''}".strip()
     else:
@@ -190,7 +190,9 @@ class _FileCache:
     """Base-commit file contents read once through the runtime."""
 
     def __init__(self, runtime: Runtime):
-        self._runtime, self._lines, self._directories = runtime, {}, set()
+        self._runtime = runtime
+        self._lines: dict[str, list[str] | None] = {}
+        self._directories: set[str] = set()
 
     def lines(self, path: str) -> list[str] | None:
         if path not in self._lines:

@@ -7,6 +7,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.agent.actions import FormatError
 from pipeline.agent.inbox import Inbox, InboxItem
@@ -14,6 +15,9 @@ from pipeline.config import RunConfig
 from pipeline.records import TeamDelegations, Unreadable
 from pipeline.storage import write_json_atomic
 from pipeline.team.actions import STAGES, ActionError, parse_message, worker_name
+
+if TYPE_CHECKING:
+    from pipeline.team.workers import Worker
 
 
 class Team:
@@ -26,7 +30,7 @@ class Team:
         self.workspace, self.worker_client, self.budget = workspace, worker_client, budget
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.workers: dict[str, object] = {}  # name -> Worker, in the order they were delegated
+        self.workers: dict[str, Worker] = {}  # name -> Worker, in the order they were delegated
         self.lead_inbox = Inbox()
         self.lead_status = "reading the issue"
         self.lock = threading.RLock()
