@@ -7,24 +7,33 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 from pipeline import stopping
 from pipeline.job import TaskJob
 from pipeline.juniors import schedule as waves
 from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import rollout_path, run_rollout
-from pipeline.records import Pool, Rollout, Unreadable
+from pipeline.records import Pool, RecordError, Rollout, Unreadable
 
 _ROLLOUT_FILE = re.compile(r"^rollout-(\d+)\.json$")
 
 
-def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[dict], CandidatePool]:
-    """The junior stage as a strategy runs it: the rollouts (``run_juniors``) and their pool, written to
-    junior/pool.json with the schedule's decisions when ``juniors.schedule`` is on."""
+def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[Rollout], CandidatePool]:
+    """The junior stage as a strategy runs it: the rollouts (``run_juniors``) as records, and their pool, written
+    to junior/pool.json with the schedule's decisions when ``juniors.schedule`` is on."""
     records, schedule = _run(job, on_done)
     pool = build_pool(job.task.instance_id, records)
     write_pool(job, pool, schedule)
-    return records, pool
+    return [_as_record(record) for record in records], pool
+
+
+def _as_record(data: dict[str, Any]) -> Rollout:
+    """A rollout's record, from its data as read from or written to its file (so it is one)."""
+    record = Rollout.from_data(data)
+    if isinstance(record, Unreadable):
+        raise RecordError(f"rollout {data.get('index')} is {record.why}")
+    return record
 
 
 def run_juniors(job: TaskJob, *, on_done=None) -> list[dict]:

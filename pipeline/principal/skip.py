@@ -16,21 +16,20 @@ whatever the rule says now.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pipeline import patchtext
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.schedule import agreement, agrees
-from pipeline.records import Brief, PrincipalResult, Unreadable
+from pipeline.records import Brief, PrincipalResult, Rollout, Unreadable
 from pipeline.records.brief import SkipDecision
 
 SKIP_SOURCE = "skip:junior_top"  # the prediction's source when the senior and principal were skipped
 SKIPPED_BRIEF = "skipped"  # the brief's source then
 
 
-def skip_decision(job: TaskJob, pool: CandidatePool, records: list[dict[str, Any]]) -> SkipDecision | None:
+def skip_decision(job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) -> SkipDecision | None:
     """The skip rule's decision on the task's pool (``skip``: whether the senior and principal are skipped, and
     why), or None when ``principal.skip_when`` is off. A decision an earlier session recorded wins."""
     recorded = _recorded(job.paths.senior / "brief.json", job.paths.principal / "result.json")
@@ -39,7 +38,7 @@ def skip_decision(job: TaskJob, pool: CandidatePool, records: list[dict[str, Any
     rule = job.config.principal.skip_when
     if rule.top_share is None:
         return None
-    measure = agreement(pool, records)
+    measure = agreement(pool, [rollout.to_dict() for rollout in rollouts])
     holds, reason = agrees(measure, rule.top_share, rule.min_submitted)
     return SkipDecision.model_validate({"skip": holds, "top_share_needed": rule.top_share,
                                         "min_submitted": rule.min_submitted,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
@@ -11,7 +10,7 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
 from pipeline.principal.skip import SkippedSenior, SkipPrincipal, skip_decision
-from pipeline.records import Brief, PrincipalResult
+from pipeline.records import Brief, PrincipalResult, Rollout
 from pipeline.records.brief import SkipDecision
 from pipeline.strategies.answer import Spend, TaskAnswer
 from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, as_record, stage_class
@@ -40,11 +39,11 @@ class PipelineStrategy(BaseStrategy):
         return (*junior, *(role for role in roles if role and config.plays(role)))
 
     def run_task(self, job: TaskJob) -> TaskAnswer:
-        records, pool = junior_stage(job)  # no rollouts when k is 0: the senior explores alone
-        job.finished_stage("junior", f"{len(records)} rollouts, {len(pool.candidates)} distinct candidate(s), "
-                                     f"${sum(r.get('cost', 0.0) for r in records):.4f}" if records else
+        rollouts, pool = junior_stage(job)  # no rollouts when k is 0: the senior explores alone
+        job.finished_stage("junior", f"{len(rollouts)} rollouts, {len(pool.candidates)} distinct candidate(s), "
+                                     f"${sum(r.cost or 0.0 for r in rollouts):.4f}" if rollouts else
                            "no juniors (k=0)")
-        senior, principal, skip = self.stages(job, pool, records)
+        senior, principal, skip = self.stages(job, pool, rollouts)
         job.stage = "senior"
         brief = as_record(senior.brief(job, pool), Brief)
         job.finished_stage("senior", f"skipped: {skip.reason}" if skip and skip.skip else
@@ -52,19 +51,19 @@ class PipelineStrategy(BaseStrategy):
         job.stage = "principal"
         result = as_record(principal.write(job, pool, brief), PrincipalResult)
         job.finished_stage("principal", f"patch from {result.source}")
-        reused_from, carried = reused_juniors(records)
+        reused_from, carried = reused_juniors(rollouts)
         answer = TaskAnswer(model_patch=result.patch, source=result.source, error=result.error,
                             juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {})
         if skip is not None:
             answer.skip_check = skip
         return answer
 
-    def stages(self, job: TaskJob, pool: CandidatePool, records: list[dict[str, Any]]) -> tuple[
+    def stages(self, job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) -> tuple[
             SeniorStage | SkippedSenior, PrincipalStage | SkipPrincipal, SkipDecision | None]:
         """The senior and principal stages for this task, and the skip rule's decision (None when it is off):
         the configured stages, or with principal.skip_when holding two that call no model and submit the top
         candidate (pipeline.principal.skip)."""
-        decision = skip_decision(job, pool, records)
+        decision = skip_decision(job, pool, rollouts)
         if decision is not None and decision.skip:
             return SkippedSenior(self.config, decision), SkipPrincipal(self.config, decision), decision
         return self.senior, self.principal, decision
@@ -86,12 +85,12 @@ def _principal_class(config: RunConfig) -> type[PrincipalStage]:
     return stage
 
 
-def reused_juniors(records: list[dict[str, Any]]) -> tuple[str | None, Spend | None]:
+def reused_juniors(rollouts: list[Rollout]) -> tuple[str | None, Spend | None]:
     """Which run the reused rollouts came from, and what they cost there (not in this task's ledger); (None, None)
     when none were reused."""
-    reused = [r for r in records if r.get("reused_from")]
+    reused = [r for r in rollouts if r.reused_from]
     if not reused:
         return None, None
-    spent = Spend(cost=sum(r.get("cost", 0.0) for r in reused), input=sum(r.get("input_tokens", 0) for r in reused),
-                  output=sum(r.get("output_tokens", 0) for r in reused))
-    return Path(reused[0]["reused_from"]).parents[2].name, spent
+    spent = Spend(cost=sum(r.cost or 0.0 for r in reused), input=sum(r.input_tokens or 0 for r in reused),
+                  output=sum(r.output_tokens or 0 for r in reused))
+    return Path(reused[0].reused_from).parents[2].name, spent

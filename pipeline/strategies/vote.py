@@ -32,10 +32,10 @@ class VoteStrategy(BaseStrategy):
         return ("junior",)
 
     def run_task(self, job: TaskJob) -> TaskAnswer:
-        records, pool = junior_stage(job)
+        rollouts, pool = junior_stage(job)
         # The pool lists candidates most-voted first; ties keep the order of the earliest rollout.
         top = pool.candidates[0] if pool.candidates else None
-        reused_from, carried = reused_juniors(records)
+        reused_from, carried = reused_juniors(rollouts)
         return TaskAnswer(model_patch=top.patch if top else "", source="vote" if top else "none",
                           error=None if top else "no rollout left a source edit", votes=top.votes if top else 0,
                           juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {})
