@@ -6,10 +6,10 @@ budget, so a task can run on any thread or machine.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.config import RunConfig
 from pipeline.layout import TaskPaths
@@ -17,8 +17,12 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.records import Record
-from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
+
+if TYPE_CHECKING:
+    from pipeline.runtime.base import OpenedRuntime
+
+R = TypeVar("R", bound=Record)
 
 
 @dataclass
@@ -55,7 +59,7 @@ class TaskJob:
         return ModelClient(self.config.model_for(role), role, self.ledger, stage=stage, task=self.task.instance_id,
                            scope=f"{self.run_id}/{self.task.instance_id}")
 
-    def open_runtime(self, role: str, *, read_only: bool = False, background: bool = False):
+    def open_runtime(self, role: str, *, read_only: bool = False, background: bool = False) -> OpenedRuntime:
         """A started workspace of this task for the agent ``role`` (a Docker container unless the config names
         another runtime opener)."""
         from pipeline.plugins import load_object
@@ -63,8 +67,9 @@ class TaskJob:
 
         opener = load_object(self.config.containers.impl, "containers.impl") if self.config.containers.impl \
             else open_runtime
-        return opener(self.task, role, self.config.containers, run_id=self.run_id, image_template=self.image_template,
-                      read_only=read_only, background=background)
+        opened: OpenedRuntime = opener(self.task, role, self.config.containers, run_id=self.run_id,
+                                       image_template=self.image_template, read_only=read_only, background=background)
+        return opened
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for the principal's model where litellm knows its tokenizer, else ~4 characters each."""
@@ -77,17 +82,14 @@ class TaskJob:
             return max(1, len(text) // 4)
 
 
-def once(path: Path, make: Callable[[], dict], record: type[Record] | None = None) -> dict:
+def once(path: Path, make: Callable[[], R | dict[str, Any]], record: type[R]) -> R:
     """The record at ``path`` if an earlier session finished it, else ``make()``'s, saved there. ``record``: its
-    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one."""
-    if record is not None:
-        if path.exists():
-            return record.load(path).to_dict()
-        made = make()
-        record.of(made).write(path)
-        return made
+    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one;
+    ``make`` returns the record, or its fields (checked strictly as the record is built)."""
     if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        return record.load(path)
     made = make()
-    write_json_atomic(path, made)
+    if isinstance(made, dict):
+        made = record.of(made)
+    made.write(path)
     return made

@@ -117,7 +117,8 @@ def _value(folder, name: str, member, function):
     parameters = list(inspect.signature(function).parameters)[1:]
     if any(parameter not in SHOWN_ARGUMENTS for parameter in parameters):
         return None, {}
-    arguments, placeholders = [], {}
+    arguments: list[object] = []
+    placeholders: dict[str, str] = {}
     for parameter in parameters:
         if SHOWN_ARGUMENTS[parameter] == "NN":
             arguments.append(layout.NN)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline import stopping
@@ -48,7 +49,8 @@ class Breakers:
         self._clock = clock
         self._endpoints: dict[str, _Endpoint] = {}
         self._changed = threading.Condition()
-        self.announce = None  # called with one line when an endpoint pauses or answers again (a run's log)
+        # called with one line when an endpoint pauses or answers again (a run's log)
+        self.announce: Callable[[str], None] | None = None
 
     def configure(self, settings: Settings) -> None:
         with self._changed:

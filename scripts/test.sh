@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The test command: prepare the machine (scripts/setup.sh), lint (ruff, the rules in pyproject.toml),
-# check the bundled tasks are sound (swepipe validate), then run every test, Docker ones included.
+# The test command: prepare the machine (scripts/setup.sh), lint (ruff, the rules in pyproject.toml), type-check
+# (mypy, its mode per package in pyproject.toml), check the bundled tasks are sound (swepipe validate), then run
+# every test, Docker ones included.
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check pipeline tests scripts examples
+.venv/bin/mypy
 COLUMNS=${COLUMNS:-160} .venv/bin/swepipe validate --output "$(mktemp -d)"
 exec .venv/bin/python -m pytest "$@"

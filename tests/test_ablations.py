@@ -16,6 +16,7 @@ from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.principal.choice import choose
+from pipeline.records import Brief
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
 from conftest import demo_task
@@ -104,6 +105,13 @@ def run_in_process(directory, repo, *typed: str):
 # -- no principal: the senior-informed top candidate -------------------------------------------------------------
 
 
+def brief_naming(candidate) -> Brief:
+    """A brief naming ``candidate``, read as a brief file on disk is (anything there is kept, even ``true``)."""
+    brief = Brief.from_data({"candidate": candidate})
+    assert isinstance(brief, Brief)
+    return brief
+
+
 @pytest.fixture
 def workspace(leaky_repo):
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as runtime:
@@ -112,27 +120,27 @@ def workspace(leaky_repo):
 
 def test_no_principal_submits_the_candidate_the_senior_names(workspace):
     pool = pool_of((STALE, 2), (OTHER, 1), (RIGHT, 1))  # the most-voted does not even apply
-    result = choose(pool, {"candidate": 3}, workspace)
-    assert (result["source"], result["candidate"], result["patch"]) == ("senior_choice", 3, RIGHT)
-    assert result["senior_choice_problem"] is None and result["calls"] == 0 and result["cost"] == 0.0
+    result = choose(pool, brief_naming(3), workspace)
+    assert (result.source, result.candidate, result.patch) == ("senior_choice", 3, RIGHT)
+    assert result.senior_choice_problem is None and result.calls == 0 and result.cost == 0.0
 
 
 def test_no_principal_falls_back_to_the_most_voted_candidate_that_applies(workspace):
     pool = pool_of((STALE, 2), (OTHER, 1), (RIGHT, 1))
     # The senior's pick does not apply, names no candidate, one out of range, or garbage: the vote decides.
     for named in (1, None, 7, 0, "best", True):
-        result = choose(pool, {"candidate": named}, workspace)
-        assert (result["source"], result["candidate"], result["patch"]) == ("junior_top", 2, OTHER), named
-        assert result["senior_choice_problem"], named  # why the senior's pick was not used is recorded
-    assert "does not apply" in choose(pool, {"candidate": 1}, workspace)["senior_choice_problem"]
-    assert choose(pool, {"candidate": "3"}, workspace)["source"] == "senior_choice"  # a number as text is fine
+        result = choose(pool, brief_naming(named), workspace)
+        assert (result.source, result.candidate, result.patch) == ("junior_top", 2, OTHER), named
+        assert result.senior_choice_problem, named  # why the senior's pick was not used is recorded
+    assert "does not apply" in choose(pool, brief_naming(1), workspace).senior_choice_problem
+    assert choose(pool, brief_naming("3"), workspace).source == "senior_choice"  # a number as text is fine
 
 
 def test_no_principal_with_nothing_that_applies_submits_nothing(workspace):
-    result = choose(pool_of((STALE, 3)), {"candidate": 1}, workspace)
-    assert (result["source"], result["patch"]) == ("none", "") and "no candidate applies" in result["error"]
-    empty = choose(pool_of(), {"candidate": None}, workspace)
-    assert (empty["source"], empty["patch"], empty["error"]) == ("none", "", "no candidate")
+    result = choose(pool_of((STALE, 3)), brief_naming(1), workspace)
+    assert (result.source, result.patch) == ("none", "") and "no candidate applies" in result.error
+    empty = choose(pool_of(), brief_naming(None), workspace)
+    assert (empty.source, empty.patch, empty.error) == ("none", "", "no candidate")
 
 
 @pytest.mark.slow

@@ -276,8 +276,8 @@ def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspa
     config = RunConfig(limits=Limits(action_format="tools"), senior=SeniorConfig(max_steps=5))
     record = run_senior(task, pool, client, Budget("t"), workspace, config, tmp_path / "senior",
                         lambda text: len(text) // 4)
-    assert record["source"] == "senior" and record["senior_exit"] == "submitted", record["senior_error"]
-    assert [s["file"] for s in record["spans"]] == ["calc.py"] and "return a - b" in record["context"]
+    assert record.source == "senior" and record.senior_exit == "submitted", record.senior_error
+    assert [s.file for s in record.spans] == ["calc.py"] and "return a - b" in record.context
     saved = json.loads((tmp_path / "senior" / "trajectory.json").read_text())
     assert "ANALYSIS:" in saved["steps"][1]["format_error"]
     assert "through function calls" in saved["messages"][0]["content"]
@@ -356,10 +356,11 @@ def test_a_senior_that_explores_to_its_limit_is_asked_for_its_brief_on_the_last_
     brief = (f"I have run out of commands; here is what I know.\n\nANALYSIS:\nadd() returns \"a - b\"; it must be "
              f"a + b.\n\nSPANS:\n- `{root}/calc.py:1-2` add, the line to fix\n\nCANDIDATE: 1\n```bash\nsubmit\n```")
     record, saved = run_senior_with(tmp_path, workspace, leaky_repo, [EXPLORE, EXPLORE, EXPLORE, brief])
-    assert record["source"] == "senior" and record["senior_exit"] == "submitted", record["senior_error"]
-    assert record["spans"] == [{"file": "calc.py", "start": 1, "end": 2, "reason": "add, the line to fix"}]
-    assert record["candidate"] == 1 and record["problems"] == []
-    assert "### calc.py:1-2" in record["context"]
+    assert record.source == "senior" and record.senior_exit == "submitted", record.senior_error
+    assert [s.to_dict() for s in record.spans] == [{"file": "calc.py", "start": 1, "end": 2,
+                                                    "reason": "add, the line to fix"}]
+    assert record.candidate == 1 and record.problems == []
+    assert "### calc.py:1-2" in record.context
     asked = saved["messages"][-2]["content"]  # what the senior was told before its last reply
     assert "your next reply is your last one" in asked and "Write your brief now" in asked
     assert "3 replies left" not in asked and any("3 replies left" in m["content"] for m in saved["messages"][:-2]
@@ -371,9 +372,9 @@ def test_a_senior_out_of_steps_still_gives_the_brief_of_its_last_reply(tmp_path,
     last = ("ANALYSIS:\nadd() subtracts.\nSPANS:\n./calc.py:1-2 add\nCANDIDATE: none\n"
             "```bash\ncat calc.py\n```")
     record, _ = run_senior_with(tmp_path, workspace, leaky_repo, [EXPLORE, last], max_steps=2)
-    assert record["senior_exit"] == "step_limit" and record["source"] == "senior"
-    assert [s["file"] for s in record["spans"]] == ["calc.py"] and record["candidate"] is None
-    assert "ended with step_limit without submitting" in record["problems"][0]
+    assert record.senior_exit == "step_limit" and record.source == "senior"
+    assert [s.file for s in record.spans] == ["calc.py"] and record.candidate is None
+    assert "ended with step_limit without submitting" in record.problems[0]
 
 
 def test_a_senior_with_no_usable_span_is_asked_again_then_its_analysis_is_kept(tmp_path, workspace, leaky_repo):
@@ -381,10 +382,10 @@ def test_a_senior_with_no_usable_span_is_asked_again_then_its_analysis_is_kept(t
     record, saved = run_senior_with(tmp_path, workspace, leaky_repo, [no_span, no_span], max_steps=2)
     assert "no usable span" in saved["steps"][0]["format_error"] and "outside the repository" in \
         saved["steps"][0]["format_error"]
-    assert record["senior_exit"] == "step_limit" and record["source"] == "senior"
-    assert record["analysis"] == "add() subtracts; flip the sign." and record["spans"] == []
-    assert any("outside the repository" in p for p in record["problems"])
-    assert "return a - b" in record["context"]  # the candidates' hunks, the safety net behind the brief
+    assert record.senior_exit == "step_limit" and record.source == "senior"
+    assert record.analysis == "add() subtracts; flip the sign." and record.spans == []
+    assert any("outside the repository" in p for p in record.problems)
+    assert "return a - b" in record.context  # the candidates' hunks, the safety net behind the brief
 
 
 def test_a_senior_alone_is_told_to_find_the_code_itself(tmp_path, workspace, leaky_repo):
@@ -395,7 +396,7 @@ def test_a_senior_alone_is_told_to_find_the_code_itself(tmp_path, workspace, lea
     assert "you explore the repository at" in system and "find the code the fix lives in yourself" in system
     assert "No junior ran on this task" in instance and "Candidate 1" not in instance
     assert "candidate patches are below" not in system and "<related_code>" not in instance
-    assert record["source"] == "senior" and record["candidate"] is None and "### calc.py:1-2" in record["context"]
+    assert record.source == "senior" and record.candidate is None and "### calc.py:1-2" in record.context
 
 
 def test_the_senior_is_told_what_the_principal_sees_and_its_budget(tmp_path, workspace, leaky_repo):
@@ -409,7 +410,7 @@ def test_the_senior_is_told_what_the_principal_sees_and_its_budget(tmp_path, wor
         in system
     assert "cut to 3000 tokens" in system and "import block" in system and "CANDIDATE:" in system
     assert "## Candidate 1: proposed by 1 rollout(s) (submitted); touches calc.py" in instance
-    assert record["candidate"] is None and "numbered 1 to 1" in record["problems"][0]
+    assert record.candidate is None and "numbered 1 to 1" in record.problems[0]
 
 
 def test_a_senior_whose_principal_is_shown_no_candidates_is_told_so(tmp_path, workspace, leaky_repo):

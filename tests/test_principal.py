@@ -22,6 +22,7 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.principal.stage import nearby_files, run_principal, select_candidates
+from pipeline.records import Brief
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task, load_tasks
 from scripted_pipeline import (SUBMIT, bash, brief_from_patch, edits_from_patch, patch_per_file,
@@ -173,7 +174,9 @@ def principal(tmp_path, workspace, replies, pool, statement="add() subtracts ins
                          ledger or Ledger(tmp_path / "ledger.jsonl"), task="t", scope=str(script),
                          backoff_base=0.001)
     directory = directory or tmp_path / "principal"
-    result = run_principal(demo_task(statement), brief or BRIEF, pool, client, Budget("task"), workspace,
+    read = Brief.from_data(brief or BRIEF)  # as a brief file is read: a hostile pick is kept as it is
+    assert isinstance(read, Brief), read
+    result = run_principal(demo_task(statement), read, pool, client, Budget("task"), workspace,
                            settings or PrincipalConfig(), directory, words)
     return result, directory
 
@@ -184,8 +187,8 @@ def test_request_json_holds_every_call_before_it_is_made_and_no_secret(tmp_path,
     # The first reply has no edit; the retry's call is refused: no reply, but it was sent.
     result, directory = principal(tmp_path, workspace, ["I would fix the operator.", {"error": "bad_request"}], pool,
                                   statement=f"add() subtracts. (Our key, pasted by mistake: {SECRET})")
-    assert result["calls"] == 1 and "principal call failed" in result["error"]
-    assert result["source"] == "fallback:junior_top" and result["candidates"]["shown"] == [1]
+    assert result.calls == 1 and "principal call failed" in result.error
+    assert result.source == "fallback:junior_top" and result.candidates.shown == [1]
     raw = (directory / "request.json").read_text()
     assert SECRET not in raw and "[redacted]" in raw
     calls = json.loads(raw)["calls"]
@@ -217,12 +220,12 @@ def test_a_resumed_principal_reuses_the_reply_and_keeps_the_request_as_sent(tmp_
     pool = pool_of((CALC_FIX, "submitted"))
     edit = "calc.py\n```\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n```\n"
     result, directory = principal(tmp_path, workspace, [edit], pool)
-    assert result["source"] == "principal" and "+    return a + b" in result["patch"]
+    assert result.source == "principal" and "+    return a + b" in result.patch
     sent = (directory / "request.json").read_text()
     # Rerun (a resumed session): the reply is reused, no call is made (the script would fail), nothing rewritten.
     again, _ = principal(tmp_path, workspace, [{"error": "bad_request"}], pool, directory=directory,
                          settings=PrincipalConfig(show_candidates=0))
-    assert again["patch"] == result["patch"] and again["calls"] == 1
+    assert again.patch == result.patch and again.calls == 1
     assert (directory / "request.json").read_text() == sent
 
 
@@ -240,7 +243,7 @@ def test_a_principal_killed_after_paying_for_its_reply_does_not_pay_again(tmp_pa
     assert not (directory / "replies.json").exists()
     # Resumed: the same conversation position; a new call would add a ledger row.
     again, _ = principal(tmp_path, workspace, [edit], pool, directory=directory, script=script)
-    assert again["source"] == "principal" and "+    return a + b" in again["patch"]
+    assert again.source == "principal" and "+    return a + b" in again.patch
     assert len(Ledger.read(tmp_path / "ledger.jsonl")) == 1 and not (directory / "reply.journal").exists()
 
 
@@ -249,8 +252,8 @@ def test_a_real_reply_with_line_numbers_an_app_path_and_a_deletion_becomes_a_cle
                   "/app/calc.py\n```python\n<<<<<<< SEARCH\n1 | def add(a, b):\n2 |     return a - b\n=======\n"
                   "1 | def add(a, b):\n2 |     return a + b\n>>>>>>> REPLACE\n```\n\nDELETE README\n")
     result, _ = principal(tmp_path, workspace, [reply_text], pool_of((CALC_FIX, "submitted")))
-    assert result["source"] == "principal" and result["failed_attempts"] == []
-    patch = result["patch"]
+    assert result.source == "principal" and result.failed_attempts == []
+    patch = result.patch
     assert "deleted file mode" in patch and "--- a/README" in patch
     assert "-    return a - b\n+    return a + b\n" in patch and "1 |" not in patch
     assert workspace.run(f"git apply --check - <<'EOF'\n{patch}EOF").ok

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from pipeline import records
-from pipeline.records import Brief, EvalResult, Pool, Prediction, PrincipalResult, RecordError, Rollout, Unreadable
+from pipeline.records import (Brief, EvalResult, Pool, Prediction, PrincipalResult, RecordError, Rollout, SoloResult,
+                              TeamDelegations, TeamResult, Unreadable)
 from pipeline.report.build import build_report, write_report
 from pipeline.report.export import export_predictions, export_trajectories
 from pipeline.report.load import load_run
@@ -251,7 +252,8 @@ def test_a_run_of_the_previous_version_reads_as_the_same_run_of_this_one(tmp_pat
 
 
 def test_the_records_package_names_every_record_type():
-    assert set(records.RECORDS) == {Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult}
+    assert set(records.RECORDS) == {Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult, SoloResult,
+                                    TeamResult, TeamDelegations}
     assert all(kind.FILE and kind.FORMAT >= 1 and kind.__doc__ for kind in records.RECORDS)
 
 

@@ -70,8 +70,8 @@ def test_a_schedule_that_converges_after_the_first_wave_runs_k0_rollouts_and_say
     job = juniors_job(tmp_path, local_repo, [FIX], k=8, schedule={"enabled": True, "first": 3, "wave": 2,
                                                                    "top_share": 0.6, "min_submitted": 3})
     records, pool = junior_stage(job)
-    assert [r["index"] for r in records] == [0, 1, 2] and rollout_files(job) == [f"rollout-0{i}.json" for i in range(3)]
-    assert [(r["seed"], r["temperature"]) for r in records] == [(0, 0.0), (1, 1.0), (2, 0.5)]  # index-based, as K
+    assert [r.index for r in records] == [0, 1, 2] and rollout_files(job) == [f"rollout-0{i}.json" for i in range(3)]
+    assert [(r.seed, r.temperature) for r in records] == [(0, 0.0), (1, 1.0), (2, 0.5)]  # index-based, as K
     assert junior_agents(job) == ["rollout-00", "rollout-01", "rollout-02"]  # nothing else was started
     assert pool.rollouts == 3 and pool.candidates[0].votes == 3
     schedule = pool_json(job)["schedule"]
@@ -120,7 +120,7 @@ def test_rollouts_that_all_fail_never_count_as_agreement(tmp_path, local_repo):
     job = juniors_job(tmp_path, local_repo, [NOTHING, BROKEN], k=4,
                       schedule={"enabled": True, "first": 2, "wave": 2, "top_share": 0.5, "min_submitted": 1})
     records, pool = junior_stage(job)
-    assert len(records) == 4 and pool.candidates == [] and {r["exit_reason"] for r in records} >= {"submitted"}
+    assert len(records) == 4 and pool.candidates == [] and {r.exit_reason for r in records} >= {"submitted"}
     decisions = pool_json(job)["schedule"]["decisions"]
     assert [(d["decision"], d["converged"]) for d in decisions] == [("go on", False), ("stop", False)]
     assert decisions[1]["rules"] == {"top_share": False, "no_new_files": False}
@@ -134,7 +134,7 @@ def test_test_only_candidates_do_not_count_as_source_agreement(tmp_path, local_r
                       schedule={"enabled": True, "first": 3, "wave": 1, "top_share": 0.6, "min_submitted": 3,
                                 "no_new_files": False})
     records, pool = junior_stage(job)
-    assert "tests/test_calc.py" in records[1]["patch"] and pool.empty == [1, 2]
+    assert "tests/test_calc.py" in records[1].patch and pool.empty == [1, 2]
     first, second = pool_json(job)["schedule"]["decisions"]
     assert (first["decision"], first["top_submitted_votes"], first["submitted"]) == ("go on", 1, 3)
     assert first["rules"]["top_share"] is False and "1 of 3 submitted" in first["reason"]
@@ -170,7 +170,7 @@ def test_a_schedule_cut_short_mid_wave_finishes_that_wave(tmp_path, local_repo):
     job.paths.ledger.write_text("\n".join(kept) + "\n")
     again = juniors_job(tmp_path, local_repo, [new_module(n) for n in range(4)], k=4, schedule=schedule)
     records, _ = junior_stage(again)
-    assert [r["index"] for r in records] == [0, 1, 2, 3]
+    assert [r.index for r in records] == [0, 1, 2, 3]
     new_rows = [row.agent for row in Ledger.read(job.paths.ledger)][len(kept):]
     assert new_rows == ["rollout-03", "rollout-03"]  # only the missing rollout of the wave ran again
     decisions = pool_json(again)["schedule"]["decisions"]
@@ -196,7 +196,7 @@ def test_rollouts_reused_from_another_run_are_taken_wave_by_wave(tmp_path, local
                       schedule={"enabled": True, "first": 2, "wave": 2, "min_submitted": 2})
     job.reuse_juniors_from = earlier.paths
     records, pool = junior_stage(job)
-    assert [r["index"] for r in records] == [0, 1] and all(r["reused_from"] for r in records)
+    assert [r.index for r in records] == [0, 1] and all(r.reused_from for r in records)
     assert rollout_files(job) == ["rollout-00.json", "rollout-01.json"]  # the others are not copied in
     assert not job.paths.ledger.exists() and pool_json(job)["schedule"]["stopped_early"] is True
 

@@ -122,8 +122,8 @@ def test_blocking_lead_delegates_three_planners_and_uses_their_reports(tmp_path,
                    [report("README says nothing")]],
     }
     result, directory, ledger = team(tmp_path, workspace, script)
-    assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
-    assert result["delegations"] == {"planning": 3, "implementation": 0, "verification": 0}
+    assert result.exit_reason == "submitted" and "+    return a + b" in result.patch
+    assert result.delegations == {"planning": 3, "implementation": 0, "verification": 0}
 
     lead = trajectory(directory, "lead")
     seen = lead["messages"][3]["content"]  # the answer to the delegate block, before the lead's second reply
@@ -165,7 +165,7 @@ def test_worker_writes_outside_its_folders_are_reported_to_the_lead(tmp_path, wo
     records = delegations(directory)["delegations"]
     assert records[0]["changed_files"] == ["calc.py"] and records[0]["writes_outside"] == []
     assert records[1]["changed_files"] == ["README", "docs/add.md"] and records[1]["writes_outside"] == ["README"]
-    assert result["writes_outside"] == {"worker-1": ["README"]}
+    assert result.writes_outside == {"worker-1": ["README"]}
 
 
 def test_a_worker_must_submit_with_a_report(tmp_path, workspace):
@@ -195,9 +195,9 @@ def test_async_lead_submitting_early_is_made_to_collect_its_workers(tmp_path, wo
     assert refused.startswith("Not submitted: workers are still running") and "worker-0 [implementation" in refused
     assert lead["steps"][1]["format_error"] is None  # a refusal is not a format error
     assert "fixed the sign in calc.py" in lead["steps"][2]["output"]
-    assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
+    assert result.exit_reason == "submitted" and "+    return a + b" in result.patch
     assert delegations(directory)["delegations"][0]["collected"] is not None
-    assert result["stopped_at_end"] == [] and result["unread_reports"] == []
+    assert result.stopped_at_end == [] and result.unread_reports == []
 
 
 def test_async_reports_arrive_before_the_leads_next_turn(tmp_path, workspace):
@@ -212,7 +212,7 @@ def test_async_reports_arrive_before_the_leads_next_turn(tmp_path, workspace):
     assert lead["messages"][5]["role"] == "user" and "exit code: 0" in lead["messages"][5]["content"]
     assert '<report from="worker-0"' in lead["messages"][5]["content"]
     assert [m["role"] for m in lead["messages"]][1:] == ["user", "assistant"] * 4  # roles still alternate
-    assert result["exit_reason"] == "submitted"
+    assert result.exit_reason == "submitted"
 
 
 def test_async_lead_checks_stops_and_resumes_a_worker(tmp_path, workspace):
@@ -234,17 +234,17 @@ def test_async_lead_checks_stops_and_resumes_a_worker(tmp_path, workspace):
     assert record["sessions"][1]["instructions"] == "Just report." and record["state"] == "collected"
     worker = trajectory(directory, "worker-0")
     assert "The lead resumes your work:\nJust report." in worker["messages"][3]["content"]
-    assert result["exit_reason"] == "submitted"
+    assert result.exit_reason == "submitted"
 
 
 def test_workers_still_running_when_the_lead_runs_out_are_stopped_and_recorded(tmp_path, workspace):
     script = {"lead": [action("delegate", {"stage": "planning", "task": "Look."}), bash("true")],
               "worker": [[bash("sleep 1")] * 6]}
     result, directory, _ = team(tmp_path, workspace, script, mode="async", lead_steps=2)
-    assert result["exit_reason"] == "step_limit" and result["stopped_at_end"] == ["worker-0"]
+    assert result.exit_reason == "step_limit" and result.stopped_at_end == ["worker-0"]
     record = delegations(directory)["delegations"][0]
     assert record["stopped_by"] == "end of task" and record["exit_reason"] == "stopped"
-    assert result["unread_reports"] == ["worker-0"]
+    assert result.unread_reports == ["worker-0"]
 
 
 # -- messages and the directory --------------------------------------------------------------
@@ -266,7 +266,7 @@ def test_messages_between_workers_are_delivered_and_logged(tmp_path, workspace):
                     action("message", {"to": "lead", "text": "fixed it"}), report("fixed calc.py as worker-0 said")]],
     }
     result, directory, _ = team(tmp_path, workspace, script)
-    assert "+    return a + b" in result["patch"]
+    assert "+    return a + b" in result.patch
     worker0 = trajectory(directory, "worker-0")
     assert worker0["steps"][0]["output"] == "message sent to worker-1"
     listing = worker0["steps"][1]["output"]
@@ -305,7 +305,7 @@ def test_team_size_stage_and_fixed_sizing_are_enforced(tmp_path, workspace):
     assert lead["steps"][0]["output"].startswith("error: your team has exactly 2 workers")
     assert lead["steps"][1]["output"] == "error: this team's workers serve only planning, not implementation"
     assert lead["steps"][2]["output"].count("<report from=") == 2  # one task, both workers
-    assert delegations(directory)["counts"]["total"] == 2 and result["workers"] == 2
+    assert delegations(directory)["counts"]["total"] == 2 and result.workers == 2
 
     script["lead"] = [action("delegate", three), SUBMIT]
     (tmp_path / "capped").mkdir()
@@ -468,7 +468,7 @@ def test_a_team_works_in_the_tool_call_format(tmp_path, workspace):
                         "text": "```report\ncalc.py:2 now adds\n```"}}], "usage": USAGE}]],
     }
     result, _, _ = team(tmp_path, workspace, script, lead_steps=8, action_format="tools")
-    assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
+    assert result.exit_reason == "submitted" and "+    return a + b" in result.patch
     saved = trajectory(tmp_path / "team", "lead")
     assert "must be a JSON object" in saved["steps"][0]["format_error"]
     assert "calc.py:2 now adds" in saved["steps"][1]["output"]  # the worker's report, from its submit's text
@@ -492,8 +492,8 @@ def test_team_agents_edit_through_the_editor_and_its_writes_are_attributed(tmp_p
                     call("submit", text="```report\ncalc.py:2 now adds\n```")]],
     }
     result, _, _ = team(tmp_path, workspace, script, lead_steps=8, action_format="tools")
-    assert result["exit_reason"] == "submitted" and "+    return a + b" in result["patch"]
-    assert result["writes_outside"] == {"worker-0": ["notes.txt"]} and not result["possible_writes_outside"]
+    assert result.exit_reason == "submitted" and "+    return a + b" in result.patch
+    assert result.writes_outside == {"worker-0": ["notes.txt"]} and not result.possible_writes_outside
     worker_run = trajectory(tmp_path / "team", "worker-0")
     assert "str_replace_editor" in worker_run["messages"][0]["content"]
     assert [e["command"] for s in worker_run["steps"] for e in s["edits"]] == ["str_replace", "create"]

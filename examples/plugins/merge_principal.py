@@ -2,7 +2,8 @@
 
 Use it with ``principal: {impl: "merge_principal:MergePrincipal"}`` in the run's config and this
 folder on PYTHONPATH. It shows the interface a principal stage has: constructed with the run's
-config, ``write(job, pool, brief)`` returns a record with the final ``patch`` and its ``source``.
+config, ``write(job, pool, brief)`` returns a PrincipalResult record with the final ``patch`` and its
+``source`` (keys of its own, like ``merged`` here, are kept).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shlex
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.principal.stage import check_applies
+from pipeline.records import Brief, PrincipalResult
 
 SCRATCH = "/tmp/merge-candidate.diff"
 
@@ -21,8 +23,8 @@ class MergePrincipal:
     def __init__(self, config):
         self.config = config
 
-    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
-        def make() -> dict:
+    def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
+        def make() -> PrincipalResult:
             merged, used = "", []
             with job.open_runtime("principal") as runtime:
                 for number, candidate in enumerate(pool.candidates, start=1):  # most-voted first
@@ -32,7 +34,7 @@ class MergePrincipal:
                 merged = runtime.diff()
                 problem = check_applies(merged, runtime) if merged.strip() else "no candidate applied"
             if problem:
-                return {"patch": "", "source": "none", "error": f"merge: {problem}", "merged": used}
-            return {"patch": merged, "source": "merge", "error": None, "merged": used}
+                return PrincipalResult(patch="", source="none", error=f"merge: {problem}", merged=used)
+            return PrincipalResult(patch=merged, source="merge", error=None, merged=used)
 
-        return once(job.paths.principal / "result.json", make)
+        return once(job.paths.principal / "result.json", make, PrincipalResult)

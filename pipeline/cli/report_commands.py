@@ -87,12 +87,15 @@ def coverage(
     from pipeline.report.render import rich_table
     from pipeline.report.tables import coverage_by_task, coverage_table
 
+    from pipeline.studies.senior_at import parse_ks
+
+    pool_sizes = parse_ks(senior_at) if senior_at else None  # a bad --senior-at is said before the run is read
     run_dir = run_directory(run, runs_dir)
     selection = selection.for_run(run_dir, console.print)
     tasks = selection.load()
     patches = {t.instance_id: t.patch for t in tasks}
-    if senior_at:
-        _senior_at(run_dir, tasks, senior_at, selection.dataset, image_template, workers)
+    if pool_sizes:
+        _senior_at(run_dir, tasks, pool_sizes, selection.dataset, image_template, workers)
     result = run_coverage(load_run(run_dir), patches)
     console.print(rich_table(coverage_table(result)))
     if by_task and result.tasks:
@@ -124,14 +127,15 @@ def _tasks_of_runs(runs: list[Path], selection: opt.TaskSelection, say=console.p
     return [task for one in chosen for task in one.load()]
 
 
-def _senior_at(run_dir: Path, tasks, ks_text: str, dataset: str, image_template: str | None, workers: int) -> None:
+def _senior_at(run_dir: Path, tasks, pool_sizes: list[int], dataset: str, image_template: str | None,
+               workers: int) -> None:
     """Run the senior on the first k rollouts (pipeline.studies.senior_at); on Ctrl-C or SIGTERM, stop cleanly."""
-    from pipeline.studies.senior_at import parse_ks, run_senior_at
+    from pipeline.studies.senior_at import run_senior_at
 
     def line(text: str) -> None:
         console.print(text, soft_wrap=True)
 
-    summary = run_senior_at(run_dir, tasks, parse_ks(ks_text), dataset=dataset, image_template=image_template,
+    summary = run_senior_at(run_dir, tasks, pool_sizes, dataset=dataset, image_template=image_template,
                             workers=workers, log=line)
     if summary.stopped:
         from pipeline.cli.stops import exit_stopped

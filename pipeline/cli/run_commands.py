@@ -305,5 +305,5 @@ def _print_pool(pool, records) -> None:
                       "(patch_error in their records)")
     for drop in pool.dropped:
         console.print(f"dropped from rollout {drop['rollout']}: {drop['file']} ({drop['reason']})", soft_wrap=True)
-    console.print(f"total ${sum(r['cost'] for r in records):.4f}; exit reasons: "
-                  + ", ".join(sorted({r['exit_reason'] for r in records})))
+    console.print(f"total ${sum(r.cost or 0.0 for r in records):.4f}; exit reasons: "
+                  + ", ".join(sorted({str(r.exit_reason) for r in records})))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 from pipeline import stopping
 from pipeline.job import TaskJob
@@ -13,17 +14,25 @@ from pipeline.juniors import schedule as waves
 from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
-from pipeline.records import Pool, Rollout, Unreadable
+from pipeline.records import Pool, RecordError, Rollout, Unreadable
 
 
 
-def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[dict], CandidatePool]:
-    """The junior stage as a strategy runs it: the rollouts (``run_juniors``) and their pool, written to
-    junior/pool.json with the schedule's decisions when ``juniors.schedule`` is on."""
+def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[Rollout], CandidatePool]:
+    """The junior stage as a strategy runs it: the rollouts (``run_juniors``) as records, and their pool, written
+    to junior/pool.json with the schedule's decisions when ``juniors.schedule`` is on."""
     records, schedule = _run(job, on_done)
     pool = build_pool(job.task.instance_id, records)
     write_pool(job, pool, schedule)
-    return records, pool
+    return [_as_record(record) for record in records], pool
+
+
+def _as_record(data: dict[str, Any]) -> Rollout:
+    """A rollout's record, from its data as read from or written to its file (so it is one)."""
+    record = Rollout.from_data(data)
+    if isinstance(record, Unreadable):
+        raise RecordError(f"rollout {data.get('index')} is {record.why}")
+    return record
 
 
 def run_juniors(job: TaskJob, *, on_done=None) -> list[dict]:
@@ -65,9 +74,9 @@ def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
     stop = next((d for d in recorded if d.get("decision") == "stop" and d.get("converged")), None)
     if stop is not None and isinstance(stop.get("rollouts"), int) and 0 < stop["rollouts"] <= k \
             and all(JuniorFiles(directory).rollout(i).exists() for i in range(stop["rollouts"])):
-        decisions = recorded[:recorded.index(stop) + 1]
-        records = _rollouts(job, range(stop["rollouts"]), on_done)
-        return [records[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, decisions, directory)
+        kept = recorded[:recorded.index(stop) + 1]
+        done = _rollouts(job, range(stop["rollouts"]), on_done)
+        return [done[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, kept, directory)
     records: dict[int, dict] = {}
     decisions: list[dict] = []
     before: CandidatePool | None = None

@@ -62,7 +62,8 @@ class Budget:
         return Budget(scope, limit, self)
 
     def _chain(self) -> list[Budget]:
-        node, chain = self, []
+        node: Budget | None = self
+        chain: list[Budget] = []
         while node is not None:
             chain.append(node)
             node = node.parent

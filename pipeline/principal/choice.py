@@ -13,6 +13,7 @@ from pipeline import patchtext
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import CandidatePool
 from pipeline.principal.stage import Principal, _fallback, check_applies
+from pipeline.records import Brief, PrincipalResult
 from pipeline.runtime.base import Runtime
 
 SENIOR_CHOICE = "senior_choice"  # the prediction's source: the candidate the brief names
@@ -23,18 +24,18 @@ class SeniorChoice(Principal):
     """A principal stage that calls no model (``role = None``): ``write(job, pool, brief)`` returns the result
     record with the candidate's ``patch`` and its ``source`` (senior_choice, junior_top or none)."""
 
-    role = None  # no model role: nothing is called, priced or started for the principal
+    role: str | None = None  # no model role: nothing is called, priced or started for the principal
 
-    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
+    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
         result = choose(pool, brief, runtime)
         job.paths.principal.mkdir(parents=True, exist_ok=True)
-        patchtext.write(job.paths.principal_files.patch, result["patch"])
+        patchtext.write(job.paths.principal_files.patch, result.patch)
         return result
 
 
-def senior_candidate(brief: dict, pool: CandidatePool) -> tuple[int | None, str | None]:
+def senior_candidate(brief: Brief, pool: CandidatePool) -> tuple[int | None, str | None]:
     """The 1-based pool candidate the brief names, or None and why not."""
-    named = brief.get("candidate")
+    named = brief.candidate
     if isinstance(named, str) and named.strip().isdigit():  # "2" from a model is still candidate 2
         named = int(named.strip())
     if named is None:
@@ -44,7 +45,7 @@ def senior_candidate(brief: dict, pool: CandidatePool) -> tuple[int | None, str 
     return named, None
 
 
-def choose(pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
+def choose(pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
     """The result record: the senior's candidate when it applies to the base commit in ``runtime``, else the
     most-voted candidate that applies, else no patch; ``senior_choice_problem`` says why the first was not used."""
     number, problem = senior_candidate(brief, pool)
@@ -61,8 +62,19 @@ def choose(pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
     return _record(patch, JUNIOR_TOP if fallback else "none", used, brief, problem)
 
 
-def _record(patch: str, source: str, number: int | None, brief: dict, problem: str | None,
-            error: str | None = None) -> dict:
-    return {"source": source, "error": error, "candidate": number, "senior_candidate": brief.get("candidate"),
-            "senior_choice_problem": problem, "calls": 0, "cost": 0.0, "failed_attempts": [],
-            "patch_lines": patch.count("\n"), "patch": patch}
+def _as_named(candidate: object) -> int | str | None:
+    """The candidate a brief named as the result records it: a number, text, or null; anything else (``true`` in a
+    brief read from disk) as its text."""
+    if isinstance(candidate, bool):
+        return repr(candidate)
+    if candidate is None or isinstance(candidate, (int, str)):
+        return candidate
+    return repr(candidate)
+
+
+def _record(patch: str, source: str, number: int | None, brief: Brief, problem: str | None,
+            error: str | None = None) -> PrincipalResult:
+    return PrincipalResult.of({"source": source, "error": error, "candidate": number,
+                               "senior_candidate": _as_named(brief.candidate), "senior_choice_problem": problem,
+                               "calls": 0,
+                               "cost": 0.0, "failed_attempts": [], "patch_lines": patch.count("\n"), "patch": patch})

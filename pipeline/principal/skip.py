@@ -22,13 +22,14 @@ from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.schedule import agreement, agrees
-from pipeline.records import Brief, PrincipalResult, Unreadable
+from pipeline.records import Brief, PrincipalResult, Rollout, Unreadable
+from pipeline.records.brief import SkipDecision
 
 SKIP_SOURCE = "skip:junior_top"  # the prediction's source when the senior and principal were skipped
 SKIPPED_BRIEF = "skipped"  # the brief's source then
 
 
-def skip_decision(job: TaskJob, pool: CandidatePool, records: list[dict]) -> dict | None:
+def skip_decision(job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) -> SkipDecision | None:
     """The skip rule's decision on the task's pool (``skip``: whether the senior and principal are skipped, and
     why), or None when ``principal.skip_when`` is off. A decision an earlier session recorded wins."""
     recorded = _recorded(job.paths.senior_files.brief, job.paths.principal_files.result)
@@ -37,18 +38,19 @@ def skip_decision(job: TaskJob, pool: CandidatePool, records: list[dict]) -> dic
     rule = job.config.principal.skip_when
     if rule.top_share is None:
         return None
-    measure = agreement(pool, records)
+    measure = agreement(pool, [rollout.to_dict() for rollout in rollouts])
     holds, reason = agrees(measure, rule.top_share, rule.min_submitted)
-    return {"skip": holds, "top_share_needed": rule.top_share, "min_submitted": rule.min_submitted, **measure,
-            "reason": reason}
+    return SkipDecision.model_validate({"skip": holds, "top_share_needed": rule.top_share,
+                                        "min_submitted": rule.min_submitted,
+                                        **measure, "reason": reason})
 
 
-def _recorded(brief: Path, result: Path) -> dict | None:
+def _recorded(brief: Path, result: Path) -> SkipDecision | None:
     for path, kind in ((result, PrincipalResult), (brief, Brief)):
         record = kind.read(path)
         if not isinstance(record, Unreadable) and record.source in (SKIP_SOURCE, SKIPPED_BRIEF) \
                 and record.skipped is not None:
-            return record.skipped.to_dict()
+            return record.skipped
     return None
 
 
@@ -57,19 +59,19 @@ class SkippedSenior:
 
     role = None
 
-    def __init__(self, config: RunConfig, decision: dict):
+    def __init__(self, config: RunConfig, decision: SkipDecision):
         self.config, self.decision = config, decision
 
-    def brief(self, job: TaskJob, pool: CandidatePool) -> dict:
-        def make() -> dict:
+    def brief(self, job: TaskJob, pool: CandidatePool) -> Brief:
+        def make() -> Brief:
             job.paths.senior.mkdir(parents=True, exist_ok=True)
-            return {"source": SKIPPED_BRIEF, "analysis": f"(Skipped by principal.skip_when: "
-                                                         f"{self.decision['reason']}.)",
-                    "spans": [], "candidate": 1, "problems": [], "context_spans": None, "context_tokens": 0,
-                    "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
-                    "skipped": self.decision}
+            return Brief.of({
+                "source": SKIPPED_BRIEF, "analysis": f"(Skipped by principal.skip_when: {self.decision.reason}.)",
+                "spans": [], "candidate": 1, "problems": [], "context_spans": None, "context_tokens": 0,
+                "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
+                "skipped": self.decision.to_dict()})
 
-        return {**once(job.paths.senior_files.brief, make, Brief), "context": ""}
+        return once(job.paths.senior_files.brief, make, Brief).model_copy(update={"context": ""})
 
 
 class SkipPrincipal:
@@ -77,17 +79,18 @@ class SkipPrincipal:
 
     role = None
 
-    def __init__(self, config: RunConfig, decision: dict):
+    def __init__(self, config: RunConfig, decision: SkipDecision):
         self.config, self.decision = config, decision
 
-    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
-        def make() -> dict:
+    def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
+        def make() -> PrincipalResult:
             top = pool.candidates[0] if pool.candidates else None
             patch = top.patch if top else ""
             job.paths.principal.mkdir(parents=True, exist_ok=True)
             patchtext.write(job.paths.principal_files.patch, patch)
-            return {"source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
-                    "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
-                    "patch_lines": patch.count("\n"), "skipped": self.decision, "patch": patch}
+            return PrincipalResult.of({
+                "source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
+                "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
+                "patch_lines": patch.count("\n"), "skipped": self.decision.to_dict(), "patch": patch})
 
         return once(job.paths.principal_files.result, make, PrincipalResult)

@@ -10,18 +10,20 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline import patchtext
 from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidatePool
+from pipeline.juniors.pool import Candidate, CandidatePool
 from pipeline.layout import PrincipalFiles
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
-from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
+from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.prompts import render, render_task_prompt
-from pipeline.records import PrincipalResult
+from pipeline.records import Brief, PrincipalResult
+from pipeline.records.brief import SeniorAt
 from pipeline.runtime.base import Runtime
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -42,14 +44,14 @@ class Principal:
     """Stage 3 as a plug-in: ``write(job, pool, brief)`` returns the result record with the final ``patch``
     and its ``source``. Replace it with ``principal: {impl: "mypkg.mod:MyPrincipal"}``."""
 
-    role = "principal"  # the model role it calls
+    role: str | None = "principal"  # the model role it calls
 
     def __init__(self, config: RunConfig):
         self.config = config
 
-    def write(self, job: TaskJob, pool: CandidatePool, brief: dict) -> dict:
+    def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
         """The patch of an earlier session of this task, or a new one (``make_patch``) in the principal's workspace."""
-        def make() -> dict:
+        def make() -> PrincipalResult:
             started = time.monotonic()
             with job.open_runtime("principal") as runtime:
                 result = self.make_patch(job, pool, brief, runtime)
@@ -58,15 +60,15 @@ class Principal:
 
         return once(job.paths.principal_files.result, make, PrincipalResult)
 
-    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: dict, runtime: Runtime) -> dict:
+    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
         """The result record, patch.diff written: from the principal model's one call."""
         return run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
                              self.config.principal, job.paths.principal, job.count_tokens)
 
 
-def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelClient, budget: Budget,
+def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelClient, budget: Budget,
                   runtime: Runtime, settings: PrincipalConfig, directory: Path,
-                  count_tokens: Callable[[str], int]) -> dict:
+                  count_tokens: Callable[[str], int]) -> PrincipalResult:
     """Write principal/{request.json, replies.json, patch.diff}; returns the result record (the patch in it).
 
     The messages of each call are saved before it is made (request.json: what the model saw); replies are
@@ -76,16 +78,15 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
     directory.mkdir(parents=True, exist_ok=True)
     files = PrincipalFiles(directory)
     replies_path, request_path = files.replies, files.request
-    replies: list[dict] = json.loads(replies_path.read_text()) if replies_path.exists() else []
-    calls: list[dict] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
+    replies: list[dict[str, Any]] = json.loads(replies_path.read_text()) if replies_path.exists() else []
+    calls: list[dict[str, Any]] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
     shown = select_candidates(pool, settings, count_tokens)
     repo_files = _repo_files(runtime)
-    touched = [span["file"] for span in brief.get("context_spans") or brief.get("spans") or []
-               if isinstance(span, dict) and span.get("file")]
+    touched = [span.file for span in brief.context_spans or brief.spans or [] if span.file]
     listing = nearby_files(repo_files, touched + [path for c in pool.candidates for path in c.files])
     messages = [{"role": "system", "content": render("principal_system.md.j2")},
                 {"role": "user", "content": render("principal_task.md.j2", task_text=render_task_prompt(task),
-                                                   analysis=brief.get("analysis", ""), context=brief["context"],
+                                                   analysis=_analysis(brief), context=brief.context,
                                                    candidates=shown.text, files=listing,
                                                    pick=_senior_pick(brief, pool, shown))}]
     patch, error, attempts = "", None, []
@@ -118,9 +119,14 @@ def run_principal(task: Task, brief: dict, pool: CandidatePool, client: ModelCli
     if not patch:
         patch, source = _fallback(pool, runtime, settings.fallback)
     patchtext.write(files.patch, patch)
-    return {"source": source or "none", "error": error, "failed_attempts": attempts, "calls": len(replies),
-            "cost": sum(r.get("cost", 0.0) for r in replies), "patch_lines": patch.count("\n"),
-            "candidates": shown.record(), "patch": patch}
+    return PrincipalResult.of({"source": source or "none", "error": error, "failed_attempts": attempts,
+                               "calls": len(replies), "cost": sum(r.get("cost", 0.0) for r in replies),
+                               "patch_lines": patch.count("\n"), "candidates": shown.record(), "patch": patch})
+
+
+def _analysis(brief: Brief) -> str | SeniorAt:
+    """The brief's analysis as the principal is shown it ("" when the brief has none)."""
+    return brief.analysis if "analysis" in brief.model_fields_set else ""
 
 
 def apply_to_base(reply: str, runtime: Runtime, repo_files: list[str] | None = None) -> str:
@@ -150,7 +156,7 @@ def apply_to_base(reply: str, runtime: Runtime, repo_files: list[str] | None = N
     return patch
 
 
-def _check_writable(edits) -> None:
+def _check_writable(edits: list[Edit]) -> None:
     """UnusableEdits for a replacement holding a lone surrogate (a provider's JSON can send ``\\ud800``): no text
     file can hold one, and writing something else instead would put text the model never wrote into the patch."""
     for edit in edits:
@@ -216,7 +222,7 @@ class ShownCandidates:
     over_budget: list[int] = field(default_factory=list)  # left out: they did not fit in what was left
     over_count: list[int] = field(default_factory=list)  # left out by principal.show_candidates
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if key != "text"}
 
 
@@ -257,9 +263,9 @@ def select_candidates(pool: CandidatePool, settings: PrincipalConfig,
     return result
 
 
-def _senior_pick(brief: dict, pool: CandidatePool, shown: ShownCandidates) -> str:
+def _senior_pick(brief: Brief, pool: CandidatePool, shown: ShownCandidates) -> str:
     """The sentence naming the candidate the senior judged right or closest (brief.json's ``candidate``), or ""."""
-    pick = brief.get("candidate")
+    pick = brief.candidate
     if not shown.text or isinstance(pick, bool) or not isinstance(pick, int) or not 1 <= pick <= len(pool.candidates):
         return ""
     where = "" if pick in shown.shown else " (not shown above)"
@@ -273,7 +279,7 @@ def _endings(reasons: list[str]) -> str:
     return f"{len(reasons)} rollout{'s' if len(reasons) != 1 else ''}: {', '.join(parts)}" if reasons else ""
 
 
-def _candidate_block(number: int, candidate, lines: list[str], keep: int) -> str:
+def _candidate_block(number: int, candidate: Candidate, lines: list[str], keep: int) -> str:
     shown = lines[:keep]
     ticks = max((len(line[1:]) - len(line[1:].lstrip("`")) for line in shown), default=0)  # ``` in the code
     return render("principal_candidate.md.j2", number=number, votes=candidate.votes, files=candidate.files,
@@ -281,7 +287,7 @@ def _candidate_block(number: int, candidate, lines: list[str], keep: int) -> str
                   cut=len(lines) - keep, total=len(lines)).strip() + "\n"
 
 
-def _cut_to_fit(number: int, candidate, lines: list[str], room: int,
+def _cut_to_fit(number: int, candidate: Candidate, lines: list[str], room: int,
                 count_tokens: Callable[[str], int]) -> tuple[str, int]:
     """The candidate's block with the most patch lines that fit in ``room`` tokens; ("", 0) below MIN_CUT_LINES."""
     low, high, best = MIN_CUT_LINES, len(lines) - 1, ("", 0)
@@ -296,7 +302,7 @@ def _cut_to_fit(number: int, candidate, lines: list[str], room: int,
     return best
 
 
-def _left_out_line(number: int, candidate, why: str) -> str:
+def _left_out_line(number: int, candidate: Candidate, why: str) -> str:
     files = ", ".join(candidate.files[:5]) + (f" and {len(candidate.files) - 5} more" if len(candidate.files) > 5
                                               else "")
     votes = f"{candidate.votes} vote{'s' if candidate.votes != 1 else ''}"

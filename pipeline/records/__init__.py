@@ -1,4 +1,4 @@
-"""The typed, versioned records of a run directory: the six files that carry a task from stage to stage, each a
+"""The typed, versioned records of a run directory: the nine files that carry a task from stage to stage, each a
 pydantic model with its format version on disk (``"format": 1``).
 
 - ``Rollout``: tasks/<id>/junior/rollout-NN.json
@@ -7,6 +7,8 @@ pydantic model with its format version on disk (``"format": 1``).
 - ``PrincipalResult``: tasks/<id>/principal/result.json
 - ``Prediction``: a line of predictions.jsonl (``read_predictions`` reads the file)
 - ``EvalResult``: tasks/<id>/eval/result.json, and what ``swepipe eval`` (``--candidates``) writes
+- ``SoloResult``: tasks/<id>/solo/result.json (the solo baseline)
+- ``TeamResult``, ``TeamDelegations``: tasks/<id>/team/result.json and delegations.json (the team baseline)
 
 Writers build the record (``Rollout.of(data)``, checked strictly) and write it (``record.write(path)``, through
 pipeline.storage). Every reader reads it with ``Rollout.read(path)``: the record, an older format upgraded in the
@@ -22,9 +24,12 @@ from pipeline.records.pool import Pool
 from pipeline.records.prediction import Prediction, PredictionLines, read_predictions
 from pipeline.records.principal import PrincipalResult
 from pipeline.records.rollout import Rollout
+from pipeline.records.solo import SoloResult
+from pipeline.records.team import TeamDelegations, TeamResult
 
-RECORDS: tuple[type[Record], ...] = (Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult)
+RECORDS: tuple[type[Record], ...] = (Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult, SoloResult,
+                                     TeamResult, TeamDelegations)
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "RECORDS", "Brief", "EvalResult", "Pool", "Prediction", "PredictionLines",
-           "PrincipalResult", "Read", "Record", "RecordError", "Rollout", "Unreadable", "read_json",
-           "read_predictions"]
+           "PrincipalResult", "Read", "Record", "RecordError", "Rollout", "SoloResult", "TeamDelegations",
+           "TeamResult", "Unreadable", "read_json", "read_predictions"]

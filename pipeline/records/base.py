@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, WrapValidator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, ValidatorFunctionWrapHandler,
+                      WrapValidator)
 
 from pipeline.storage import write_json_atomic
 
@@ -30,7 +31,7 @@ NOT_AN_OBJECT = "not a JSON object"
 _READING = "reading"  # the validation context's key: the values of a file read back are untrusted input
 
 
-def _kept_when_read(value, handler, info: ValidationInfo):
+def _kept_when_read(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
     """A value of its documented type; reading, any other JSON value that is no object or list is kept as read."""
     try:
         return handler(value)
@@ -40,8 +41,14 @@ def _kept_when_read(value, handler, info: ValidationInfo):
         raise
 
 
-def _is_scalar(value) -> bool:
+def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
+
+
+def absent(description: str) -> Any:
+    """A field a record may lack, None when it does (any field may be absent from a file: an older record's, a
+    plug-in's). Typed ``Any`` so that a type checker takes the field's annotation as its type, as pydantic does."""
+    return Field(None, description=description)
 
 
 _KEPT = WrapValidator(_kept_when_read)
@@ -56,9 +63,10 @@ class Part(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The keys it was given (unknown ones too), as a dict."""
-        return self.model_dump(exclude_unset=True, warnings=False)
+        data: dict[str, Any] = self.model_dump(exclude_unset=True, warnings=False)
+        return data
 
 
 class RecordError(ValueError):
@@ -115,7 +123,7 @@ class Record(Part):
     # -- writing --------------------------------------------------------------------------------------------
 
     @classmethod
-    def of(cls, data: dict):
+    def of(cls, data: dict[str, Any]) -> Self:
         """The record of ``data`` (a writer's dict), checked strictly; RecordError names what does not fit."""
         try:
             record = cls.model_validate({**data, "format": cls.FORMAT})
@@ -123,14 +131,14 @@ class Record(Part):
             raise RecordError(f"{cls.__name__} record: {describe(error)}") from None
         return record
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The record as a dict: the keys it was given (unknown ones too), without ``format`` (a matter of the
         file, not of the values stages pass on)."""
         data = super().to_dict()
         data.pop("format", None)
         return data
 
-    def to_disk(self) -> dict:
+    def to_disk(self) -> dict[str, Any]:
         """What its file holds: the format first, then its keys as given."""
         return {"format": self.FORMAT, **self.to_dict()}
 
@@ -140,7 +148,7 @@ class Record(Part):
     # -- reading --------------------------------------------------------------------------------------------
 
     @classmethod
-    def read(cls, path: Path, errors: str = "strict"):
+    def read(cls, path: Path, errors: str = "strict") -> Self | Unreadable:
         """The record in the file at ``path`` (an older format upgraded), or ``Unreadable`` saying why not.
         ``errors``: how bytes that are not UTF-8 are decoded (see ``read_json``)."""
         read = read_json(path, errors)
@@ -149,7 +157,7 @@ class Record(Part):
         return cls.from_data(read.data, path)
 
     @classmethod
-    def from_data(cls, data, path: Path | None = None):
+    def from_data(cls, data: Any, path: Path | None = None) -> Self | Unreadable:
         """The record of data read back (a file's, a line's), or ``Unreadable``: the one place a record's older
         formats are read."""
         if not isinstance(data, dict):
@@ -167,13 +175,13 @@ class Record(Part):
             return Unreadable(path, f"of the wrong shape ({describe(error)})")
 
     @classmethod
-    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+    def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:
         """``data`` of format ``version`` in the current format. Format 0 differs from 1 only by having no
         ``format`` key, unless a subclass says otherwise."""
         return data
 
     @classmethod
-    def load(cls, path: Path):
+    def load(cls, path: Path) -> Self:
         """The record at ``path``, for the pipeline resuming its own work: RecordError when it cannot be read."""
         record = cls.read(path)
         if isinstance(record, Unreadable):
@@ -198,5 +206,6 @@ def _union_branch(part: str) -> bool:
     return part in ("int", "float", "str", "bool", "none") or "[" in part or part in _part_names(Part)
 
 
-def _part_names(cls: type) -> set[str]:
-    return {name for sub in cls.__subclasses__() for name in (sub.__name__, *_part_names(sub))}
+def _part_names(cls: type[Part]) -> set[str]:
+    subclasses: list[type[Part]] = cls.__subclasses__()
+    return {name for sub in subclasses for name in (sub.__name__, *_part_names(sub))}

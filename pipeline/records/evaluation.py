@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
 
 from pipeline.layout import TASK, ScoringFiles
-from pipeline.records.base import Flag, Int, Number, Part, Record, Text
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
 
 
 class TestOutcome(Part):
@@ -17,28 +16,28 @@ class TestOutcome(Part):
 
     __test__ = False  # not a test class, whatever its name
 
-    passed: list[Text] = Field(None, description="reported PASSED")
-    failed: list[Text] = Field(None, description="reported with another status")
-    missing: list[Text] = Field(None, description="not reported at all")
+    passed: list[Text] = absent("reported PASSED")
+    failed: list[Text] = absent("reported with another status")
+    missing: list[Text] = absent("not reported at all")
 
 
 class Attempt(Part):
     """One run of the tests with --attempts (the first is the verdict)."""
 
-    attempt: Int = Field(None, description="its number, from 1")
-    resolved: Flag = Field(None, description="its verdict")
-    category: Text = Field(None, description="its category")
-    statuses: dict[str, Text] = Field(None, description="test name -> status")
+    attempt: Int = absent("its number, from 1")
+    resolved: Flag = absent("its verdict")
+    category: Text = absent("its category")
+    statuses: dict[str, Text] = absent("test name -> status")
 
 
 class Finding(Part):
     """A sign that a test run tampered with its verdict (pipeline.evaluation.integrity)."""
 
-    kind: Text = Field(None, description="grader_written (the test run wrote to the grader's files or outputs), "
-                                         "conflicting_statuses (a required test reported more than once with "
-                                         "different statuses) or summary_contradicts (tests reported PASSED where "
-                                         "the runner's own summary counts failures)")
-    detail: Text = Field(None, description="what was found, in words")
+    kind: Text = absent("grader_written (the test run wrote to the grader's files or outputs), "
+                        "conflicting_statuses (a required test reported more than once with "
+                        "different statuses) or summary_contradicts (tests reported PASSED where "
+                        "the runner's own summary counts failures)")
+    detail: Text = absent("what was found, in words")
 
 
 class EvalResult(Record):
@@ -55,56 +54,56 @@ class EvalResult(Record):
             f"{ScoringFiles(Path('<output-dir>/<instance_id>')).result} (swepipe eval); "
             f"{ScoringFiles(TASK.candidates / '<key>').result} (swepipe eval --candidates)")
 
-    instance_id: Text = Field(None, description="the task")
-    resolved: Flag = Field(None, description="the verdict that counts: official_resolved, and no integrity finding")
-    official_resolved: Flag = Field(None, description="the official protocol's verdict, as the official harness "
-                                                      "gives it (format 1 results: their resolved)")
-    category: Text = Field(None, description="resolved, flagged (resolved by the official protocol, but with an "
-                                             "integrity finding), tests_failed, patch_failed, timeout or infra_error")
-    integrity: list[Finding] = Field(None, description="signs that the test run tampered with its verdict; any "
-                                                       "one keeps the result from counting as resolved (none: "
-                                                       "not checked, as before format 2)")
-    test_infrastructure: list[Text] = Field(None, description="test infrastructure the patch changes (conftest.py, "
-                                                              "a runner's configuration, a start-up hook, hidden "
-                                                              "test files): noted, not held against it")
-    patch_empty: Flag = Field(None, description="the patch was empty")
-    patch_applied: Flag | None = Field(None, description="git apply succeeded (null: not known)")
-    binary_sections_stripped: Flag = Field(None, description="binary sections were taken out of the patch first")
-    network: Flag = Field(None, description="the tests' container had the network")
-    limits: dict[str, Any] = Field(None, description="the container's limits (pipeline.runtime.limits)")
-    image: Text = Field(None, description="the task's image")
-    scorer: dict[str, Any] = Field(None, description="how it was scored, beside network and limits: swepipe's "
-                                                     "version, the protocol's (pipeline.evaluation.protocol), the "
-                                                     "scoring profile (pipeline.evaluation.profiles), the tests' "
-                                                     "time limit in seconds, the seed the tests were given "
-                                                     "(validate's replicas), the image's id (the digest of its "
-                                                     "config) and its registry digest (repo@sha256:..., null "
-                                                     "for an image built locally)")
-    entry_exit_code: Int | None = Field(None, description="the tests' container's exit code (null: timed out)")
-    parser_exit_code: Int | None = Field(None, description="the parser's container's exit code (null: the parser "
-                                                           "did not run, or timed out)")
-    tests_output_dropped: Int = Field(None, description="bytes the tests printed past what their output may take "
-                                                        "on disk (the container's disk limit, as the official "
-                                                        "entry script's logs could in the container): the parser "
-                                                        "read the output without them")
-    timed_out: Flag = Field(None, description="the tests ran out of time")
-    FAIL_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests the fix must make pass (a list of "
-                                                                     "names: no per-test outcome)")
-    PASS_TO_PASS: TestOutcome | list[Text] = Field(None, description="the tests that must keep passing")
-    near_misses: dict[str, Text] = Field(None, description="required name -> a reported name equal to it up to "
-                                                           "whitespace (recorded, not counted)")
-    statuses: dict[str, Text] = Field(None, description="every reported test -> its status")
-    error: Text = Field(None, description="what went wrong (an infra_error's cause, an unreadable output.json)")
-    duration: Number = Field(None, description="seconds the scoring took")
-    attempts: list[Attempt] = Field(None, description="with --attempts N: each run of an unresolved patch")
-    flaky_tests: list[Text] = Field(None, description="tests whose status changed between attempts")
-    key: Text = Field(None, description="candidates: the candidate's key in pool.json")
-    votes: Int | None = Field(None, description="candidates: its votes")
-    rollouts: list[Int] | None = Field(None, description="candidates: its rollouts")
-    node: Text | None = Field(None, description="with the ray executor: the machine that scored it")
+    instance_id: Text = absent("the task")
+    resolved: Flag = absent("the verdict that counts: official_resolved, and no integrity finding")
+    official_resolved: Flag = absent("the official protocol's verdict, as the official harness "
+                                     "gives it (format 1 results: their resolved)")
+    category: Text = absent("resolved, flagged (resolved by the official protocol, but with an "
+                            "integrity finding), tests_failed, patch_failed, timeout or infra_error")
+    integrity: list[Finding] = absent("signs that the test run tampered with its verdict; any "
+                                      "one keeps the result from counting as resolved (none: "
+                                      "not checked, as before format 2)")
+    test_infrastructure: list[Text] = absent("test infrastructure the patch changes (conftest.py, "
+                                             "a runner's configuration, a start-up hook, hidden "
+                                             "test files): noted, not held against it")
+    patch_empty: Flag = absent("the patch was empty")
+    patch_applied: Flag | None = absent("git apply succeeded (null: not known)")
+    binary_sections_stripped: Flag = absent("binary sections were taken out of the patch first")
+    network: Flag = absent("the tests' container had the network")
+    limits: dict[str, Any] = absent("the container's limits (pipeline.runtime.limits)")
+    image: Text = absent("the task's image")
+    scorer: dict[str, Any] = absent("how it was scored, beside network and limits: swepipe's "
+                                    "version, the protocol's (pipeline.evaluation.protocol), the "
+                                    "scoring profile (pipeline.evaluation.profiles), the tests' "
+                                    "time limit in seconds, the seed the tests were given "
+                                    "(validate's replicas), the image's id (the digest of its "
+                                    "config) and its registry digest (repo@sha256:..., null "
+                                    "for an image built locally)")
+    entry_exit_code: Int | None = absent("the tests' container's exit code (null: timed out)")
+    parser_exit_code: Int | None = absent("the parser's container's exit code (null: the parser "
+                                          "did not run, or timed out)")
+    tests_output_dropped: Int = absent("bytes the tests printed past what their output may take "
+                                       "on disk (the container's disk limit, as the official "
+                                       "entry script's logs could in the container): the parser "
+                                       "read the output without them")
+    timed_out: Flag = absent("the tests ran out of time")
+    FAIL_TO_PASS: TestOutcome | list[Text] = absent("the tests the fix must make pass (a list of "
+                                                    "names: no per-test outcome)")
+    PASS_TO_PASS: TestOutcome | list[Text] = absent("the tests that must keep passing")
+    near_misses: dict[str, Text] = absent("required name -> a reported name equal to it up to "
+                                          "whitespace (recorded, not counted)")
+    statuses: dict[str, Text] = absent("every reported test -> its status")
+    error: Text = absent("what went wrong (an infra_error's cause, an unreadable output.json)")
+    duration: Number = absent("seconds the scoring took")
+    attempts: list[Attempt] = absent("with --attempts N: each run of an unresolved patch")
+    flaky_tests: list[Text] = absent("tests whose status changed between attempts")
+    key: Text = absent("candidates: the candidate's key in pool.json")
+    votes: Int | None = absent("candidates: its votes")
+    rollouts: list[Int] | None = absent("candidates: its rollouts")
+    node: Text | None = absent("with the ray executor: the machine that scored it")
 
     @classmethod
-    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+    def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:
         """Before format 2 the verdict was the official one."""
         if version < 2 and "official_resolved" not in data and "resolved" in data:
             data["official_resolved"] = data["resolved"]

@@ -11,23 +11,23 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.layout import RUN
-from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable, absent
 from pipeline.records.brief import SkipDecision
 
 
 class Tokens(Part):
     """Tokens of a stage's (or role's) calls."""
 
-    input: Int = Field(None, description="input tokens (the cached ones among them)")
-    cached: Int = Field(None, description="input tokens read from a prompt cache")
-    output: Int = Field(None, description="output tokens")
+    input: Int = absent("input tokens (the cached ones among them)")
+    cached: Int = absent("input tokens read from a prompt cache")
+    output: Int = absent("output tokens")
 
 
 class Calls(Part):
     """The task's model calls, from its ledger (earlier sessions too)."""
 
-    made: Int = Field(None, description="calls made")
-    failed: Int = Field(None, description="calls that failed")
+    made: Int = absent("calls made")
+    failed: Int = absent("calls that failed")
 
 
 class Prediction(Record):
@@ -39,33 +39,33 @@ class Prediction(Record):
     FILE = f"{RUN.predictions} (one a line); {RUN.infra_errors} (tasks left unfinished, one a line)"
 
     instance_id: str = Field(description="the task")
-    model_patch: str | None = Field(None, description="the patch submitted (bytes that are not UTF-8 as \\udcXX "
-                                                      "escapes); empty for none")
-    strategy: Text = Field(None, description="pipeline, solo, team, vote, or a plug-in's name")
-    source: Text = Field(None, description="where the patch came from: the principal result's source (pipeline), "
-                                           "solo, team, vote, or none")
-    models: dict[str, Text] = Field(None, description="role -> model string, for the roles the strategy uses")
-    error: Text | None = Field(None, description="the failure that ended the task (\"<stage> stage: <error>\"), or a "
-                                                 "stage's own error")
-    skip_check: SkipDecision = Field(None, description="pipeline with principal.skip_when: the rule's decision")
-    juniors_reused_from: Text | None = Field(None, description="the run the rollouts were reused from, if any")
-    exit_reason: Text | None = Field(None, description="solo and team: how the agent (the lead) ended")
-    workers: Int = Field(None, description="team: the workers started")
-    delegations: dict[str, Int] | None = Field(None, description="team: delegations by stage")
-    lost_work: list[dict[str, Any]] | dict[str, Any] | None = Field(
-        None, description="team with the submit guard off: what workers did after the lead submitted (older "
-                          "records: a mapping by worker)")
-    votes: Int = Field(None, description="vote: the votes of the submitted candidate")
-    infra_retries: list[Text] = Field(None, description="infrastructure faults the task's stages were retried "
-                                                        "after")
-    infra_error: Flag = Field(None, description="true: no answer (infra_errors.jsonl), the task stays unfinished")
-    cost: dict[str, Number] = Field(None, description="dollars by stage (by role for the team), and total; rollouts "
-                                                      "reused from another run count as paid there")
-    tokens: dict[str, Tokens] = Field(None, description="tokens by stage (by role for the team)")
-    calls: Calls = Field(None, description="the task's model calls")
-    seconds: dict[str, Number] = Field(None, description="wall time by stage")
-    resolved: Flag | None = Field(None, description="with --evaluate: the hidden tests' verdict")
-    node: Text = Field(None, description="with the ray executor: the machine that ran the task")
+    model_patch: str | None = absent("the patch submitted (bytes that are not UTF-8 as \\udcXX "
+                                     "escapes); empty for none")
+    strategy: Text = absent("pipeline, solo, team, vote, or a plug-in's name")
+    source: Text = absent("where the patch came from: the principal result's source (pipeline), "
+                          "solo, team, vote, or none")
+    models: dict[str, Text] = absent("role -> model string, for the roles the strategy uses")
+    error: Text | None = absent("the failure that ended the task (\"<stage> stage: <error>\"), or a "
+                                "stage's own error")
+    skip_check: SkipDecision = absent("pipeline with principal.skip_when: the rule's decision")
+    juniors_reused_from: Text | None = absent("the run the rollouts were reused from, if any")
+    exit_reason: Text | None = absent("solo and team: how the agent (the lead) ended")
+    workers: Int = absent("team: the workers started")
+    delegations: dict[str, Int] | None = absent("team: delegations by stage")
+    lost_work: list[dict[str, Any]] | dict[str, Any] | None = absent(
+        "team with the submit guard off: what workers did after the lead submitted (older records: a mapping by "
+        "worker)")
+    votes: Int = absent("vote: the votes of the submitted candidate")
+    infra_retries: list[Text] = absent("infrastructure faults the task's stages were retried "
+                                       "after")
+    infra_error: Flag = absent("true: no answer (infra_errors.jsonl), the task stays unfinished")
+    cost: dict[str, Number] = absent("dollars by stage (by role for the team), and total; rollouts "
+                                     "reused from another run count as paid there")
+    tokens: dict[str, Tokens] = absent("tokens by stage (by role for the team)")
+    calls: Calls = absent("the task's model calls")
+    seconds: dict[str, Number] = absent("wall time by stage")
+    resolved: Flag | None = absent("with --evaluate: the hidden tests' verdict")
+    node: Text = absent("with the ray executor: the machine that ran the task")
 
 
 @dataclass

@@ -4,12 +4,11 @@ principal model none; pipeline.principal.skip.SkipPrincipal when the skip rule h
 from __future__ import annotations
 
 from pathlib import Path
-
-from pydantic import Field
+from typing import Any
 
 from pipeline import patchtext
 from pipeline.layout import TASK, PrincipalFiles
-from pipeline.records.base import Int, Number, Part, Record, Text
+from pipeline.records.base import Int, Number, Part, Record, Text, absent
 from pipeline.records.brief import SkipDecision
 
 
@@ -17,11 +16,11 @@ class Shown(Part):
     """The junior candidates as the principal was sent them (pipeline.principal.stage.ShownCandidates), named by
     their 1-based place in the pool."""
 
-    tokens: Int = Field(None, description="the tokens of the candidates' block")
-    shown: list[Int] = Field(None, description="the candidates shown")
-    cut: list[Int] = Field(None, description="shown, but only the start of their patch (bigger than the budget)")
-    over_budget: list[Int] = Field(None, description="left out: over principal.candidate_tokens")
-    over_count: list[Int] = Field(None, description="left out by principal.show_candidates")
+    tokens: Int = absent("the tokens of the candidates' block")
+    shown: list[Int] = absent("the candidates shown")
+    cut: list[Int] = absent("shown, but only the start of their patch (bigger than the budget)")
+    over_budget: list[Int] = absent("left out: over principal.candidate_tokens")
+    over_count: list[Int] = absent("left out by principal.show_candidates")
 
 
 class PrincipalResult(Record):
@@ -31,24 +30,24 @@ class PrincipalResult(Record):
 
     FILE = str(TASK.principal_files.result)
 
-    source: Text = Field(None, description="principal, fallback:junior_top, senior_choice, junior_top, "
-                                           "skip:junior_top or none")
-    error: Text | None = Field(None, description="why the principal's edits were not used, or why there is no patch")
-    failed_attempts: list[Text] = Field(None, description="why each unusable reply was refused")
-    calls: Int = Field(None, description="the principal model's calls (replies)")
-    cost: Number = Field(None, description="dollars they cost")
-    patch_lines: Int = Field(None, description="the patch's lines")
-    candidates: Shown = Field(None, description="the candidates the principal was sent")
-    candidate: Int | None = Field(None, description="without a call: the pool candidate (1-based) submitted")
-    senior_candidate: Int | Text | None = Field(None, description="with the principal model none: the candidate the "
-                                                                  "brief named")
-    senior_choice_problem: Text | None = Field(None, description="with the principal model none: why the brief's "
-                                                                 "candidate was not used")
-    skipped: SkipDecision = Field(None, description="when the skip rule held: its decision")
-    patch: Text = Field(None, description="the final patch (format 0 results without it: patch.diff's)")
+    source: Text = absent("principal, fallback:junior_top, senior_choice, junior_top, "
+                          "skip:junior_top or none")
+    error: Text | None = absent("why the principal's edits were not used, or why there is no patch")
+    failed_attempts: list[Text] = absent("why each unusable reply was refused")
+    calls: Int = absent("the principal model's calls (replies)")
+    cost: Number = absent("dollars they cost")
+    patch_lines: Int = absent("the patch's lines")
+    candidates: Shown = absent("the candidates the principal was sent")
+    candidate: Int | None = absent("without a call: the pool candidate (1-based) submitted")
+    senior_candidate: Int | Text | None = absent("with the principal model none: the candidate the "
+                                                 "brief named")
+    senior_choice_problem: Text | None = absent("with the principal model none: why the brief's "
+                                                "candidate was not used")
+    skipped: SkipDecision = absent("when the skip rule held: its decision")
+    patch: Text = absent("the final patch (format 0 results without it: patch.diff's)")
 
     @classmethod
-    def upgrade(cls, data: dict, version: int, path: Path | None) -> dict:
+    def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:
         """A result written before results held their patch: patch.diff beside it is the patch."""
         beside = PrincipalFiles(path.parent).patch if path is not None else None
         if "patch" not in data and beside is not None and beside.is_file():

@@ -10,6 +10,7 @@ import sys
 import types
 import typing
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -21,10 +22,11 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "run-directory.md"
 _SCALARS = {str: "text", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 
 INTRO = """\
-Every file a run writes is described in docs/run-layout.md. Six of them carry a task from stage to stage and into
-the reports: they are typed records (`pipeline/records/`), each with its format version on disk
-(`"format": 1`). A file without a `format` key was written before records had versions: format 0, read as the same
-record (an older shape is upgraded in one place, the record type's `upgrade`).
+Every file a run writes is described in docs/run-layout.md. Nine of them are typed records (`pipeline/records/`),
+each with its format version on disk (`"format": 1`): the six that carry a task from stage to stage and into the
+reports, and the solo and team baselines' results. A file without a `format` key was written before records had
+versions: format 0, read as the same record (an older shape is upgraded in one place, the record type's
+`upgrade`).
 
 How a record is read back (reports, task pages, export, whatif, a resumed run): a file is unreadable when it is
 missing, not valid JSON, not a JSON object, of a newer format than this swepipe reads, or of the wrong shape (an
@@ -57,7 +59,7 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _section(model: type[BaseModel], parts: list, level: str = "##") -> list[str]:
+def _section(model: type[BaseModel], parts: list[type[Part]], level: str = "##") -> list[str]:
     lines = [f"{level} {model.__name__}", ""]
     if issubclass(model, Record):
         files = "; ".join(_file(name.strip()) for name in model.FILE.split(";"))
@@ -71,7 +73,7 @@ def _section(model: type[BaseModel], parts: list, level: str = "##") -> list[str
     return lines + [""]
 
 
-def _type(annotation, parts: list) -> str:
+def _type(annotation: Any, parts: list[type[Part]]) -> str:
     """``annotation`` in words; the parts it names are added to ``parts``."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
@@ -79,7 +81,8 @@ def _type(annotation, parts: list) -> str:
     if origin in (typing.Union, types.UnionType):
         plain = [typing.get_args(arg)[0] if typing.get_origin(arg) is typing.Annotated else arg for arg in args]
         if int in plain and float in plain:  # a JSON number: an integer or a decimal
-            args = [float if arg is float else arg for arg, bare in zip(args, plain, strict=True) if bare is not int]
+            args = tuple(float if arg is float else arg
+                         for arg, bare in zip(args, plain, strict=True) if bare is not int)
         return " or ".join(_type(arg, parts) for arg in args)
     if origin is list:
         if not args:

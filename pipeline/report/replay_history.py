@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.agent.compact import compact_history
 from pipeline.models.ledger import LedgerRow
@@ -98,7 +99,8 @@ def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: Histo
             _book(spend, row.agent or row.stage, recorded)
     # seen: id(message) -> (size, fingerprint), as prompts share most message objects (each prompt is kept in
     # prepared, so no id is reused by another message meanwhile)
-    prepared, seen = [], {}
+    prepared = []
+    seen: dict[int, tuple[int, tuple[Any, ...]]] = {}
     for call in replayed:
         prompt = _compacted(call.messages, variant)
         measured = [seen.get(id(m)) or seen.setdefault(id(m), (_size(m), _fingerprint(m))) for m in prompt]

@@ -7,6 +7,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline import stopping
 from pipeline.config import RunConfig
@@ -19,7 +20,8 @@ from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.outages import BREAKERS
 from pipeline.records import EvalResult, Prediction, RecordError, Unreadable
 from pipeline.storage import write_text_atomic
-from pipeline.strategies.base import strategy_class
+from pipeline.strategies.answer import Spend, TaskAnswer
+from pipeline.strategies.base import Strategy, strategy_class
 from pipeline.tasks import Task
 
 
@@ -56,12 +58,15 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
     job = task_job(task, run, run_budget)
     job.log = log
     paths, job.stage = job.paths, strategy.roles[0]
-    prediction = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name, "source": "none",
-                  "models": run.models, "error": None}
+    prediction: dict[str, Any] = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name,
+                                  "source": "none", "models": run.models, "error": None}
     started = time.monotonic()
     BREAKERS.configure(run.config.faults.breaker_settings())
+    carried: dict[str, dict[str, Any]] = {}
     try:
-        prediction.update(_with_infra_retries(strategy, job, prediction))
+        answer = _as_answer(_with_infra_retries(strategy, job, prediction))
+        prediction.update(answer.prediction_fields())
+        carried = {stage: spent.to_dict() for stage, spent in answer.carried_spend.items()}
     except InfrastructureFault as error:  # no answer: the task stays unfinished, and a rerun resumes it
         prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
         prediction["infra_error"] = True
@@ -70,7 +75,6 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
         prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
         prediction["infra_error"] = False
         write_text_atomic(paths.error, traceback.format_exc())
-    carried = prediction.pop("carried_spend", {})
     rows = Ledger.read(paths.ledger)
     prediction.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
                       calls={"made": len(rows), "failed": sum(1 for row in rows if row.error)},
@@ -82,6 +86,17 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
             prediction["infra_error"] = True
             prediction["error"] = prediction["error"] or "scoring: " + _scoring_error(paths)
     return prediction
+
+
+def _as_answer(answer: TaskAnswer | dict[str, Any]) -> TaskAnswer:
+    """The strategy's answer; a plug-in strategy written before answers were typed may still return its fields as
+    a dict (they are checked as the prediction is, in ``_checked``)."""
+    if isinstance(answer, TaskAnswer):
+        return answer
+    fields = dict(answer)
+    carried = fields.pop("carried_spend", {})
+    return TaskAnswer.model_construct(**fields, carried_spend={stage: Spend.model_validate(spent)
+                                                               for stage, spent in carried.items()})
 
 
 def _checked(prediction: dict, stage: str) -> dict:
@@ -97,7 +112,7 @@ def _checked(prediction: dict, stage: str) -> dict:
     return prediction
 
 
-def _with_infra_retries(strategy, job: TaskJob, prediction: dict) -> dict:
+def _with_infra_retries(strategy: Strategy, job: TaskJob, prediction: dict) -> TaskAnswer:
     """The strategy's answer; an infrastructure fault (Docker, a model call that failed past its retries, the
     cluster) is retried with backoff (everything done so far is reused, so nothing is paid twice), and raised
     when it persists."""

@@ -30,6 +30,12 @@ class BackgroundRuntime:
             raise
         return runtime
 
+    def __enter__(self) -> BackgroundRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _runtime(self) -> Runtime:
         return self._future.result()
 

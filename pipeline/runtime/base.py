@@ -6,7 +6,7 @@ import binascii
 import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Protocol
+from typing import Protocol, Self
 
 from pipeline import patchtext
 from pipeline.errors import SwepipeError
@@ -45,6 +45,15 @@ class Runtime(Protocol):
         ...
 
     def stop(self) -> None: ...
+
+
+class OpenedRuntime(Runtime, Protocol):
+    """A Runtime as an opener returns it (pipeline.runtime.factory.open_runtime, a ``containers.impl``): also a
+    context manager that stops it on exit."""
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 # Every command runs with these: no pager, no colour codes, no progress bars in the observation.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.runtime.base import Runtime
+from pipeline.runtime.base import OpenedRuntime
 
 if TYPE_CHECKING:
     from pipeline.config import Containers
@@ -14,7 +14,7 @@ WORKDIR = "/app"
 
 
 def open_runtime(task: Task, role: str, containers: Containers, *, run_id: str, image_template: str,
-                 read_only: bool = False, background: bool = False, sanitise: bool = True) -> Runtime:
+                 read_only: bool = False, background: bool = False, sanitise: bool = True) -> OpenedRuntime:
     """A started container of ``task``'s image for the agent ``role``, labelled with both.
 
     ``background`` returns at once: the image is prepared and the container started on a thread of
@@ -27,7 +27,7 @@ def open_runtime(task: Task, role: str, containers: Containers, *, run_id: str, 
     image_name(image_template, task.to_row())  # a template the task cannot fill is said now, not on first use
     labels = {"swepipe.agent": role, "swepipe.instance_id": task.instance_id[:200]}
 
-    def start() -> Runtime:
+    def start() -> OpenedRuntime:
         from pipeline.runtime.docker import DockerRuntime
         from pipeline.runtime.limits import container_limits
 

@@ -82,7 +82,7 @@ def prune(task_images: Iterable[str], keep_bytes: int, *, all_sanitised: bool = 
 def _remove_group(client, group: dict) -> list[str]:
     """Remove a group's sanitised copies first, then the task image's names (its other tags stay); an image a
     container (even a stopped one) still uses is refused by Docker and kept. Removed images leave the group."""
-    removed = []
+    removed: list[str] = []
     copies = [i for i in group["images"].values() if (i.labels or {}).get("swepipe.source_image")]
     others = [i for i in group["images"].values() if i not in copies]
     for image in [*copies, *others]:

@@ -37,9 +37,9 @@ class Senior:
     def __init__(self, config: RunConfig):
         self.config = config
 
-    def brief(self, job: TaskJob, pool: CandidatePool) -> dict:
+    def brief(self, job: TaskJob, pool: CandidatePool) -> records.Brief:
         """The brief of an earlier session of this task, or a new one made in a read-only container."""
-        def make() -> dict:
+        def make() -> records.Brief:
             client = job.client("senior") if job.config.plays("senior") and "senior" in job.config.models else None
             started = time.monotonic()
             with job.open_runtime("senior", read_only=True) as runtime:
@@ -49,12 +49,13 @@ class Senior:
             return record
 
         record = once(job.paths.senior_files.brief, make, records.Brief)
-        return {**record, "context": job.paths.senior_files.context.read_text(encoding="utf-8")} \
-            if "context" not in record else record
+        if "context" in record.model_fields_set:
+            return record
+        return record.model_copy(update={"context": job.paths.senior_files.context.read_text(encoding="utf-8")})
 
 
 def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budget: Budget, runtime: Runtime,
-               config: RunConfig, directory: Path, count_tokens: Callable[[str], int]) -> dict:
+               config: RunConfig, directory: Path, count_tokens: Callable[[str], int]) -> records.Brief:
     """Write senior/{expansion.json, context.md, trajectory.json}; returns the brief record (with its context).
 
     The senior hands in its brief with submit; at its step limit its last turn asks for the brief, and a
@@ -102,7 +103,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                 brief = _brief_in_last_reply(run)
         except Exception as error:  # an InfrastructureFault is no Exception: the task reruns the senior  # noqa: BLE001 - a broken senior falls back, never ends the task
             write_text_atomic(written.error, traceback.format_exc())
-            agent_error = f"{type(error).__name__}: {error}"
+            agent_error: str | None = f"{type(error).__name__}: {error}"
         else:
             agent_error = None if brief else f"senior ended with {run.exit_reason}: {run.error or ''}".strip()
     else:
@@ -124,7 +125,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
               "senior_cost": agent.record.cost if agent else 0.0,
               "senior_steps": len(agent.record.steps) if agent else 0}
     write_code_atomic(written.context, context.text)
-    return {**record, "context": context.text}
+    return records.Brief.of({**record, "context": context.text})
 
 
 def _problem(reply: str, files: _FileCache, root: str) -> str | None:
@@ -191,7 +192,9 @@ class _FileCache:
     """Base-commit file contents read once through the runtime."""
 
     def __init__(self, runtime: Runtime):
-        self._runtime, self._lines, self._directories = runtime, {}, set()
+        self._runtime = runtime
+        self._lines: dict[str, list[str] | None] = {}
+        self._directories: set[str] = set()
 
     def lines(self, path: str) -> list[str] | None:
         if path not in self._lines:

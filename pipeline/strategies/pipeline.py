@@ -7,9 +7,13 @@ from pathlib import Path
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
+from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
 from pipeline.principal.skip import SkippedSenior, SkipPrincipal, skip_decision
-from pipeline.strategies.base import BaseStrategy, stage_class
+from pipeline.records import Brief, PrincipalResult, Rollout
+from pipeline.records.brief import SkipDecision
+from pipeline.strategies.answer import Spend, TaskAnswer
+from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, as_record, stage_class
 
 
 class PipelineStrategy(BaseStrategy):
@@ -34,37 +38,42 @@ class PipelineStrategy(BaseStrategy):
         roles = (getattr(stage, "role", None) for stage in stages)
         return (*junior, *(role for role in roles if role and config.plays(role)))
 
-    def run_task(self, job: TaskJob) -> dict:
-        records, pool = junior_stage(job)  # no rollouts when k is 0: the senior explores alone
-        job.finished_stage("junior", f"{len(records)} rollouts, {len(pool.candidates)} distinct candidate(s), "
-                                     f"${sum(r.get('cost', 0.0) for r in records):.4f}" if records else
+    def run_task(self, job: TaskJob) -> TaskAnswer:
+        rollouts, pool = junior_stage(job)  # no rollouts when k is 0: the senior explores alone
+        job.finished_stage("junior", f"{len(rollouts)} rollouts, {len(pool.candidates)} distinct candidate(s), "
+                                     f"${sum(r.cost or 0.0 for r in rollouts):.4f}" if rollouts else
                            "no juniors (k=0)")
-        senior, principal, skip = self.stages(job, pool, records)
+        senior, principal, skip = self.stages(job, pool, rollouts)
         job.stage = "senior"
-        brief = senior.brief(job, pool)
-        job.finished_stage("senior", f"skipped: {skip['reason']}" if skip and skip["skip"] else
-                           f"brief from the {brief.get('source', '?')}, {len(brief.get('spans', []))} span(s)")
+        brief = as_record(senior.brief(job, pool), Brief)
+        job.finished_stage("senior", f"skipped: {skip.reason}" if skip and skip.skip else
+                           f"brief from the {brief.source or '?'}, {len(brief.spans or [])} span(s)")
         job.stage = "principal"
-        result = principal.write(job, pool, brief)
-        job.finished_stage("principal", f"patch from {result['source']}")
-        return {"model_patch": result["patch"], "source": result["source"], "error": result.get("error"),
-                **({"skip_check": skip} if skip is not None else {}), **reused_juniors(job, records)}
+        result = as_record(principal.write(job, pool, brief), PrincipalResult)
+        job.finished_stage("principal", f"patch from {result.source}")
+        reused_from, carried = reused_juniors(rollouts)
+        answer = TaskAnswer(model_patch=result.patch, source=result.source, error=result.error,
+                            juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {})
+        if skip is not None:
+            answer.skip_check = skip
+        return answer
 
-    def stages(self, job: TaskJob, pool, records: list[dict]) -> tuple[object, object, dict | None]:
+    def stages(self, job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) -> tuple[
+            SeniorStage | SkippedSenior, PrincipalStage | SkipPrincipal, SkipDecision | None]:
         """The senior and principal stages for this task, and the skip rule's decision (None when it is off):
         the configured stages, or with principal.skip_when holding two that call no model and submit the top
         candidate (pipeline.principal.skip)."""
-        decision = skip_decision(job, pool, records)
-        if decision is not None and decision["skip"]:
+        decision = skip_decision(job, pool, rollouts)
+        if decision is not None and decision.skip:
             return SkippedSenior(self.config, decision), SkipPrincipal(self.config, decision), decision
         return self.senior, self.principal, decision
 
 
-def _senior_class(config: RunConfig):
+def _senior_class(config: RunConfig) -> type[SeniorStage]:
     return stage_class(config.senior.impl, "pipeline.senior.stage:Senior", "senior.impl")
 
 
-def _principal_class(config: RunConfig):
+def _principal_class(config: RunConfig) -> type[PrincipalStage]:
     """The principal stage: the config's plug-in, else the frontier call, or with the principal model ``none``
     the senior-informed top candidate (pipeline.principal.choice, no call)."""
     default = ("pipeline.principal.stage:Principal" if config.plays("principal")
@@ -76,12 +85,12 @@ def _principal_class(config: RunConfig):
     return stage
 
 
-def reused_juniors(job: TaskJob, records: list[dict]) -> dict:
-    """Which run the reused rollouts came from, and what they cost there (not in this task's ledger)."""
-    reused = [r for r in records if r.get("reused_from")]
+def reused_juniors(rollouts: list[Rollout]) -> tuple[str | None, Spend | None]:
+    """Which run the reused rollouts came from, and what they cost there (not in this task's ledger); (None, None)
+    when none were reused."""
+    reused = [r for r in rollouts if r.reused_from]
     if not reused:
-        return {"juniors_reused_from": None}
-    return {"juniors_reused_from": Path(reused[0]["reused_from"]).parents[2].name,
-            "carried_spend": {"junior": {"cost": sum(r.get("cost", 0.0) for r in reused),
-                                         "input": sum(r.get("input_tokens", 0) for r in reused),
-                                         "output": sum(r.get("output_tokens", 0) for r in reused)}}}
+        return None, None
+    spent = Spend(cost=sum(r.cost or 0.0 for r in reused), input=sum(r.input_tokens or 0 for r in reused),
+                  output=sum(r.output_tokens or 0 for r in reused))
+    return Path(reused[0].reused_from).parents[2].name, spent

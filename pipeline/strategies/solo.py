@@ -7,6 +7,8 @@ import time
 from pipeline import patchtext
 from pipeline.job import TaskJob, once
 from pipeline.juniors.rollout import task_agent
+from pipeline.records import SoloResult
+from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
 
 
@@ -14,12 +16,12 @@ class SoloStrategy(BaseStrategy):
     name = "solo"
     roles = ("solo",)
 
-    def run_task(self, job: TaskJob) -> dict:
+    def run_task(self, job: TaskJob) -> TaskAnswer:
         """Writes tasks/<id>/solo/{trajectory.json, result.json, patch.diff}."""
         files = job.paths.solo_files
         job.stage = "solo"
 
-        def make() -> dict:
+        def make() -> SoloResult:
             started = time.monotonic()
             runtime = job.open_runtime("solo", background=True)
             try:
@@ -32,9 +34,9 @@ class SoloStrategy(BaseStrategy):
                 runtime.stop()
             job.seconds["solo"] = round(time.monotonic() - started, 2)
             patchtext.write(files.patch, patch)
-            return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "cost": run.cost,
-                    "prompt": job.config.solo.prompt, "patch": patch}
+            return SoloResult(exit_reason=run.exit_reason, error=run.error, steps=len(run.steps), cost=run.cost,
+                              prompt=job.config.solo.prompt, patch=patch)
 
-        result = once(files.result, make)
-        return {"model_patch": result["patch"], "source": "solo" if result["patch"].strip() else "none",
-                "error": result.get("error"), "exit_reason": result["exit_reason"]}
+        result = once(files.result, make, SoloResult)
+        return TaskAnswer(model_patch=result.patch, source="solo" if result.patch.strip() else "none",
+                          error=result.error, exit_reason=result.exit_reason)

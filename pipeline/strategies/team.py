@@ -7,6 +7,8 @@ import time
 from pipeline import patchtext
 from pipeline.job import TaskJob, once
 from pipeline.prompts import render_task_prompt
+from pipeline.records import TeamResult
+from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
 from pipeline.team.lead import run_team
 
@@ -16,13 +18,13 @@ class TeamStrategy(BaseStrategy):
     roles = ("lead", "worker")
     spend_by = "role"
 
-    def run_task(self, job: TaskJob) -> dict:
+    def run_task(self, job: TaskJob) -> TaskAnswer:
         """Writes tasks/<id>/team/{lead,worker-N}.trajectory.json, commands.jsonl, delegations.json,
         messages.json, lead_waits.json, result.json and patch.diff (and submission.json with the guard off)."""
         files = job.paths.team_files
         job.stage = "team"
 
-        def make() -> dict:
+        def make() -> TeamResult:
             started = time.monotonic()
             lead, worker = (job.client(role, stage="team") for role in self.roles)
             runtime = job.open_runtime("team", background=True)
@@ -32,11 +34,12 @@ class TeamStrategy(BaseStrategy):
             finally:
                 runtime.stop()
             job.seconds["team"] = round(time.monotonic() - started, 2)
-            patchtext.write(files.patch, result["patch"])
+            patchtext.write(files.patch, result.patch)
             return result
 
-        result = once(files.result, make)
-        return {"model_patch": result["patch"], "source": "team" if result["patch"].strip() else "none",
-                "error": result.get("error"), "exit_reason": result["exit_reason"],
-                "workers": result.get("workers", 0), "delegations": result.get("delegations"),
-                "lost_work": result.get("lost_work", [])}
+        result = once(files.result, make, TeamResult)
+        return TaskAnswer(model_patch=result.patch, source="team" if result.patch.strip() else "none",
+                          error=result.error, exit_reason=result.exit_reason,
+                          workers=result.workers if "workers" in result.model_fields_set else 0,
+                          delegations=result.delegations,
+                          lost_work=result.lost_work if "lost_work" in result.model_fields_set else [])

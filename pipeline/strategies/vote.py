@@ -10,6 +10,7 @@ from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
+from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
 from pipeline.strategies.pipeline import reused_juniors
 
@@ -30,10 +31,11 @@ class VoteStrategy(BaseStrategy):
                                "on; pass -k N (N >= 1)")
         return ("junior",)
 
-    def run_task(self, job: TaskJob) -> dict:
-        records, pool = junior_stage(job)
+    def run_task(self, job: TaskJob) -> TaskAnswer:
+        rollouts, pool = junior_stage(job)
         # The pool lists candidates most-voted first; ties keep the order of the earliest rollout.
         top = pool.candidates[0] if pool.candidates else None
-        return {"model_patch": top.patch if top else "", "source": "vote" if top else "none",
-                "error": None if top else "no rollout left a source edit", "votes": top.votes if top else 0,
-                **reused_juniors(job, records)}
+        reused_from, carried = reused_juniors(rollouts)
+        return TaskAnswer(model_patch=top.patch if top else "", source="vote" if top else "none",
+                          error=None if top else "no rollout left a source edit", votes=top.votes if top else 0,
+                          juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {})

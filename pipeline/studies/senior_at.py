@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline import records, stopping
 from pipeline.config import RunConfig, load_config
@@ -181,16 +182,17 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     started = time.monotonic()
     failure = None
 
-    def make() -> dict:
+    def make() -> dict[str, Any]:
         nonlocal failure
         _require_image(job)
         client = job.client("senior", stage=STAGE)
         with job.open_runtime("senior", read_only=True) as runtime:
-            record = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
-        record.pop("context", None)  # context.md holds it
-        if record.get("senior_exit") == "cost_limit":
-            failure = f"the budget stopped the senior ({record.get('senior_error')}); a rerun goes on from there"
+            brief = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
+        if brief.senior_exit == "cost_limit":
+            failure = f"the budget stopped the senior ({brief.senior_error}); a rerun goes on from there"
             raise _NotSaved
+        record = brief.to_dict()
+        record.pop("context", None)  # context.md holds it
         return {**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
                                        "seconds": round(time.monotonic() - started, 2)}}
 
@@ -208,7 +210,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     name = f"{_short(task)} k={k}/{item.big_k}"
     if record is None:
         return f"{name}: no brief: {failure}; ${spent:.4f}", spent, False
-    return (f"{name}: brief from the {record.get('source', '?')}, {len(record.get('context_spans') or [])} span(s) "
+    return (f"{name}: brief from the {record.source or '?'}, {len(record.context_spans or [])} span(s) "
             f"in the context, ${spent:.4f}"), spent, True
 
 

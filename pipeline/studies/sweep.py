@@ -15,6 +15,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,7 +170,7 @@ def build_grid(config: RunConfig, file_axes: dict | None = None, cli_axes: dict[
             return default
         raw, where = chosen[axis]
         checked = [check(value, where) for value in raw]
-        unique = {}
+        unique: dict[Any, Any] = {}
         for value in checked:
             unique.setdefault(value.key if isinstance(value, ModelChoice) else value, value)
         return list(unique.values())

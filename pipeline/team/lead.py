@@ -12,6 +12,7 @@ from pipeline.layout import TeamFiles
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render
+from pipeline.records import TeamResult
 from pipeline.runtime.base import Runtime
 from pipeline.storage import write_json_atomic
 from pipeline.team.actions import ActionError, parse_delegations, parse_names, parse_resume
@@ -204,7 +205,7 @@ class Lead:
 
 
 def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_client: ModelClient,
-             budget: Budget, config: RunConfig, directory: Path) -> dict:
+             budget: Budget, config: RunConfig, directory: Path) -> TeamResult:
     """The lead and its workers on one workspace; the result holds the workspace's final diff.
 
     A task cut short by the end of a process goes on from its records: the workspace is rebuilt from
@@ -257,16 +258,17 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
         team.save()
     unread = sorted({item.sender for item in team.lead_inbox.peek() if item.kind == "report"})
     records = [w.record for w in team.workers.values()]
-    return {"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "workers": len(records),
-            "delegations": {stage: sum(1 for r in records if r["stage"] == stage)
-                            for stage in ("planning", "implementation", "verification")},
-            "stopped_at_end": stopped, "unread_reports": unread,
-            "writes_outside": {r["worker"]: r["writes_outside"] for r in records if r["writes_outside"]},
-            "possible_writes_outside": {r["worker"]: r["possible_writes_outside"] for r in records
-                                        if r.get("possible_writes_outside")},
-            "submit_guard": team.settings.submit_guard, "lost_work": team.lost_work,
-            "files_changed_after_submit": changed_after,
-            "resumed": run.resumed, "patch": submission["patch"] if submission else workspace.diff()}
+    return TeamResult.of({
+        "exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "workers": len(records),
+        "delegations": {stage: sum(1 for r in records if r["stage"] == stage)
+                        for stage in ("planning", "implementation", "verification")},
+        "stopped_at_end": stopped, "unread_reports": unread,
+        "writes_outside": {r["worker"]: r["writes_outside"] for r in records if r["writes_outside"]},
+        "possible_writes_outside": {r["worker"]: r["possible_writes_outside"] for r in records
+                                    if r.get("possible_writes_outside")},
+        "submit_guard": team.settings.submit_guard, "lost_work": team.lost_work,
+        "files_changed_after_submit": changed_after,
+        "resumed": run.resumed, "patch": submission["patch"] if submission else workspace.diff()})
 
 
 def _restore(team: Team, lead: Lead) -> None:

@@ -7,13 +7,18 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.agent.actions import FormatError
 from pipeline.agent.inbox import Inbox, InboxItem
 from pipeline.config import RunConfig
 from pipeline.layout import TeamFiles
+from pipeline.records import TeamDelegations, Unreadable
 from pipeline.storage import write_json_atomic
 from pipeline.team.actions import STAGES, ActionError, parse_message, worker_name
+
+if TYPE_CHECKING:
+    from pipeline.team.workers import Worker
 
 
 class Team:
@@ -27,7 +32,7 @@ class Team:
         self.directory = directory
         self.files = TeamFiles(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.workers: dict[str, object] = {}  # name -> Worker, in the order they were delegated
+        self.workers: dict[str, Worker] = {}  # name -> Worker, in the order they were delegated
         self.lead_inbox = Inbox()
         self.lead_status = "reading the issue"
         self.lock = threading.RLock()
@@ -42,7 +47,9 @@ class Team:
         """What delegations.json and messages.json held when an earlier session of this task ended
         (lead_waits.json goes straight back into ``lead_waits``)."""
         self.lead_waits = self.read(self.files.lead_waits, [])
-        return self.read(self.files.delegations, {}), self.read(self.files.messages, [])
+        delegations = TeamDelegations.read(self.files.delegations)
+        recorded = {} if isinstance(delegations, Unreadable) else delegations.to_dict()
+        return recorded, self.read(self.files.messages, [])
 
     def read(self, path: Path, empty):
         try:
@@ -145,11 +152,11 @@ class Team:
             records = [worker.record for worker in self.workers.values()]
             counts = {stage: sum(1 for r in records if r["stage"] == stage) for stage in STAGES}
             s = self.settings
-            write_json_atomic(self.files.delegations, {
+            TeamDelegations.of({
                 "mode": s.mode, "stages": s.stages, "size": s.team_size, "sizing": s.sizing, "started": self.started,
                 "submit_guard": s.submit_guard, "directory": s.directory, "lead_prompt": s.lead_prompt,
                 "counts": {**counts, "total": len(records)},
-                "lost_work": self.lost_work, "delegations": records})
+                "lost_work": self.lost_work, "delegations": records}).write(self.files.delegations)
             write_json_atomic(self.files.messages, self.messages)
             write_json_atomic(self.files.lead_waits, self.lead_waits)
 

@@ -1,0 +1,20 @@
+"""The solo baseline's record (pipeline.strategies.solo.SoloStrategy)."""
+
+from __future__ import annotations
+
+from pipeline.layout import TASK
+from pipeline.records.base import Int, Number, Record, Text, absent
+
+
+class SoloResult(Record):
+    """One agent's whole attempt at the task: how it ended, what it cost, and the working tree's final diff, which
+    is the prediction. patch.diff beside it holds the same patch; trajectory.json the agent's record."""
+
+    FILE = str(TASK.solo_files.result)
+
+    exit_reason: Text | None = absent("how the agent ended (submitted, step_limit, cost_limit, ...)")
+    error: Text | None = absent("what went wrong, if anything")
+    steps: Int = absent("the agent's steps")
+    cost: Number = absent("dollars its calls cost")
+    prompt: Text = absent("solo.prompt: the system prompt it was given")
+    patch: Text = absent("the working tree's diff against the base commit; empty for none")
