@@ -16,7 +16,7 @@ from pipeline import patchtext
 from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import Candidate, CandidatePool
+from pipeline.juniors.pool import CandidateDraft, CandidatePool
 from pipeline.layout import PrincipalFiles
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
@@ -279,7 +279,7 @@ def _endings(reasons: list[str]) -> str:
     return f"{len(reasons)} rollout{'s' if len(reasons) != 1 else ''}: {', '.join(parts)}" if reasons else ""
 
 
-def _candidate_block(number: int, candidate: Candidate, lines: list[str], keep: int) -> str:
+def _candidate_block(number: int, candidate: CandidateDraft, lines: list[str], keep: int) -> str:
     shown = lines[:keep]
     ticks = max((len(line[1:]) - len(line[1:].lstrip("`")) for line in shown), default=0)  # ``` in the code
     return render("principal_candidate.md.j2", number=number, votes=candidate.votes, files=candidate.files,
@@ -287,7 +287,7 @@ def _candidate_block(number: int, candidate: Candidate, lines: list[str], keep: 
                   cut=len(lines) - keep, total=len(lines)).strip() + "\n"
 
 
-def _cut_to_fit(number: int, candidate: Candidate, lines: list[str], room: int,
+def _cut_to_fit(number: int, candidate: CandidateDraft, lines: list[str], room: int,
                 count_tokens: Callable[[str], int]) -> tuple[str, int]:
     """The candidate's block with the most patch lines that fit in ``room`` tokens; ("", 0) below MIN_CUT_LINES."""
     low, high, best = MIN_CUT_LINES, len(lines) - 1, ("", 0)
@@ -302,7 +302,7 @@ def _cut_to_fit(number: int, candidate: Candidate, lines: list[str], room: int,
     return best
 
 
-def _left_out_line(number: int, candidate: Candidate, why: str) -> str:
+def _left_out_line(number: int, candidate: CandidateDraft, why: str) -> str:
     files = ", ".join(candidate.files[:5]) + (f" and {len(candidate.files) - 5} more" if len(candidate.files) > 5
                                               else "")
     votes = f"{candidate.votes} vote{'s' if candidate.votes != 1 else ''}"

@@ -58,7 +58,7 @@ class HistoryVariant:
 
 
 @dataclass
-class Spend:
+class ReplayedSpend:
     """Tokens and dollars of some calls."""
 
     input_tokens: float = 0.0
@@ -67,7 +67,7 @@ class Spend:
     output_tokens: float = 0.0
     dollars: float = 0.0
 
-    def add(self, other: Spend) -> None:
+    def add(self, other: ReplayedSpend) -> None:
         for name in ("input_tokens", "cached_tokens", "written_tokens", "output_tokens", "dollars"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -84,18 +84,18 @@ class _Call:
         return self.row.time - self.row.latency
 
 
-def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: HistoryVariant) -> dict[str, Spend]:
+def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: HistoryVariant) -> dict[str, ReplayedSpend]:
     """Spend by agent (``rollout-NN``, ``senior``; every other call under its stage's name) of ``task``'s calls under
     ``variant``. ``price_of(row)`` gives the Prices a replayed call is charged at, ``price_of.row_cost(row)`` what a
     call that is not replayed cost, ``price_of.at_markers(row)`` whether its model caches only at markers
     (``whatif.Pricer``); ``sent`` is how the run itself compacted (its ``limits``), for calibrating characters to
     tokens."""
     replayed, paired = _replayable(task, sent)
-    spend: dict[str, Spend] = {}
+    spend: dict[str, ReplayedSpend] = {}
     for row in task.calls:
         if id(row) not in paired:
-            recorded = Spend(row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens,
-                             price_of.row_cost(row))
+            recorded = ReplayedSpend(row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens,
+                                     price_of.row_cost(row))
             _book(spend, row.agent or row.stage, recorded)
     # seen: id(message) -> (size, fingerprint), as prompts share most message objects (each prompt is kept in
     # prepared, so no id is reused by another message meanwhile)
@@ -122,7 +122,7 @@ def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: Histo
             cached = plans[number].tokens(read)
             written = max(0.0, plans[number].tokens(plans[number].last_write) - cached)
         dollars = prices.cost(tokens, cached, call.row.output_tokens, written)  # (token counts may be fractional)
-        _book(spend, call.agent, Spend(tokens, cached, written, call.row.output_tokens, dollars))
+        _book(spend, call.agent, ReplayedSpend(tokens, cached, written, call.row.output_tokens, dollars))
     return spend
 
 
@@ -237,5 +237,5 @@ class _PrefixIndex:
         return found
 
 
-def _book(spend: dict[str, Spend], agent: str, amount: Spend) -> None:
-    spend.setdefault(agent, Spend()).add(amount)
+def _book(spend: dict[str, ReplayedSpend], agent: str, amount: ReplayedSpend) -> None:
+    spend.setdefault(agent, ReplayedSpend()).add(amount)
