@@ -86,7 +86,7 @@ def test_the_candidate_pool_prints_as_it_is(printed, files, functions, dropped, 
     candidate = SimpleNamespace(votes=2, rollouts=[0, 1], files=files, functions=functions, test_patch="")
     pool = SimpleNamespace(instance_id="t-1", candidates=[candidate], rollouts=2, empty=[], failed=[1],
                            dropped=[{"rollout": 0, "file": dropped, "reason": reason}])
-    out = printed(lambda: _print_pool(pool, [{"cost": 0.1, "exit_reason": exit_reason}]))
+    out = printed(lambda: _print_pool(pool, [SimpleNamespace(cost=0.1, exit_reason=exit_reason)]))
     assert all(in_terminal(text, out) for text in [*files, *functions[:6], exit_reason])
     assert in_terminal(f"dropped from rollout 0: {dropped} ({reason})", out)  # (the line is cleaned as one)
 

@@ -40,7 +40,7 @@ def test_two_workers_sleep_at_the_same_time_and_the_lead_waits_for_both(tmp_path
               "worker": [[bash("sleep 3 && echo one"), report("calc.py subtracts")],
                          [bash("sleep 3 && echo two"), report("the README says nothing")]]}
     result, directory, _ = team(tmp_path, workspace, script)
-    assert result["exit_reason"] == "submitted"
+    assert result.exit_reason == "submitted"
     sleeps = {e["agent"]: e for e in journal(directory) if e["command"].startswith("sleep 3")}
     assert set(sleeps) == {"worker-0", "worker-1"}
     assert all(e["ended"] - e["started"] >= 2.9 and e["exit_code"] == 0 for e in sleeps.values())
@@ -77,7 +77,7 @@ def test_a_stray_write_while_another_worker_runs_is_still_reported(tmp_path, wor
     assert records[1]["possible_writes_outside"] == {"README": ["worker-0"]}
     assert records[0]["possible_writes_outside"] == {"README": ["worker-1"], "docs/add.md": ["worker-1"]}
     assert records[1]["changed_files"] == [] and records[1]["writes_outside"] == []
-    assert result["possible_writes_outside"]["worker-1"] == {"README": ["worker-0"]}
+    assert result.possible_writes_outside["worker-1"] == {"README": ["worker-0"]}
 
 
 def test_a_write_after_the_other_command_ended_is_pinned_on_its_author(tmp_path, workspace):
@@ -99,7 +99,7 @@ def test_a_write_after_the_other_command_ended_is_pinned_on_its_author(tmp_path,
     records = delegations(directory)["delegations"]
     assert records[0]["changed_files"] == [] and records[0]["possibly_changed"] == {}
     assert records[1]["changed_files"] == ["calc.py", "notes.txt"] and records[1]["possibly_changed"] == {}
-    assert result["writes_outside"] == {"worker-1": ["notes.txt"]}
+    assert result.writes_outside == {"worker-1": ["notes.txt"]}
     assert "WARNING: worker-1 may change calc.py, but changed notes.txt" in \
         trajectory(directory, "lead")["messages"][3]["content"]
 
@@ -177,21 +177,21 @@ def test_guard_off_an_early_submit_ends_the_task_and_the_workers_later_work_is_l
     result, directory, ledger = team(tmp_path, workspace, script, mode="async", submit_guard=False)
     lead = trajectory(directory, "lead")
     assert [s["action"] for s in lead["steps"]] == ["delegate", "bash", "submit"]
-    assert result["exit_reason"] == "submitted" and result["stopped_at_end"] == ["worker-0"]
+    assert result.exit_reason == "submitted" and result.stopped_at_end == ["worker-0"]
     # The patch is the tree as the lead submitted it: its own note, not the fix the worker made after.
-    assert "+# notes" in result["patch"] and "a + b" not in result["patch"]
-    [lost] = result["lost_work"]
+    assert "+# notes" in result.patch and "a + b" not in result.patch
+    [lost] = result.lost_work
     assert lost["worker"] == "worker-0" and lost["files"] == ["calc.py"] and lost["steps"] == 0
     [command] = lost["commands"]
     assert command["command"].endswith(FIX) and command["started_before_submit"] and command["exit_code"] == 0
-    assert result["files_changed_after_submit"] == ["calc.py"]
+    assert result.files_changed_after_submit == ["calc.py"]
     record = delegations(directory)
     assert record["submit_guard"] is False and record["lost_work"] == [lost]
     worker = record["delegations"][0]
     assert worker["lost_work"] == lost and worker["stopped_by"] == "lead submitted"
     assert worker["exit_reason"] == "stopped" and worker["report"] is None
     submission = json.loads((directory / "submission.json").read_text())
-    assert submission["running"] == {"worker-0": 1} and submission["patch"] == result["patch"]
+    assert submission["running"] == {"worker-0": 1} and submission["patch"] == result.patch
     assert "submitting ends the task at once" in lead["messages"][0]["content"]
     assert [r.agent for r in ledger.rows].count("lead") == 3  # its wait and second submit were never asked for
 
@@ -202,8 +202,8 @@ def test_guard_on_the_same_early_submit_is_refused(tmp_path, workspace):
     lead = trajectory(directory, "lead")
     assert [s["action"] for s in lead["steps"]] == ["delegate", "bash", "submit", "wait", "submit"]
     assert lead["steps"][2]["output"].startswith("Not submitted: workers are still running")
-    assert "+# notes" in result["patch"] and "+    return a + b" in result["patch"]
-    assert result["lost_work"] == [] and not (directory / "submission.json").exists()
+    assert "+# notes" in result.patch and "+    return a + b" in result.patch
+    assert result.lost_work == [] and not (directory / "submission.json").exists()
     [wait] = json.loads((directory / "lead_waits.json").read_text())  # the async lead's ```wait
     assert wait["workers"] == ["worker-0"] and wait["end"] >= wait["start"]
     assert "you cannot submit while a worker is running" in lead["messages"][0]["content"]
