@@ -35,8 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's bundled map: no fetch over the network
 
-from scripted_pipeline import (SUBMIT, apply_patch_command, bash, brief_from_patch,  # noqa: E402
-                               edits_from_patch, patch_per_file)
+from scripted_pipeline import SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch, patch_per_file  # noqa: E402
 
 from pipeline.tasks import load_tasks  # noqa: E402
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import math
 
-from hypothesis import strategies as st
-
 from hostile import hostile_text
+from hypothesis import strategies as st
 
 # What the parsers look for, to be found in the wrong places.
 MARKERS = ("```", "````", "```bash", "```edit", "```view", "```json", "```python", "````edit", "submit",

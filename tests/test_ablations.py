@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import demo_task
+from scripted_pipeline import SUBMIT, apply_patch_command, brief_from_patch, edits_from_patch, patch_per_file
+from test_run_docker import swepipe
 
 from pipeline.errors import SwepipeError
 from pipeline.juniors.pool import build_pool
@@ -19,9 +22,6 @@ from pipeline.principal.choice import choose
 from pipeline.records import Brief
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
-from conftest import demo_task
-from scripted_pipeline import SUBMIT, apply_patch_command, brief_from_patch, edits_from_patch, patch_per_file
-from test_run_docker import swepipe
 
 PRICES = {"input": 1.0, "output": 2.0}
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}

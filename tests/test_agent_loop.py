@@ -3,6 +3,7 @@
 import json
 import time
 
+import pytest
 import yaml
 
 from pipeline.agent.actions import FormatError, parse_action
@@ -14,8 +15,6 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime.local import LocalRuntime
-
-import pytest
 
 FIX = "I will fix the sign.\n```bash\nsed -i 's/a - b/a + b/' calc.py && cat calc.py\n```"
 SUBMIT = "Done.\n```bash\nsubmit\n```"

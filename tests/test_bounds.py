@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 import yaml
-
 from conftest import git
+
 from pipeline.config import Juniors, Limits, RunConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool

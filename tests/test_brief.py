@@ -4,8 +4,16 @@ import json
 
 import pytest
 
-from pipeline.senior.brief import (BriefDraft, BriefFormatError, BriefSpan, check_candidate, check_spans,
-                                   normalise_span_path, parse_brief, parse_span_line)
+from pipeline.senior.brief import (
+    BriefDraft,
+    BriefFormatError,
+    BriefSpan,
+    check_candidate,
+    check_spans,
+    normalise_span_path,
+    parse_brief,
+    parse_span_line,
+)
 
 FILES = {"pkg/a.py": [f"a{n}" for n in range(1, 61)], "pkg/b.py": [f"b{n}" for n in range(1, 21)],
          "a/real.py": ["x"], "setup.py": ["s"]}

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import demo_task
 
-from pipeline.config_overlay import parse_set
 from pipeline import stopping
 from pipeline.config import Budgets, Containers, Juniors, RunConfig, load_config
+from pipeline.config_overlay import parse_set
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import run_juniors
@@ -27,7 +28,6 @@ from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import DEFAULT_MAX_TOKENS, ModelClient, count_input_tokens
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
-from conftest import demo_task
 
 TESTS = Path(__file__).parent
 LOCAL = Containers(impl="local_opener:open_local")

@@ -12,6 +12,8 @@ import time
 
 import pytest
 import yaml
+from leftovers import run_containers
+from scripted_pipeline import SUBMIT, apply_patch_command, bash
 
 import pipeline
 from pipeline.config import Containers, Juniors, Limits, RunConfig
@@ -25,13 +27,10 @@ from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
-from pipeline.runtime.image_names import image_name
 from pipeline.runtime.factory import open_runtime
-from pipeline.runtime.limits import (CAPABILITIES, MEMORY_SHARE, MIB, container_limits, fill_defaults,
-                                     machine_memory)
+from pipeline.runtime.image_names import image_name
+from pipeline.runtime.limits import CAPABILITIES, MEMORY_SHARE, MIB, container_limits, fill_defaults, machine_memory
 from pipeline.tasks import load_tasks
-from scripted_pipeline import SUBMIT, apply_patch_command, bash
-from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = next(t for t in load_tasks(BUNDLED) if t.repo_language == "python")

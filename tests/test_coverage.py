@@ -341,6 +341,7 @@ def test_an_old_run_without_base_text_still_reports_and_says_so(tmp_path):
 
 def test_each_candidates_expansion_keeps_the_base_text_of_its_lines_bounded(tmp_path, monkeypatch):
     from conftest import git
+
     from pipeline.juniors.pool import build_pool
     from pipeline.runtime.local import LocalRuntime
     from pipeline.senior import expand

@@ -4,12 +4,12 @@ by its hidden tests: the ```edit block (text format) and str_replace_editor call
 import json
 
 import pytest
+from scripted_pipeline import SUBMIT, edit_block_from_patch, editor_calls_from_patch, patch_per_file, reply
+from test_run_docker import setup, swepipe
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.tasks import load_tasks
-from scripted_pipeline import SUBMIT, edit_block_from_patch, editor_calls_from_patch, patch_per_file, reply
-from test_run_docker import setup, swepipe
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
@@ -48,8 +48,9 @@ def test_a_killed_edit_only_rollout_resumes_in_a_new_container_without_paying_tw
     import sys
     import time
 
-    from pipeline.runtime import containers
     from scripted_pipeline import bash
+
+    from pipeline.runtime import containers
 
     replies = [reply(edit_block_from_patch(TASK.patch)), bash("sleep 6 && echo checked"), SUBMIT]
     setup(tmp_path, {"junior": [replies]}, juniors={"k": 1})

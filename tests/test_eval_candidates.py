@@ -9,14 +9,14 @@ import sys
 import time
 
 import pytest
+from leftovers import run_containers
+from scripted_pipeline import patch_per_file
 
 from pipeline.evaluation.candidates import MalformedPool, plan_candidates, read_pool
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
-from scripted_pipeline import patch_per_file
-from leftovers import run_containers
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
 TINYQ, CURSORLY, FLAGPOLE = TASKS["tinyq"], TASKS["cursorly"], TASKS["flagpole"]

@@ -9,13 +9,13 @@ import sys
 import time
 
 import pytest
+from leftovers import run_containers
 
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.tasks import load_tasks
-from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 TASKS = load_tasks(BUNDLED)

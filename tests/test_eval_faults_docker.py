@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from docker.models.containers import Container
-
 from faulty_scoring import faulty_put_archive
+from leftovers import run_containers
+
 from pipeline import stopping
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
@@ -23,7 +24,6 @@ from pipeline.layout import RunLayout
 from pipeline.outages import BREAKERS, Settings
 from pipeline.run.task import score_prediction
 from pipeline.tasks import load_tasks
-from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 TASKS = load_tasks(BUNDLED)
@@ -145,9 +145,9 @@ def test_swepipe_eval_stops_on_a_lasting_docker_fault_exit_1_and_the_same_comman
 @pytest.mark.slow
 def test_swepipe_run_evaluate_waits_out_a_docker_fault_then_resumes_scoring_without_paying_twice(tmp_path):
     import yaml
+    from scripted_pipeline import SUBMIT, apply_patch_command, bash
 
     from pipeline.models.ledger import Ledger
-    from scripted_pipeline import SUBMIT, apply_patch_command, bash
 
     task = next(t for t in TASKS if t.repo.endswith("/tinyq"))
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"solo": [[bash(apply_patch_command(task.patch)), SUBMIT]]}))

@@ -4,8 +4,14 @@ import pytest
 
 from pipeline.errors import DatasetError
 from pipeline.evaluation.predictions import load_predictions
-from pipeline.evaluation.protocol import (dockerfile_env_exports, entry_script, judge, parse_statuses,
-                                         parser_script, strip_binary_sections)
+from pipeline.evaluation.protocol import (
+    dockerfile_env_exports,
+    entry_script,
+    judge,
+    parse_statuses,
+    parser_script,
+    strip_binary_sections,
+)
 from pipeline.tasks import Task
 
 TEXT_SECTION = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"

@@ -13,14 +13,14 @@ import sys
 
 import pytest
 import yaml
+from leftovers import run_containers
+from scripted_pipeline import SUBMIT, apply_patch_command, bash
 
 from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import RunLayout
 from pipeline.run.task import score_prediction
 from pipeline.tasks import load_tasks
-from scripted_pipeline import SUBMIT, apply_patch_command, bash
-from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks(BUNDLED)}

@@ -10,11 +10,34 @@ import json
 import os
 
 import pytest
+from conftest import git
+from fuzzing import fuzz
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from reply_strategies import (
+    INJECTED,
+    brief_reply,
+    edit_body,
+    editor_arguments,
+    hostile_text,
+    path,
+    text_reply,
+    tool_reply,
+    yaml_body,
+)
+from reply_strategies import body as body_text
 
-from pipeline.agent.actions import BASH, EDIT, EDITOR, SUBMIT, VIEW, Action, FormatError, parse_action, \
-    parse_tool_action
+from pipeline.agent.actions import (
+    BASH,
+    EDIT,
+    EDITOR,
+    SUBMIT,
+    VIEW,
+    Action,
+    FormatError,
+    parse_action,
+    parse_tool_action,
+)
 from pipeline.agent.agent import EXIT_REASONS, Agent, prompt
 from pipeline.agent.edit_actions import editor_calls
 from pipeline.config import Limits
@@ -25,13 +48,9 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.principal.stage import UnusableEdits, apply_to_base
+from pipeline.runtime.base import CommandResult
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.brief import BriefFormatError, parse_brief
-from pipeline.runtime.base import CommandResult
-from conftest import git
-from fuzzing import fuzz
-from reply_strategies import (INJECTED, body as body_text, brief_reply, edit_body, editor_arguments, hostile_text,
-                              path, text_reply, tool_reply, yaml_body)
 
 ALLOWED = st.sampled_from([(BASH,), (BASH, EDIT, VIEW), (BASH, VIEW), (BASH, EDITOR), (BASH, EDIT, VIEW, "delegate")])
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "run.sh": "#!/bin/sh\necho run\n",

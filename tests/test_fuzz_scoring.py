@@ -7,15 +7,15 @@ import io
 import itertools
 import json
 
+from fuzzing import fuzz
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from fuzzing import fuzz
 from pipeline.evaluation import integrity
 from pipeline.evaluation.capture import split_at_marker
 from pipeline.evaluation.protocol import OutputShapeError, parse_entries, read_output
 from pipeline.evaluation.runner import ScoringRun, _judge_outputs
-from pipeline.evaluation.summaries import read_line, read_summaries, RunnerSummaries
+from pipeline.evaluation.summaries import RunnerSummaries, read_line, read_summaries
 from pipeline.records import EvalResult
 from pipeline.tasks import Task
 

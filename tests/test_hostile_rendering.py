@@ -15,12 +15,21 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from fuzzing import fuzz
+from hostile import (
+    file_name,
+    hostile_line,
+    hostile_number,
+    hostile_text,
+    in_html,
+    in_markdown,
+    in_terminal,
+    json_scalar,
+    verdict,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fuzzing import fuzz
-from hostile import (file_name, hostile_line, hostile_number, hostile_text, in_html, in_markdown, in_terminal,
-                     json_scalar, verdict)
 from pipeline.cli.app import console, err_console
 
 texts = st.lists(hostile_text(), min_size=1, max_size=4)

@@ -2,10 +2,13 @@
 told to the agent, and the fix, the paid trajectory and the candidate all stay (issue 32, defect 2 and 3)."""
 
 import json
-from pathlib import Path
 import tracemalloc
+from pathlib import Path
 
 import pytest
+import test_junior_rollouts
+from test_agent_loop import junior, run_agent
+from test_junior_rollouts import SUBMIT, TEMPLATES, USE_TEMPLATES, run_scripts
 
 from pipeline.agent.actions import EDITOR, FormatError, parse_tool_action
 from pipeline.config import Limits
@@ -13,9 +16,6 @@ from pipeline.edits.editor import Editor, EditorCall
 from pipeline.juniors import rollout as rollout_module
 from pipeline.models.budget import Budget
 from pipeline.runtime.local import LocalRuntime
-from test_agent_loop import junior, run_agent
-import test_junior_rollouts
-from test_junior_rollouts import SUBMIT, TEMPLATES, USE_TEMPLATES, run_scripts
 
 shop_repo = test_junior_rollouts.shop_repo  # the fixture, shared
 

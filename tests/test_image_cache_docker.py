@@ -19,14 +19,14 @@ import uuid
 
 import pytest
 import yaml
+from leftovers import run_containers
+from scripted_pipeline import SUBMIT, write_config
 
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.runtime import containers, image_cache, image_disk, image_prune
 from pipeline.runtime.image_names import image_name, local_image
 from pipeline.runtime.images import prepare_image
 from pipeline.tasks import load_tasks
-from scripted_pipeline import SUBMIT, write_config
-from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

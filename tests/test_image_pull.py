@@ -19,8 +19,10 @@ import uuid
 
 import pytest
 import yaml
-
 from fake_registry import FakeRegistry, digest, from_docker_save
+from leftovers import run_containers
+from scripted_pipeline import SUBMIT, write_config
+
 from pipeline import stopping
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.errors import RuntimeUnavailable
@@ -28,8 +30,6 @@ from pipeline.runtime import containers, image_disk, images
 from pipeline.runtime.image_names import image_name, local_image
 from pipeline.runtime.images import ensure_image
 from pipeline.tasks import load_tasks
-from scripted_pipeline import SUBMIT, write_config
-from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

@@ -7,9 +7,9 @@ import time
 
 import pytest
 import yaml
+from conftest import git
 from litellm.integrations.custom_logger import CustomLogger
 
-from conftest import git
 from pipeline.config import Juniors, Limits, RunConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool

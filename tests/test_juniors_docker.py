@@ -6,6 +6,7 @@ import time
 
 import pytest
 import yaml
+from leftovers import run_containers
 
 from pipeline.config import Budgets, Juniors, Limits, RunConfig
 from pipeline.datasets import BUNDLED, defaults_for
@@ -18,7 +19,6 @@ from pipeline.models.budget import Budget
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
-from leftovers import run_containers
 
 pytestmark = pytest.mark.docker
 TASK = next(t for t in load_tasks(BUNDLED) if t.repo_language == "python")

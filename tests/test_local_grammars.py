@@ -9,12 +9,21 @@ import json
 import re
 
 import pytest
+from conftest import LOCAL_EXTRA, import_promised
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import LOCAL_EXTRA, import_promised
-from pipeline.agent.actions import (BASH, EDIT, EDITOR, SUBMIT, VIEW, FormatError, parse_action, parse_tool_action,
-                                    tools_for)
+from pipeline.agent.actions import (
+    BASH,
+    EDIT,
+    EDITOR,
+    SUBMIT,
+    VIEW,
+    FormatError,
+    parse_action,
+    parse_tool_action,
+    tools_for,
+)
 from pipeline.agent.edit_actions import editor_calls
 from pipeline.config import RunConfig
 from pipeline.edits.blocks import parse_edits

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 import yaml
+from scripted_pipeline import edits_from_patch, reply, write_config
+from test_run_docker import TWO_FILES, pipeline_script, swepipe
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
-from scripted_pipeline import edits_from_patch, reply, write_config
-from test_run_docker import TWO_FILES, pipeline_script, swepipe
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 # Quick to give up, so the test does not wait minutes: a pause after 2 failures, an outage of 3 s stops the run.

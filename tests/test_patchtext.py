@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import git
+
 from pipeline import patchtext
 from pipeline.config import PrincipalConfig
 from pipeline.juniors.pool import build_pool

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import git
+from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, patch_per_file, reply
+
 from pipeline.config import PrincipalConfig
 from pipeline.datasets import BUNDLED_TASKS_DIR
 from pipeline.juniors.pool import build_pool
@@ -25,8 +26,6 @@ from pipeline.principal.stage import nearby_files, run_principal, select_candida
 from pipeline.records import Brief
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task, load_tasks
-from scripted_pipeline import (SUBMIT, bash, brief_from_patch, edits_from_patch, patch_per_file,
-                               reply)
 
 TESTS = Path(__file__).resolve().parent
 SECRET = "sk-ant-api03-principal-test-secret-0123456789abcdef"

@@ -1,8 +1,7 @@
 """A dependency the README promises (Chromium, llama-cpp) fails CI when missing, and skips a developer's run."""
 
-import pytest
-
 import conftest
+import pytest
 
 
 def test_ci_fails_naming_what_to_install(monkeypatch):

@@ -8,20 +8,20 @@ import time
 
 import pytest
 import yaml
-
 from fake_registry import FakeRegistry
-from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
-from pipeline.layout import RunLayout
-from pipeline.models.ledger import Ledger
-from pipeline.runtime import containers, image_disk
-from pipeline.runtime.image_names import local_image
-from pipeline.runtime.limits import MIB, MEMORY_SHARE, format_size, machine_memory
-from pipeline.tasks import load_tasks
 from ray_cluster import NODES, SLOTS, no_containers_left, scratch_left
 from scripted_pipeline import SUBMIT, write_config
 from test_eval_candidates import make_run as make_candidates_run
 from test_image_cache_docker import CHOSEN, dataset, repository, throwaway  # noqa: F401 - repository: a fixture
 from test_run_docker import swepipe
+
+from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
+from pipeline.layout import RunLayout
+from pipeline.models.ledger import Ledger
+from pipeline.runtime import containers, image_disk
+from pipeline.runtime.image_names import local_image
+from pipeline.runtime.limits import MEMORY_SHARE, MIB, format_size, machine_memory
+from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

@@ -15,17 +15,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ray_cluster import cluster_pids as _cluster_pids
+from ray_cluster import listening as _listening
+from ray_cluster import no_containers_left as _no_containers_left
+from ray_cluster import scratch_left
+from scripted_pipeline import SUBMIT, apply_patch_command, bash, edits_from_patch, patch_per_file, reply
+from test_run_docker import pipeline_script, setup, swepipe
 
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.ledger import Ledger
-from pipeline.storage import apply_mirrored, append_jsonl, clear_mirror, set_mirror, write_json_atomic
+from pipeline.storage import append_jsonl, apply_mirrored, clear_mirror, set_mirror, write_json_atomic
 from pipeline.tasks import load_tasks
-from scripted_pipeline import (SUBMIT, apply_patch_command, bash, edits_from_patch,
-                               patch_per_file, reply)
-from ray_cluster import cluster_pids as _cluster_pids, listening as _listening
-from ray_cluster import no_containers_left as _no_containers_left, scratch_left
-from test_run_docker import pipeline_script, setup, swepipe
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
 FIRST, SECOND = TASKS["tinyq"], TASKS["cursorly"]

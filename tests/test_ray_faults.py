@@ -11,9 +11,15 @@ import time
 
 import pytest
 import yaml
+from leftovers import lasting_files
+from ray_cluster import no_containers_left, scratch_left
+from scripted_pipeline import SUBMIT, edits_from_patch, reply, write_config
+from test_outages_docker import FAULTS
+from test_ray_executor import FIRST, SECOND, slow_script
+from test_run_docker import pipeline_script, setup, swepipe
 
-from pipeline.config_overlay import parse_set
 from pipeline import stopping
+from pipeline.config_overlay import parse_set
 from pipeline.errors import ClusterFault
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
@@ -21,12 +27,6 @@ from pipeline.run.ray import driver as ray_driver
 from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper
 from pipeline.run.ray.connect import RESOURCE
 from pipeline.tasks import load_tasks
-from leftovers import lasting_files
-from ray_cluster import no_containers_left, scratch_left
-from scripted_pipeline import SUBMIT, edits_from_patch, reply, write_config
-from test_outages_docker import FAULTS
-from test_ray_executor import FIRST, SECOND, slow_script
-from test_run_docker import pipeline_script, setup, swepipe
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from pipeline.layout import RunLayout
 from ray_cluster import listening, no_containers_left, scratch_left
 from scripted_pipeline import edits_from_patch, reply
 from test_ray_executor import FIRST
 from test_run_docker import pipeline_script, setup
+
+from pipeline.layout import RunLayout
 
 pytestmark = pytest.mark.slow
 STARTED = "Ray runtime started"

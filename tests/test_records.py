@@ -12,10 +12,22 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scripted_pipeline import bash, reply
 
 from pipeline import records
-from pipeline.records import (Brief, EvalResult, Pool, Prediction, PrincipalResult, RecordError, Rollout, SoloResult,
-                              TeamDelegations, TeamResult, Unreadable)
+from pipeline.records import (
+    Brief,
+    EvalResult,
+    Pool,
+    Prediction,
+    PrincipalResult,
+    RecordError,
+    Rollout,
+    SoloResult,
+    TeamDelegations,
+    TeamResult,
+    Unreadable,
+)
 from pipeline.report.build import build_report, write_report
 from pipeline.report.export import export_predictions, export_trajectories
 from pipeline.report.load import load_run
@@ -23,7 +35,6 @@ from pipeline.report.replay_data import read_run
 from pipeline.report.stats import run_stats
 from pipeline.report.whatif import Pricer, what_if
 from pipeline.tasks import load_task_file
-from scripted_pipeline import bash, reply
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 # Each record's files in a run directory, as globs from its root.

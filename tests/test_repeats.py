@@ -10,9 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-
 import scripted_pipeline
+import yaml
+from interrupting import interrupt_when
+from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, patch_per_file, reply
+from test_report import make_run
+from test_sweep import apply_command
 
 from pipeline.config import RunConfig
 from pipeline.layout import RunLayout
@@ -23,10 +26,6 @@ from pipeline.report.repeats import pass_at_k, repeat_groups, runs_named_by
 from pipeline.report.stats import run_stats
 from pipeline.run.repeats import Repeat, repeat_config
 from pipeline.tasks import load_tasks
-from interrupting import interrupt_when
-from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, patch_per_file, reply
-from test_sweep import apply_command
-from test_report import make_run
 
 TESTS = Path(__file__).parent
 TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))  # a fix in two files

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_coverage import GOLD, make_run
 
 from pipeline.errors import SwepipeError
 from pipeline.run.run_dataset import recorded_dataset
 from pipeline.run.setup import prepare_run, resolve_config
 from pipeline.tasks import load_tasks
-from test_coverage import GOLD, make_run
 
 TESTS = Path(__file__).parent
 FIXTURE = TESTS / "fixtures" / "swebench_pro_rows.jsonl"

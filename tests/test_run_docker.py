@@ -10,14 +10,22 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scripted_pipeline import (
+    SUBMIT,
+    apply_patch_command,
+    bash,
+    brief_from_patch,
+    edits_from_patch,
+    patch_per_file,
+    reply,
+    write_config,
+)
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers
 from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.tasks import load_tasks
-from scripted_pipeline import (SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch,
-                               patch_per_file, reply, write_config)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

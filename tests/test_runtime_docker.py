@@ -8,8 +8,8 @@ import textwrap
 import threading
 
 import pytest
-
 import runtime_contract as contract
+
 from pipeline.config import Containers
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers

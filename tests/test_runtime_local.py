@@ -1,6 +1,6 @@
 import pytest
-
 import runtime_contract as contract
+
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime.local import LocalRuntime
 

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import demo_task
+from test_ablations import PRINCIPAL_EDIT, brief, run_in_process, write_run_config
+
 from pipeline.config import Juniors, Limits, PrincipalConfig, RunConfig, ScheduleConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
@@ -19,7 +20,6 @@ from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec
-from test_ablations import PRINCIPAL_EDIT, brief, run_in_process, write_run_config
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10}
 
@@ -292,9 +292,10 @@ def test_config_refuses_a_share_out_of_range():
 def test_swepipe_run_in_docker_stops_the_schedule_skips_and_resolves(tmp_path):
     """`swepipe run` on a bundled task: two juniors apply the whole fix, the schedule stops after that first wave
     of K=4, the skip rule submits their candidate with no senior or principal call, and the hidden tests pass."""
-    from pipeline.layout import RunLayout
     from scripted_pipeline import apply_patch_command, write_config
     from test_run_docker import TWO_FILES, swepipe
+
+    from pipeline.layout import RunLayout
 
     task = TWO_FILES
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[bash(apply_patch_command(task.patch)),

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import git
+from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, reply
+
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.report.coverage import run_coverage
 from pipeline.report.load import load_run
 from pipeline.tasks import Task
-from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, reply
 
 TESTS = Path(__file__).parent
 A = "def helper(x):\n    return x * 2\n\n\n" + "".join(f"# note {n}\n" for n in range(20)) + \

@@ -3,10 +3,10 @@
 import json
 
 import pytest
-
-from pipeline.layout import RunLayout
 from scripted_pipeline import bash, edits_from_patch, patch_per_file, reply
 from test_run_docker import TWO_FILES, pipeline_script, setup, swepipe
+
+from pipeline.layout import RunLayout
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from leftovers import run_containers
+from scripted_pipeline import SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch, reply, write_config
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.tasks import load_tasks
-from scripted_pipeline import SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch, reply, \
-    write_config
-from leftovers import run_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))

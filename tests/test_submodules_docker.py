@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 import yaml
-
 from conftest import git
+
 from pipeline.config import Juniors, Limits, RunConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
@@ -22,8 +22,8 @@ from pipeline.runtime import containers
 from pipeline.runtime.base import changed_submodules
 from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
-from pipeline.runtime.local import LocalRuntime
 from pipeline.runtime.images import prepare_image
+from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
 
 SUBMODULE_IMAGE = "swepipe-test-submodule:latest"

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from interrupting import interrupt_when
+from scripted_pipeline import SUBMIT, bash, patch_per_file, reply
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.studies.sweep import build_grid, plan_sweep, read_grid_file, slug
 from pipeline.runtime import containers
+from pipeline.studies.sweep import build_grid, plan_sweep, read_grid_file, slug
 from pipeline.tasks import load_tasks
-from interrupting import interrupt_when
-from scripted_pipeline import SUBMIT, bash, patch_per_file, reply
 
 TESTS = Path(__file__).parent
 TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))  # a fix in two files

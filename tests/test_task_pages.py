@@ -13,8 +13,8 @@ from urllib.parse import unquote
 
 import pytest
 import yaml
-
 from conftest import promised_but_missing
+
 from pipeline.report.build import build_report, write_report
 from pipeline.report.task_page import MAX_PAGE_BYTES
 
@@ -469,8 +469,16 @@ def console_errors(stderr: str) -> list[str]:
 @pytest.mark.slow
 def test_report_and_task_page_of_a_scripted_run_in_chromium(tmp_path):
     from PIL import Image
-    from scripted_pipeline import (SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch,
-                                   patch_per_file, reply, write_config)
+    from scripted_pipeline import (
+        SUBMIT,
+        apply_patch_command,
+        bash,
+        brief_from_patch,
+        edits_from_patch,
+        patch_per_file,
+        reply,
+        write_config,
+    )
 
     from pipeline.tasks import load_tasks
 

@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import DatasetError
-from pipeline.tasks import CellError, Task, TaskFilter, load_tasks, parse_instance_ids, register_named_dataset
-from pipeline.tasks import sources
+from pipeline.tasks import CellError, Task, TaskFilter, load_tasks, parse_instance_ids, register_named_dataset, sources
 from pipeline.tasks.decode import decode_list, unwrap_json_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "swebench_pro_rows.jsonl"

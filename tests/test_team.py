@@ -5,9 +5,9 @@ import json
 import pytest
 import yaml
 
-from pipeline.config_overlay import parse_set
 from pipeline.agent.actions import FormatError, parse_action
 from pipeline.config import Limits, RunConfig, TeamConfig
+from pipeline.config_overlay import parse_set
 from pipeline.errors import SwepipeError
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
@@ -15,8 +15,7 @@ from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
-from pipeline.team.actions import (inside, normalise_path, parse_delegations, parse_names, report_block,
-                                   LEAD_ACTIONS)
+from pipeline.team.actions import LEAD_ACTIONS, inside, normalise_path, parse_delegations, parse_names, report_block
 from pipeline.team.lead import run_team
 
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}  # $0.0012 a reply at $1 / $2 per million

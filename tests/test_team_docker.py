@@ -7,12 +7,12 @@ import sys
 
 import pytest
 import yaml
+from scripted_pipeline import SUBMIT, apply_patch_command, bash, reply
 
-from pipeline.models.ledger import Ledger
 from pipeline.layout import RunLayout
+from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
-from scripted_pipeline import SUBMIT, apply_patch_command, bash, reply
 
 pytestmark = pytest.mark.docker  # about 10 s with the images built
 TINYQ = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))

@@ -12,8 +12,15 @@ import yaml
 
 from pipeline.report.build import build_report, write_report
 from pipeline.report.load import load_run
-from pipeline.report.team import (by_lead_model, summarise, team_by_task, team_overview, team_runs, timeline,
-                                  lead_model_table)
+from pipeline.report.team import (
+    by_lead_model,
+    lead_model_table,
+    summarise,
+    team_by_task,
+    team_overview,
+    team_runs,
+    timeline,
+)
 from pipeline.report.team_figures import MAX_TIMELINE_TASKS, summary_data, timeline_figure, timeline_tasks
 
 T0 = 1_796_000_000.0  # the team's start, Unix seconds

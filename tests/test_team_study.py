@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_team import FIX, SUBMIT, action, bash, delegations, report, team, trajectory
 
 from pipeline.runtime.local import LocalRuntime
 from pipeline.team.workspace import JOURNAL_ORDER, SharedWorkspace
-from test_team import FIX, SUBMIT, action, bash, delegations, report, team, trajectory
 
 # Waits (20 s at most) until a file exists, however slowly the machine runs.
 WAIT_FOR = "for i in $(seq 200); do [ -e {path} ] && break; sleep 0.1; done; [ -e {path} ]"

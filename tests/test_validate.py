@@ -3,8 +3,8 @@ import subprocess
 import sys
 
 import pytest
-
 from flaky_task import SEEDED_TEST, write_dataset
+
 from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE
 from pipeline.evaluation.validate import judge_task, leaked_test_names
 from pipeline.tasks import load_tasks

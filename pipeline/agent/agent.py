@@ -17,16 +17,28 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline.agent.actions import (BASH, EDIT, EDITOR, EDITOR_KINDS, VIEW, Action, ActionError, FormatError,
-                                    parse_action, parse_tool_action, tools_for)
-from pipeline.agent.edit_actions import editor_calls
-from pipeline.layout import reply_journal
+from pipeline import stopping
+from pipeline.agent.actions import (
+    BASH,
+    EDIT,
+    EDITOR,
+    EDITOR_KINDS,
+    VIEW,
+    Action,
+    ActionError,
+    FormatError,
+    parse_action,
+    parse_tool_action,
+    tools_for,
+)
 from pipeline.agent.compact import compact_history
+from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.inbox import Inbox
 from pipeline.config import Limits
-from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS, open_editor
-from pipeline import stopping
+from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
+from pipeline.edits.editor import open_editor
 from pipeline.errors import ContainerDied, RuntimeUnavailable, describe, is_transport_error
+from pipeline.layout import reply_journal
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.prompts import render

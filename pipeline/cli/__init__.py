@@ -31,6 +31,8 @@ def main() -> None:
 
 
 # Registering the commands; in this order they appear in --help.
+# isort: off
 from pipeline.cli import dataset_commands, eval_command, report_commands, run_commands  # noqa: E402,F401
 from pipeline.cli import sweep_command  # noqa: E402,F401
 from pipeline.cli import export_command  # noqa: E402,F401
+# isort: on

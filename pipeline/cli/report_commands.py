@@ -86,7 +86,6 @@ def coverage(
     from pipeline.report.load import load_run
     from pipeline.report.render import rich_table
     from pipeline.report.tables import coverage_by_task, coverage_table
-
     from pipeline.studies.senior_at import parse_ks
 
     pool_sizes = parse_ks(senior_at) if senior_at else None  # a bad --senior-at is said before the run is read

@@ -76,8 +76,14 @@ def sweep(
                                          language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
     scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
-    from pipeline.studies.sweep import (build_grid, dry_run_lines, plan_sweep, read_grid_file, resolve_sweep_root,
-                                        run_sweep)
+    from pipeline.studies.sweep import (
+        build_grid,
+        dry_run_lines,
+        plan_sweep,
+        read_grid_file,
+        resolve_sweep_root,
+        run_sweep,
+    )
 
     if report_only:
         if not sweep_id:

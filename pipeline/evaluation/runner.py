@@ -17,27 +17,47 @@ from docker.errors import NotFound
 
 from pipeline import __version__, patchtext, stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
-from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
 from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
+from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
 from pipeline.evaluation.files import archive_digests, extract_archive, tar_of, tar_stream
-from pipeline.evaluation.integrity import (GRADER_OUTPUTS, conflicting_findings, grader_findings,
-                                           infrastructure_notes, summary_findings)
+from pipeline.evaluation.integrity import (
+    GRADER_OUTPUTS,
+    conflicting_findings,
+    grader_findings,
+    infrastructure_notes,
+    summary_findings,
+)
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
 from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
-from pipeline.records import EvalResult
-from pipeline.runtime.output import BoundedOutput
-from pipeline.storage import redact_file
-from pipeline.evaluation.protocol import (ENTRY_SCRIPT, GRADER_FILES, OUTPUT, PARSE_SCRIPT, PARSER, PATCH,
-                                          PROTOCOL_VERSION, RUN_SCRIPT, TEST_LOGS, WORKSPACE, OutputShapeError,
-                                          dockerfile_env_exports,
-                                          entry_script, judge, parser_script, passed_names, read_output,
-                                          strip_binary_sections)
-from pipeline.layout import ScoringFiles
+from pipeline.evaluation.protocol import (
+    ENTRY_SCRIPT,
+    GRADER_FILES,
+    OUTPUT,
+    PARSE_SCRIPT,
+    PARSER,
+    PATCH,
+    PROTOCOL_VERSION,
+    RUN_SCRIPT,
+    TEST_LOGS,
+    WORKSPACE,
+    OutputShapeError,
+    dockerfile_env_exports,
+    entry_script,
+    judge,
+    parser_script,
+    passed_names,
+    read_output,
+    strip_binary_sections,
+)
 from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
+from pipeline.layout import ScoringFiles
+from pipeline.records import EvalResult
 from pipeline.runtime import containers
 from pipeline.runtime.image_names import image_name
 from pipeline.runtime.images import ensure_image
 from pipeline.runtime.limits import DEFAULT_DISK, ContainerLimits, container_limits, with_disk_quota
+from pipeline.runtime.output import BoundedOutput
+from pipeline.storage import redact_file
 from pipeline.tasks import Task
 
 # flagged: resolved by the official protocol, but with an integrity finding (pipeline.evaluation.integrity)

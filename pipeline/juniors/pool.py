@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import asdict, dataclass, field
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from posixpath import basename, dirname, splitext
 
 from unidiff import PatchSet

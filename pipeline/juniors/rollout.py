@@ -11,9 +11,9 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import layout_probe, probe_entries
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
+from pipeline.records import Rollout
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
-from pipeline.records import Rollout
 
 
 def spread_temperature(index: int) -> float:

@@ -17,7 +17,6 @@ from pipeline.layout import JuniorFiles
 from pipeline.records import Pool, RecordError, Rollout, Unreadable
 
 
-
 def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[Rollout], CandidatePool]:
     """The junior stage as a strategy runs it: the rollouts (``run_juniors``) as records, and their pool, written
     to junior/pool.json with the schedule's decisions when ``juniors.schedule`` is on."""

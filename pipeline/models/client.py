@@ -19,15 +19,14 @@ from pathlib import Path
 
 from pipeline import stopping
 from pipeline.errors import ModelUnavailable, describe
-from pipeline.outages import BREAKERS
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.prompt_cache import needs_markers, with_cache_markers
 from pipeline.models.spec import METADATA_KEY, ModelSpec
+from pipeline.outages import BREAKERS
 from pipeline.secrets import redact
 from pipeline.storage import write_json_atomic
-
 
 DEFAULT_MAX_TOKENS = 4096  # the longest reply of a model litellm knows no output limit for
 MAX_DEFAULT_TOKENS = 8192  # the most a known model's own output limit is taken as, unless the config says more

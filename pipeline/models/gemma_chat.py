@@ -97,8 +97,11 @@ def _as_tool_call(response: dict) -> dict:
 def register() -> None:
     """Register the format with llama-cpp-python under CHAT_FORMAT."""
     from llama_cpp import LogitsProcessorList
-    from llama_cpp.llama_chat_format import (ChatFormatterResponse, chat_formatter_to_chat_completion_handler,
-                                             register_chat_completion_handler)
+    from llama_cpp.llama_chat_format import (
+        ChatFormatterResponse,
+        chat_formatter_to_chat_completion_handler,
+        register_chat_completion_handler,
+    )
 
     from pipeline.models.grammar_sampling import GrammarFilter
 

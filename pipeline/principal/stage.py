@@ -14,13 +14,13 @@ from typing import Any
 
 from pipeline import patchtext
 from pipeline.config import PrincipalConfig, RunConfig
+from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidateDraft, CandidatePool
 from pipeline.layout import PrincipalFiles
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
-from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.prompts import render, render_task_prompt
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 from pipeline.layout import TASK, ScoringFiles
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
 

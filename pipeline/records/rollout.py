@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 from pipeline.layout import NN, TASK, rollout_file
 from pipeline.records.base import Int, Number, Record, Text, absent
-
 
 
 class Rollout(Record):

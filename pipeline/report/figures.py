@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pipeline.report.coverage import RunCoverage
 from pipeline.report.load import RunData
-from pipeline.report.plotting import dollars_axis, distinct_labels, new_figure, png_bytes
+from pipeline.report.plotting import distinct_labels, dollars_axis, new_figure, png_bytes
 from pipeline.report.stats import RunStats
 from pipeline.report.tables import short_id
 

@@ -19,11 +19,23 @@ from pathlib import Path
 import yaml
 
 from pipeline.errors import SwepipeError
-from pipeline.models.ledger import Ledger
 from pipeline.layout import TASK, RunLayout, ScoringFiles, TaskPaths, rollout_file
+from pipeline.models.ledger import Ledger
 from pipeline.printable import clean
-from pipeline.records import (MISSING, NOT_AN_OBJECT, Brief, EvalResult, Pool, Prediction, PrincipalResult, Read,
-                              Rollout, Unreadable, read_json, read_predictions)
+from pipeline.records import (
+    MISSING,
+    NOT_AN_OBJECT,
+    Brief,
+    EvalResult,
+    Pool,
+    Prediction,
+    PrincipalResult,
+    Read,
+    Rollout,
+    Unreadable,
+    read_json,
+    read_predictions,
+)
 from pipeline.records.evaluation import TestOutcome
 from pipeline.tasks import check_instance_id
 

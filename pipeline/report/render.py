@@ -12,6 +12,7 @@ from pipeline.report import markdown_text as md
 from pipeline.report.tables import Table
 from pipeline.report.templating import render
 
+
 @dataclass
 class TableCell:
     """A table cell of the HTML report: its text, and the spaces it starts with (kept, as non-breaking)."""

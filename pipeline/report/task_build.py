@@ -16,19 +16,47 @@ from typing import Any, Callable
 
 from pipeline.agent.actions import EDITOR_KINDS, Action, FormatError
 from pipeline.agent.edit_actions import editor_calls
-from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS, EditorCall
-from pipeline.report import tables as tab
-from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
+from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
+from pipeline.edits.editor import EditorCall
+from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
 from pipeline.records.base import Part
 from pipeline.records.evaluation import TestOutcome
+from pipeline.report import tables as tab
+from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
 from pipeline.report.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
 from pipeline.report.task_view import (
-    AgentPanel, Block, BriefView, Call, CandidateView, Diff, DiffLine, EvalSection, Event, Fact, JuniorsSection,
-    LedgerSection, Mark, Outcome, PoolSection, PrincipalSection, ProblemSection, ResultSection, RolloutPanel,
-    Section, SeniorSection, SoloSection, StepView, Tab, Tabs, TaskPage, TeamSection, TestRow, TrajectoryView)
+    AgentPanel,
+    Block,
+    BriefView,
+    Call,
+    CandidateView,
+    Diff,
+    DiffLine,
+    EvalSection,
+    Event,
+    Fact,
+    JuniorsSection,
+    LedgerSection,
+    Mark,
+    Outcome,
+    PoolSection,
+    PrincipalSection,
+    ProblemSection,
+    ResultSection,
+    RolloutPanel,
+    Section,
+    SeniorSection,
+    SoloSection,
+    StepView,
+    Tab,
+    Tabs,
+    TaskPage,
+    TeamSection,
+    TestRow,
+    TrajectoryView,
+)
 from pipeline.report.team.records import ABSOLUTE
-from pipeline.printable import clean
 
 FOLD_LINES = 15  # a text longer than this (or than FOLD_CHARS) is folded
 FOLD_CHARS = 1_500

@@ -24,7 +24,6 @@ from pipeline.strategies.answer import Spend, TaskAnswer
 from pipeline.strategies.base import Strategy, strategy_class
 from pipeline.tasks import Task
 
-
 INFRA_ATTEMPTS = 3  # tries of a task's stages when infrastructure fails under them
 INFRA_BACKOFF = 2.0  # seconds before the second try; doubled for each one after
 

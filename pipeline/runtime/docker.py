@@ -18,8 +18,8 @@ from typing import NamedTuple
 import requests
 from docker.errors import DockerException, NotFound
 
-from pipeline.errors import ContainerDied, RuntimeUnavailable
 from pipeline import patchtext
+from pipeline.errors import ContainerDied, RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandSession, SessionUnavailable

@@ -19,8 +19,15 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render, render_task_prompt
 from pipeline.runtime.base import Runtime
-from pipeline.senior.brief import (BriefDraft, BriefFormatError, BriefSpan, check_candidate, check_spans, materialise,
-                                   parse_brief)
+from pipeline.senior.brief import (
+    BriefDraft,
+    BriefFormatError,
+    BriefSpan,
+    check_candidate,
+    check_spans,
+    materialise,
+    parse_brief,
+)
 from pipeline.storage import write_code_atomic, write_json_atomic, write_text_atomic
 from pipeline.tasks import Task
 

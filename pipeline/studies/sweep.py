@@ -15,9 +15,9 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -25,12 +25,12 @@ from pydantic import ValidationError
 from pipeline import stopping
 from pipeline.config import RunConfig, SoloConfig
 from pipeline.errors import InfrastructureFault, SwepipeError
+from pipeline.evaluation.logs import LOG_LIMIT
+from pipeline.evaluation.profiles import DEFAULT_PROFILE
 from pipeline.layout import RunLayout
 from pipeline.models.spec import ModelSpec
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
-from pipeline.evaluation.logs import LOG_LIMIT
-from pipeline.evaluation.profiles import DEFAULT_PROFILE
 from pipeline.tasks import Task
 
 MANIFEST = "sweep.json"

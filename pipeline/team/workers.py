@@ -9,8 +9,8 @@ import traceback
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.inbox import InboxItem
 from pipeline.errors import InfrastructureFault
-from pipeline.stopping import Stopped
 from pipeline.prompts import render
+from pipeline.stopping import Stopped
 from pipeline.storage import write_text_atomic
 from pipeline.team.actions import ActionError, DelegationRequest, inside, report_block
 

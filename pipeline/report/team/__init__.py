@@ -3,8 +3,21 @@ tasks, and a task's timeline before it is drawn) and cells (those numbers as the
 tables); team_figures draws them. The names below are the package's public surface."""
 
 from pipeline.report.team.cells import lead_model_table, team_by_task, team_overview
-from pipeline.report.team.records import (ABSOLUTE, DIRECTIONS, NOT_NAMED, OTHER, STAGES, DelegationHistory, LostWork,
-                                          Message, Session, TeamRun, TeamTask, team_runs, team_task)
+from pipeline.report.team.records import (
+                                          ABSOLUTE,
+                                          DIRECTIONS,
+                                          NOT_NAMED,
+                                          OTHER,
+                                          STAGES,
+                                          DelegationHistory,
+                                          LostWork,
+                                          Message,
+                                          Session,
+                                          TeamRun,
+                                          TeamTask,
+                                          team_runs,
+                                          team_task,
+)
 from pipeline.report.team.summaries import Bar, TeamSummary, TimelineRow, by_lead_model, summarise, timeline
 
 __all__ = [

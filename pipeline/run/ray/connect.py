@@ -13,7 +13,6 @@ from pathlib import Path
 from pipeline import stopping
 from pipeline.errors import SwepipeError
 
-
 INSTALL_HINT = "pip install 'swepipe[ray]'"
 START_HINT = ("start a cluster first: on the head node `ray start --head --node-ip-address=<its address> "
               "--resources='{\"docker_slots\": N}'` (N: the containers the node can hold; on one machine "
@@ -99,8 +98,7 @@ def _send_token_if_any() -> None:
     address sends none unless RAY_AUTH_MODE=token: send this machine's token whenever it has one, as Ray itself
     does for ``auto`` (a cluster without authentication ignores it). RAY_AUTH_MODE, when set, is obeyed."""
     try:
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available)
+        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
     except ImportError:  # a Ray without token authentication
         return
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)

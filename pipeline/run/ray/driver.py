@@ -13,12 +13,11 @@ from pathlib import Path
 
 from pipeline import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
-from pipeline.run.task import RunSettings
-from pipeline.tasks import Task
 from pipeline.run.ray.actors import StopFlag, ask
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
 from pipeline.run.ray.node import TEMP_SUFFIX, remove_run_containers
-
+from pipeline.run.task import RunSettings
+from pipeline.tasks import Task
 
 ATTEMPTS = 3  # runs of a task whose node died, before it is left unfinished (an infra error)
 STOP_GRACE = 15.0  # seconds running tasks get, once the run stops, to notice and send what they saved

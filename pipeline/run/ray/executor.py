@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING
 
 from pipeline.errors import SwepipeError
 from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
-from pipeline.run.task import RunSettings, seeded_run_budget
-from pipeline.tasks import Task
 from pipeline.run.ray.actors import RunBudgetKeeper
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, connect, head_affinity
 from pipeline.run.ray.driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots_per_task, snapshot
 from pipeline.run.ray.node import TaskShipment, work_on_node
+from pipeline.run.task import RunSettings, seeded_run_budget
+from pipeline.tasks import Task
 
 if TYPE_CHECKING:
     from pipeline.config import ExecutorConfig

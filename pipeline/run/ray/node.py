@@ -24,12 +24,11 @@ from pipeline import stopping
 from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError, describe
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
+from pipeline.run.ray.actors import RemoteRunBudget, ask
+from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE
 from pipeline.run.task import RunSettings, run_one_task
 from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.tasks import Task
-from pipeline.run.ray.actors import RemoteRunBudget, ask
-from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE
-
 
 STOP_POLL = 0.5  # seconds between a worker's looks at the run's stop flag
 TEMP_SUFFIX = ".tmp"

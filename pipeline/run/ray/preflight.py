@@ -8,14 +8,10 @@ import socket
 import time
 
 from pipeline.errors import RuntimeUnavailable
-from pipeline.run.task import RunSettings
-from pipeline.tasks import Task
 from pipeline.run.ray.connect import RESOURCE, alive_nodes, connect, node_labels
 from pipeline.run.ray.driver import slots_per_task
-
-
-
-
+from pipeline.run.task import RunSettings
+from pipeline.tasks import Task
 
 PREFLIGHT_TIMEOUT = 120.0  # seconds a node's preflight may take past the registry's timeout before it is left out
 
