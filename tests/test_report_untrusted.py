@@ -140,3 +140,16 @@ def test_a_task_page_whose_id_holds_the_back_link_s_placeholder_keeps_its_title(
     write_report(build_report([run], None), run)
     page = (run / "report_tasks" / "run" / f"{instance_id}.html").read_text()
     assert f"<title>{instance_id} · run</title>" in page and '<a href="../../report.html">' in page
+
+
+def test_a_line_that_is_only_a_line_break_does_not_show_the_next_line_s_escapes():
+    """A line of report.md that was "<br>" alone opened an HTML block, so the next line showed as typed: "\\[/i\\]"
+    (found by the fuzzer at 5000 examples)."""
+    from hostile import in_markdown
+
+    from pipeline.report.render import markdown
+    from pipeline.report.tables import Table
+
+    for lead in (["\r", "[/i][/i]"], ["\n\n  ", "*not bold*"]):
+        text = markdown("t", [Table("t", ["a"], [], [])], {}, lead)
+        assert in_markdown(lead[1], text), text

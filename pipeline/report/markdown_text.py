@@ -24,6 +24,9 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # reference definition ([), and an indent (a tab or four spaces: a code block)
 _BLOCK_START = re.compile(r"^([-+=\[]|\d+(?=[.)]))")
 _INDENT = re.compile(r"^[ \t]+")
+# a line that is nothing but line breaks: as "<br>" alone it would open an HTML block, which shows the next lines'
+# escapes as typed
+_ONLY_BREAKS = re.compile(r"(?:<br>)+[ \t]*")
 
 
 def inline(value) -> str:
@@ -37,7 +40,10 @@ def inline(value) -> str:
 def line(value) -> str:
     """``value`` as a line of its own (a paragraph's line): ``inline``, its indent as character references (a
     reader would drop it, or read a code block), and a marker that would start a block escaped."""
-    text = _INDENT.sub(lambda m: "".join(f"&#{ord(c)};" for c in m.group()), inline(value))
+    text = inline(value)
+    if _ONLY_BREAKS.fullmatch(text):
+        return ""  # a reader sees an empty line either way
+    text = _INDENT.sub(lambda m: "".join(f"&#{ord(c)};" for c in m.group()), text)
     return _BLOCK_START.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(), text)
 
 
