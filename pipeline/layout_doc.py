@@ -9,14 +9,13 @@ a docstring: the plumbing the others are built from (``TaskPaths.junior`` under 
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import sys
 import textwrap
 from pathlib import Path
 
 from pipeline import layout
-from pipeline.storage import write_text_atomic
+from pipeline.docgen import doc_main
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "run-layout.md"
 ROOT = "runs/<run-id>"
@@ -152,21 +151,7 @@ def _first_paragraph(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.layout_doc", description=__doc__.splitlines()[0])
-    parser.add_argument("output", nargs="?", type=Path, default=DOC, help=f"where to write it (default {DOC})")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the file is not current")
-    options = parser.parse_args(argv)
-    text = render()
-    if options.check:
-        current = options.output.read_text(encoding="utf-8") if options.output.is_file() else None
-        if current != text:
-            print(f"{options.output} is not what pipeline/layout.py gives: run python -m pipeline.layout_doc",
-                  file=sys.stderr)
-            return 1
-        return 0
-    write_text_atomic(options.output, text)
-    print(f"wrote {options.output}")
-    return 0
+    return doc_main(argv, module="pipeline.layout_doc", doc=DOC, render=render, source="pipeline/layout.py")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ cannot drift from the types (tests/test_records.py checks it)."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import sys
 import types
@@ -14,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from pipeline.docgen import doc_main
 from pipeline.records import RECORDS
 from pipeline.records.base import Part, Record
-from pipeline.storage import write_text_atomic
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "run-directory.md"
 _SCALARS = {str: "text", int: "integer", float: "number", bool: "boolean", type(None): "null"}
@@ -117,21 +116,7 @@ def _cell(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.records.schema", description=__doc__.splitlines()[0])
-    parser.add_argument("output", nargs="?", type=Path, default=DOC, help=f"where to write it (default {DOC})")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the file is not current")
-    options = parser.parse_args(argv)
-    text = render()
-    if options.check:
-        current = options.output.read_text(encoding="utf-8") if options.output.is_file() else None
-        if current != text:
-            print(f"{options.output} is not what the record types give: run python -m pipeline.records.schema",
-                  file=sys.stderr)
-            return 1
-        return 0
-    write_text_atomic(options.output, text)
-    print(f"wrote {options.output}")
-    return 0
+    return doc_main(argv, module="pipeline.records.schema", doc=DOC, render=render, source="the record types")
 
 
 if __name__ == "__main__":
