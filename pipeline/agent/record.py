@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 # The agent's own outcomes (pipeline.errors): model_error is a request the provider refused (bad request, content
 # policy), context_window one too long for the model. An endpoint that does not answer ends no agent: it raises
@@ -33,9 +34,9 @@ class AgentStep:
     model_seconds: float = 0.0
     command_seconds: float = 0.0
     seconds: float = 0.0  # the whole step: model, command, bookkeeping
-    tool_calls: list = field(default_factory=list)  # in the tool-call format
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # in the tool-call format
     changed_files: list[str] = field(default_factory=list)  # paths the command changed (when tracked)
-    edits: list[dict] = field(default_factory=list)  # an editor action's calls: command, path, ok or the error
+    edits: list[dict[str, Any]] = field(default_factory=list)  # an editor action's calls: command, path, ok or error
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -47,7 +48,7 @@ class AgentRun:
     exit_reason: str = ""
     error: str | None = None
     submission: str | None = None  # the text handed in with submit (a brief, a report)
-    messages: list[dict] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     steps: list[AgentStep] = field(default_factory=list)
     cost: float = 0.0
     input_tokens: int = 0
@@ -58,11 +59,11 @@ class AgentRun:
     session_seconds: float = 0.0
     resumed: bool = False  # continued from a trajectory an interrupted run left
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, saved: dict) -> AgentRun:
+    def from_dict(cls, saved: dict[str, Any]) -> AgentRun:
         known = set(cls.__dataclass_fields__)
         run = cls(**{key: value for key, value in saved.items() if key in known and key != "steps"})
         step_fields = set(AgentStep.__dataclass_fields__)

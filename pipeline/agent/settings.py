@@ -21,7 +21,7 @@ class AgentSettings:
     runtime: Any  # a pipeline.runtime runtime, or a shared workspace's view of one (pipeline.team.workspace)
     budget: Budget
     limits: Limits
-    messages: list[dict] = field(default_factory=list)  # the opening prompt (pipeline.agent.agent.prompt)
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the opening prompt (pipeline.agent.agent.prompt)
     agent_index: int = 0
     temperature: float | None = None
     seed: int | None = None
