@@ -68,7 +68,7 @@ class Agent:
         self.editor_action = (EditorAction(settings.runtime, settings.limits.observation_limit, commands)
                               if commands else None)
         self.allowed = (BASH, *editor_kinds(commands, settings.tools), *settings.actions)
-        self.handlers: dict[str, ActionHandler] = {kind: RoleActions(settings.actions) for kind in settings.actions}
+        self.handlers: dict[str, ActionHandler] = dict.fromkeys(settings.actions, RoleActions(settings.actions))
         if self.editor_action is not None:
             self.handlers |= dict.fromkeys(EDITOR_KINDS, self.editor_action)
         self.handlers |= {BASH: self.bash, SUBMIT: SubmitAction(settings.check_submission, settings.guard_submission)}
@@ -76,7 +76,7 @@ class Agent:
 
     @property
     def name(self) -> str:
-        return self.settings.name
+        return self.record.name
 
     @property
     def record(self) -> AgentRun:
