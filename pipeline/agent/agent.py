@@ -68,6 +68,7 @@ class Agent:
         self.editor_action = (EditorAction(settings.runtime, settings.limits.observation_limit, commands)
                               if commands else None)
         self.allowed = (BASH, *editor_kinds(commands, settings.tools), *settings.actions)
+        # Later entries win, so a role's action can never shadow submit, bash or the editor.
         self.handlers: dict[str, ActionHandler] = dict.fromkeys(settings.actions, RoleActions(settings.actions))
         if self.editor_action is not None:
             self.handlers |= dict.fromkeys(EDITOR_KINDS, self.editor_action)
@@ -216,7 +217,7 @@ class Agent:
                 return
             step.command, step.action = action.command, action.kind
             try:
-                observation = self.handlers[SUBMIT if action.is_submit else action.kind](step, action)
+                observation = self.handlers[action.kind](step, action)
             except FormatError as error:
                 self.reject(step, str(error))
                 return
