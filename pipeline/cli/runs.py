@@ -16,7 +16,7 @@ Run = Annotated[str, typer.Argument(metavar="RUN", help=RUN_HELP)]
 def run_directory(run: str, runs_dir: Path) -> Path:
     """The run directory ``run`` names (an id under ``runs_dir``, or a directory); SwepipeError naming both places
     looked at when there is none."""
-    from pipeline.report.export import resolve_run
+    from pipeline.interop.export import resolve_run
 
     return resolve_run(run, runs_dir)
 

@@ -53,8 +53,8 @@ from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
 from pipeline.layout import ScoringFiles
 from pipeline.records import EvalResult
 from pipeline.runtime import containers
-from pipeline.runtime.image_names import image_name
-from pipeline.runtime.images import ensure_image
+from pipeline.runtime.images.names import image_name
+from pipeline.runtime.images.prepare import ensure_image
 from pipeline.runtime.limits import DEFAULT_DISK, ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
 from pipeline.storage import redact_file

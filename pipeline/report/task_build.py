@@ -16,15 +16,16 @@ from typing import Any, Callable
 
 from pipeline.agent.actions import EDITOR_KINDS, Action, FormatError
 from pipeline.agent.edit_actions import editor_calls
+from pipeline.analysis import table as tab
+from pipeline.analysis.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
+from pipeline.analysis.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
+from pipeline.analysis.team.records import ABSOLUTE
 from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
 from pipeline.edits.editor import EditorCall
 from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
 from pipeline.records.base import Part
 from pipeline.records.evaluation import TestOutcome
-from pipeline.report import tables as tab
-from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
-from pipeline.report.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
 from pipeline.report.task_view import (
     AgentPanel,
     Block,
@@ -56,7 +57,6 @@ from pipeline.report.task_view import (
     TestRow,
     TrajectoryView,
 )
-from pipeline.report.team.records import ABSOLUTE
 
 FOLD_LINES = 15  # a text longer than this (or than FOLD_CHARS) is folded
 FOLD_CHARS = 1_500

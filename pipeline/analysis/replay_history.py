@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.agent.compact import compact_history
+from pipeline.analysis.replay_data import TaskReplay
 from pipeline.models.ledger import LedgerRow
 from pipeline.models.prompt_cache import marked_indices
 from pipeline.models.spec import Prices
-from pipeline.report.replay_data import TaskReplay
 
 MIN_CACHE_TOKENS = 1024
 LOOKBACK_BLOCKS = 20  # how far before a breakpoint Anthropic finds an earlier one's cache entry

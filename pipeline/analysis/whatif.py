@@ -30,12 +30,12 @@ import math
 import random
 from dataclasses import asdict, dataclass, field, replace
 
+from pipeline.analysis.replay_data import RunReplay, TaskReplay, rollout_index
+from pipeline.analysis.replay_history import HistoryVariant, replay_task
+from pipeline.analysis.stats import file_editor
 from pipeline.config import ScheduleConfig
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.schedule import agreement, agrees, judge, wave_sizes
-from pipeline.report.replay_data import RunReplay, TaskReplay, rollout_index
-from pipeline.report.replay_history import HistoryVariant, replay_task
-from pipeline.report.stats import file_editor
 
 MAX_SUBSETS = 500
 SKIP_GRID = ((0.5, 2), (0.6, 3), (0.8, 2), (0.8, 3), (1.0, 2), (1.0, 3))  # (top_share, min_submitted)
@@ -334,3 +334,13 @@ def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
                                 input_tokens_per_rollout=per_rollout))
     return policies, cached_rollouts
 
+
+def pareto_front(policies: list[Policy]) -> list[Policy]:
+    """The policies no other (non-oracle) policy beats: none both cheaper-or-equal and better, cheapest first."""
+    shown = [p for p in policies if not p.oracle and p.resolve_rate is not None and p.dollars_per_task is not None]
+    front, best = [], -1.0
+    for policy in sorted(shown, key=lambda p: (p.dollars_per_task, -p.resolve_rate)):
+        if policy.resolve_rate > best + 1e-12:
+            front.append(policy)
+            best = policy.resolve_rate
+    return front

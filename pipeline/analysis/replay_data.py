@@ -9,11 +9,11 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from pipeline.analysis.load import RunData, TaskRecord, load_run
 from pipeline.juniors.pool import CandidateDraft
 from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.records import EvalResult, Rollout, Unreadable, read_json
-from pipeline.report.load import RunData, TaskRecord, load_run
 
 _ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
 _CANDIDATE_FIELDS = {f.name for f in fields(CandidateDraft)}
