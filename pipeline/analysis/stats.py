@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.analysis.load import RunData, TaskRecord, config_section, is_number
-from pipeline.evaluation.runner import CATEGORIES
+from pipeline.records.evaluation import CATEGORIES
 from pipeline.records.pool import Schedule
 
 # The pipeline's stages, as pipeline.run.task.STAGES (not imported: that module pulls in litellm).

@@ -60,8 +60,6 @@ from pipeline.runtime.output import BoundedOutput
 from pipeline.storage import redact_file
 from pipeline.tasks import Task
 
-# flagged: resolved by the official protocol, but with an integrity finding (pipeline.evaluation.integrity)
-CATEGORIES = ("resolved", "flagged", "tests_failed", "patch_failed", "timeout", "infra_error")
 OUTPUT_LIMIT = 64 * 2**20  # bytes of output.json read at most
 PARSER_TIME = 60.0  # seconds the parser has at least, whatever the tests left of the time limit
 

@@ -14,7 +14,7 @@ from pipeline.errors import SwepipeError
 from pipeline.report.plotting import new_figure, png_bytes
 from pipeline.report.render import markdown
 from pipeline.storage import write_text_atomic
-from pipeline.studies.sweep import MANIFEST, read_manifest
+from pipeline.studies.manifest import MANIFEST, read_manifest
 
 # A line of the by-size figure: every value of a cell but its size.
 GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt", "editor")
