@@ -21,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from posixpath import basename, dirname, splitext
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+
+from pipeline.pool_rules import CandidateDraft, CandidatePool
 
 # Files that are tests by their name, in any folder.
 _TEST_NAME = re.compile(r"(^|/)test_[^/]*\.(py|rb)$|_test\.(py|go|rb)$|_spec\.(rb|[cm]?[jt]sx?)$|"
@@ -198,33 +199,6 @@ def probe_entries(listing: str, test_listing: str) -> list[str]:
             tests_per_folder[folder] = tests_per_folder.get(folder, 0) + 1
             entries.append(path)
     return sorted(set(entries))
-
-
-@dataclass
-class CandidateDraft:
-    key: str
-    patch: str  # source edits only, as a unified diff
-    test_patch: str  # edits to test files, kept apart
-    votes: int = 0
-    rollouts: list[int] = field(default_factory=list)
-    exit_reasons: list[str] = field(default_factory=list)  # how each of its rollouts ended, in `rollouts` order
-    files: list[str] = field(default_factory=list)
-    hunks: list[dict] = field(default_factory=list)  # file, old_start, old_lines, function
-    functions: list[str] = field(default_factory=list)
-
-
-@dataclass
-class CandidatePool:
-    instance_id: str
-    candidates: list[CandidateDraft]
-    rollouts: int
-    empty: list[int]  # rollouts that left no source edit
-    unparsable: list[int]
-    failed: list[int] = field(default_factory=list)  # rollouts whose diff could not be taken (patch_error)
-    dropped: list[dict] = field(default_factory=list)  # {rollout, file, reason}: what cleaning left out, and why
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def build_pool(instance_id: str, rollouts: list[dict], base_files: Iterable[str] | None = None) -> CandidatePool:

@@ -9,12 +9,12 @@ Per task it reads the rollouts, their candidates and the hidden tests' verdict o
 - ``vote@k``: the most-voted candidate of k rollouts (ties: the earliest rollout, as the pool orders them) is
   submitted; no senior, no principal. Averaged over every k-subset (a seeded sample past ``max_subsets``).
 - ``principal``: the run as recorded at K, every stage paid.
-- skip rules (``principal.skip_when``): when the juniors agree (``pipeline.juniors.schedule.agrees`` on the task's
+- skip rules (``principal.skip_when``): when the juniors agree (``pipeline.pool_rules.agrees`` on the task's
   pool) the top candidate is submitted and the senior and principal are not paid; otherwise as recorded. Exact.
-- schedules (``juniors.schedule``): the schedule's own ``judge`` replayed on the rollouts in index order; it pays
-  the rollouts it would have run. Then either the top candidate (``-> vote``, exact) or the senior and principal
-  (``-> principal``): their verdict on a smaller pool is unknown, so the recorded one stands in for it and the
-  policy is marked an estimate where the schedule stopped early.
+- schedules (``juniors.schedule``): the schedule's own ``judge`` (``pipeline.pool_rules``) replayed on the
+  rollouts in index order; it pays the rollouts it would have run. Then either the top candidate (``-> vote``,
+  exact) or the senior and principal (``-> principal``): their verdict on a smaller pool is unknown, so the
+  recorded one stands in for it and the policy is marked an estimate where the schedule stopped early.
 - history: the recorded run with its agents' histories compacted and/or a prompt cache (``replay_history``);
   the verdicts stay the recorded ones (an estimate of dollars and tokens only). ``vote@k, prompt cache`` is vote@k
   with each rollout priced as the cached principal's rollouts are (every rollout of the task replayed together).
@@ -30,12 +30,11 @@ import math
 import random
 from dataclasses import asdict, dataclass, field, replace
 
+from pipeline.analysis.replay_data import RunReplay, TaskReplay, rollout_index
+from pipeline.analysis.replay_history import HistoryVariant, replay_task
+from pipeline.analysis.stats import file_editor
 from pipeline.config import ScheduleConfig
-from pipeline.juniors.pool import CandidatePool
-from pipeline.juniors.schedule import agreement, agrees, judge, wave_sizes
-from pipeline.report.replay_data import RunReplay, TaskReplay, rollout_index
-from pipeline.report.replay_history import HistoryVariant, replay_task
-from pipeline.report.stats import file_editor
+from pipeline.pool_rules import CandidatePool, agreement, agrees, judge, wave_sizes
 
 MAX_SUBSETS = 500
 SKIP_GRID = ((0.5, 2), (0.6, 3), (0.8, 2), (0.8, 3), (1.0, 2), (1.0, 3))  # (top_share, min_submitted)
@@ -334,3 +333,13 @@ def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
                                 input_tokens_per_rollout=per_rollout))
     return policies, cached_rollouts
 
+
+def pareto_front(policies: list[Policy]) -> list[Policy]:
+    """The policies no other (non-oracle) policy beats: none both cheaper-or-equal and better, cheapest first."""
+    shown = [p for p in policies if not p.oracle and p.resolve_rate is not None and p.dollars_per_task is not None]
+    front, best = [], -1.0
+    for policy in sorted(shown, key=lambda p: (p.dollars_per_task, -p.resolve_rate)):
+        if policy.resolve_rate > best + 1e-12:
+            front.append(policy)
+            best = policy.resolve_rate
+    return front

@@ -11,10 +11,10 @@ from docker.errors import DockerException
 
 from pipeline import stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError
-from pipeline.runtime.image_disk import GB, gb, run_images_bytes, touch
-from pipeline.runtime.image_names import local_image, run_image_names
-from pipeline.runtime.image_prefetch import prefetch_image
-from pipeline.runtime.image_prune import PruneResult, prune
+from pipeline.runtime.images.disk import GB, gb, run_images_bytes, touch
+from pipeline.runtime.images.names import local_image, run_image_names
+from pipeline.runtime.images.prefetch import prefetch_image
+from pipeline.runtime.images.prune import PruneResult, prune
 
 
 class RunImageCache:

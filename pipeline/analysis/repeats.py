@@ -5,7 +5,7 @@ pass@k of a task: of the n repeats that scored it, c resolved it; the unbiased e
 the chance that k of those n repeats, drawn without replacement, hold at least one that resolved it. pass@k of the
 group is its mean over the tasks with n >= k.
 
-The repeats are found by their record (``repeat.json``, read by pipeline.report.load): runs of one group in one
+The repeats are found by their record (``repeat.json``, read by pipeline.analysis.load): runs of one group in one
 folder form it, whatever order they are given in; ``runs/<group>``, which is no run itself, stands for all of them.
 """
 
@@ -16,10 +16,10 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.analysis.load import RunData
+from pipeline.analysis.stats import RunStats
+from pipeline.analysis.table import NA, Table, money, percent
 from pipeline.layout import repeat_dirs
-from pipeline.report.load import RunData
-from pipeline.report.stats import RunStats
-from pipeline.report.tables import NA, Table, money, percent
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ import yaml
 
 from pipeline.errors import SwepipeError
 from pipeline.layout import TASK, RunLayout, ScoringFiles, TaskPaths, rollout_file
-from pipeline.models.ledger import Ledger
 from pipeline.printable import clean
 from pipeline.records import (
     MISSING,
@@ -37,6 +36,7 @@ from pipeline.records import (
     read_predictions,
 )
 from pipeline.records.evaluation import TestOutcome
+from pipeline.records.ledger import read_ledger
 from pipeline.tasks import check_instance_id
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "config_section",
@@ -252,7 +252,7 @@ def _ledger_spend(path: Path) -> dict:
     """Cost and tokens by stage from the task's ledger, for predictions that do not carry them."""
     cost: dict[str, float] = {}
     tokens: dict[str, dict[str, int]] = {}
-    for row in Ledger.read(path):
+    for row in read_ledger(path):
         cost[row.stage] = cost.get(row.stage, 0.0) + row.cost
         used = tokens.setdefault(row.stage, {"input": 0, "cached": 0, "output": 0})
         used["input"] += row.input_tokens

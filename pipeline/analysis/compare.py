@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from pipeline.report.load import RunData, TaskRecord, named_apart
-from pipeline.report.stats import BOOTSTRAP_RESAMPLES, file_editor, integrity_kinds
-from pipeline.report.tables import Table, by_repository_and_language, money, percent
+from pipeline.analysis.load import RunData, TaskRecord, named_apart
+from pipeline.analysis.stats import BOOTSTRAP_RESAMPLES, file_editor, integrity_kinds
+from pipeline.analysis.table import Table, by_repository_and_language, money, percent
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Image names and their registries: a task's image name from the template, the local image of a name, the
 registry a name points at and whether it holds the image. A leaf of the image layer: it imports none of the other
-image modules (``images``, ``image_disk``, ``image_preflight``, ``image_prune``, ``image_prefetch``,
-``image_cache``), which all import it.
+image modules (``prepare``, ``disk``, ``preflight``, ``prune``, ``prefetch``, ``cache``, ``debian_base``), which
+import it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
-from pipeline.runtime.image_names import local_image
+from pipeline.runtime.images.names import local_image
 
 BASE_IMAGE = "swepipe-base:bookworm"
 BASE_PACKAGES = ("git", "python3", "python-is-python3", "ca-certificates", "procps")

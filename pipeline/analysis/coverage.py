@@ -45,12 +45,12 @@ from pathlib import Path
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from pipeline.analysis.load import RunData, TaskRecord, config_section
+from pipeline.analysis.stats import model_off
 from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import Brief, Pool, read_json
 from pipeline.records.base import Part
 from pipeline.records.pool import Candidate
-from pipeline.report.load import RunData, TaskRecord, config_section
-from pipeline.report.stats import model_off
 
 MAX_EXACT_ROLLOUTS = 6
 SAMPLED_ORDERINGS = 200

@@ -1,4 +1,8 @@
-"""Adaptive rollouts (``juniors.schedule``) and how strongly the juniors agree.
+"""The candidate pool as the stages hold it in memory (``CandidateDraft``, ``CandidatePool``; built by
+``pipeline.juniors.pool.build_pool``) and the rules judged on it: how strongly the juniors agree, and the adaptive
+rollouts' waves (``juniors.schedule``). Pure (no model, container or file), so the juniors stage, the principal's
+skip rule and the what-if analysis (``pipeline.analysis.whatif``, which replays the same decisions on a run's
+recorded pools) share one copy without the analysis importing a stage.
 
 The schedule starts ``first`` rollouts, then adds waves of ``wave`` up to K (``juniors.k``). After each wave the
 pool of the rollouts so far (``build_pool``: the same candidates, votes and source/test split the later stages
@@ -19,11 +23,38 @@ indices stay 0..n-1, so rollout i keeps seed ``juniors.seed + i`` and its temper
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass, field
 
 from pipeline.config import ScheduleConfig
-from pipeline.juniors.pool import CandidatePool
 
 SUBMITTED = "submitted"
+
+
+@dataclass
+class CandidateDraft:
+    key: str
+    patch: str  # source edits only, as a unified diff
+    test_patch: str  # edits to test files, kept apart
+    votes: int = 0
+    rollouts: list[int] = field(default_factory=list)
+    exit_reasons: list[str] = field(default_factory=list)  # how each of its rollouts ended, in `rollouts` order
+    files: list[str] = field(default_factory=list)
+    hunks: list[dict] = field(default_factory=list)  # file, old_start, old_lines, function
+    functions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CandidatePool:
+    instance_id: str
+    candidates: list[CandidateDraft]
+    rollouts: int
+    empty: list[int]  # rollouts that left no source edit
+    unparsable: list[int]
+    failed: list[int] = field(default_factory=list)  # rollouts whose diff could not be taken (patch_error)
+    dropped: list[dict] = field(default_factory=list)  # {rollout, file, reason}: what cleaning left out, and why
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def agreement(pool: CandidatePool, records: list[dict]) -> dict:

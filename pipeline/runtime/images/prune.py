@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from docker.errors import APIError, NotFound
 
 from pipeline.runtime import containers
-from pipeline.runtime.image_disk import disk_bytes, forget, last_used, sanitised_images
-from pipeline.runtime.image_names import local_image
+from pipeline.runtime.images.disk import disk_bytes, forget, last_used, sanitised_images
+from pipeline.runtime.images.names import local_image
 
 
 def images_in_use() -> set[str]:

@@ -20,7 +20,7 @@ from pipeline.outages import BREAKERS
 from pipeline.parallel import run_with_progress
 from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
 from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
-from pipeline.runtime.image_cache import RunImageCache
+from pipeline.runtime.images.cache import RunImageCache
 from pipeline.tasks import Task
 
 if TYPE_CHECKING:
@@ -93,12 +93,12 @@ class ThreadExecutor:
         """Nothing to join: this machine is always there."""
 
     def check_run_images(self, tasks: list[Task], run: RunSettings, announce: Callable[[str], None]) -> None:
-        from pipeline.runtime.image_preflight import check_run_images
+        from pipeline.runtime.images.preflight import check_run_images
 
         check_run_images(tasks, run, announce)
 
     def require_images(self, names: Iterable[str], announce: Callable[[str], None]) -> None:
-        from pipeline.runtime.image_preflight import require_images
+        from pipeline.runtime.images.preflight import require_images
 
         require_images(names, announce=announce)
 

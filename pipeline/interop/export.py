@@ -40,21 +40,6 @@ _NAME_KEY = {"official": "prefix", "swebench": "model_name_or_path"}
 # -- the run ----------------------------------------------------------------------------------------------
 
 
-def resolve_run(run: str | Path, runs_dir: Path = Path("runs")) -> Path:
-    """The run directory named by ``run``: a directory, or a run id under ``runs_dir``."""
-    text = str(run)
-    candidates = [Path(text)] + ([runs_dir / text] if text and "/" not in text and text not in (".", "..") else [])
-    folders = [path for path in candidates if path.is_dir()]
-    if not folders:
-        raise SwepipeError(f"unknown run {text!r}: no directory {Path(text)} and no run {text!r} under "
-                           f"{runs_dir}/ (pass a run id or runs/<run-id>)")
-    for root in folders:
-        layout = RunLayout(root)
-        if layout.predictions.exists() or layout.tasks.is_dir():
-            return root
-    raise SwepipeError(f"{folders[0]} is not a run directory (it has no predictions.jsonl and no tasks/)")
-
-
 @dataclass
 class LeftOut:
     """What of a run an export leaves out (its predictions read by pipeline.records.read_predictions, the last

@@ -11,10 +11,10 @@ from docker.errors import APIError
 from pipeline import stopping
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
-from pipeline.runtime.image_disk import disk_bytes, gb, run_images_bytes, touch
-from pipeline.runtime.image_names import error_text, local_image
-from pipeline.runtime.image_prune import prune
-from pipeline.runtime.images import ensure_image
+from pipeline.runtime.images.disk import disk_bytes, gb, run_images_bytes, touch
+from pipeline.runtime.images.names import error_text, local_image
+from pipeline.runtime.images.prepare import ensure_image
+from pipeline.runtime.images.prune import prune
 
 
 def prefetch_image(name: str, platform: str | None = None, *, keep_bytes: int | None = None,

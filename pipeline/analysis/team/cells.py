@@ -3,9 +3,9 @@ record is missing), and the three team tables built from them."""
 
 from __future__ import annotations
 
-from pipeline.report import tables as tab
-from pipeline.report.team.records import DIRECTIONS, OTHER, STAGES, TeamRun
-from pipeline.report.team.summaries import TeamSummary, by_lead_model, summarise
+from pipeline.analysis import table as tab
+from pipeline.analysis.team.records import DIRECTIONS, OTHER, STAGES, TeamRun
+from pipeline.analysis.team.summaries import TeamSummary, by_lead_model, summarise
 
 
 def setup_cell(run: TeamRun) -> str:

@@ -31,13 +31,13 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pipeline.agent.compact import compact_history
-from pipeline.models.ledger import LedgerRow
-from pipeline.models.prompt_cache import marked_indices
-from pipeline.models.spec import Prices
-from pipeline.report.replay_data import TaskReplay
+from pipeline.analysis.replay_data import TaskReplay
+from pipeline.records.ledger import LedgerRow
+
+if TYPE_CHECKING:
+    from pipeline.models.spec import Prices
 
 MIN_CACHE_TOKENS = 1024
 LOOKBACK_BLOCKS = 20  # how far before a breakpoint Anthropic finds an earlier one's cache entry
@@ -134,6 +134,8 @@ class _CachePlan:
         self._chars = list(itertools.accumulate(sizes, initial=0))  # characters of each prefix
         self._blocks = list(itertools.accumulate(map(_blocks, prompt), initial=0))
         self.factor = call.factor
+        from pipeline.models.prompt_cache import marked_indices  # the rule the recorded calls followed
+
         minimum = _cache_minimum(price_of(call.row))
         self.marks = [i + 1 for i in marked_indices(prompt)] if price_of.at_markers(call.row) else None
         ends = self.marks if self.marks is not None else range(1, len(prompt) + 1)  # automatic: every prefix
@@ -177,6 +179,8 @@ def _replayable(task: TaskReplay, sent: HistoryVariant) -> tuple[list[_Call], se
 def _compacted(messages: list[dict], variant: HistoryVariant) -> list[dict]:
     if variant.compact_after is None:
         return messages
+    from pipeline.agent.compact import compact_history  # the agent's own compaction, replayed
+
     return compact_history(messages, variant.compact_after, variant.compact_chars)
 
 

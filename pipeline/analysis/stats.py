@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.evaluation.runner import CATEGORIES
+from pipeline.analysis.load import RunData, TaskRecord, config_section, is_number
+from pipeline.records.evaluation import CATEGORIES
 from pipeline.records.pool import Schedule
-from pipeline.report.load import RunData, TaskRecord, config_section, is_number
 
 # The pipeline's stages, as pipeline.run.task.STAGES (not imported: that module pulls in litellm).
 STAGES = ("junior", "senior", "principal")

@@ -7,7 +7,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipeline.report.team.records import STAGES, TeamRun, TeamTask, merged_waits
+from pipeline.analysis.team.records import STAGES, TeamRun, TeamTask, merged_waits
 
 
 @dataclass

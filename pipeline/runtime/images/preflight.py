@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.errors import RuntimeUnavailable
-from pipeline.runtime.image_disk import GB, disk_bytes, docker_free_bytes, gb
-from pipeline.runtime.image_names import REGISTRY_TIMEOUT, local_image, registry_host, registry_status, run_image_names
+from pipeline.runtime.images.disk import GB, disk_bytes, docker_free_bytes, gb
+from pipeline.runtime.images.names import REGISTRY_TIMEOUT, local_image, registry_host, registry_status, run_image_names
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The image layer: pulling a missing image with progress (a registry's rate limit retried), and the sanitised
-image cache. Names and registries are ``image_names``; disk, preflight, pruning and prefetch have their modules.
+"""A task's image made ready: a missing image pulled with progress (a registry's rate limit retried), and the
+sanitised image cache. Names and registries are ``names``; disk, preflight, pruning and prefetch have their modules.
 
 ``prepare_image`` gives the image a task's container starts from; it starts no runtime itself (its
 scratch container for sanitising is driven through the Docker SDK directly).
@@ -23,8 +23,8 @@ from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV
 from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE
 from pipeline.runtime.docker_stream import FrameReader
-from pipeline.runtime.image_disk import touch
-from pipeline.runtime.image_names import error_text, local_image, rate_limited, registry_host
+from pipeline.runtime.images.disk import touch
+from pipeline.runtime.images.names import error_text, local_image, rate_limited, registry_host
 from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT

@@ -9,11 +9,11 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from pipeline.juniors.pool import CandidateDraft
+from pipeline.analysis.load import RunData, TaskRecord, load_run
 from pipeline.layout import RunLayout, is_candidate_key
-from pipeline.models.ledger import Ledger, LedgerRow
+from pipeline.pool_rules import CandidateDraft
 from pipeline.records import EvalResult, Rollout, Unreadable, read_json
-from pipeline.report.load import RunData, TaskRecord, load_run
+from pipeline.records.ledger import LedgerRow, read_ledger
 
 _ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
 _CANDIDATE_FIELDS = {f.name for f in fields(CandidateDraft)}
@@ -95,7 +95,7 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
 
 def _paid_calls(ledger: Path) -> list[LedgerRow]:
     """The task's calls, without ``swepipe coverage --senior-at``'s (stage analysis): no policy pays for those."""
-    return [row for row in Ledger.read(ledger) if row.stage != "analysis"]
+    return [row for row in read_ledger(ledger) if row.stage != "analysis"]
 
 
 def _reused_calls(instance_id: str, agent: str, rollout: Rollout, messages: list[dict]) -> list[LedgerRow]:

@@ -15,7 +15,7 @@ from datetime import datetime
 from docker.errors import DockerException, ImageNotFound, NotFound
 
 from pipeline.runtime import containers
-from pipeline.runtime.image_names import local_image
+from pipeline.runtime.images.names import local_image
 
 GB = 10 ** 9  # as `docker images` counts
 

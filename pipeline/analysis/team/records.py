@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pipeline.analysis.load import RunData, TaskRecord, read_json
 from pipeline.layout import RunLayout
 from pipeline.records import Prediction
-from pipeline.report.load import RunData, TaskRecord, read_json
 
 STAGES = ("planning", "implementation", "verification")
 DIRECTIONS = ("worker→lead", "worker→worker", "lead→worker")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.report.tables import Table, count, money, percent
-from pipeline.report.whatif import WhatIf
-from pipeline.report.whatif_figure import pareto_front
+from pipeline.analysis.table import Table, count, money, percent
+from pipeline.analysis.whatif import WhatIf, pareto_front
 
 
 def whatif_table(result: WhatIf) -> Table:

@@ -1,9 +1,9 @@
 """The team analysis of team runs: records (what tasks/<id>/team/ holds, read), summaries (the numbers over
 tasks, and a task's timeline before it is drawn) and cells (those numbers as the report's table cells and team
-tables); team_figures draws them. The names below are the package's public surface."""
+tables); pipeline.report.team_figures draws them. The names below are the package's public surface."""
 
-from pipeline.report.team.cells import lead_model_table, team_by_task, team_overview
-from pipeline.report.team.records import (
+from pipeline.analysis.team.cells import lead_model_table, team_by_task, team_overview
+from pipeline.analysis.team.records import (
                                           ABSOLUTE,
                                           DIRECTIONS,
                                           NOT_NAMED,
@@ -18,7 +18,7 @@ from pipeline.report.team.records import (
                                           team_runs,
                                           team_task,
 )
-from pipeline.report.team.summaries import Bar, TeamSummary, TimelineRow, by_lead_model, summarise, timeline
+from pipeline.analysis.team.summaries import Bar, TeamSummary, TimelineRow, by_lead_model, summarise, timeline
 
 __all__ = [
     "ABSOLUTE", "Bar", "DIRECTIONS", "DelegationHistory", "LostWork", "Message", "NOT_NAMED", "OTHER", "STAGES",
