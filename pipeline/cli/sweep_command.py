@@ -82,7 +82,6 @@ def sweep(
         plan_sweep,
         read_grid_file,
         resolve_sweep_root,
-        run_sweep,
     )
 
     if report_only:
@@ -109,9 +108,18 @@ def sweep(
         for line in dry_run_lines(plan):
             console.print(line, soft_wrap=True)
         return
-    interactive = sys.stderr.isatty()
     console.print(f"sweep {plan.sweep_id}: {len(plan.cells)} cell(s) x {len(tasks)} task(s) -> {plan.root}",
                   soft_wrap=True)
+    _run_and_report(plan, selection, workers=workers, evaluate=evaluate, scoring=scoring,
+                    image_template=image_template)
+
+
+def _run_and_report(plan, selection: opt.TaskSelection, *, workers: int, evaluate: bool, scoring: opt.Scoring,
+                    image_template: str | None) -> None:
+    """Run the planned cells, then write the sweep's report; a stop or an infrastructure error says how to resume."""
+    from pipeline.studies.sweep import run_sweep
+
+    interactive = sys.stderr.isatty()
     outcome = run_sweep(plan, dataset=selection.dataset, split=selection.split, workers=workers, evaluate=evaluate,
                         run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
                         image_template=image_template, timeout=scoring.timeout, scoring_profile=scoring.scoring_profile,
