@@ -6,6 +6,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import CATEGORIES, EvalSettings, evaluate
@@ -101,7 +102,7 @@ def read_result(path: Path) -> dict | None:
     return record.to_dict()
 
 
-def has_verdict(result: dict | None) -> bool:
+def has_verdict(result: dict | None) -> TypeGuard[dict]:
     """Whether a result is a verdict: an infra_error is none (the scoring could not run), so a rerun scores it
     again, without --redo."""
     return result is not None and result.get("category") != "infra_error"

@@ -33,8 +33,8 @@ class CandidateJob:
     paths: TaskPaths
     key: str
     patch: str
-    votes: int
-    rollouts: list
+    votes: int | None  # None: the pool does not say
+    rollouts: list[int] | None
 
 
 @dataclass

@@ -17,7 +17,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from pipeline.evaluation.engine import InfraError
 from pipeline.runtime.output import BoundedOutput
@@ -53,12 +53,18 @@ class Captured:
     apply_status: str | None = None
 
 
+class Sink(Protocol):
+    """Where bytes are written: a binary file, or one capped by a ``SpoolBudget``."""
+
+    def write(self, data: bytes | bytearray, /) -> object: ...
+
+
 class MarkerSplitter:
     """One stream, fed as it arrives: what follows its first line ``<marker> <word>`` goes to ``tests_out``, what
     precedes it is the setup's (kept up to ``setup_limit`` bytes). Lines are split as they come, in bounded
     memory."""
 
-    def __init__(self, marker: str, tests_out: BinaryIO, setup_limit: int):
+    def __init__(self, marker: str, tests_out: Sink, setup_limit: int):
         self.captured = Captured(BoundedOutput(setup_limit))
         self._prefix = marker.encode() + b" "
         self._out = tests_out
@@ -97,7 +103,7 @@ class MarkerSplitter:
         return self.captured
 
 
-def split_at_marker(chunks, marker: str, tests_out: BinaryIO, setup_limit: int) -> Captured:
+def split_at_marker(chunks, marker: str, tests_out: Sink, setup_limit: int) -> Captured:
     """``chunks`` of one stream through a ``MarkerSplitter``."""
     splitter = MarkerSplitter(marker, tests_out, setup_limit)
     for chunk in chunks:

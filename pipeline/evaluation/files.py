@@ -6,6 +6,7 @@ import functools
 import hashlib
 import io
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.evaluation.logs import save_capped
@@ -16,7 +17,7 @@ def tar_of(files: dict[str, bytes], directory: str) -> bytes:
     return b"".join(tar_stream(files, directory))
 
 
-def tar_stream(files: dict[str, bytes | Path], directory: str, block: int = 1 << 20):
+def tar_stream(files: Mapping[str, bytes | Path], directory: str, block: int = 1 << 20):
     """``tar_of`` as a stream of pieces, for `put_archive` at /: a file given as a Path is read as the stream is
     sent, so a log of any size is never held in memory."""
     folder = tarfile.TarInfo(directory.strip("/"))
@@ -54,6 +55,7 @@ def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] 
             name = member.name.rsplit("/", 1)[-1]
             if member.isfile() and name in names:
                 source = archive.extractfile(member)
+                assert source is not None  # a regular file's member always has a reader
                 blocks = iter(functools.partial(source.read, 1 << 20), b"")
                 if limits and name in limits:
                     save_capped(blocks, into / name, limits[name])
@@ -80,6 +82,7 @@ def archive_digests(chunks, names: set[str]) -> dict[str, str]:
                     "a special file"
                 continue
             digest, source = hashlib.sha256(), archive.extractfile(member)
+            assert source is not None  # a regular file's member always has a reader
             for block in iter(functools.partial(source.read, 1 << 20), b""):
                 digest.update(block)
             found[name] = digest.hexdigest()

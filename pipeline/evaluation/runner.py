@@ -11,6 +11,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 from docker.errors import NotFound
@@ -114,7 +115,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     applied_patch = strip_binary_sections(patch)
     patchtext.write(saved.patch, applied_patch)
     limits = settings.container_limits()
-    record = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
+    record: dict[str, Any] = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
               "category": "infra_error", "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
               "limits": limits.describe(),
@@ -325,7 +326,7 @@ def _wait(container, timeout: float) -> tuple[int | None, bool]:
 
 def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict:
     """The official verdict from output.json, the integrity findings beside it, and the verdict that counts."""
-    result = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
+    result: dict[str, Any] = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
     entries = None
     if run.output_size is not None and run.output_size > OUTPUT_LIMIT:
         result["error"] = f"output.json is {run.output_size:,} bytes, more than swepipe reads ({OUTPUT_LIMIT:,})"

@@ -96,7 +96,9 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
     ``score`` is an executor's ``evaluate_predictions`` (this machine's thread pool by default, or a Ray
     cluster's): the same files either way."""
     if score is None:
-        from pipeline.evaluation.batch import evaluate_predictions as score
+        from pipeline.evaluation.batch import evaluate_predictions
+
+        score = evaluate_predictions
     patches = {"gold": [PatchToScore(t.instance_id, t.patch) for t in tasks],
                "empty": [PatchToScore(t.instance_id, "") for t in tasks]}
     results: dict[str, list[dict[str, dict]]] = {patch: [] for patch in PATCHES}  # patch -> per replica, by id
@@ -131,7 +133,8 @@ def judge_task(task: Task, runs: dict[str, list[dict | None]]) -> TaskCheck:
     passing = {patch: {name: [r.get("statuses", {}).get(name) == "PASSED" for r in scored[patch]]
                        for name in task.hidden_test_names} for patch in PATCHES}
     should_pass_at_base = set(task.pass_to_pass)
-    flaky, broken = set(), {}
+    flaky: set[str] = set()
+    broken: dict[str, set[str]] = {}
     for name in task.hidden_test_names:
         for patch, expected in (("gold", True), ("empty", name in should_pass_at_base)):
             outcomes = set(passing[patch][name])
