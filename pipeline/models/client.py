@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from pipeline import stopping
 from pipeline.errors import ModelUnavailable, describe
@@ -27,6 +28,9 @@ from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.outages import BREAKERS
 from pipeline.secrets import redact
 from pipeline.storage import write_json_atomic
+
+if TYPE_CHECKING:
+    from litellm.types.llms.openai import ChatCompletionToolParam
 
 DEFAULT_MAX_TOKENS = 4096  # the longest reply of a model litellm knows no output limit for
 MAX_DEFAULT_TOKENS = 8192  # the most a known model's own output limit is taken as, unless the config says more
@@ -95,7 +99,9 @@ def count_input_tokens(model: str, messages: list[dict], tools: list[dict] | Non
     from pipeline.models.litellm_setup import litellm
 
     try:
-        counted = int(litellm.token_counter(model=model, messages=messages, tools=tools or None))
+        # the tools are OpenAI's tool objects, the shape litellm's typed dict describes
+        sent_tools = cast("list[ChatCompletionToolParam] | None", tools or None)
+        counted = int(litellm.token_counter(model=model, messages=messages, tools=sent_tools))
     except Exception:  # noqa: BLE001 - an unknown model or message shape: the character estimate stands
         counted = 0
     text = json.dumps([messages, tools or []], ensure_ascii=False, default=str)
@@ -406,6 +412,7 @@ class ModelClient:
                         latency=round(latency, 4), retries=attempt.retries, task=self.task, agent=attempt.agent,
                         call=attempt.call)
         reservation = attempt.reservation
+        assert reservation is not None  # _attempt holds one for the try that answered
         try:
             message = response.choices[0].message
             calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}

@@ -97,7 +97,7 @@ def chars(allowed: str, low: int = 1, high: int = 1) -> _Part:
     """``low`` to ``high`` characters, each one of ``allowed``."""
     codes = sorted({ord(c) for c in allowed})
     ranges, start = [], codes[0]
-    for previous, code in zip(codes, [*codes[1:], None], strict=True):
+    for previous, code in zip(codes, [*codes[1:], -1], strict=True):  # -1: past the last code
         if code != previous + 1:
             ranges.append(f"\\x{start:02X}" if start == previous else f"\\x{start:02X}-\\x{previous:02X}")
             start = code
@@ -243,9 +243,9 @@ def _argument_variants(parameters: dict, name: str) -> list[list[tuple[str, dict
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or ())
     if name == EDITOR and "command" in properties:
-        variants = []
+        variants: list[list[tuple[str, dict, bool]]] = []
         for command in properties["command"].get("enum") or EDITOR_ARGUMENTS:
-            members = [("command", {"enum": [command]}, True)]
+            members: list[tuple[str, dict, bool]] = [("command", {"enum": [command]}, True)]
             for argument in EDITOR_ARGUMENTS.get(command, ("path",)):
                 key = argument.rstrip("?")
                 schema = VIEW_RANGE if key == "view_range" else properties.get(key, {"type": "string"})

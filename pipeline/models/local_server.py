@@ -91,13 +91,13 @@ class LocalModelServer:
         port = _free_port()
         command = self.command(port)
         log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, env=_server_env(),
-                                        preexec_fn=_ends_with_parent(os.getpid()))
+        self.process = process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env=_server_env(), preexec_fn=_ends_with_parent(os.getpid()))
         atexit.register(self.stop)
         self.api_base = f"http://127.0.0.1:{port}/v1"
-        self._wait_until_ready()
-        self._check_it_answers()
+        self._wait_until_ready(process)
+        self._check_it_answers(process)
         return self.api_base
 
     def command(self, port: int) -> list[str]:
@@ -111,7 +111,7 @@ class LocalModelServer:
                 "--chat_format", CHAT_FORMAT, "--host", "127.0.0.1", "--port", str(port),
                 "--n_ctx", str(self.context), "--n_threads", str(self.threads)]
 
-    def _check_it_answers(self) -> None:
+    def _check_it_answers(self, process: subprocess.Popen) -> None:
         """One short completion before any task: a server that lists its model can still die on the first real
         call (a build with CPU instructions this machine does not grant traps then), and a run whose every call
         fails must not start."""
@@ -127,17 +127,17 @@ class LocalModelServer:
         except (urllib.error.URLError, OSError, ValueError) as error:
             problem = f"the request failed: {error}"
         time.sleep(0.5)  # a server that crashed on the request: let it exit, so its code can be read
-        code = self.process.poll()
+        code = process.poll()
         self.stop()
         raise SwepipeError(f"the local model server started but could not answer a one-token completion "
                            f"({_exit_text(code) or problem}), so no task was started. {_advice(code)}\n"
                            f"The end of its log ({self.log_path}):\n{self._log_tail()}")
 
-    def _wait_until_ready(self) -> None:
+    def _wait_until_ready(self, process: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SwepipeError(f"the local model server exited at start (code {self.process.returncode}):\n"
+            if process.poll() is not None:
+                raise SwepipeError(f"the local model server exited at start (code {process.returncode}):\n"
                                    f"{self._log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.api_base}/models", timeout=2) as response:

@@ -34,8 +34,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import httpx
 import litellm
@@ -54,7 +55,14 @@ class ScriptError(litellm.BadRequestError):
         super().__init__(message=message, model=model, llm_provider="scripted")
 
 
-_FAULTS = {
+class _Billed(Protocol):
+    """An error carrying the provider's HTTP response: litellm's errors of a time-out and of a lost connection
+    declare none, yet one is read back from any error (``client``'s billed usage reads it with getattr)."""
+
+    response: httpx.Response
+
+
+_FAULTS: dict[str, Callable[[str], Exception]] = {
     "rate_limit": lambda m: litellm.RateLimitError(message="scripted rate limit", llm_provider="scripted", model=m),
     "timeout": lambda m: litellm.Timeout(message="scripted timeout", model=m, llm_provider="scripted"),
     "server_error": lambda m: litellm.InternalServerError(message="scripted 500", llm_provider="scripted", model=m),
@@ -112,12 +120,13 @@ class ScriptedModel(CustomLLM):
                                   f"{', '.join(_FAULTS)}", model)
             error = fault(model)
             if reply.get("usage"):  # what the provider billed before failing, in its error response's body
-                error.response = httpx.Response(getattr(error, "status_code", None) or 500,
-                                                json={"error": {"message": str(error)}, "usage": reply["usage"]},
-                                                request=httpx.Request("POST", "http://scripted/v1/chat/completions"))
+                cast(_Billed, error).response = httpx.Response(
+                    getattr(error, "status_code", None) or 500,
+                    json={"error": {"message": str(error)}, "usage": reply["usage"]},
+                    request=httpx.Request("POST", "http://scripted/v1/chat/completions"))
             raise error
         content = str(reply.get("content", ""))
-        message = {"role": "assistant", "content": content}
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if reply.get("tool_calls"):
             message["tool_calls"] = [
                 {"id": f"call_{position}_{n}", "type": "function",
