@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import traceback
+from typing import Any
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.errors import RuntimeUnavailable, SwepipeError
@@ -60,7 +61,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     name = f"rollout-{index:02d}"
     budget = job.budget_for("junior").child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
     temperature = rollout_temperature(juniors.temperatures, client.spec.temperature, index)
-    record = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
+    record: dict[str, Any] = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
               "temperature": temperature, "seed": juniors.seed + index, "patch": "", "patch_source": None}
     trajectory = files.live_trajectory(index)
     runtime = agent = None

@@ -112,7 +112,7 @@ def _brief_from_json(block: str) -> BriefDraft:
         raise BriefFormatError(problem)
     if not isinstance(data, dict) or not isinstance(data.get("analysis"), str) or not data["analysis"].strip():
         raise BriefFormatError('the brief must be an object with "analysis" (text) and "spans" (a list)')
-    items = data.get("spans") if isinstance(data.get("spans"), list) else []
+    items = given if isinstance(given := data.get("spans"), list) else []
     brief = BriefDraft(analysis=data["analysis"].strip(), spans=[])
     if not isinstance(data.get("spans"), list):
         brief.problems.append('the brief has no "spans" list')
@@ -122,9 +122,9 @@ def _brief_from_json(block: str) -> BriefDraft:
             brief.problems.append(f"span {number} dropped: {span}")
         else:
             brief.spans.append(span)
-    brief.candidate, problem = _candidate_value(data.get("candidate"))
-    if problem:
-        brief.problems.append(problem)
+    brief.candidate, candidate_problem = _candidate_value(data.get("candidate"))
+    if candidate_problem:
+        brief.problems.append(candidate_problem)
     return brief
 
 
@@ -140,7 +140,10 @@ def _span_from_item(item) -> BriefSpan | str:
     """A JSON span ({file, start, end, reason}, or "lines": "10-42", or a "pkg/a.py:10-42" file), or why not."""
     if isinstance(item, str):
         spans, problem = parse_span_line(item)
-        return spans[0] if spans else problem
+        if spans:
+            return spans[0]
+        assert problem is not None  # no span: parse_span_line says why
+        return problem
     if not isinstance(item, dict):
         return f"not an object with file, start and end: {str(item)[:80]!r}"
     path = item.get("file") or item.get("path")
@@ -209,6 +212,7 @@ def _brief_from_text(text: str) -> BriefDraft | None:
         elif line[:1].isspace() and brief.spans and not _BULLET.match(line):  # a reason wrapped onto a new line
             brief.spans[-1].reason = f"{brief.spans[-1].reason} {line.strip()}".strip()
         else:
+            assert problem is not None  # no span: parse_span_line says why
             brief.problems.append(problem)
     if "spans" not in seen:
         brief.problems.append("the brief has no SPANS section")
@@ -280,12 +284,13 @@ def parse_span_line(line: str) -> tuple[list[BriefSpan], str | None]:
     found = _RANGE.match(rest)
     if not found:
         return [], f"{quoted}: no line range (write path:START-END and a reason)"
-    ranges = [(line_number(found.group("start")), line_number(found.group("end") or found.group("start")))]
+    numbers = [(line_number(found.group("start")), line_number(found.group("end") or found.group("start")))]
     rest = rest[found.end():]
     while more := _MORE_RANGE.match(rest):
-        ranges.append((line_number(more.group("start")), line_number(more.group("end"))))
+        numbers.append((line_number(more.group("start")), line_number(more.group("end"))))
         rest = rest[more.end():]
-    if any(start is None or end is None for start, end in ranges):
+    ranges = [(start, end) for start, end in numbers if start is not None and end is not None]
+    if len(ranges) < len(numbers):
         return [], f"{quoted}: a line number that is no line number"
     if any(end < start for start, end in ranges):
         return [], f"{quoted}: a range ends before it starts"

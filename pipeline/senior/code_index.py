@@ -54,16 +54,21 @@ def _parser(language: str):
     from tree_sitter import Language, Parser
 
     if language == "python":
-        import tree_sitter_python as grammar
-        return Parser(Language(grammar.language()))
+        import tree_sitter_python
+
+        return Parser(Language(tree_sitter_python.language()))
     if language == "go":
-        import tree_sitter_go as grammar
-        return Parser(Language(grammar.language()))
+        import tree_sitter_go
+
+        return Parser(Language(tree_sitter_go.language()))
     if language == "javascript":
-        import tree_sitter_javascript as grammar
-        return Parser(Language(grammar.language()))
-    import tree_sitter_typescript as grammar
-    return Parser(Language(grammar.language_tsx() if language == "tsx" else grammar.language_typescript()))
+        import tree_sitter_javascript
+
+        return Parser(Language(tree_sitter_javascript.language()))
+    import tree_sitter_typescript
+
+    typescript = tree_sitter_typescript
+    return Parser(Language(typescript.language_tsx() if language == "tsx" else typescript.language_typescript()))
 
 
 def _parse(language: str, source: str):
@@ -104,7 +109,9 @@ def _make(name_node, kind: str, span_node, parent: Definition | None, parent_nam
     if not name:
         return None
     start, end = _lines(span_node)
-    return Definition(name, kind, start, end, parent_name if parent_name is not None else parent and parent.name)
+    if parent_name is None and parent is not None:
+        parent_name = parent.name
+    return Definition(name, kind, start, end, parent_name)
 
 
 def _python_definition(node, parent):

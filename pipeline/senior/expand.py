@@ -87,7 +87,7 @@ class _Changed:
 class _Repo:
     """Cached, failure-proof reads of the base repository through the runtime."""
 
-    def __init__(self, runtime):
+    def __init__(self, runtime) -> None:
         self.runtime = runtime
         self._sources: dict[str, str | None] = {}
         self._defs: dict[str, list[Definition]] = {}
@@ -179,7 +179,10 @@ def _hunks(candidate: CandidateDraft) -> list[_Hunk]:
 
 
 def _regions(hunk) -> list[tuple[int, int, str]]:
-    regions, removed, added, before = [], [], [], hunk.source_start - 1
+    regions: list[tuple[int, int, str]] = []
+    removed: list[int] = []  # the lines a run of removals takes, in the old file
+    added: list[str] = []  # the text a run of additions inserts
+    before = hunk.source_start - 1
 
     def close(after: int) -> None:
         if removed:
@@ -224,7 +227,7 @@ def _changed_spans(repo: _Repo, hunk: _Hunk, window: int) -> list[tuple[Expansio
     """The definitions a hunk changes (kind hunk) and windows around changes outside any (kind window)."""
     lines = repo.lines(hunk.file)
     defs = repo.definitions(hunk.file)
-    spans = []
+    spans: list[tuple[ExpansionSpan, Definition | None]] = []
     for first, last, inserted in hunk.regions:
         owner = _owner(defs, lines, first, last, inserted)
         if owner is not None and owner.end_line - owner.start_line < _MAX_SPAN:
@@ -308,7 +311,7 @@ def _definition_spans(repo: _Repo, name: str, globs: tuple[str, ...], hunk_files
     if len(declaring) > _MAX_HITS:
         return []
     files = sorted({path for path, _ in declaring}, key=lambda p: (p not in hunk_files, p))
-    found = []
+    found: list[ExpansionSpan] = []
     for path in files:
         for definition in repo.definitions(path):
             if definition.name == name and len(found) < limit:
@@ -322,7 +325,7 @@ def _call_sites(repo: _Repo, changed_defs: list[tuple[str, Definition]], names: 
                 max_callers: int, max_tests: int) -> tuple[list[ExpansionSpan], list[ExpansionSpan]]:
     """Callers and tests of the changed names, taken in turn from each name so that none crowds out the others."""
     changed = {(path, d.start_line, d.end_line) for path, d in changed_defs}
-    globs_of = {}
+    globs_of: dict[str, tuple[str, ...]] = {}
     for path, definition in changed_defs:
         globs_of.setdefault(definition.name, _globs(path))
     per_name = [_sites_of(repo, name, globs_of[name], changed, max_callers, max_tests) for name in names]
