@@ -23,9 +23,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from posixpath import basename, dirname, splitext
+from typing import Any
 
-from unidiff import PatchSet
+from unidiff import Hunk, PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import Line
 
 # Files that are tests by their name, in any folder.
 _TEST_NAME = re.compile(r"(^|/)test_[^/]*\.(py|rb)$|_test\.(py|go|rb)$|_spec\.(rb|[cm]?[jt]sx?)$|"
@@ -84,7 +86,7 @@ def _indentation_counts(path: str) -> bool:
     return splitext(name)[1].lower() in _INDENTED_EXT or _INDENTED_NAME.match(name) is not None
 
 
-def _squash(lines, keep_indent: bool = False) -> tuple[str, ...]:
+def _squash(lines: Iterable[Line], keep_indent: bool = False) -> tuple[str, ...]:
     """Lines with runs of whitespace made one space and blank lines gone; with ``keep_indent`` the leading
     whitespace stays as it is (tabs and spaces apart)."""
     squashed = []
@@ -209,7 +211,7 @@ class CandidateDraft:
     rollouts: list[int] = field(default_factory=list)
     exit_reasons: list[str] = field(default_factory=list)  # how each of its rollouts ended, in `rollouts` order
     files: list[str] = field(default_factory=list)
-    hunks: list[dict] = field(default_factory=list)  # file, old_start, old_lines, function
+    hunks: list[dict[str, Any]] = field(default_factory=list)  # file, old_start, old_lines, function
     functions: list[str] = field(default_factory=list)
 
 
@@ -221,13 +223,15 @@ class CandidatePool:
     empty: list[int]  # rollouts that left no source edit
     unparsable: list[int]
     failed: list[int] = field(default_factory=list)  # rollouts whose diff could not be taken (patch_error)
-    dropped: list[dict] = field(default_factory=list)  # {rollout, file, reason}: what cleaning left out, and why
+    # {rollout, file, reason}: what cleaning left out, and why
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def build_pool(instance_id: str, rollouts: list[dict], base_files: Iterable[str] | None = None) -> CandidatePool:
+def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
+               base_files: Iterable[str] | None = None) -> CandidatePool:
     """The pool of ``rollouts`` (their records). ``base_files``: the base commit's files, when the caller has them
     (else what the records' ``base_entries`` and the patches show)."""
     by_key: dict[str, CandidateDraft] = {}
@@ -271,7 +275,7 @@ def normalise(patch: str, base_files: Iterable[str] | None = None) -> CandidateD
     return _normalise(files, _Layout(known, listed=base_files is not None))[0]
 
 
-def _normalise(files: list, layout: _Layout) -> tuple[CandidateDraft | None, list[dict]]:
+def _normalise(files: list[Any], layout: _Layout) -> tuple[CandidateDraft | None, list[dict[str, Any]]]:
     dropped = []
     scratch = _scratch_files(files, layout)
     source_files, source_paths, test_files, hunks, functions, signature = [], [], [], [], [], []
@@ -313,7 +317,7 @@ def _normalise(files: list, layout: _Layout) -> tuple[CandidateDraft | None, lis
                           files=sorted(source_paths), hunks=hunks, functions=functions), dropped
 
 
-def _scratch_files(files: list, layout: _Layout) -> dict[str, str]:
+def _scratch_files(files: list[Any], layout: _Layout) -> dict[str, str]:
     """The files of one rollout's patch that are not part of its fix, each with the reason."""
     scratch = {}
     suspects = {}
@@ -362,7 +366,7 @@ def _referenced(path: str, text: str, others: list[str]) -> bool:
     return any(pattern.search(other) for other in others)
 
 
-def _enclosing_function(hunk) -> str | None:
+def _enclosing_function(hunk: Hunk) -> str | None:
     """The nearest definition line inside the hunk's context, else git's section header."""
     for line in hunk:
         if (line.is_context or line.is_removed) and _DEF_LINE.match(line.value):
