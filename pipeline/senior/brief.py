@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Any
 
 from pipeline.linenumbers import line_number
 from pipeline.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
@@ -49,11 +50,11 @@ class BriefDraft:
     problems: list[str] = field(default_factory=list)  # span lines and spans dropped, and why
     candidate: int | None = None  # 1-based pool candidate the senior judges right or closest (None: none of them)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> BriefDraft:
+    def from_dict(cls, data: dict[str, Any]) -> BriefDraft:
         return cls(analysis=data.get("analysis", ""), spans=[BriefSpan(**s) for s in data.get("spans", [])],
                    source=data.get("source", "senior"), problems=data.get("problems", []),
                    candidate=data.get("candidate"))
@@ -131,12 +132,12 @@ def _brief_from_json(block: str) -> BriefDraft:
 _BAD_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
-def _escape_backslash(found: re.Match) -> str:
+def _escape_backslash(found: re.Match[str]) -> str:
     """A backslash pair as it is when JSON knows it (\\n, \\\\, \\"), else the backslash escaped (\\d -> \\\\d)."""
     return found.group(0) if found.group(1) in '\\/"bfnrtu' else "\\\\" + found.group(1)
 
 
-def _span_from_item(item) -> BriefSpan | str:
+def _span_from_item(item: object) -> BriefSpan | str:
     """A JSON span ({file, start, end, reason}, or "lines": "10-42", or a "pkg/a.py:10-42" file), or why not."""
     if isinstance(item, str):
         spans, problem = parse_span_line(item)
@@ -223,7 +224,7 @@ def _brief_from_text(text: str) -> BriefDraft | None:
     return brief
 
 
-def _lines_outside_actions(text: str):
+def _lines_outside_actions(text: str) -> Iterator[tuple[str, bool]]:
     """(line, inside a code block) for each line; ```bash blocks (the commands, submit) are left out, and a
     plain code block that wraps the brief's headers is unwrapped."""
     lines = text.splitlines()
@@ -298,7 +299,7 @@ def parse_span_line(line: str) -> tuple[list[BriefSpan], str | None]:
     return [BriefSpan(token, start, end, reason) for start, end in ranges], None
 
 
-def _candidate_value(value) -> tuple[int | None, str | None]:
+def _candidate_value(value: object) -> tuple[int | None, str | None]:
     """The CANDIDATE answer as a 1-based number or None (none of them); and a problem if it was unreadable."""
     if value is None or isinstance(value, bool):
         return None, None
