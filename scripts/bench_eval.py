@@ -26,7 +26,7 @@ from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.profiles import PROFILES
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.runtime import containers
-from pipeline.runtime.image_names import image_name
+from pipeline.runtime.images.names import image_name
 from pipeline.runtime.limits import container_limits
 from pipeline.tasks import load_tasks
 

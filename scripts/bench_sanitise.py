@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from pipeline.runtime import containers
-from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
-from pipeline.runtime.images import prepare_image
+from pipeline.runtime.images.debian_base import BASE_IMAGE
+from pipeline.runtime.images.prepare import prepare_image
 
 IMAGE = "swepipe-bench-history:latest"
 

@@ -14,7 +14,7 @@ def _docker_ready() -> str | None:
     """None when Docker and the base image are usable, else why not."""
     try:
         from pipeline.runtime import containers
-        from pipeline.runtime.base_image import BASE_IMAGE, base_image_exists
+        from pipeline.runtime.images.debian_base import BASE_IMAGE, base_image_exists
 
         containers.client()
         if not base_image_exists():

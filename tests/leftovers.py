@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.runtime.image_disk import _epoch
+from pipeline.runtime.images.disk import _epoch
 
 STARTED = time.time() - 1.0  # Docker stamps creation in whole UTC seconds at worst
 

@@ -9,6 +9,7 @@ import yaml
 from pipeline.agent.actions import FormatError, parse_action
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.compact import compact_history
+from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
@@ -34,7 +35,8 @@ def run_agent(client, runtime, task_text, budget, limits, trajectory_path=None):
     messages = prompt(system, "agent_instance.md.j2", workdir=str(runtime.workdir), task_text=task_text,
                       command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
                       editor=limits.editor)
-    agent = Agent("junior", client, runtime, budget, limits, messages=messages, trajectory_path=trajectory_path)
+    agent = Agent(AgentSettings("junior", client, runtime, budget, limits, messages=messages,
+                                trajectory_path=trajectory_path))
     agent.resume()
     return agent.record if agent.finished else agent.run()
 
@@ -482,8 +484,9 @@ def test_the_senior_s_editor_only_views(tmp_path, workspace):
     from pipeline.agent.actions import tools_for
 
     replies = [EDIT_FIX, "```view\ncalc.py\n```", SUBMIT]
-    agent = Agent("senior", junior(tmp_path, replies), workspace, Budget("r"), Limits(), editor=("view",),
-                  messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
+    agent = Agent(AgentSettings("senior", junior(tmp_path, replies), workspace, Budget("r"), Limits(),
+                                editor=("view",),
+                                messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]))
     run = agent.run()
     assert run.steps[0].format_error and "```edit" not in run.steps[0].format_error  # not an action it has
     assert "1\tdef add(a, b):" in run.steps[1].output and workspace.diff() == ""
@@ -511,8 +514,8 @@ def test_a_resumed_agent_replays_its_edits_and_pays_for_no_reply_twice(tmp_path,
         saved = json.loads(trajectory.read_text())
         saved["exit_reason"] = ""  # cut off mid-rollout
         trajectory.write_text(json.dumps(saved))
-        agent = Agent("junior", client, second, Budget("r"), Limits(max_steps=4), trajectory_path=trajectory,
-                      messages=saved["messages"])
+        agent = Agent(AgentSettings("junior", client, second, Budget("r"), Limits(max_steps=4),
+                                    trajectory_path=trajectory, messages=saved["messages"]))
         assert agent.resume()
         diff = second.diff()
         assert "+    return a + b" in diff and "+SIGN = 1" in diff  # the edits replayed

@@ -15,9 +15,9 @@ from pipeline.models.budget import Budget
 from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
 from pipeline.runtime.base import PatchTooLarge
-from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
-from pipeline.runtime.images import prepare_image
+from pipeline.runtime.images.debian_base import BASE_IMAGE
+from pipeline.runtime.images.prepare import prepare_image
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.brief import BriefSpan, check_spans
 from pipeline.tasks import Task

@@ -231,8 +231,8 @@ def test_four_parallel_rollouts_never_spend_more_than_the_task_budget(tmp_path, 
 
 
 def test_parallel_tasks_never_spend_more_than_the_run_budget(tmp_path, local_repo):
-    from pipeline.run.runner import run_tasks
     from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.thread_executor import run_tasks
 
     scripts = [[bash("ls", EXPENSIVE, delay=1.0), bash("git status", EXPENSIVE), bash("submit", EXPENSIVE)]]
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": scripts}))

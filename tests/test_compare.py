@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.report.compare import compare_pair, compare_tables, mcnemar_exact
-from pipeline.report.load import load_run
+from pipeline.analysis.compare import compare_pair, compare_tables, mcnemar_exact
+from pipeline.analysis.load import load_run
 
 
 def make_run(root: Path, verdicts: dict[str, bool | None], cost: float, editor: bool) -> Path:

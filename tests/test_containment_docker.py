@@ -28,7 +28,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
 from pipeline.runtime.factory import open_runtime
-from pipeline.runtime.image_names import image_name
+from pipeline.runtime.images.names import image_name
 from pipeline.runtime.limits import CAPABILITIES, MEMORY_SHARE, MIB, container_limits, fill_defaults, machine_memory
 from pipeline.tasks import load_tasks
 
@@ -116,8 +116,8 @@ def test_agent_containers_are_limited_and_unprivileged(run_id):
 
 
 def test_the_sanitise_scratch_container_is_limited_too(tmp_path, run_id, monkeypatch, leaky_repo):
-    from pipeline.runtime import images
-    from pipeline.runtime.base_image import BASE_IMAGE
+    from pipeline.runtime.images import prepare as images
+    from pipeline.runtime.images.debian_base import BASE_IMAGE
 
     shutil.copytree(leaky_repo["path"], tmp_path / "repo", symlinks=True)
     (tmp_path / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nCOPY repo /app\nWORKDIR /app\n"

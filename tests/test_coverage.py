@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.report.coverage import gold_edits, run_coverage
-from pipeline.report.load import load_run
+from pipeline.analysis.coverage import gold_edits, run_coverage
+from pipeline.analysis.load import load_run
 from pipeline.report.tables import coverage_by_task, coverage_table
 
 # Base commit: pkg/a.py line n is "line n" except 11 and 21; pkg/b.py line n is "bn" except line 8.

@@ -38,8 +38,10 @@ from pipeline.agent.actions import (
     parse_action,
     parse_tool_action,
 )
-from pipeline.agent.agent import EXIT_REASONS, Agent, prompt
+from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.edit_actions import editor_calls
+from pipeline.agent.record import EXIT_REASONS
+from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
 from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.edits.editor import COMMANDS, Editor, EditorCall, EditorError
@@ -267,7 +269,8 @@ def test_the_agent_loop_survives_any_replies_and_keeps_every_paid_one(tmp_path_f
                       command_timeout=10, max_steps=limits.max_steps, editor=True)
     trajectory = directory / "trajectory.json"
     hands = CommandsNotRun(workspace)
-    agent = Agent("junior", client, hands, Budget("r"), limits, messages=messages, trajectory_path=trajectory)
+    agent = Agent(AgentSettings("junior", client, hands, Budget("r"), limits, messages=messages,
+                                trajectory_path=trajectory))
     run = agent.run()
     assert run.exit_reason in EXIT_REASONS and run.exit_reason != "runtime_error", (run.exit_reason, run.error)
     sent = replies[:len(run.steps)]

@@ -62,8 +62,8 @@ def test_a_message_prints_as_it_is(printed, message, style):
 @given(title=hostile_text(), headers=texts, rows=st.lists(texts, max_size=3), notes=st.lists(hostile_text(),
                                                                                                  max_size=2))
 def test_a_report_table_prints_as_it_is(printed, title, headers, rows, notes):
+    from pipeline.analysis.table import Table
     from pipeline.report.render import rich_table
-    from pipeline.report.tables import Table
 
     rows = [(row + [""] * len(headers))[:len(headers)] for row in rows]
     out = printed(lambda: console.print(rich_table(Table(title, headers, rows, notes))))
@@ -127,8 +127,8 @@ def test_the_eval_and_validate_summaries_print_as_they_are(printed, tests, unkno
 @given(title=hostile_text(), headers=texts, rows=st.lists(texts, max_size=3),
        notes=st.lists(hostile_text(), max_size=2), lead=st.lists(hostile_text(), max_size=2), caption=hostile_text())
 def test_markdown_and_html_show_every_text_as_it_is(title, headers, rows, notes, lead, caption):
+    from pipeline.analysis.table import Table
     from pipeline.report.render import html_page, markdown
-    from pipeline.report.tables import Table
 
     rows = [(row + [""] * len(headers))[:len(headers)] for row in rows]
     tables = [Table(title, headers, rows, notes)]
@@ -219,7 +219,7 @@ def test_a_report_of_a_hostile_run_is_written_and_shows_its_text(printed, monkey
     from pipeline.report.build import Report, build_report, write_report
 
     monkeypatch.setattr(Report, "figures", lambda report: {})
-    from pipeline.report.load import load_run
+    from pipeline.analysis.load import load_run
     from pipeline.report.render import rich_table
 
     with tempfile.TemporaryDirectory() as folder:
@@ -267,8 +267,8 @@ def test_the_figures_of_hostile_runs_are_drawn(names, tasks, config):
 @fuzz
 @given(names=st.lists(file_name(), min_size=2, max_size=2), tasks=st.lists(hostile_task(), min_size=1, max_size=3))
 def test_compare_shows_both_runs_in_every_format(printed, names, tasks):
-    from pipeline.report.compare import compare_runs, compare_tables
-    from pipeline.report.load import load_run
+    from pipeline.analysis.compare import compare_runs, compare_tables
+    from pipeline.analysis.load import load_run
     from pipeline.report.render import html_page, markdown, rich_table
 
     with tempfile.TemporaryDirectory() as folder:

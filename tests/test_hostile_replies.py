@@ -154,17 +154,17 @@ def test_a_rollout_that_fails_after_its_agent_keeps_its_trajectory_diff_and_cost
 
 
 def test_a_rollout_whose_agent_fails_unexpectedly_keeps_its_diff(shop_repo, tmp_path, run_id, monkeypatch):
-    from pipeline.agent import agent as agent_module
+    from pipeline.agent.bash_action import BashAction
 
-    original = agent_module.Agent.execute
+    original = BashAction.__call__
 
-    def execute(self, step):
+    def execute(self, step, action):
         if (step.command or "").startswith("sed -i"):
-            original(self, step)
+            original(self, step, action)
             raise ZeroDivisionError("the loop broke after the command ran")
-        original(self, step)
+        return original(self, step, action)
 
-    monkeypatch.setattr(agent_module.Agent, "execute", execute)
+    monkeypatch.setattr(BashAction, "__call__", execute)
     _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[TEMPLATES, USE_TEMPLATES, SUBMIT]], k=1)
     record = records[0]
     assert record["exit_reason"] == "runtime_error" and "ZeroDivisionError" in record["error"]

@@ -23,9 +23,12 @@ from leftovers import run_containers
 from scripted_pipeline import SUBMIT, write_config
 
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
-from pipeline.runtime import containers, image_cache, image_disk, image_prune
-from pipeline.runtime.image_names import image_name, local_image
-from pipeline.runtime.images import prepare_image
+from pipeline.runtime import containers
+from pipeline.runtime.images import cache as image_cache
+from pipeline.runtime.images import disk as image_disk
+from pipeline.runtime.images import prune as image_prune
+from pipeline.runtime.images.names import image_name, local_image
+from pipeline.runtime.images.prepare import prepare_image
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -210,7 +213,7 @@ def test_run_with_a_budget_smaller_than_its_images_holds_it_after_each_task(tmp_
 def test_a_registry_that_does_not_answer_is_asked_once_per_wave_not_once_per_image(silent_registry):
     """731 images on an unreachable registry must not take 731 timeouts: after the first answer of 'unknown', the
     host's other images are not asked again."""
-    from pipeline.runtime.image_preflight import preflight
+    from pipeline.runtime.images.preflight import preflight
 
     names = [f"{silent_registry}/swepipe/none:task-{n}" for n in range(40)]
     result = preflight(names, registry_timeout=2)

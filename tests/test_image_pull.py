@@ -26,9 +26,11 @@ from scripted_pipeline import SUBMIT, write_config
 from pipeline import stopping
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.errors import RuntimeUnavailable
-from pipeline.runtime import containers, image_disk, images
-from pipeline.runtime.image_names import image_name, local_image
-from pipeline.runtime.images import ensure_image
+from pipeline.runtime import containers
+from pipeline.runtime.images import disk as image_disk
+from pipeline.runtime.images import prepare as images
+from pipeline.runtime.images.names import image_name, local_image
+from pipeline.runtime.images.prepare import ensure_image
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker]

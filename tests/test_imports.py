@@ -29,6 +29,27 @@ PACKAGE_DIR = ROOT / "pipeline"
 # The bundled tasks' projects are data (their own Python sources), not part of the package's import graph.
 SKIPPED_DIRS = (PACKAGE_DIR / "bundled" / "tasks",)
 STAGE_PACKAGES = {"agent", "juniors", "senior", "principal", "team", "run", "runtime"}
+# What runs a task (the stages, their strategies, scoring, containers, models, the agent's file editor): the packages
+# that read runs (below) reach what these decided only through the records they wrote.
+STAGE_INTERNALS = STAGE_PACKAGES | {"strategies", "evaluation", "models", "edits"}
+# The products that read runs: the run report and task pages, the analyses, other tools' formats.
+READERS_OF_RUNS = ("report", "analysis", "interop")
+# The model spec is the config's type (pipeline.config imports it for every role's model): a reader of runs may load
+# it through the config, never import it itself.
+THROUGH_THE_CONFIG = {"pipeline.models", "pipeline.models.spec"}
+# The imports of a stage internal that a reader of runs makes when a function runs (never when it is imported),
+# each because it replays the stage's own rule on recorded data; the list can only shrink (move the rule to a
+# module both import, as pipeline.pool_rules and pipeline.records.ledger were, then take it off).
+CALL_TIME_STAGE_IMPORTS = {
+    ("pipeline.analysis.replay_history", "pipeline.agent.compact"),  # the agent's compaction, replayed
+    ("pipeline.analysis.replay_history", "pipeline.models.prompt_cache"),  # where the calls put cache marks
+    ("pipeline.analysis.whatif", "pipeline.models.pricing"),  # a policy priced at the models' prices
+    ("pipeline.analysis.whatif", "pipeline.models.prompt_cache"),
+    ("pipeline.analysis.whatif", "pipeline.models.spec"),
+    ("pipeline.report.task_build", "pipeline.agent.actions"),  # a step's editor calls, parsed as the agent did
+    ("pipeline.report.task_build", "pipeline.agent.edit_actions"),
+    ("pipeline.report.task_build", "pipeline.edits.editor"),
+}
 
 
 @dataclass(frozen=True)
@@ -310,6 +331,66 @@ def test_config_does_not_import_the_stages():
     if bad:
         pytest.fail("pipeline/config.py must not import the stage packages:\n"
                     + "\n".join(f"    {i.where} imports {i.target}" for i in bad), pytrace=False)
+
+
+def _reads_runs(module: str) -> bool:
+    return _node(module) in READERS_OF_RUNS
+
+
+def _with_packages(module: str) -> list[str]:
+    """``module`` and the packages Python imports on the way to it (pipeline.a.b -> pipeline.a, pipeline.a.b)."""
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(2, len(parts) + 1)]
+
+
+def test_readers_of_runs_do_not_import_the_stages_when_imported():
+    """The layer rule: no module of pipeline/report/, pipeline/analysis/ or pipeline/interop/, when imported, imports
+    a stage internal (STAGE_INTERNALS), itself or through the modules it imports (and their packages; the model spec
+    only through the config, THROUGH_THE_CONFIG)."""
+    graph = module_graph(all_imports(at_import=True))
+    bad = []
+    for module in sorted(m for m in _module_files() if _reads_runs(m)):
+        path, seen, frontier = {module: [module]}, {module}, [module]
+        while frontier:
+            following = []
+            for node in frontier:
+                for target in sorted(graph.get(node, {})):
+                    for reached in _with_packages(target):
+                        if reached not in seen:
+                            seen.add(reached)
+                            path[reached] = path[node] + [reached]
+                            following.append(reached)
+            frontier = following
+        stages = sorted(m for m in seen if _node(m) in STAGE_INTERNALS
+                        and (m not in THROUGH_THE_CONFIG or len(path[m]) == 2))  # its own import: never
+        if stages:
+            bad.append(f"    {' -> '.join(path[stages[0]])}" + (f" (and {len(stages) - 1} more)" if stages[1:] else ""))
+    if bad:
+        pytest.fail("report, analysis and interop modules import a stage internal when imported (read what the stage "
+                    "wrote through pipeline.records, or move the shared rule to a module both import):\n"
+                    + "\n".join(bad), pytrace=False)
+
+
+def test_readers_of_runs_reach_the_stages_at_call_time_only_where_listed():
+    """A function of a reader of runs may import a stage internal only as CALL_TIME_STAGE_IMPORTS lists; a new one
+    fails here, and one that is gone must come off the list."""
+    found = {(i.source, i.target) for i in all_imports()
+             if _reads_runs(i.source) and _node(i.target) in STAGE_INTERNALS}
+    assert found - CALL_TIME_STAGE_IMPORTS == set(), "new imports of a stage internal from a reader of runs"
+    assert CALL_TIME_STAGE_IMPORTS - found == set(), "no longer imported: take them off CALL_TIME_STAGE_IMPORTS"
+
+
+def test_importing_every_reader_of_runs_loads_no_stage():
+    """The layer rule, checked by Python itself: a fresh interpreter imports every module of the readers of runs,
+    and no module of a stage internal is loaded (the model spec only, through the config)."""
+    modules = sorted(m for m in _module_files() if _reads_runs(m))
+    stages, allowed = sorted(STAGE_INTERNALS), sorted(THROUGH_THE_CONFIG)
+    output = _python("import importlib, sys\n"
+                     f"for name in {modules!r}:\n"
+                     "    importlib.import_module(name)\n"
+                     "print(*sorted(m for m in sys.modules if m.startswith('pipeline.') and m not in "
+                     f"{allowed!r} and m.split('.')[1] in {stages!r}))")
+    assert not output.split(), f"importing the report, analysis and interop modules loads {output.split()}"
 
 
 def _python(code: str, *args: str) -> str:

@@ -16,9 +16,9 @@ from scripted_pipeline import SUBMIT, bash, reply, write_config
 from pipeline import patchtext
 from pipeline.layout import RunLayout
 from pipeline.runtime import containers
-from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
-from pipeline.runtime.images import prepare_image
+from pipeline.runtime.images.debian_base import BASE_IMAGE
+from pipeline.runtime.images.prepare import prepare_image
 
 pytestmark = pytest.mark.docker
 LATIN1_IMAGE = "swepipe-test-latin1:latest"

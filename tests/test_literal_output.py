@@ -62,8 +62,8 @@ def test_the_eval_and_validate_summaries_print_test_names_with_brackets(printed)
 
 
 def test_a_report_table_shows_a_file_name_with_brackets(printed):
+    from pipeline.analysis.table import Table
     from pipeline.report.render import rich_table
-    from pipeline.report.tables import Table
 
     table = Table("files [/i]", ["file", ":smile:"], [[NEXT_JS_PAGE, "[link=https://example.com]x[/link]"]],
                   ["note [/dim]"])

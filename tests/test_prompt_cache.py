@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
@@ -86,8 +87,8 @@ def rollouts(model, provider, leaky_repo, count=2, limits: Limits | None = None,
             messages = prompt("agent_system_tools.md.j2" if tools else "agent_system.md.j2", "agent_instance.md.j2",
                               workdir=str(runtime.workdir), task_text="add() subtracts", command_timeout=60,
                               max_steps=limits.max_steps, tools=tools, editor=limits.editor)
-            run = Agent(f"rollout-{index:02d}", client, runtime, Budget("r"), limits, messages=messages,
-                        agent_index=index, temperature=0.3 * index).run()
+            run = Agent(AgentSettings(f"rollout-{index:02d}", client, runtime, Budget("r"), limits,
+                                      messages=messages, agent_index=index, temperature=0.3 * index)).run()
             assert run.exit_reason == "submitted"
     ledger.last_run = run
     return ledger

@@ -18,8 +18,9 @@ from test_run_docker import swepipe
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.runtime import containers, image_disk
-from pipeline.runtime.image_names import local_image
+from pipeline.runtime import containers
+from pipeline.runtime.images import disk as image_disk
+from pipeline.runtime.images.names import local_image
 from pipeline.runtime.limits import MEMORY_SHARE, MIB, format_size, machine_memory
 from pipeline.tasks import load_tasks
 

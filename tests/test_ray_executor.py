@@ -330,7 +330,7 @@ def test_sigterm_to_the_driver_stops_every_node_and_the_run_resumes(cluster, tmp
     assert not scratch_left("stopped")
     # After a crash, `swepipe cleanup --executor ray` removes what a run left on every node.
     from pipeline.runtime import containers
-    from pipeline.runtime.base_image import BASE_IMAGE
+    from pipeline.runtime.images.debian_base import BASE_IMAGE
 
     left = containers.client().containers.create(BASE_IMAGE, "sleep 60", labels=containers.labels("stopped"))
     cleaned = swepipe("cleanup", "stopped", "--executor", "ray", "--ray-address", cluster.address,

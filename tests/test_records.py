@@ -15,6 +15,11 @@ import yaml
 from scripted_pipeline import bash, reply
 
 from pipeline import records
+from pipeline.analysis.load import load_run
+from pipeline.analysis.replay_data import read_run
+from pipeline.analysis.stats import run_stats
+from pipeline.analysis.whatif import Pricer, what_if
+from pipeline.interop.export import export_predictions, export_trajectories
 from pipeline.records import (
     Brief,
     EvalResult,
@@ -29,11 +34,6 @@ from pipeline.records import (
     Unreadable,
 )
 from pipeline.report.build import build_report, write_report
-from pipeline.report.export import export_predictions, export_trajectories
-from pipeline.report.load import load_run
-from pipeline.report.replay_data import read_run
-from pipeline.report.stats import run_stats
-from pipeline.report.whatif import Pricer, what_if
 from pipeline.tasks import load_task_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"

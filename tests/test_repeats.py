@@ -17,13 +17,13 @@ from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, 
 from test_report import make_run
 from test_sweep import apply_command
 
+from pipeline.analysis.load import load_run
+from pipeline.analysis.repeats import pass_at_k, repeat_groups, runs_named_by
+from pipeline.analysis.stats import run_stats
 from pipeline.config import RunConfig
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.report.build import build_report, write_report
-from pipeline.report.load import load_run
-from pipeline.report.repeats import pass_at_k, repeat_groups, runs_named_by
-from pipeline.report.stats import run_stats
 from pipeline.run.repeats import Repeat, repeat_config
 from pipeline.tasks import load_tasks
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.analysis.load import load_run
+from pipeline.analysis.stats import bootstrap_interval, efficiency, error_kind, run_stats
 from pipeline.errors import SwepipeError
 from pipeline.report.build import build_report, write_report
-from pipeline.report.load import load_run
-from pipeline.report.stats import bootstrap_interval, efficiency, error_kind, run_stats
 from pipeline.report.tables import efficiency_cell, exits, overview, per_task
 from pipeline.tasks import load_task_file
 
@@ -312,7 +312,7 @@ def test_runs_scored_before_per_test_results_show_n_a(runs):
 
 
 def test_pipeline_variant_names_each_ablation_from_the_config(tmp_path):
-    from pipeline.report.stats import pipeline_variant
+    from pipeline.analysis.stats import pipeline_variant
 
     assert pipeline_variant(PIPELINE, ["pipeline"]) == "full"
     assert pipeline_variant(with_models(senior="none"), ["pipeline"]) == "no senior"
@@ -356,7 +356,7 @@ def test_efficiency_says_dominates_dominated_or_the_trade_off(runs):
 
 
 def test_cost_ratio_to_the_baseline(runs):
-    from pipeline.report.stats import cost_ratio
+    from pipeline.analysis.stats import cost_ratio
     from pipeline.report.tables import ratio_cell
 
     solo = stats_of(runs, "solo")

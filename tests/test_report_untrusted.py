@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.analysis.compare import compare_runs
+from pipeline.analysis.load import load_run
+from pipeline.analysis.stats import run_stats
 from pipeline.report.build import build_report, write_report
-from pipeline.report.compare import compare_runs
-from pipeline.report.load import load_run
-from pipeline.report.stats import run_stats
 
 FIXTURE_TASKS = Path(__file__).parent / "fixtures" / "runs" / "tasks.jsonl"
 
@@ -147,8 +147,8 @@ def test_a_line_that_is_only_a_line_break_does_not_show_the_next_line_s_escapes(
     (found by the fuzzer at 5000 examples)."""
     from hostile import in_markdown
 
+    from pipeline.analysis.table import Table
     from pipeline.report.render import markdown
-    from pipeline.report.tables import Table
 
     for lead in (["\r", "[/i][/i]"], ["\n\n  ", "*not bold*"]):
         text = markdown("t", [Table("t", ["a"], [], [])], {}, lead)

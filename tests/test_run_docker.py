@@ -24,7 +24,7 @@ from scripted_pipeline import (
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.runtime import containers
-from pipeline.runtime.base_image import BASE_IMAGE
+from pipeline.runtime.images.debian_base import BASE_IMAGE
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

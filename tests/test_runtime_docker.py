@@ -13,10 +13,10 @@ import runtime_contract as contract
 from pipeline.config import Containers
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
-from pipeline.runtime.base_image import BASE_IMAGE
 from pipeline.runtime.docker import DockerRuntime
 from pipeline.runtime.factory import open_runtime
-from pipeline.runtime.images import prepare_image
+from pipeline.runtime.images.debian_base import BASE_IMAGE
+from pipeline.runtime.images.prepare import prepare_image
 from pipeline.tasks import Task
 
 pytestmark = pytest.mark.docker
@@ -142,7 +142,7 @@ def test_container_removed_after_sigint(leaky_image, leaky_repo, run_id, tmp_pat
     script.write_text(textwrap.dedent(f"""
         import time
         from pipeline.runtime.docker import DockerRuntime
-        from pipeline.runtime.images import prepare_image
+        from pipeline.runtime.images.prepare import prepare_image
         image = prepare_image({leaky_image!r}, {leaky_repo['base']!r})
         rt = DockerRuntime(image, {leaky_repo['base']!r}, run_id={run_id!r}, server_in_image=True)
         print("started", flush=True)

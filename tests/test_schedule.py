@@ -244,9 +244,9 @@ def test_skip_when_does_not_skip_when_the_juniors_disagree_or_fail(tmp_path, loc
 
 
 def test_a_stopped_schedule_and_a_skip_go_through_to_the_report_and_coverage(tmp_path, local_repo):
+    from pipeline.analysis.coverage import run_coverage
+    from pipeline.analysis.load import load_run
     from pipeline.report.build import build_report, write_report
-    from pipeline.report.coverage import run_coverage
-    from pipeline.report.load import load_run
 
     write_run_config(tmp_path, {"junior": [FIX]},
                      juniors={"k": 6, "schedule": {"enabled": True, "first": 2, "min_submitted": 2}},

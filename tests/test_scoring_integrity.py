@@ -264,9 +264,9 @@ def scored_run(root, flagged: bool):
 
 
 def test_the_report_and_compare_count_the_flagged_verdicts_and_name_why(tmp_path):
-    from pipeline.report.compare import compare_pair, compare_tables
-    from pipeline.report.load import load_run
-    from pipeline.report.stats import run_stats
+    from pipeline.analysis.compare import compare_pair, compare_tables
+    from pipeline.analysis.load import load_run
+    from pipeline.analysis.stats import run_stats
     from pipeline.report.tables import overview
 
     honest, forged = load_run(scored_run(tmp_path / "honest", False)), load_run(scored_run(tmp_path / "forged", True))

@@ -12,10 +12,10 @@ import yaml
 from conftest import git
 from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, reply
 
+from pipeline.analysis.coverage import run_coverage
+from pipeline.analysis.load import load_run
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.report.coverage import run_coverage
-from pipeline.report.load import load_run
 from pipeline.tasks import Task
 
 TESTS = Path(__file__).parent

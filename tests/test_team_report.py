@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.report.build import build_report, write_report
-from pipeline.report.load import load_run
-from pipeline.report.team import (
+from pipeline.analysis.load import load_run
+from pipeline.analysis.team import (
     by_lead_model,
     lead_model_table,
     summarise,
@@ -21,6 +20,7 @@ from pipeline.report.team import (
     team_runs,
     timeline,
 )
+from pipeline.report.build import build_report, write_report
 from pipeline.report.team_figures import MAX_TIMELINE_TASKS, summary_data, timeline_figure, timeline_tasks
 
 T0 = 1_796_000_000.0  # the team's start, Unix seconds

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.analysis.replay_data import read_run
+from pipeline.analysis.replay_history import HistoryVariant, replay_task
+from pipeline.analysis.whatif import Pricer, pareto_front, what_if
 from pipeline.layout import RunLayout
-from pipeline.report.replay_data import read_run
-from pipeline.report.replay_history import HistoryVariant, replay_task
-from pipeline.report.whatif import Pricer, what_if
-from pipeline.report.whatif_figure import pareto_front
 
 PRICES = {"input": 1.0, "output": 2.0}  # dollars per million tokens
 TASK = "instance_demo__two-files-0001"

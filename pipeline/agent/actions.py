@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # A fenced block: three or more backticks, closed by as many (so ````edit can hold an edit whose text has ``` lines).
 _BLOCK = re.compile(r"^(`{3,})([A-Za-z_]+)[ \t]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -67,7 +68,7 @@ def fenced_block(reply: str, kind: str) -> str | None:
     """The text of the reply's first non-empty ```kind block, if any."""
     for _, tag, body in _BLOCK.findall(reply or ""):
         if tag.lower() == kind and body.strip():
-            return body.strip()
+            return str(body).strip()
     return None
 
 
@@ -82,7 +83,7 @@ SUBMIT_TOOL = {"type": "function", "function": {
                                          "anything (a report, a brief)"}}}}}
 
 
-def editor_tool(commands: tuple[str, ...]) -> dict:
+def editor_tool(commands: tuple[str, ...]) -> dict[str, Any]:
     """The str_replace_editor function, with the schema models are trained on, offering ``commands``."""
     edits = "view" not in commands or len(commands) > 1
     properties = {
@@ -109,7 +110,7 @@ def editor_tool(commands: tuple[str, ...]) -> dict:
         "type": "object", "properties": properties, "required": ["command", "path"]}}}
 
 
-def tools_for(allowed: tuple[str, ...] = (BASH,), editor: tuple[str, ...] = ()) -> list[dict]:
+def tools_for(allowed: tuple[str, ...] = (BASH,), editor: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """bash and submit, the editor offering its ``editor`` commands (none: no editor), then one function per
     other action, taking the action block's text as ``body``."""
     others = [{"type": "function", "function": {
@@ -129,7 +130,7 @@ ARGUMENT_EXAMPLES = {
 _OTHER = '{"body": "..."}'
 
 
-def _arguments(raw) -> dict | None:
+def _arguments(raw: object) -> dict[str, Any] | None:
     """A tool call's arguments as a dict (the JSON text providers send, or an object some send as is); None when
     they are not a JSON object."""
     if raw is None or raw == "":
@@ -145,8 +146,10 @@ def _arguments(raw) -> dict | None:
     return arguments if isinstance(arguments, dict) else None
 
 
-def parse_tool_action(tool_calls: list[dict], reply: str = "", allowed: tuple[str, ...] = (BASH,)) -> Action:
-    """The one action of a reply in the tool-call format."""
+def parse_tool_action(tool_calls: list[Any] | None, reply: str | None = "",
+                      allowed: tuple[str, ...] = (BASH,)) -> Action:
+    """The one action of a reply in the tool-call format; the calls and the reply are taken as the provider sent
+    them, whatever their types."""
     tool_calls, reply = list(tool_calls or []), reply or ""
     if len(tool_calls) != 1:
         found = "no" if not tool_calls else str(len(tool_calls))

@@ -18,8 +18,8 @@ from docker.errors import APIError, BuildError
 from pipeline.bundled import build
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
-from pipeline.runtime.base_image import BASE_IMAGE, build_base_image
-from pipeline.runtime.image_names import local_image
+from pipeline.runtime.images.debian_base import BASE_IMAGE, build_base_image
+from pipeline.runtime.images.names import local_image
 
 SOURCE_LABEL = "swepipe.source_hash"
 

@@ -84,7 +84,7 @@ def validate(
     from pipeline.layout import RunLayout
     from pipeline.run.executors import executor_for
     from pipeline.run.run_dataset import record_dataset
-    from pipeline.runtime.image_names import run_image_names
+    from pipeline.runtime.images.names import run_image_names
     from pipeline.runtime.limits import container_limits
 
     if replicas < 1 or workers < 1:
@@ -208,7 +208,7 @@ def _task_image_names(selected, image_template: str | None, config: Path | None,
     none set)."""
     from pipeline.config import load_config
     from pipeline.datasets import defaults_for
-    from pipeline.runtime.image_names import image_name
+    from pipeline.runtime.images.names import image_name
 
     cfg = load_config(config)
     template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template
@@ -232,8 +232,8 @@ def images_check(
     free disk, and whether the registry has the missing ones."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
                                          language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
-    from pipeline.runtime.image_disk import gb
-    from pipeline.runtime.image_preflight import preflight
+    from pipeline.runtime.images.disk import gb
+    from pipeline.runtime.images.preflight import preflight
 
     names, budget = _task_image_names(selection.load(), image_template, config, selection.dataset)
     check = preflight(names, budget, registry_timeout=registry_timeout)
@@ -271,8 +271,8 @@ def images_prune(
     uses."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
                                          language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
-    from pipeline.runtime.image_disk import GB, gb
-    from pipeline.runtime.image_prune import prune
+    from pipeline.runtime.images.disk import GB, gb
+    from pipeline.runtime.images.prune import prune
 
     names, budget = _task_image_names(selection.load(), image_template, config, selection.dataset)
     keep = keep_gb if keep_gb is not None else (budget or 0.0)

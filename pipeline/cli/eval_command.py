@@ -141,7 +141,7 @@ def _eval_candidates(root: Path, selection, scoring: opt.Scoring, image_template
                             log_limit=scoring.log_limit)
     try:  # a stop during the image check stops as one during the scoring does
         if not skip_image_check and plan.todo:
-            from pipeline.runtime.image_names import run_image_names
+            from pipeline.runtime.images.names import run_image_names
 
             tasks_ = list({job.task.instance_id: job.task for job in plan.todo}.values())
             where.require_images(run_image_names(tasks_, settings.image_template), announce=console.print)
@@ -158,7 +158,7 @@ def _check_images(loaded, tasks_, out: Path, settings, redo: bool, where) -> Non
     """The images of the predictions still to score, present or on their registry where ``where`` scores."""
     from pipeline.evaluation.batch import has_verdict, read_result
     from pipeline.layout import EvalOutput
-    from pipeline.runtime.image_names import run_image_names
+    from pipeline.runtime.images.names import run_image_names
 
     wanted, output = {p.instance_id for p in loaded}, EvalOutput(out)
     todo = [t for t in tasks_

@@ -32,7 +32,7 @@ def export(
 
     Predictions as the official SWE-Bench Pro harness or swebench reads them, or every agent's trajectory in
     mini-swe-agent's .traj.json form. Tasks without a prediction yet are left out and counted."""
-    from pipeline.report.export import FORMATS, export_predictions, export_trajectories
+    from pipeline.interop.export import FORMATS, export_predictions, export_trajectories
 
     if format_ not in FORMATS:
         raise SwepipeError(f"unknown --format {format_!r}: choose one of {', '.join(FORMATS)}")

@@ -85,9 +85,9 @@ def coverage(
 
     Counted over the candidates' hunks, plus the code expansion, plus the senior model's spans."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
-    from pipeline.report.coverage import run_coverage
+    from pipeline.analysis.coverage import run_coverage
+    from pipeline.analysis.load import load_run
     from pipeline.report.figures import coverage_curves
-    from pipeline.report.load import load_run
     from pipeline.report.render import rich_table
     from pipeline.report.tables import coverage_by_task, coverage_table
     from pipeline.studies.senior_at import parse_ks
@@ -171,11 +171,11 @@ def whatif(
     RUN --candidates`."""
     import json
 
+    from pipeline.analysis.replay_data import read_run
+    from pipeline.analysis.whatif import Pricer, what_if
+    from pipeline.analysis.whatif_table import whatif_table
     from pipeline.report.render import rich_table
-    from pipeline.report.replay_data import read_run
-    from pipeline.report.whatif import Pricer, what_if
     from pipeline.report.whatif_figure import whatif_figure
-    from pipeline.report.whatif_table import whatif_table
 
     overrides = _role_models(price or [])
     if max_subsets < 1:
@@ -234,8 +234,8 @@ def compare(
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     import json
 
-    from pipeline.report.compare import compare_runs, compare_tables
-    from pipeline.report.load import load_run
+    from pipeline.analysis.compare import compare_runs, compare_tables
+    from pipeline.analysis.load import load_run
     from pipeline.report.render import html_page, markdown, rich_table
     from pipeline.storage import write_text_atomic
 

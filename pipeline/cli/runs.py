@@ -1,5 +1,5 @@
 """RUN on the command line: every command that reads a run takes it as a run id (under --runs-dir) or a run
-directory, through the one resolver here (the one `swepipe export` has always used)."""
+directory, through the one resolver here (``run_directory``, the one `swepipe export` has always used)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,19 @@ Run = Annotated[str, typer.Argument(metavar="RUN", help=RUN_HELP)]
 def run_directory(run: str, runs_dir: Path) -> Path:
     """The run directory ``run`` names (an id under ``runs_dir``, or a directory); SwepipeError naming both places
     looked at when there is none."""
-    from pipeline.report.export import resolve_run
+    from pipeline.errors import SwepipeError
+    from pipeline.layout import RunLayout
 
-    return resolve_run(run, runs_dir)
+    candidates = [Path(run)] + ([runs_dir / run] if run and "/" not in run and run not in (".", "..") else [])
+    folders = [path for path in candidates if path.is_dir()]
+    if not folders:
+        raise SwepipeError(f"unknown run {run!r}: no directory {Path(run)} and no run {run!r} under "
+                           f"{runs_dir}/ (pass a run id or runs/<run-id>)")
+    for root in folders:
+        layout = RunLayout(root)
+        if layout.predictions.exists() or layout.tasks.is_dir():
+            return root
+    raise SwepipeError(f"{folders[0]} is not a run directory (it has no predictions.jsonl and no tasks/)")
 
 
 def run_directories(runs: list[str], runs_dir: Path) -> list[Path]:

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pipeline.evaluation.predictions import PatchToScore
-from pipeline.evaluation.runner import CATEGORIES, EvalSettings, evaluate
+from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import EvalOutput
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
+from pipeline.records.evaluation import CATEGORIES
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.evaluation.batch import EvalSummary
-from pipeline.evaluation.runner import CATEGORIES
+from pipeline.records.evaluation import CATEGORIES
 from pipeline.terminal import literal
 
 

@@ -54,15 +54,13 @@ from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
 from pipeline.layout import ScoringFiles
 from pipeline.records import EvalResult
 from pipeline.runtime import containers
-from pipeline.runtime.image_names import image_name
-from pipeline.runtime.images import ensure_image
+from pipeline.runtime.images.names import image_name
+from pipeline.runtime.images.prepare import ensure_image
 from pipeline.runtime.limits import DEFAULT_DISK, ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
 from pipeline.storage import redact_file
 from pipeline.tasks import Task
 
-# flagged: resolved by the official protocol, but with an integrity finding (pipeline.evaluation.integrity)
-CATEGORIES = ("resolved", "flagged", "tests_failed", "patch_failed", "timeout", "infra_error")
 OUTPUT_LIMIT = 64 * 2**20  # bytes of output.json read at most
 PARSER_TIME = 60.0  # seconds the parser has at least, whatever the tests left of the time limit
 

@@ -21,13 +21,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from posixpath import basename, dirname, splitext
 from typing import Any
 
 from unidiff import Hunk, PatchSet
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import Line
+
+from pipeline.pool_rules import CandidateDraft as CandidateDraft  # re-exported: the stages import them from here
+from pipeline.pool_rules import CandidatePool as CandidatePool
 
 # Files that are tests by their name, in any folder.
 _TEST_NAME = re.compile(r"(^|/)test_[^/]*\.(py|rb)$|_test\.(py|go|rb)$|_spec\.(rb|[cm]?[jt]sx?)$|"
@@ -200,34 +202,6 @@ def probe_entries(listing: str, test_listing: str) -> list[str]:
             tests_per_folder[folder] = tests_per_folder.get(folder, 0) + 1
             entries.append(path)
     return sorted(set(entries))
-
-
-@dataclass
-class CandidateDraft:
-    key: str
-    patch: str  # source edits only, as a unified diff
-    test_patch: str  # edits to test files, kept apart
-    votes: int = 0
-    rollouts: list[int] = field(default_factory=list)
-    exit_reasons: list[str] = field(default_factory=list)  # how each of its rollouts ended, in `rollouts` order
-    files: list[str] = field(default_factory=list)
-    hunks: list[dict[str, Any]] = field(default_factory=list)  # file, old_start, old_lines, function
-    functions: list[str] = field(default_factory=list)
-
-
-@dataclass
-class CandidatePool:
-    instance_id: str
-    candidates: list[CandidateDraft]
-    rollouts: int
-    empty: list[int]  # rollouts that left no source edit
-    unparsable: list[int]
-    failed: list[int] = field(default_factory=list)  # rollouts whose diff could not be taken (patch_error)
-    # {rollout, file, reason}: what cleaning left out, and why
-    dropped: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def build_pool(instance_id: str, rollouts: list[dict[str, Any]],

@@ -7,6 +7,7 @@ import traceback
 from typing import Any
 
 from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.settings import AgentSettings
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import layout_probe, probe_entries
@@ -53,7 +54,7 @@ def task_agent(job: TaskJob, name: str, client: ModelClient, runtime: Runtime, b
     messages = prompt(system, "agent_instance.md.j2", workdir=str(runtime.workdir),
                       command_timeout=int(limits.command_timeout), max_steps=limits.max_steps,
                       task_text=render_task_prompt(job.task), tools=tools, editor=limits.editor)
-    return Agent(name, client, runtime, budget, limits, messages=messages, **options)
+    return Agent(AgentSettings(name, client, runtime, budget, limits, messages=messages, **options))
 
 
 def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from pipeline import pool_rules as waves
 from pipeline import stopping
 from pipeline.config import ScheduleConfig
 from pipeline.job import TaskJob
-from pipeline.juniors import schedule as waves
 from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
@@ -45,7 +45,7 @@ def run_juniors(job: TaskJob, *, on_done: OnDone | None = None) -> list[dict[str
 
 
 def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict[str, Any] | None) -> None:
-    """junior/pool.json: the pool, and the schedule's record (``pipeline.juniors.schedule.record``) when on."""
+    """junior/pool.json: the pool, and the schedule's record (``pipeline.pool_rules.record``) when on."""
     data = pool.to_dict()
     if schedule is not None:
         data["schedule"] = schedule

@@ -1,33 +1,14 @@
-"""The cost ledger: one JSON line per model call, appended as it happens."""
+"""The cost ledger: one JSON line per model call (``pipeline.records.ledger.LedgerRow``), appended as it happens."""
 
 from __future__ import annotations
 
-import json
 import threading
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
+from pipeline.records.ledger import LedgerRow as LedgerRow  # re-exported: the client and the run import it from here
+from pipeline.records.ledger import read_ledger
 from pipeline.storage import append_jsonl
-
-
-@dataclass
-class LedgerRow:
-    stage: str  # junior, senior, principal, solo, team
-    role: str
-    model: str
-    input_tokens: int = 0
-    cached_tokens: int = 0  # of input_tokens: read from the provider's prompt cache
-    cache_write_tokens: int = 0  # of input_tokens: written to it (priced apart where the provider does)
-    output_tokens: int = 0
-    cost: float = 0.0
-    latency: float = 0.0
-    retries: int = 0
-    error: str | None = None
-    task: str = ""
-    agent: str = ""  # e.g. rollout-03
-    time: float = field(default_factory=time.time)
-    call: str = ""  # the call's id, which its reply journal names too (models.client)
 
 
 class Ledger:
@@ -62,13 +43,4 @@ class Ledger:
 
     @staticmethod
     def read(path: Path) -> list[LedgerRow]:
-        if not path.exists():
-            return []
-        rows = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                try:
-                    rows.append(LedgerRow(**json.loads(line)))
-                except (ValueError, TypeError):
-                    continue  # a line cut short by a crash
-        return rows
+        return read_ledger(path)

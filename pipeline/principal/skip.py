@@ -1,7 +1,7 @@
 """``principal.skip_when``: when the juniors agree strongly, the top candidate is submitted without the senior and
 principal calls.
 
-The rule is judged on the task's pool as ``juniors.schedule`` judges it (``pipeline.juniors.schedule.agreement``):
+The rule is judged on the task's pool as ``juniors.schedule`` judges it (``pipeline.pool_rules.agreement``):
 the pool's top candidate (most votes; ties: the earliest rollout) holds at least ``top_share`` of the submitted
 rollouts' votes, with at least ``min_submitted`` rollouts submitted. Failed rollouts and test-only patches are no
 votes for any candidate, so they never make agreement.
@@ -21,7 +21,7 @@ from pipeline import patchtext
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
-from pipeline.juniors.schedule import agreement, agrees
+from pipeline.pool_rules import agreement, agrees
 from pipeline.records import Brief, PrincipalResult, Rollout, Unreadable
 from pipeline.records.brief import SkipDecision
 

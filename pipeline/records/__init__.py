@@ -14,7 +14,8 @@ Writers build the record (``Rollout.of(data)``, checked strictly) and write it (
 pipeline.storage). Every reader reads it with ``Rollout.read(path)``: the record, an older format upgraded in the
 record's ``upgrade``, or ``Unreadable`` naming why (missing, not JSON, not an object, of a newer format, of the
 wrong shape). pipeline.records.base says what is checked and what is kept; docs/run-directory.md, generated from
-these types (``python -m pipeline.records.schema``), lists every field.
+these types (``python -m pipeline.records.schema``), lists every field. ``pipeline.records.ledger`` holds the
+ledger's rows (``ledger.jsonl``, one line per paid call: typed, not versioned).
 """
 
 from pipeline.records.base import MISSING, NOT_AN_OBJECT, Read, Record, RecordError, Unreadable, read_json

@@ -9,6 +9,10 @@ from typing import Any
 from pipeline.layout import TASK, ScoringFiles
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
 
+# An EvalResult's category, in the order reports list them; flagged: resolved by the official protocol, but with an
+# integrity finding (pipeline.evaluation.integrity).
+CATEGORIES = ("resolved", "flagged", "tests_failed", "patch_failed", "timeout", "infra_error")
+
 
 class TestOutcome(Part):
     """How the required tests of one list came out (pipeline.evaluation.protocol.TestOutcome)."""

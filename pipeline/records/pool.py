@@ -33,7 +33,7 @@ class Candidate(Part):
 
 
 class Decision(Part):
-    """One decision of juniors.schedule, made after a wave (pipeline.juniors.schedule.judge)."""
+    """One decision of juniors.schedule, made after a wave (pipeline.pool_rules.judge)."""
 
     wave: Int = absent("the wave, from 1")
     rollouts: Int = absent("the rollouts run so far")
@@ -54,7 +54,7 @@ class Decision(Part):
 
 
 class Schedule(Part):
-    """What juniors.schedule did on the task (pipeline.juniors.schedule.record)."""
+    """What juniors.schedule did on the task (pipeline.pool_rules.record)."""
 
     settings: dict[str, Any] = absent("juniors.schedule as configured")
     k: Int = absent("K, the most rollouts it could run")

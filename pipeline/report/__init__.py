@@ -1,17 +1,12 @@
-"""Reports over run directories: resolve rate against dollars, coverage of the gold patch, figures.
+"""The run report and its task pages: the analyses' numbers and tables (``pipeline.analysis``) as figures and as
+Markdown, HTML and terminal output.
 
-load (a run on disk) -> stats / coverage (numbers) -> tables / figures -> render (Markdown, HTML, terminal);
-team (records, summaries, cells) and team_figures read, count and draw what team runs record; build puts them
-together. Nothing here calls a model or Docker.
+tables / figures / team_figures / whatif_figure -> render (Markdown, HTML, terminal; ``templates/``, Jinja2) ->
+build (the report put together); task pages (``task_build`` makes ``task_view``'s view, ``task_page`` renders it);
+``sweep`` the table and figures of a sweep. Nothing here calls a model or Docker, and, like the analyses, nothing
+here imports a stage package when it is imported (tests/test_imports.py).
 """
 
 from pipeline.report.build import Report, build_report, write_report
-from pipeline.report.coverage import GoldEdits, RunCoverage, TaskCoverage, gold_edits, run_coverage, task_coverage
-from pipeline.report.load import RunData, TaskRecord, load_run
-from pipeline.report.stats import RunStats, bootstrap_interval, efficiency, run_stats
 
-__all__ = [
-    "GoldEdits", "Report", "RunCoverage", "RunData", "RunStats", "TaskCoverage", "TaskRecord", "bootstrap_interval",
-    "build_report", "efficiency", "gold_edits", "load_run", "run_coverage", "run_stats", "task_coverage",
-    "write_report",
-]
+__all__ = ["Report", "build_report", "write_report"]

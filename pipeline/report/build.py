@@ -7,20 +7,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.analysis.compare import Pair, compare_pair, compare_tables, scored_differently
+from pipeline.analysis.coverage import RunCoverage, run_coverage
+from pipeline.analysis.load import RunData, load_run, named_apart
+from pipeline.analysis.repeats import repeat_tables
+from pipeline.analysis.stats import RunStats, run_stats
+from pipeline.analysis.team.cells import lead_model_table, team_by_task, team_overview
+from pipeline.analysis.team.records import TeamRun, team_runs
 from pipeline.errors import SwepipeError
 from pipeline.layout import ReportFiles
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
 from pipeline.report import team_figures
-from pipeline.report.compare import Pair, compare_pair, compare_tables, scored_differently
-from pipeline.report.coverage import RunCoverage, run_coverage
-from pipeline.report.load import RunData, load_run, named_apart
 from pipeline.report.render import html_page, markdown
-from pipeline.report.repeats import repeat_tables
-from pipeline.report.stats import RunStats, run_stats
 from pipeline.report.task_page import PageSet, write_task_pages
-from pipeline.report.team.cells import lead_model_table, team_by_task, team_overview
-from pipeline.report.team.records import TeamRun, team_runs
 from pipeline.storage import write_text_atomic
 
 PER_TASK_ROWS_IN_MARKDOWN = 30

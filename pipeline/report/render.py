@@ -7,9 +7,9 @@ import base64
 import time
 from dataclasses import dataclass
 
+from pipeline.analysis.table import Table
 from pipeline.printable import clean
 from pipeline.report import markdown_text as md
-from pipeline.report.tables import Table
 from pipeline.report.templating import render
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.analysis.load import load_run
+from pipeline.analysis.stats import RunStats, compare, efficiency, run_stats
+from pipeline.analysis.table import NA, Table, money, percent
 from pipeline.errors import SwepipeError
-from pipeline.report.load import load_run
 from pipeline.report.plotting import new_figure, png_bytes
 from pipeline.report.render import markdown
-from pipeline.report.stats import RunStats, compare, efficiency, run_stats
-from pipeline.report.tables import NA, Table, money, percent
 from pipeline.storage import write_text_atomic
-from pipeline.studies.sweep import MANIFEST, read_manifest
+from pipeline.studies.manifest import MANIFEST, read_manifest
 
 # A line of the by-size figure: every value of a cell but its size.
 GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt", "editor")

@@ -12,19 +12,16 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from pipeline.agent.actions import EDITOR_KINDS, Action, FormatError
-from pipeline.agent.edit_actions import editor_calls
-from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
-from pipeline.edits.editor import EditorCall
+from pipeline.analysis import table as tab
+from pipeline.analysis.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
+from pipeline.analysis.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
+from pipeline.analysis.team.records import ABSOLUTE
 from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
 from pipeline.records.base import Part
 from pipeline.records.evaluation import TestOutcome
-from pipeline.report import tables as tab
-from pipeline.report.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
-from pipeline.report.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
 from pipeline.report.task_view import (
     AgentPanel,
     Block,
@@ -56,7 +53,9 @@ from pipeline.report.task_view import (
     TestRow,
     TrajectoryView,
 )
-from pipeline.report.team.records import ABSOLUTE
+
+if TYPE_CHECKING:
+    from pipeline.edits.editor import EditorCall
 
 FOLD_LINES = 15  # a text longer than this (or than FOLD_CHARS) is folded
 FOLD_CHARS = 1_500
@@ -646,7 +645,11 @@ class _Builder:
 
 def _editor_calls(step: dict) -> list[EditorCall]:
     """The editor calls a recorded step asked for, read again from its action (none when it cannot be read: a
-    trajectory on disk may hold anything)."""
+    trajectory on disk may hold anything). The agent's own parser reads it, imported when a page shows a step."""
+    from pipeline.agent.actions import EDITOR_KINDS, Action, FormatError
+    from pipeline.agent.edit_actions import editor_calls
+    from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
+
     action, command = step.get("action"), step.get("command")
     if action not in EDITOR_KINDS or not isinstance(command, str):
         return []

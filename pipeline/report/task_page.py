@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
-from pipeline.report.load import RunData, TaskRecord
+from pipeline.analysis.load import RunData, TaskRecord
 from pipeline.report.task_build import build_task_view
 from pipeline.report.templating import render, shown
 from pipeline.storage import write_text_atomic

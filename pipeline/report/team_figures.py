@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
+from pipeline.analysis.table import short_id
+from pipeline.analysis.team.records import DIRECTIONS, OTHER, STAGES, TeamRun, TeamTask
+from pipeline.analysis.team.summaries import by_lead_model, summarise, timeline
 from pipeline.report.plotting import distinct_labels, new_figure, png_bytes
-from pipeline.report.tables import short_id
-from pipeline.report.team.records import DIRECTIONS, OTHER, STAGES, TeamRun, TeamTask
-from pipeline.report.team.summaries import by_lead_model, summarise, timeline
 
 MAX_TIMELINE_TASKS = 6  # small multiples per run; the rest are in the per-task table
 MIN_ROWS = 3  # a panel's height in rows at least, so bars keep one thickness across panels

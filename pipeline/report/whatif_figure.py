@@ -3,8 +3,8 @@ marked (pass@k is an oracle: drawn, never on the front)."""
 
 from __future__ import annotations
 
+from pipeline.analysis.whatif import Policy, WhatIf, pareto_front
 from pipeline.report.plotting import dollars_axis, new_figure, png_bytes
-from pipeline.report.whatif import Policy, WhatIf
 
 _STYLE = {  # family -> (marker, colour, label)
     "pass@k": ("^", "#b0b0b0", "pass@k (oracle)"),
@@ -15,17 +15,6 @@ _STYLE = {  # family -> (marker, colour, label)
     "schedule": ("D", "#f2b36f", "schedules"),
     "history": ("P", "#9b7bb8", "compaction / prompt cache"),
 }
-
-
-def pareto_front(policies: list[Policy]) -> list[Policy]:
-    """The policies no other (non-oracle) policy beats: none both cheaper-or-equal and better, cheapest first."""
-    shown = [p for p in policies if not p.oracle and p.resolve_rate is not None and p.dollars_per_task is not None]
-    front, best = [], -1.0
-    for policy in sorted(shown, key=lambda p: (p.dollars_per_task, -p.resolve_rate)):
-        if policy.resolve_rate > best + 1e-12:
-            front.append(policy)
-            best = policy.resolve_rate
-    return front
 
 
 def whatif_figure(results: list[WhatIf]) -> bytes | None:

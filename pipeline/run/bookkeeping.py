@@ -1,4 +1,4 @@
-"""A run's bookkeeping, whichever executor runs its tasks (the thread pool, pipeline.run.runner; a Ray cluster,
+"""A run's bookkeeping, whichever executor runs its tasks (the thread pool, pipeline.run.thread_executor; a Ray cluster,
 pipeline.run.ray.executor): the tasks left to run (``plan``), each finished task recorded (``record_prediction``),
 the summary of the session (``RunSummary``) and a finished task as one line of a log."""
 

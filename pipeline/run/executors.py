@@ -1,10 +1,10 @@
 """Where tasks run and are scored: the Executor protocol and the registry of executors, one chosen by name
 (``executor.kind`` in the config, ``--executor`` on the command line).
 
-Two are built in: ``threads`` (this machine, a thread pool: pipeline.run.runner) and ``ray`` (a Ray cluster, one
-Docker host per node: pipeline.run.ray.executor). Each module is imported only when its executor is chosen, and the
-ray one imports Ray only inside its functions, so the thread executor never loads Ray. This is the one place that
-knows the executors by name: callers ask ``executor_for(config)`` and use what it returns.
+Two are built in: ``threads`` (this machine, a thread pool: pipeline.run.thread_executor) and ``ray`` (a Ray
+cluster, one Docker host per node: pipeline.run.ray.executor). Each module is imported only when its executor is
+chosen, and the ray one imports Ray only inside its functions, so the thread executor never loads Ray. This is
+the one place that knows the executors by name: callers ask ``executor_for(config)`` and use what it returns.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # Built-in executors by name (the values ExecutorConfig.kind allows); each module is imported only when it is used.
 REGISTRY = {
-    "threads": "pipeline.run.runner:ThreadExecutor",
+    "threads": "pipeline.run.thread_executor:ThreadExecutor",
     "ray": "pipeline.run.ray.executor:RayExecutor",
 }
 

@@ -22,7 +22,7 @@ def open_runtime(task: Task, role: str, containers: Containers, *, run_id: str, 
     both happen here and the DockerRuntime (a context manager) is returned. A ``read_only``
     container never gets the network. Call ``stop()`` on the result either way.
     """
-    from pipeline.runtime.image_names import image_name
+    from pipeline.runtime.images.names import image_name
 
     image_name(image_template, task.to_row())  # a template the task cannot fill is said now, not on first use
     labels = {"swepipe.agent": role, "swepipe.instance_id": task.instance_id[:200]}
@@ -49,8 +49,8 @@ def prepare_task_image(task: Task, containers: Containers, image_template: str, 
     sanitised copy built, which is done once per image and base commit (later calls find it). RuntimeUnavailable
     when it cannot be; a task calls this before its first stage, so that no model is paid for a workspace that
     could never start (the agents' containers start in the background while their first reply is awaited)."""
-    from pipeline.runtime.image_names import image_name
-    from pipeline.runtime.images import prepare_image
+    from pipeline.runtime.images.names import image_name
+    from pipeline.runtime.images.prepare import prepare_image
     from pipeline.runtime.limits import container_limits
 
     return prepare_image(image_name(image_template, task.to_row()), task.base_commit, platform=containers.platform,

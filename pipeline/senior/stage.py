@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import patchtext, records
-from pipeline.agent.agent import Agent, AgentRun, prompt
+from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.record import AgentRun
+from pipeline.agent.settings import AgentSettings
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
@@ -97,11 +99,11 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                               principal_sees_candidates=config.principal.show_candidates != 0,
                               principal_writes=config.plays("principal"),
                               **_pool_variables(pool, shown.text))
-            agent = Agent("senior", client, runtime, budget, limits, messages=messages,
-                          trajectory_path=written.trajectory,
-                          check_submission=lambda reply: _problem(reply, files, root),
-                          last_step_note=render("senior_last_step.md.j2", tools=tools).strip(),
-                          editor=("view",))  # read-only: the brief is its work, not a change
+            agent = Agent(AgentSettings(
+                "senior", client, runtime, budget, limits, messages=messages, trajectory_path=written.trajectory,
+                check_submission=lambda reply: _problem(reply, files, root),
+                last_step_note=render("senior_last_step.md.j2", tools=tools).strip(),
+                editor=("view",)))  # read-only: the brief is its work, not a change
             agent.resume()
             # A session the budget stopped goes on from where it was (with a budget that allows it now).
             run = agent.record if agent.finished and agent.record.exit_reason != "cost_limit" else agent.run()

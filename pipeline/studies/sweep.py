@@ -31,9 +31,9 @@ from pipeline.layout import RunLayout
 from pipeline.models.spec import ModelSpec
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
+from pipeline.studies.manifest import MANIFEST, read_manifest
 from pipeline.tasks import Task
 
-MANIFEST = "sweep.json"
 AXES = ("sizes", "stages", "modes", "lead_models", "worker_models", "lead_prompts", "solo_prompts", "editors")
 GRID_KEYS = (*AXES, "sizing")
 STAGES = ("planning", "implementation", "verification", "all")
@@ -408,18 +408,6 @@ def dry_run_lines(plan: Plan) -> list[str]:
 
 
 # -- the manifest ----------------------------------------------------------------------------------
-
-
-def read_manifest(root: Path) -> dict | None:
-    try:
-        data = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        raise SwepipeError(f"{root / MANIFEST} cannot be read ({error}); it lists the sweep's cells") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise SwepipeError(f"{root / MANIFEST} is not a sweep manifest (no list of cells)")
-    return data
 
 
 def _manifest(plan: Plan, earlier: dict | None) -> dict:

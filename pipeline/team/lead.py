@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pipeline import stopping
 from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.settings import AgentSettings
 from pipeline.config import RunConfig
 from pipeline.layout import TeamFiles
 from pipeline.models.budget import Budget
@@ -216,9 +217,9 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     team = Team(config, workspace, worker_client, budget, directory)
     lead = Lead(team)
     limits = team.lead_limits
-    lead.agent = Agent("lead", lead_client, workspace.for_agent("lead"), budget, limits,
-                       trajectory_path=TeamFiles(directory).lead_trajectory, actions=lead.actions(),
-                       guard_submission=lead.guard, inbox=team.lead_inbox)
+    lead.agent = Agent(AgentSettings("lead", lead_client, workspace.for_agent("lead"), budget, limits,
+                                     trajectory_path=TeamFiles(directory).lead_trajectory, actions=lead.actions(),
+                                     guard_submission=lead.guard, inbox=team.lead_inbox))
     if lead.agent.resume(replay=False):
         _restore(team, lead, lead.agent)
     else:

@@ -8,6 +8,7 @@ import traceback
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.inbox import InboxItem
+from pipeline.agent.settings import AgentSettings
 from pipeline.errors import InfrastructureFault
 from pipeline.prompts import render
 from pipeline.stopping import Stopped
@@ -35,10 +36,11 @@ class Worker:
         actions = {"directory": lambda body: team.directory_text()} if s.directory else {}
         if s.messages:
             actions["message"] = lambda body: team.message_action(self.name, body)
-        self.agent = Agent(self.name, team.worker_client, team.workspace.for_agent(self.name),
-                           team.budget.child(self.name, team.worker_budget), team.worker_limits,
-                           agent_index=number, trajectory_path=team.files.worker_trajectory(self.name),
-                           actions=actions, check_submission=_needs_report, track_writes=True)
+        self.agent = Agent(AgentSettings(
+            self.name, team.worker_client, team.workspace.for_agent(self.name),
+            team.budget.child(self.name, team.worker_budget), team.worker_limits, agent_index=number,
+            trajectory_path=team.files.worker_trajectory(self.name), actions=actions,
+            check_submission=_needs_report, track_writes=True))
 
     @classmethod
     def restore(cls, record: dict, team) -> Worker:

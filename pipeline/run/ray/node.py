@@ -248,8 +248,8 @@ class NodeImages:
         containers_config = run.config.containers
         if containers_config.impl is not None or containers_config.image_cache_gb is None:
             return None
-        from pipeline.runtime.image_disk import GB
-        from pipeline.runtime.image_names import run_image_names
+        from pipeline.runtime.images.disk import GB
+        from pipeline.runtime.images.names import run_image_names
 
         try:
             image = run_image_names([task], run.image_template)[0]
@@ -279,8 +279,8 @@ class NodeImages:
         """After the task (never fails it): this task's image counts as finished on the node, then the prune."""
         import fcntl
 
-        from pipeline.runtime.image_disk import gb, run_images_bytes, touch
-        from pipeline.runtime.image_prune import prune
+        from pipeline.runtime.images.disk import gb, run_images_bytes, touch
+        from pipeline.runtime.images.prune import prune
 
         (self.state / "running" / f"{self.instance_id}.json").unlink(missing_ok=True)
         if stopping.requested():

@@ -19,7 +19,7 @@ PREFLIGHT_TIMEOUT = 120.0  # seconds a node's preflight may take past the regist
 def node_preflight(names: list[str], budget_gb: float | None, registry_timeout: float) -> dict:
     """A Ray task pinned to one node: `swepipe images check`'s preflight there (its Docker engine, its registry
     credentials), as a plain record."""
-    from pipeline.runtime.image_preflight import preflight
+    from pipeline.runtime.images.preflight import preflight
 
     host = socket.gethostname()
     try:
@@ -42,7 +42,7 @@ def check_images_on_nodes(ray, names, budget_gb: float | None = None, announce=p
     that does not answer in time is reported and left out. Returns node label -> its report."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from pipeline.runtime.image_names import REGISTRY_TIMEOUT
+    from pipeline.runtime.images.names import REGISTRY_TIMEOUT
 
     registry_timeout = REGISTRY_TIMEOUT if registry_timeout is None else registry_timeout
     names = list(dict.fromkeys(names))
@@ -82,7 +82,7 @@ def check_images_on_nodes(ray, names, budget_gb: float | None = None, announce=p
 def check_run_images_on_nodes(tasks: list[Task], settings: RunSettings, announce=print,
                               registry_timeout: float | None = None) -> dict[str, dict]:
     """``check_run_images`` for ``run --executor ray``: the images of the run's unfinished tasks, on every node."""
-    from pipeline.runtime.image_names import run_image_names
+    from pipeline.runtime.images.names import run_image_names
 
     finished = settings.layout.finished()
     todo = [t for t in tasks if t.instance_id not in finished]

@@ -1,0 +1,88 @@
+"""What an agent leaves: its trajectory (messages, steps, cost, time) and the reason it ended."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# The agent's own outcomes (pipeline.errors): model_error is a request the provider refused (bad request, content
+# policy), context_window one too long for the model. An endpoint that does not answer ends no agent: it raises
+# ModelUnavailable, or stops the run, and the trajectory is resumed by a rerun.
+EXIT_REASONS = ("submitted", "step_limit", "cost_limit", "time_limit", "format_errors", "model_error",
+                "context_window", "runtime_error", "resource_limit", "stopped")
+
+
+class Stop(Exception):
+    """Ends a session; ``reason`` is one of EXIT_REASONS. A submission carries the text handed in with it."""
+
+    def __init__(self, reason: str, error: str | None = None, submission: str | None = None):
+        super().__init__(reason)
+        self.reason, self.error, self.submission = reason, error, submission
+
+
+@dataclass
+class AgentStep:
+    index: int
+    reply: str
+    command: str | None = None
+    action: str = ""  # bash, submit or another action's name
+    exit_code: int | None = None
+    output: str | None = None
+    timed_out: bool = False
+    format_error: str | None = None
+    model_seconds: float = 0.0
+    command_seconds: float = 0.0
+    seconds: float = 0.0  # the whole step: model, command, bookkeeping
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # in the tool-call format
+    changed_files: list[str] = field(default_factory=list)  # paths the command changed (when tracked)
+    edits: list[dict[str, Any]] = field(default_factory=list)  # an editor action's calls: command, path, ok or error
+    cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class AgentRun:
+    name: str
+    exit_reason: str = ""
+    error: str | None = None
+    submission: str | None = None  # the text handed in with submit (a brief, a report)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[AgentStep] = field(default_factory=list)
+    cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: float = field(default_factory=time.time)
+    seconds: float = 0.0
+    session_step: int = 0  # where the current session began: limits count from here
+    session_seconds: float = 0.0
+    resumed: bool = False  # continued from a trajectory an interrupted run left
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> AgentRun:
+        known = set(cls.__dataclass_fields__)
+        run = cls(**{key: value for key, value in saved.items() if key in known and key != "steps"})
+        step_fields = set(AgentStep.__dataclass_fields__)
+        run.steps = [AgentStep(**{k: v for k, v in step.items() if k in step_fields})
+                     for step in saved.get("steps", [])]
+        return run
+
+    @property
+    def pending(self) -> bool:
+        """The last reply was paid for but not acted on (the process died in between)."""
+        return bool(self.messages) and self.messages[-1]["role"] == "assistant" and bool(self.steps)
+
+    @property
+    def finished(self) -> bool:
+        """A resumed trajectory that had ended: nothing is left to do."""
+        return bool(self.exit_reason) and not self.pending
+
+    def format_errors_this_session(self) -> int:
+        return sum(1 for step in self.steps[self.session_step:] if step.format_error)
+
+    def steps_this_session(self) -> int:
+        return len(self.steps) - self.session_step
