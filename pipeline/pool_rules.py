@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from pipeline.config import ScheduleConfig
 
@@ -39,7 +40,7 @@ class CandidateDraft:
     rollouts: list[int] = field(default_factory=list)
     exit_reasons: list[str] = field(default_factory=list)  # how each of its rollouts ended, in `rollouts` order
     files: list[str] = field(default_factory=list)
-    hunks: list[dict] = field(default_factory=list)  # file, old_start, old_lines, function
+    hunks: list[dict[str, Any]] = field(default_factory=list)  # file, old_start, old_lines, function
     functions: list[str] = field(default_factory=list)
 
 
@@ -51,13 +52,14 @@ class CandidatePool:
     empty: list[int]  # rollouts that left no source edit
     unparsable: list[int]
     failed: list[int] = field(default_factory=list)  # rollouts whose diff could not be taken (patch_error)
-    dropped: list[dict] = field(default_factory=list)  # {rollout, file, reason}: what cleaning left out, and why
+    # {rollout, file, reason}: what cleaning left out, and why
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def agreement(pool: CandidatePool, records: list[dict]) -> dict:
+def agreement(pool: CandidatePool, records: list[dict[str, Any]]) -> dict[str, Any]:
     """How strongly the rollouts ``records`` (whose pool is ``pool``) agree: the submitted rollouts, the pool's
     top candidate, the votes it holds among the submitted rollouts and their share."""
     submitted = sorted(r.get("index", 0) for r in records if r.get("exit_reason") == SUBMITTED)
@@ -68,7 +70,7 @@ def agreement(pool: CandidatePool, records: list[dict]) -> dict:
             "top_share": round(votes / len(submitted), 4) if submitted else 0.0}
 
 
-def agrees(measure: dict, share: float, min_submitted: int) -> tuple[bool, str]:
+def agrees(measure: dict[str, Any], share: float, min_submitted: int) -> tuple[bool, str]:
     """Whether ``measure`` (``agreement``) reaches ``share`` with at least ``min_submitted`` submitted rollouts,
     and why (not)."""
     submitted, votes = measure["submitted"], measure["top_submitted_votes"]
@@ -97,8 +99,8 @@ def wave_sizes(settings: ScheduleConfig, k: int) -> list[int]:
     return sizes
 
 
-def judge(settings: ScheduleConfig, k: int, wave: int, records: list[dict], pool: CandidatePool,
-          before: CandidatePool | None) -> dict:
+def judge(settings: ScheduleConfig, k: int, wave: int, records: list[dict[str, Any]], pool: CandidatePool,
+          before: CandidatePool | None) -> dict[str, Any]:
     """The decision after wave ``wave`` (1-based): ``records`` are the rollouts so far in index order, ``pool``
     their pool, ``before`` the pool of the rollouts before this wave (None after the first)."""
     measure = agreement(pool, records)
@@ -134,7 +136,8 @@ def judge(settings: ScheduleConfig, k: int, wave: int, records: list[dict], pool
             "reason": "; ".join(why), "time": round(time.time(), 3)}
 
 
-def record(settings: ScheduleConfig, k: int, decisions: list[dict], left_out: list[int] | None = None) -> dict:
+def record(settings: ScheduleConfig, k: int, decisions: list[dict[str, Any]],
+           left_out: list[int] | None = None) -> dict[str, Any]:
     """The ``schedule`` entry of junior/pool.json."""
     run = decisions[-1]["rollouts"] if decisions else 0
     stopped = bool(decisions) and decisions[-1]["decision"] == "stop"

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import NoReturn
 
 STOP = threading.Event()
 _signal: list[int] = []  # the signal that asked for the stop
@@ -21,7 +22,7 @@ _fault: list[tuple[str, int]] = []  # (why, exit code) when a fault stopped the 
 _cleanups: list[Callable[[], object]] = []
 _at_exit: list[Callable[[], object]] = []  # run as the process ends without waiting for its threads
 _installed = False
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT_CODES: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 class Stopped(BaseException):
@@ -131,7 +132,7 @@ def exit_code() -> int:
     return _fault[0][1] if _fault else 1
 
 
-def exit_now(code: int) -> None:
+def exit_now(code: int) -> NoReturn:
     """End the process without waiting for threads still blocked in a model call (they are abandoned, and
     charged: ``at_exit``)."""
     _run_at_exit()

@@ -92,7 +92,7 @@ def _mirrored(path: Path):
     ``path``); the local write and the hand-over happen under the mirror's lock."""
     mirror = _mirror
     relative = mirror.relative(path) if mirror is not None else None
-    if relative is None:
+    if mirror is None or relative is None:
         yield lambda op, data: None
         return
     with mirror.lock:

@@ -422,9 +422,9 @@ def make_patches(task_dir: Path, after_dir: Path) -> tuple[str, str]:
             if child.name != ".git":
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
         for path in sorted(after_dir.rglob("*")):
-            rel = path.relative_to(after_dir)
-            if path.is_file() and not _ignored(rel):
-                _copy_file(path, repo / rel)
+            relative = path.relative_to(after_dir)
+            if path.is_file() and not _ignored(relative):
+                _copy_file(path, repo / relative)
         _git(repo, "add", "-A")
         changed = [p for p in _git(repo, "diff", "--cached", "--name-only").splitlines() if p]
         tests = [p for p in changed if is_test_path(p, language)]

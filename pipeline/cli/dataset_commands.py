@@ -202,8 +202,10 @@ def images_build(
     print(f"{len(built)} image(s), {len(fresh)} built, in {time.monotonic() - started:.1f} s")
 
 
-def _task_image_names(selected, image_template: str | None, config: Path | None, dataset: str) -> tuple[list, float]:
-    """The image names of the selected tasks (by the run's template) and the config's image cache budget."""
+def _task_image_names(selected, image_template: str | None, config: Path | None,
+                      dataset: str) -> tuple[list, float | None]:
+    """The image names of the selected tasks (by the run's template) and the config's image cache budget (None:
+    none set)."""
     from pipeline.config import load_config
     from pipeline.datasets import defaults_for
     from pipeline.runtime.images.names import image_name

@@ -85,10 +85,15 @@ def eval_(
         raise SwepipeError("--candidates writes into the run (tasks/<id>/candidates/); drop --output")
     where.connect()  # Ray missing or no cluster there: said now, before anything is scored
     if candidates:
+        assert run is not None  # _one_source refused --candidates without RUN
         _eval_candidates(run_directory(run, runs_dir), selection, scoring, image_template, workers, redo, attempts,
                          platform, skip_image_check, where)
         return
-    source = _Source.of_run(run_directory(run, runs_dir)) if run else _Source.of_file(predictions, runs_dir)
+    if run is not None:
+        source = _Source.of_run(run_directory(run, runs_dir))
+    else:
+        assert predictions is not None  # _one_source: RUN or --predictions
+        source = _Source.of_file(predictions, runs_dir)
     loaded = load_predictions(source.predictions)
     selection = selection.for_run(source.predictions.resolve().parent, console.print)  # a run's predictions.jsonl
     tasks_ = selection.load()

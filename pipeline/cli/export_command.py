@@ -44,6 +44,7 @@ def export(
                                "have none")
     root = run_directory(run, runs_dir)
     if format_ == "trajectories":
+        assert output is not None  # refused above
         summary = export_trajectories(root, output)
     else:
         summary = export_predictions(root, format_, output, prefix)

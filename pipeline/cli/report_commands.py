@@ -45,6 +45,9 @@ def report(
 
     run_dirs = [run for name in runs for run in _announced(name, runs_or_repeats(name, runs_dir))]
     baseline_dir = run_directory(baseline, runs_dir) if baseline else None
+    patches: dict[str, str] | None
+    problems: dict[str, str] | None
+    meta: dict[str, tuple[str, str]] | None
     try:
         tasks = _tasks_of_runs([*run_dirs, *([baseline_dir] if baseline_dir else [])], selection)
         patches = {t.instance_id: t.patch for t in tasks}
@@ -53,7 +56,8 @@ def report(
     except SwepipeError as error:
         console.print(f"no coverage: {error}", style="yellow")
         patches = problems = meta = None
-    built = build_report(run_dirs, patches, baseline=baseline_dir, problems=problems, meta=meta, subset=subset)
+    built = build_report(list[str | Path](run_dirs), patches, baseline=baseline_dir, problems=problems, meta=meta,
+                         subset=subset)
     for table in built.tables(per_task=False):
         console.print(rich_table(table))
     written = write_report(built, run_dirs[0], html)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import PurePosixPath
+from typing import Literal, overload
 
 from pipeline.repopath import WHOLE_REPOSITORY, from_root, without_diff_prefix
 
@@ -245,6 +246,10 @@ def _resolve(path: str, load: Callable[[str], File | None], repo_files: list[str
     return without_diff_prefix(path, lambda name: load(name) is not None, folders=folders)
 
 
+@overload
+def unnumbered(lines: list[str], every: Literal[False]) -> list[str]: ...
+@overload
+def unnumbered(lines: list[str], every: bool = True) -> list[str] | None: ...
 def unnumbered(lines: list[str], every: bool = True) -> list[str] | None:
     """``lines`` without the context's ``  12 | `` column; None when ``every`` and some non-empty line (or
     every line) lacks it."""
@@ -396,8 +401,8 @@ def _apply_one(edit: Edit, files: dict[str, File | None], originals: dict[str, s
                roots: Iterable[str]):
     def load(path: str) -> File | None:
         if path not in files:
-            originals[path] = read(path)
-            files[path] = None if originals[path] is None else File.load(originals[path])
+            original = originals[path] = read(path)
+            files[path] = None if original is None else File.load(original)
         return files[path]
 
     path = _resolve(_repo_path(edit.path, roots), load, repo_files)

@@ -6,6 +6,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
@@ -19,13 +20,13 @@ from pipeline.tasks import Task
 
 @dataclass
 class EvalSummary:
-    results: dict[str, dict] = field(default_factory=dict)  # instance id -> first attempt's result
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # instance id -> first attempt's result
     unknown: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # given a verdict in an earlier run
     dataset_size: int = 0
 
     @property
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[str]:
         return Counter(result["category"] for result in self.results.values())
 
     @property
@@ -37,11 +38,11 @@ class EvalSummary:
         return sum(1 for result in self.results.values() if result["category"] != "infra_error")
 
     @property
-    def flagged(self) -> dict[str, list[dict]]:
+    def flagged(self) -> dict[str, list[dict[str, Any]]]:
         """instance id -> the integrity findings of its result, for those with any."""
         return {i: r["integrity"] for i, r in self.results.items() if r.get("integrity")}
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "predictions_evaluated": len(self.results), "scored": self.scored, "resolved": self.resolved,
             "resolve_rate_scored": self.resolved / self.scored if self.scored else None,
@@ -94,7 +95,7 @@ def plan_eval(predictions: list[PatchToScore], tasks: list[Task], output_dir: Pa
     return summary, todo
 
 
-def read_result(path: Path) -> dict | None:
+def read_result(path: Path) -> dict[str, Any] | None:
     """An earlier scoring's result.json; None when there is none or it cannot be read (it is scored again)."""
     record = EvalResult.read(path)
     if isinstance(record, Unreadable) or "resolved" not in record.model_fields_set:
@@ -102,13 +103,13 @@ def read_result(path: Path) -> dict | None:
     return record.to_dict()
 
 
-def has_verdict(result: dict | None) -> bool:
+def has_verdict(result: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """Whether a result is a verdict: an infra_error is none (the scoring could not run), so a rerun scores it
     again, without --redo."""
     return result is not None and result.get("category") != "infra_error"
 
 
-def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, attempts: int = 1) -> dict:
+def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, attempts: int = 1) -> dict[str, Any]:
     """One instance's result record (its artefacts written under ``instance_dir``, not its result.json): an
     error is an infra_error, never raised (a stop is no Exception); unresolved ones rerun up to ``attempts``."""
     try:
@@ -122,7 +123,7 @@ def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings
     return result
 
 
-def record_result(output_dir: Path, summary: EvalSummary, result: dict) -> None:
+def record_result(output_dir: Path, summary: EvalSummary, result: dict[str, Any]) -> None:
     """A scored instance: its result.json, the summary, the official files. One caller at a time."""
     EvalResult.of(result).write(EvalOutput(output_dir).task(result["instance_id"]).result)
     summary.results[result["instance_id"]] = result
@@ -134,7 +135,8 @@ def finish_eval(output_dir: Path, summary: EvalSummary) -> None:
     write_json_atomic(EvalOutput(output_dir).summary, summary.as_dict())
 
 
-def _reattempt(task, patch, instance_dir, settings, first, attempts) -> list[dict]:
+def _reattempt(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, first: dict[str, Any],
+               attempts: int) -> list[dict[str, Any]]:
     """Run again (official verdict unchanged) to tell flaky tests from real failures."""
     history = [{"attempt": 1, "resolved": first["resolved"], "category": first["category"],
                 "statuses": first.get("statuses", {})}]
@@ -147,7 +149,7 @@ def _reattempt(task, patch, instance_dir, settings, first, attempts) -> list[dic
     return history
 
 
-def _flaky(result: dict) -> list[str]:
+def _flaky(result: dict[str, Any]) -> list[str]:
     runs = [attempt["statuses"] for attempt in result["attempts"]]
     names = set().union(*runs)
     return sorted(name for name in names if len({run.get(name, "MISSING") for run in runs}) > 1)

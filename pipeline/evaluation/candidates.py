@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.evaluation.batch import has_verdict, read_result, score_one
 from pipeline.evaluation.runner import EvalSettings
@@ -33,8 +34,8 @@ class CandidateJob:
     paths: TaskPaths
     key: str
     patch: str
-    votes: int
-    rollouts: list
+    votes: int | None  # None: the pool does not say
+    rollouts: list[int] | None
 
 
 @dataclass
@@ -43,7 +44,7 @@ class TaskCandidates:
 
     instance_id: str
     keys: list[str] = field(default_factory=list)  # the pool's candidates, in its order (most votes first)
-    results: dict[str, dict] = field(default_factory=dict)  # key -> result.json's record
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> result.json's record
     skipped: list[str] = field(default_factory=list)  # keys with a verdict from an earlier invocation
     error: str | None = None  # the pool could not be read: nothing of this task is scored
 
@@ -55,7 +56,7 @@ class TaskCandidates:
     def infra_errors(self) -> list[str]:
         return [key for key in self.keys if self.results.get(key, {}).get("category") == "infra_error"]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         rows = []
         for key in self.keys:
             result = self.results.get(key, {})
@@ -93,7 +94,7 @@ class CandidatesSummary:
     def infra_errors(self) -> int:
         return sum(len(t.infra_errors) for t in self.tasks.values())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"run": str(self.run_dir), "tasks": len(self.tasks), "candidates": self.candidates,
                 "scored_now": self.scored_now, "skipped": self.skipped, "resolved": self.resolved,
                 "infra_error": self.infra_errors, "no_pool": self.no_pool, "unknown": self.unknown,
@@ -106,7 +107,7 @@ class CandidatesPlan:
     todo: list[CandidateJob]
 
 
-def read_pool(path: Path) -> list[dict]:
+def read_pool(path: Path) -> list[dict[str, Any]]:
     """The candidates of a pool.json (pipeline.records.Pool), checked: MalformedPool says what is wrong with it."""
     read = read_json(path)
     if read.problem is not None:
@@ -191,7 +192,7 @@ def score_candidates(plan: CandidatesPlan, settings: EvalSettings, *, workers: i
     return summary
 
 
-def record_candidate(summary: CandidatesSummary, job: CandidateJob, result: dict) -> None:
+def record_candidate(summary: CandidatesSummary, job: CandidateJob, result: dict[str, Any]) -> None:
     """One candidate's verdict: eval's record plus the candidate's key, votes and rollouts, as its result.json and
     in ``summary`` (an infra_error too: it is scored again on the next invocation)."""
     result.update(key=job.key, votes=job.votes, rollouts=job.rollouts)
@@ -205,7 +206,7 @@ def write_task_summaries(summary: CandidatesSummary) -> None:
         write_json_atomic(RunLayout(summary.run_dir).task(instance_id).candidates_summary, entry.as_dict())
 
 
-def run_containers(run_dir: Path) -> dict:
+def run_containers(run_dir: Path) -> dict[str, Any]:
     """The run's ``containers`` settings from its config.yaml ({} when it has none or it cannot be read), so that
     candidates are scored in the image and on the platform the run's agents had."""
     import yaml

@@ -15,12 +15,16 @@ import hashlib
 import socket
 import struct
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from pipeline.evaluation.engine import InfraError
 from pipeline.runtime.output import BoundedOutput
+
+if TYPE_CHECKING:
+    from docker.types import LogConfig
 
 STREAMS = {1: "stdout", 2: "stderr"}  # Docker's stream ids in a frame's header
 DRAIN_TIME = 120.0  # seconds the streams have to close once the container has ended
@@ -28,7 +32,7 @@ _LONGEST_MARKER_LINE = 200
 _HEADER = struct.Struct(">BxxxI")  # a frame: its stream, three zero bytes, its payload's size
 
 
-def log_config(attached: bool):
+def log_config(attached: bool) -> LogConfig:
     """The log driver of a scoring container: none for the tests' (their attached streams are the record), the
     ``local`` driver (bytes kept as they were, whatever the daemon's default) for the parser's."""
     from docker.types import LogConfig
@@ -53,12 +57,18 @@ class Captured:
     apply_status: str | None = None
 
 
+class Sink(Protocol):
+    """Where bytes are written: a binary file, or one capped by a ``SpoolBudget``."""
+
+    def write(self, data: bytes | bytearray, /) -> object: ...
+
+
 class MarkerSplitter:
     """One stream, fed as it arrives: what follows its first line ``<marker> <word>`` goes to ``tests_out``, what
     precedes it is the setup's (kept up to ``setup_limit`` bytes). Lines are split as they come, in bounded
     memory."""
 
-    def __init__(self, marker: str, tests_out: BinaryIO, setup_limit: int):
+    def __init__(self, marker: str, tests_out: Sink, setup_limit: int):
         self.captured = Captured(BoundedOutput(setup_limit))
         self._prefix = marker.encode() + b" "
         self._out = tests_out
@@ -97,7 +107,7 @@ class MarkerSplitter:
         return self.captured
 
 
-def split_at_marker(chunks, marker: str, tests_out: BinaryIO, setup_limit: int) -> Captured:
+def split_at_marker(chunks: Iterable[bytes], marker: str, tests_out: Sink, setup_limit: int) -> Captured:
     """``chunks`` of one stream through a ``MarkerSplitter``."""
     splitter = MarkerSplitter(marker, tests_out, setup_limit)
     for chunk in chunks:
@@ -105,7 +115,7 @@ def split_at_marker(chunks, marker: str, tests_out: BinaryIO, setup_limit: int) 
     return splitter.close()
 
 
-def frames(blocks):
+def frames(blocks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
     """(stream id, payload) of each frame of Docker's multiplexed stream (a header: the stream's id, three zero
     bytes, the payload's size as 4 bytes big-endian; then the payload), read from ``blocks`` however they cut it.
     OSError when the blocks end inside a frame."""
@@ -139,7 +149,7 @@ class _Capped:
     def __init__(self, file: BinaryIO, budget: SpoolBudget):
         self.file, self.budget = file, budget
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         kept = data[: max(0, self.budget.left)]
         if kept:
             self.file.write(kept)
@@ -152,7 +162,7 @@ class StreamCapture:
     ``spool``/stdout.log and ``spool``/stderr.log (the tests' part of each, ``spool_limit`` bytes of both at the
     most: ``dropped`` counts the rest) until they close (``finish``)."""
 
-    def __init__(self, container, marker: str, spool: Path, setup_limit: int, spool_limit: int):
+    def __init__(self, container: Any, marker: str, spool: Path, setup_limit: int, spool_limit: int):
         from docker.utils.socket import read
 
         self._read_socket = read
@@ -166,7 +176,7 @@ class StreamCapture:
         self._thread = threading.Thread(target=self._read, name="swepipe-tests-output", daemon=True)
         self._thread.start()
 
-    def _blocks(self, size: int = 1 << 20):
+    def _blocks(self, size: int = 1 << 20) -> Iterator[bytes]:
         while True:
             data = self._read_socket(self._socket, size)
             if data is None:  # interrupted: read again

@@ -6,7 +6,9 @@ import functools
 import hashlib
 import io
 import tarfile
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline.evaluation.logs import save_capped
 
@@ -16,7 +18,7 @@ def tar_of(files: dict[str, bytes], directory: str) -> bytes:
     return b"".join(tar_stream(files, directory))
 
 
-def tar_stream(files: dict[str, bytes | Path], directory: str, block: int = 1 << 20):
+def tar_stream(files: Mapping[str, bytes | Path], directory: str, block: int = 1 << 20) -> Iterator[bytes]:
     """``tar_of`` as a stream of pieces, for `put_archive` at /: a file given as a Path is read as the stream is
     sent, so a log of any size is never held in memory."""
     folder = tarfile.TarInfo(directory.strip("/"))
@@ -42,7 +44,8 @@ def tar_stream(files: dict[str, bytes | Path], directory: str, block: int = 1 <<
     yield b"\0" * (2 * tarfile.BLOCKSIZE)
 
 
-def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] | None = None) -> set[str]:
+def extract_archive(chunks: Iterable[bytes], names: set[str], into: Path,
+                    limits: dict[str, int] | None = None) -> set[str]:
     """Save the regular files called ``names`` from a `get_archive` stream; returns those found. A file named in
     ``limits`` keeps at most that many bytes (``pipeline.evaluation.logs``).
 
@@ -54,6 +57,7 @@ def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] 
             name = member.name.rsplit("/", 1)[-1]
             if member.isfile() and name in names:
                 source = archive.extractfile(member)
+                assert source is not None  # a regular file's member always has a reader
                 blocks = iter(functools.partial(source.read, 1 << 20), b"")
                 if limits and name in limits:
                     save_capped(blocks, into / name, limits[name])
@@ -65,7 +69,7 @@ def extract_archive(chunks, names: set[str], into: Path, limits: dict[str, int] 
     return found
 
 
-def archive_digests(chunks, names: set[str]) -> dict[str, str]:
+def archive_digests(chunks: Iterable[bytes], names: set[str]) -> dict[str, str]:
     """name -> sha256 (hex) of each regular file called one of ``names`` right under the archived folder of a
     `get_archive` stream; for an entry of such a name that is no regular file (a link, a folder), its kind.
     Read as it comes: a file of any size is hashed, never held."""
@@ -80,6 +84,7 @@ def archive_digests(chunks, names: set[str]) -> dict[str, str]:
                     "a special file"
                 continue
             digest, source = hashlib.sha256(), archive.extractfile(member)
+            assert source is not None  # a regular file's member always has a reader
             for block in iter(functools.partial(source.read, 1 << 20), b""):
                 digest.update(block)
             found[name] = digest.hexdigest()
@@ -89,14 +94,14 @@ def archive_digests(chunks, names: set[str]) -> dict[str, str]:
 class _Chunks(io.RawIOBase):
     """An iterable of byte strings, read as a file."""
 
-    def __init__(self, chunks):
+    def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks = iter(chunks)
         self._left = memoryview(b"")  # a view: taking a piece of it copies nothing
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: Any) -> int:  # a writable buffer (memoryview, bytearray)
         if not self._left:
             self._left = memoryview(next((chunk for chunk in self._chunks if chunk), b""))
         size = min(len(buffer), len(self._left))

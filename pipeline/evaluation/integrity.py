@@ -22,6 +22,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import re
+from typing import Any
 
 from pipeline.evaluation.protocol import OUTPUT, TEST_LOGS, WORKSPACE
 from pipeline.evaluation.summaries import RunnerSummaries
@@ -36,7 +37,7 @@ SHOWN = 3  # names given in a finding's detail
 _NAME_WIDTH = 200  # characters of a name shown in a detail
 
 
-def finding(kind: str, detail: str) -> dict:
+def finding(kind: str, detail: str) -> dict[str, Any]:
     return {"kind": kind, "detail": detail}
 
 
@@ -44,7 +45,7 @@ def digest(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-def grader_findings(sent: dict[str, bytes], found: dict[str, str] | None) -> list[dict]:
+def grader_findings(sent: dict[str, bytes], found: dict[str, str] | None) -> list[dict[str, Any]]:
     """``sent``: the files put in the tests' /workspace; ``found``: what /workspace held once the tests had ended
     (name -> ``digest`` of a regular file, or the kind of anything else: ``files.archive_digests``), None when it
     was gone."""
@@ -61,7 +62,7 @@ def grader_findings(sent: dict[str, bytes], found: dict[str, str] | None) -> lis
     return findings
 
 
-def conflicting_findings(task: Task, entries: list[tuple[str, str]]) -> list[dict]:
+def conflicting_findings(task: Task, entries: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """A required test reported more than once with different statuses (``entries``: output.json's, in order)."""
     required = set(task.fail_to_pass) | set(task.pass_to_pass)
     reported: dict[str, list[str]] = {}
@@ -78,7 +79,7 @@ def conflicting_findings(task: Task, entries: list[tuple[str, str]]) -> list[dic
                                           f"different statuses: {shown}{more}")]
 
 
-def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passed: set[str]) -> list[dict]:
+def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passed: set[str]) -> list[dict[str, Any]]:
     """Tests reported PASSED (``passed``) where the runners' summaries in the logs count failures."""
     findings = []
     not_passing = sum(1 for name in statuses if name not in passed)

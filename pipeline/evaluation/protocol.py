@@ -109,7 +109,7 @@ class OutputShapeError(ValueError):
     """A parser's output.json of another shape than ``{"tests": [{"name": text, "status": ...}, ...]}``."""
 
 
-def parse_entries(output) -> list[tuple[str, str]]:
+def parse_entries(output: object) -> list[tuple[str, str]]:
     """(name, status) of each entry of a parser's output.json, in order. OutputShapeError for any other shape (where
     the official harness's ``output["tests"]``, ``x["name"]``, ``x["status"]`` raise, or a name is not text). A
     status that is not text is kept as its JSON text (it is not PASSED either way)."""
@@ -139,12 +139,12 @@ def read_output(raw: bytes) -> list[tuple[str, str]]:
         raise OutputShapeError(f"not valid JSON ({error})") from None
 
 
-def parse_statuses(output) -> dict[str, str]:
+def parse_statuses(output: object) -> dict[str, str]:
     """name -> status from a parser's output.json (``parse_entries``); a name reported twice keeps its last."""
     return dict(parse_entries(output))
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     return {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number")
 

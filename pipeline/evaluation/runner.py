@@ -11,6 +11,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 from docker.errors import NotFound
@@ -91,19 +92,19 @@ class EvalSettings:
 class ScoringRun:
     """What the two containers of one scoring gave, beside the files they left in the output folder."""
 
-    identity: dict = field(default_factory=dict)  # the image's (``image_identity``)
+    identity: dict[str, Any] = field(default_factory=dict)  # the image's (``image_identity``)
     exit_code: int | None = None  # the tests' container's
     timed_out: bool = False
     apply_status: str | None = None  # git apply's exit status, from the marker line
     tests_started: bool = False  # the marker line was seen: the setup ended and the tests ran
-    grader: list[dict] = field(default_factory=list)  # grader_written findings
+    grader: list[dict[str, Any]] = field(default_factory=list)  # grader_written findings
     parser_exit_code: int | None = None
     output_size: int | None = None  # bytes of output.json; None: the parser wrote none
     summaries: RunnerSummaries = field(default_factory=RunnerSummaries)  # read from the tests' whole output
     output_dropped: int = 0  # bytes of the tests' output past the spool's limit (capture.SpoolBudget)
 
 
-def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict:
+def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict[str, Any]:
     """Run the official protocol for one patch; writes the artefacts and returns the result record."""
     out_dir.mkdir(parents=True, exist_ok=True)
     saved = ScoringFiles(out_dir)
@@ -112,7 +113,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     applied_patch = strip_binary_sections(patch)
     patchtext.write(saved.patch, applied_patch)
     limits = settings.container_limits()
-    record = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
+    record: dict[str, Any] = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
               "category": "infra_error", "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
               "limits": limits.describe(),
@@ -222,7 +223,7 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
 
 
 def _container(task: Task, image: str, script: str, settings: EvalSettings, limits: ContainerLimits,
-               attached: bool = False):
+               attached: bool = False) -> Any:  # a docker Container
     """A fresh container of ``image`` that runs ``script`` of its /workspace (not started); ``attached``: its
     streams are read attached (``StreamCapture``), so the engine keeps no log of them."""
     client = containers.client()
@@ -244,7 +245,7 @@ def _check_stop(task: Task) -> None:
         raise stopping.Stopped(task.instance_id)
 
 
-def _workspace_digests(container) -> dict[str, str] | None:
+def _workspace_digests(container: Any) -> dict[str, str] | None:
     """What the tests' /workspace holds of the grader's files and outputs (``archive_digests``); None: it is gone."""
     try:
         chunks, _ = container.get_archive(WORKSPACE)
@@ -301,7 +302,7 @@ def _save_logs(out_dir: Path, spool: Path, printed: list[BoundedOutput], limit: 
         redact_file(log)
 
 
-def image_identity(image) -> dict:
+def image_identity(image: Any) -> dict[str, Any]:
     """What names the scored image exactly: its id (the digest of its config, the same on every machine for the
     same build) and, for an image pulled from a registry, its repository digest (``repo@sha256:...``, what a
     reader can pull again); None for one built here and never pushed."""
@@ -309,7 +310,7 @@ def image_identity(image) -> dict:
     return {"image_id": image.id, "image_digest": digests[0] if digests else None}
 
 
-def _wait(container, timeout: float) -> tuple[int | None, bool]:
+def _wait(container: Any, timeout: float) -> tuple[int | None, bool]:
     """(exit code, False), or (None, True) when the tests ran out of time (the container is then killed)."""
     started = time.monotonic()
     try:
@@ -321,9 +322,9 @@ def _wait(container, timeout: float) -> tuple[int | None, bool]:
         return None, True
 
 
-def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict:
+def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict[str, Any]:
     """The official verdict from output.json, the integrity findings beside it, and the verdict that counts."""
-    result = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
+    result: dict[str, Any] = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
     entries = None
     if run.output_size is not None and run.output_size > OUTPUT_LIMIT:
         result["error"] = f"output.json is {run.output_size:,} bytes, more than swepipe reads ({OUTPUT_LIMIT:,})"
@@ -350,7 +351,7 @@ def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict:
     return result
 
 
-def _category(record: dict) -> str:
+def _category(record: dict[str, Any]) -> str:
     if record["resolved"]:
         return "resolved"
     if record.get("official_resolved"):
@@ -362,5 +363,5 @@ def _category(record: dict) -> str:
     return "tests_failed"
 
 
-def save_result(out_dir: Path, record: dict) -> None:
+def save_result(out_dir: Path, record: dict[str, Any]) -> None:
     EvalResult.of(record).write(ScoringFiles(out_dir).result)

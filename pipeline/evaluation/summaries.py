@@ -10,6 +10,7 @@ and a count of more than nine digits is no count, so any log is read without rai
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def _failed(counts: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _failure_lines(path: Path):
+def _failure_lines(path: Path) -> Iterator[str]:
     """The lines of ``path`` (pieces of long ones) that speak of failures: only those can be a summary's."""
     with open(path, "rb") as log:
         while piece := log.readline(PIECE):

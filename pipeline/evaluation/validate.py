@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pipeline.evaluation.batch import has_verdict
 from pipeline.evaluation.predictions import PatchToScore
@@ -62,7 +62,7 @@ class TaskCheck:
         """Sound: reliable, and nothing else wrong with it (a hidden test named in the prompt)."""
         return self.status == "reliable" and not self.problems
 
-    def row(self) -> dict:
+    def row(self) -> dict[str, Any]:
         return {"instance_id": self.instance_id, "repo": self.repo, "language": self.language,
                 "status": self.status, "replicas": self.replicas,
                 "gold": {"resolved": self.gold_resolved, "unevaluable": self.unevaluable.get("gold", 0)},
@@ -88,7 +88,7 @@ def replica_dir(output_dir: Path, patch: str, replica: int) -> Path:
 
 
 def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, *, replicas: int = 1,
-                   score: Callable | None = None, workers: int = 2, redo: bool = False,
+                   score: Callable[..., Any] | None = None, workers: int = 2, redo: bool = False,
                    show_progress: bool = True, announce: Callable[[str], None] = lambda _: None) -> list[TaskCheck]:
     """Score each task's gold and empty patch ``replicas`` times into ``output_dir`` (what an earlier session of
     the same command scored is kept unless ``redo``), judge each task, and write instances.jsonl and reliable.txt.
@@ -96,10 +96,13 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
     ``score`` is an executor's ``evaluate_predictions`` (this machine's thread pool by default, or a Ray
     cluster's): the same files either way."""
     if score is None:
-        from pipeline.evaluation.batch import evaluate_predictions as score
+        from pipeline.evaluation.batch import evaluate_predictions
+
+        score = evaluate_predictions
     patches = {"gold": [PatchToScore(t.instance_id, t.patch) for t in tasks],
                "empty": [PatchToScore(t.instance_id, "") for t in tasks]}
-    results: dict[str, list[dict[str, dict]]] = {patch: [] for patch in PATCHES}  # patch -> per replica, by id
+    # patch -> per replica, by id
+    results: dict[str, list[dict[str, dict[str, Any]]]] = {patch: [] for patch in PATCHES}
     for replica in range(1, replicas + 1):
         for patch in PATCHES:
             announce(f"replica {replica}/{replicas}, the {patch} patch: scoring {len(tasks)} task(s)")
@@ -119,7 +122,7 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
     return checks
 
 
-def judge_task(task: Task, runs: dict[str, list[dict | None]]) -> TaskCheck:
+def judge_task(task: Task, runs: dict[str, list[dict[str, Any] | None]]) -> TaskCheck:
     """One task's check from its gold and empty runs (``runs[patch]``: one result per replica, None or an
     infra_error where it has no verdict)."""
     replicas = len(runs["gold"])
@@ -131,7 +134,8 @@ def judge_task(task: Task, runs: dict[str, list[dict | None]]) -> TaskCheck:
     passing = {patch: {name: [r.get("statuses", {}).get(name) == "PASSED" for r in scored[patch]]
                        for name in task.hidden_test_names} for patch in PATCHES}
     should_pass_at_base = set(task.pass_to_pass)
-    flaky, broken = set(), {}
+    flaky: set[str] = set()
+    broken: dict[str, set[str]] = {}
     for name in task.hidden_test_names:
         for patch, expected in (("gold", True), ("empty", name in should_pass_at_base)):
             outcomes = set(passing[patch][name])
@@ -156,7 +160,7 @@ def judge_task(task: Task, runs: dict[str, list[dict | None]]) -> TaskCheck:
     return check
 
 
-def _problems(task: Task, check: TaskCheck, runs: dict[str, list[dict | None]],
+def _problems(task: Task, check: TaskCheck, runs: dict[str, list[dict[str, Any] | None]],
               broken: dict[str, set[str]]) -> list[str]:
     """What is wrong with the task, in words."""
     problems = []
@@ -183,7 +187,7 @@ def _problems(task: Task, check: TaskCheck, runs: dict[str, list[dict | None]],
     return problems
 
 
-def _first(results: list[dict | None], chosen) -> str:
+def _first(results: list[dict[str, Any] | None], chosen: Callable[[dict[str, Any] | None], bool]) -> str:
     """The category and error of the first of ``results`` that ``chosen`` picks, in a few words."""
     for result in results:
         if chosen(result):
@@ -201,9 +205,9 @@ def write_validation(output_dir: Path, checks: list[TaskCheck]) -> None:
     write_text_atomic(output_dir / RELIABLE, "".join(c.instance_id + "\n" for c in ordered if c.status == "reliable"))
 
 
-def by_repository(checks: list[TaskCheck]) -> list[tuple[str, str, Counter]]:
+def by_repository(checks: list[TaskCheck]) -> list[tuple[str, str, Counter[str]]]:
     """(repository, language, count of each status) for each repository, by name."""
-    groups: dict[tuple[str, str], Counter] = {}
+    groups: dict[tuple[str, str], Counter[str]] = {}
     for check in checks:
         groups.setdefault((check.repo, check.language), Counter())[check.status] += 1
     return [(repo, language, counts) for (repo, language), counts in sorted(groups.items())]

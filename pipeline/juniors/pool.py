@@ -22,11 +22,14 @@ import hashlib
 import re
 from collections.abc import Iterable
 from posixpath import basename, dirname, splitext
+from typing import Any
 
-from unidiff import PatchSet
+from unidiff import Hunk, PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import Line
 
-from pipeline.pool_rules import CandidateDraft, CandidatePool
+from pipeline.pool_rules import CandidateDraft as CandidateDraft  # re-exported: the stages import them from here
+from pipeline.pool_rules import CandidatePool as CandidatePool
 
 # Files that are tests by their name, in any folder.
 _TEST_NAME = re.compile(r"(^|/)test_[^/]*\.(py|rb)$|_test\.(py|go|rb)$|_spec\.(rb|[cm]?[jt]sx?)$|"
@@ -85,7 +88,7 @@ def _indentation_counts(path: str) -> bool:
     return splitext(name)[1].lower() in _INDENTED_EXT or _INDENTED_NAME.match(name) is not None
 
 
-def _squash(lines, keep_indent: bool = False) -> tuple[str, ...]:
+def _squash(lines: Iterable[Line], keep_indent: bool = False) -> tuple[str, ...]:
     """Lines with runs of whitespace made one space and blank lines gone; with ``keep_indent`` the leading
     whitespace stays as it is (tabs and spaces apart)."""
     squashed = []
@@ -201,7 +204,8 @@ def probe_entries(listing: str, test_listing: str) -> list[str]:
     return sorted(set(entries))
 
 
-def build_pool(instance_id: str, rollouts: list[dict], base_files: Iterable[str] | None = None) -> CandidatePool:
+def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
+               base_files: Iterable[str] | None = None) -> CandidatePool:
     """The pool of ``rollouts`` (their records). ``base_files``: the base commit's files, when the caller has them
     (else what the records' ``base_entries`` and the patches show)."""
     by_key: dict[str, CandidateDraft] = {}
@@ -245,7 +249,7 @@ def normalise(patch: str, base_files: Iterable[str] | None = None) -> CandidateD
     return _normalise(files, _Layout(known, listed=base_files is not None))[0]
 
 
-def _normalise(files: list, layout: _Layout) -> tuple[CandidateDraft | None, list[dict]]:
+def _normalise(files: list[Any], layout: _Layout) -> tuple[CandidateDraft | None, list[dict[str, Any]]]:
     dropped = []
     scratch = _scratch_files(files, layout)
     source_files, source_paths, test_files, hunks, functions, signature = [], [], [], [], [], []
@@ -287,7 +291,7 @@ def _normalise(files: list, layout: _Layout) -> tuple[CandidateDraft | None, lis
                           files=sorted(source_paths), hunks=hunks, functions=functions), dropped
 
 
-def _scratch_files(files: list, layout: _Layout) -> dict[str, str]:
+def _scratch_files(files: list[Any], layout: _Layout) -> dict[str, str]:
     """The files of one rollout's patch that are not part of its fix, each with the reason."""
     scratch = {}
     suspects = {}
@@ -336,7 +340,7 @@ def _referenced(path: str, text: str, others: list[str]) -> bool:
     return any(pattern.search(other) for other in others)
 
 
-def _enclosing_function(hunk) -> str | None:
+def _enclosing_function(hunk: Hunk) -> str | None:
     """The nearest definition line inside the hunk's context, else git's section header."""
     for line in hunk:
         if (line.is_context or line.is_removed) and _DEF_LINE.match(line.value):

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import shlex
 import traceback
+from typing import Any
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.settings import AgentSettings
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import layout_probe, probe_entries
+from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
 from pipeline.records import Rollout
-from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, changed_submodules
+from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, Runtime, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
 
 
@@ -40,8 +42,8 @@ def rollout_temperature(temperatures: list[float] | None, model_temperature: flo
     return spread_temperature(index)
 
 
-def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, system_prompt: str = "minimal",
-               **options) -> Agent:
+def task_agent(job: TaskJob, name: str, client: ModelClient, runtime: Runtime, budget: Budget,
+               system_prompt: str = "minimal", **options: Any) -> Agent:
     """The agent that works on the task's issue end to end in ``runtime`` (a junior, the solo baseline);
     ``system_prompt`` piv: the plan-implement-verify prompt (``solo.prompt``) instead of the minimal one."""
     limits = job.config.limits
@@ -55,14 +57,15 @@ def task_agent(job: TaskJob, name: str, client: ModelClient, runtime, budget, sy
     return Agent(AgentSettings(name, client, runtime, budget, limits, messages=messages, **options))
 
 
-def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
+def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]:
     """Run rollout ``index`` and write ``junior/rollout-NN.json``; failures are recorded, never raised."""
     juniors, task, files = job.config.juniors, job.task, job.paths.junior_files
     name = f"rollout-{index:02d}"
     budget = job.budget_for("junior").child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
     temperature = rollout_temperature(juniors.temperatures, client.spec.temperature, index)
-    record = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
-              "temperature": temperature, "seed": juniors.seed + index, "patch": "", "patch_source": None}
+    record: dict[str, Any] = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
+                              "temperature": temperature, "seed": juniors.seed + index, "patch": "",
+                              "patch_source": None}
     trajectory = files.live_trajectory(index)
     runtime = agent = None
     try:
@@ -94,7 +97,8 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict:
     return record
 
 
-def _failed(record: dict, agent: Agent | None, runtime, max_patch_bytes: int, error: str, **extra) -> None:
+def _failed(record: dict[str, Any], agent: Agent | None, runtime: Runtime | None, max_patch_bytes: int, error: str,
+            **extra: object) -> None:
     """A rollout that failed outside its agent's loop still keeps what was paid for: the agent's steps (and so
     their cost) and, while the workspace answers, its diff."""
     record.update(exit_reason="runtime_error", error=error, **extra)
@@ -111,7 +115,7 @@ def _failed(record: dict, agent: Agent | None, runtime, max_patch_bytes: int, er
 _WORKSPACE_FAILED = ("runtime_error", "resource_limit")
 
 
-def _take_patch(runtime, record: dict, max_bytes: int) -> None:
+def _take_patch(runtime: Runtime, record: dict[str, Any], max_bytes: int) -> None:
     """The candidate is the working tree's diff, whatever ended the rollout.
 
     A diff that cannot be taken is the rollout's outcome (``patch_error``, the agent's own exit kept in
@@ -147,7 +151,7 @@ def _take_patch(runtime, record: dict, max_bytes: int) -> None:
                                 "to the parent repository cannot carry them")
 
 
-def _probe_layout(runtime, record: dict) -> None:
+def _probe_layout(runtime: Runtime, record: dict[str, Any]) -> None:
     """Record what the base commit holds around the patch's new files and in the spec/ and testing/ folders it
     touches (``base_entries``), so the pool can tell a new source file from a scratch file and a test folder
     from a source folder. Best effort: without it the pool judges from the patches alone."""

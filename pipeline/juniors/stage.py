@@ -4,20 +4,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from pipeline import pool_rules as waves
 from pipeline import stopping
+from pipeline.config import ScheduleConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
 from pipeline.records import Pool, RecordError, Rollout, Unreadable
 
+OnDone = Callable[[dict[str, Any]], object]  # told each rollout's record as it ends
 
-def junior_stage(job: TaskJob, *, on_done=None) -> tuple[list[Rollout], CandidatePool]:
+
+def junior_stage(job: TaskJob, *, on_done: OnDone | None = None) -> tuple[list[Rollout], CandidatePool]:
     """The junior stage as a strategy runs it: the rollouts (``run_juniors``) as records, and their pool, written
     to junior/pool.json with the schedule's decisions when ``juniors.schedule`` is on."""
     records, schedule = _run(job, on_done)
@@ -34,13 +38,13 @@ def _as_record(data: dict[str, Any]) -> Rollout:
     return record
 
 
-def run_juniors(job: TaskJob, *, on_done=None) -> list[dict]:
+def run_juniors(job: TaskJob, *, on_done: OnDone | None = None) -> list[dict[str, Any]]:
     """Rollouts 0..k-1 of the task in junior/ (with ``juniors.schedule`` on, 0..n-1 for the n its waves ran);
     returns their records in index order."""
     return _run(job, on_done)[0]
 
 
-def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict | None) -> None:
+def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict[str, Any] | None) -> None:
     """junior/pool.json: the pool, and the schedule's record (``pipeline.pool_rules.record``) when on."""
     data = pool.to_dict()
     if schedule is not None:
@@ -48,7 +52,7 @@ def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict | None) -> None
     Pool.of(data).write(job.paths.junior_files.pool)
 
 
-def _run(job: TaskJob, on_done) -> tuple[list[dict], dict | None]:
+def _run(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     juniors, directory = job.config.juniors, job.paths.junior
     k = juniors.k
     directory.mkdir(parents=True, exist_ok=True)
@@ -64,7 +68,7 @@ def _run(job: TaskJob, on_done) -> tuple[list[dict], dict | None]:
     return records, schedule
 
 
-def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
+def _run_waves(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The schedule: waves of rollouts until a rule says the pool has converged or K have run. A decision on disk
     (junior/pool.json) is kept: a task whose schedule stopped starts no more rollouts, one cut short mid-wave
     finishes that wave."""
@@ -76,8 +80,8 @@ def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
         kept = recorded[:recorded.index(stop) + 1]
         done = _rollouts(job, range(stop["rollouts"]), on_done)
         return [done[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, kept, directory)
-    records: dict[int, dict] = {}
-    decisions: list[dict] = []
+    records: dict[int, dict[str, Any]] = {}
+    decisions: list[dict[str, Any]] = []
     before: CandidatePool | None = None
     for wave, size in enumerate(waves.wave_sizes(settings, k), start=1):
         if job.reuse_juniors_from is not None:
@@ -100,13 +104,14 @@ def _run_waves(job: TaskJob, on_done) -> tuple[list[dict], dict]:
     return [records[i] for i in range(run)], _schedule_record(settings, k, decisions, directory)
 
 
-def _schedule_record(settings, k: int, decisions: list[dict], directory: Path) -> dict:
+def _schedule_record(settings: ScheduleConfig, k: int, decisions: list[dict[str, Any]],
+                     directory: Path) -> dict[str, Any]:
     run = decisions[-1]["rollouts"] if decisions else 0
     beyond = [index for index in JuniorFiles(directory).rollouts() if index >= run]
     return waves.record(settings, k, decisions, beyond)
 
 
-def _recorded_decisions(directory: Path) -> list[dict]:
+def _recorded_decisions(directory: Path) -> list[dict[str, Any]]:
     """The schedule's decisions an earlier session wrote into junior/pool.json ([] when none, or it cannot be
     read)."""
     pool = Pool.read(JuniorFiles(directory).pool)
@@ -115,11 +120,12 @@ def _recorded_decisions(directory: Path) -> list[dict]:
     return [decision.to_dict() for decision in pool.schedule.decisions]
 
 
-def _rollouts(job: TaskJob, indices: range, on_done, check_stop: bool = False) -> dict[int, dict]:
+def _rollouts(job: TaskJob, indices: range, on_done: OnDone | None,
+              check_stop: bool = False) -> dict[int, dict[str, Any]]:
     """The records of rollouts ``indices``: those on disk as they are, the others run side by side
     (``check_stop``: none starts once the run is stopping, as between two waves)."""
     directory = job.paths.junior
-    records: dict[int, dict] = {}
+    records: dict[int, dict[str, Any]] = {}
     todo = []
     for index in indices:
         previous = JuniorFiles(directory).rollout(index)

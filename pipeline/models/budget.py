@@ -27,6 +27,7 @@ class CostLimitExceeded(Exception):
             text = f"{scope} budget of ${limit:.4f} reached (spent ${spent:.4f})"
         super().__init__(text)
         self.scope, self.limit, self.spent, self.needed, self.reserved = scope, limit, spent, needed, reserved
+        self.billed: object = None  # the client's Usage of the failed tries before it, when a retry was refused
 
 
 class RemoteBudget(Protocol):

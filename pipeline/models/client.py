@@ -14,8 +14,10 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from pipeline import stopping
 from pipeline.errors import ModelUnavailable, describe
@@ -27,6 +29,9 @@ from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.outages import BREAKERS
 from pipeline.secrets import redact
 from pipeline.storage import write_json_atomic
+
+if TYPE_CHECKING:
+    from litellm.types.llms.openai import ChatCompletionToolParam
 
 DEFAULT_MAX_TOKENS = 4096  # the longest reply of a model litellm knows no output limit for
 MAX_DEFAULT_TOKENS = 8192  # the most a known model's own output limit is taken as, unless the config says more
@@ -70,7 +75,7 @@ class Completion:
     cost: float
     latency: float
     retries: int
-    tool_calls: list[dict] = field(default_factory=list)  # [{id, name, arguments (JSON text)}]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{id, name, arguments (JSON text)}]
     cache_write_tokens: int = 0
 
 
@@ -89,20 +94,22 @@ def default_max_tokens(model: str) -> int:
     return min(int(known), MAX_DEFAULT_TOKENS) if known else DEFAULT_MAX_TOKENS
 
 
-def count_input_tokens(model: str, messages: list[dict], tools: list[dict] | None = None) -> int:
+def count_input_tokens(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
     """Input tokens of a call, counted high: the larger of litellm's token counter (the model's tokenizer,
     or a default one for a model it does not know) and about 4 characters a token of the whole request."""
     from pipeline.models.litellm_setup import litellm
 
     try:
-        counted = int(litellm.token_counter(model=model, messages=messages, tools=tools or None))
+        # the tools are OpenAI's tool objects, the shape litellm's typed dict describes
+        sent_tools = cast("list[ChatCompletionToolParam] | None", tools or None)
+        counted = int(litellm.token_counter(model=model, messages=messages, tools=sent_tools))
     except Exception:  # noqa: BLE001 - an unknown model or message shape: the character estimate stands
         counted = 0
     text = json.dumps([messages, tools or []], ensure_ascii=False, default=str)
     return max(counted, len(text) // 4 + 1)
 
 
-def usage_of(source, depth: int = 0) -> Usage | None:
+def usage_of(source: Any, depth: int = 0) -> Usage | None:
     """The token counts in a usage object or mapping, a response, an error body, or an HTTP response's JSON."""
     if source is None or depth > 3:
         return None
@@ -113,7 +120,10 @@ def usage_of(source, depth: int = 0) -> Usage | None:
             return _usage_counts(source.get)
         return usage_of(source.get("usage"), depth + 1)
     if hasattr(source, "prompt_tokens") or hasattr(source, "completion_tokens"):
-        return _usage_counts(lambda key, default=None: getattr(source, key, default))
+        def attribute(key: str, default: Any = None) -> Any:
+            return getattr(source, key, default)
+
+        return _usage_counts(attribute)
     if callable(getattr(source, "json", None)):  # an httpx.Response: a provider's error body may hold usage
         try:
             return usage_of(source.json(), depth + 1)
@@ -122,8 +132,8 @@ def usage_of(source, depth: int = 0) -> Usage | None:
     return usage_of(getattr(source, "usage", None), depth + 1)
 
 
-def _usage_counts(get) -> Usage:
-    def number(value) -> int:
+def _usage_counts(get: Callable[[str, Any], Any]) -> Usage:
+    def number(value: Any) -> int:
         try:
             return max(0, int(value or 0))
         except (TypeError, ValueError):
@@ -263,7 +273,7 @@ class ModelClient:
         """What ``agent`` spent through this role in earlier sessions of the task (its ledger rows)."""
         return self.ledger.spent(self.stage, agent)
 
-    def worst_case(self, messages: list[dict], tools: list[dict] | None = None) -> float:
+    def worst_case(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> float:
         """The most one call with ``messages`` can cost: its input tokens (``count_input_tokens``) at the highest
         input price (plain, cache read or cache write: ``Prices.highest_input``) plus ``max_tokens`` at the output
         price. 0 for a free model."""
@@ -274,9 +284,9 @@ class ModelClient:
         tokens = count_input_tokens(self.spec.model, messages, tools) if input_price else 0
         return (tokens * input_price + self.max_tokens * prices.output) / 1e6
 
-    def complete(self, messages: list[dict], budget: Budget, *, agent: str = "", agent_index: int = 0,
+    def complete(self, messages: list[dict[str, Any]], budget: Budget, *, agent: str = "", agent_index: int = 0,
                  temperature: float | None = None, seed: int | None = None,
-                 tools: list[dict] | None = None, journal: Path | None = None) -> Completion:
+                 tools: list[dict[str, Any]] | None = None, journal: Path | None = None) -> Completion:
         """One reply. Raises CostLimitExceeded before a call the budget cannot pay; ModelCallFailed when the
         provider refuses this request (final: the agent's outcome); ModelUnavailable when the endpoint failed
         past the retries while it works for other calls (infrastructure: the task reruns); Stopped when the run
@@ -319,7 +329,7 @@ class ModelClient:
                 self._record_failure(attempt, attempt.billed.error or "stopped")  # a stop mid-retries
             raise
 
-    def _attempt(self, params: dict, worst: float, budget: Budget, attempt: _Attempt):
+    def _attempt(self, params: dict[str, Any], worst: float, budget: Budget, attempt: _Attempt) -> Any:
         """One try of the call: the response, or None when it failed and is to be tried again; raises when the
         call is over (see ``complete``)."""
         from pipeline.models.litellm_setup import litellm
@@ -391,9 +401,9 @@ class ModelClient:
 
     def _backoff(self, retries: int) -> float:
         delay = min(self.backoff_cap, self.backoff_base * 2**retries)
-        return delay * random.uniform(0.5, 1.0)
+        return float(delay * random.uniform(0.5, 1.0))
 
-    def _record_success(self, response, attempt: _Attempt, journal: Path | None, key: str) -> Completion:
+    def _record_success(self, response: Any, attempt: _Attempt, journal: Path | None, key: str) -> Completion:
         """The reply's journal entry and ledger row, then the settlement: a settle that fails (a budget held on
         a cluster) comes after the paid reply is on record, so a resume reuses it instead of paying again."""
         used = usage_of(getattr(response, "usage", None)) or Usage()
@@ -406,6 +416,7 @@ class ModelClient:
                         latency=round(latency, 4), retries=attempt.retries, task=self.task, agent=attempt.agent,
                         call=attempt.call)
         reservation = attempt.reservation
+        assert reservation is not None  # _attempt holds one for the try that answered
         try:
             message = response.choices[0].message
             calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
@@ -468,7 +479,7 @@ class _Attempt:
     reservation: Reservation | None = None
 
 
-def _call_key(params: dict) -> str:
+def _call_key(params: dict[str, Any]) -> str:
     """What identifies a call's conversation position: the model and everything it is sent."""
     sent = {name: params.get(name) for name in ("model", "messages", "tools", "temperature", "seed")}
     return hashlib.sha256(json.dumps(sent, sort_keys=True, default=str).encode("utf-8")).hexdigest()

@@ -17,6 +17,7 @@ tools, and returned as that call.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pipeline.models.grammars import tool_call
 
@@ -24,7 +25,7 @@ CHAT_FORMAT = "swepipe-gemma"
 TURN, END = "<start_of_turn>", "<end_of_turn>"
 
 
-def gemma_prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
+def gemma_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
     """The prompt for ``messages`` (OpenAI chat messages), ending with the opened model turn; without ``<bos>``,
     which the tokenizer adds."""
     system = "\n\n".join(_text(m) for m in messages if m.get("role") == "system")
@@ -52,14 +53,14 @@ def gemma_prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
     return "".join(f"{TURN}{speaker}\n{text.strip()}{END}\n" for speaker, text in turns) + f"{TURN}model\n"
 
 
-def _text(message: dict) -> str:
+def _text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, list):  # content parts: their text
         return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
     return content or ""
 
 
-def _call_text(call: dict) -> str:
+def _call_text(call: dict[str, Any]) -> str:
     """A tool call as the model writes it."""
     function = call.get("function") or {}
     try:
@@ -69,7 +70,7 @@ def _call_text(call: dict) -> str:
     return json.dumps({"name": function.get("name"), "arguments": arguments})
 
 
-def _tools_text(tools: list[dict]) -> str:
+def _tools_text(tools: list[dict[str, Any]]) -> str:
     lines = ['Call one tool per reply: reply with only a JSON object {"name": <tool>, "arguments": {...}}. The tools:']
     for tool in tools:
         function = tool.get("function") or {}
@@ -79,7 +80,7 @@ def _tools_text(tools: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _as_tool_call(response: dict) -> dict:
+def _as_tool_call(response: dict[str, Any]) -> dict[str, Any]:
     """The grammar-held reply as the tool call it spells (a reply cut short stays text, for the agent to refuse)."""
     choice = response["choices"][0]
     try:
@@ -105,16 +106,18 @@ def register() -> None:
 
     from pipeline.models.grammar_sampling import GrammarFilter
 
-    def formatter(*, messages, tools=None, **_) -> ChatFormatterResponse:
+    def formatter(*, messages: Any, tools: list[dict[str, Any]] | None = None, **_: Any) -> ChatFormatterResponse:
         # No stop text: <end_of_turn> is an end-of-generation token, and a held reply may spell it out as text.
         return ChatFormatterResponse(prompt=gemma_prompt(messages, tools))
 
     plain = chat_formatter_to_chat_completion_handler(formatter)
 
-    @register_chat_completion_handler(CHAT_FORMAT)
-    def handler(*, llama, tools=None, tool_choice=None, grammar=None, max_tokens=None, stream=False,
-                logits_processor=None, stop=None, **options):
+    @register_chat_completion_handler(CHAT_FORMAT)  # type: ignore[untyped-decorator]  # llama_cpp's: unannotated
+    def handler(*, llama: Any, tools: Any = None, tool_choice: Any = None, grammar: Any = None,
+                max_tokens: int | None = None, stream: bool = False, logits_processor: Any = None, stop: Any = None,
+                **options: Any) -> Any:  # llama_cpp's handler protocol: its values are llama_cpp's own types
         calling = bool(tools) and tool_choice != "none" and not stream
+        held: str | None
         if calling:
             if isinstance(tool_choice, dict):  # one named tool
                 named = tool_choice.get("function", {}).get("name")
@@ -126,8 +129,8 @@ def register() -> None:
             stop = [*([stop] if isinstance(stop, str) else stop or []), END]  # the model may write it as text
         else:
             logits_processor = LogitsProcessorList([*(logits_processor or []), GrammarFilter(llama, held)])
-        response = plain(llama=llama, tools=tools, tool_choice=None, grammar=None, max_tokens=max_tokens,
-                         stream=stream, logits_processor=logits_processor, stop=stop, **options)
+        response: Any = plain(llama=llama, tools=tools, tool_choice=None, grammar=None, max_tokens=max_tokens,
+                              stream=stream, logits_processor=logits_processor, stop=stop, **options)
         return _as_tool_call(response) if calling else response
 
 
@@ -135,7 +138,7 @@ def main() -> None:
     register()
     from llama_cpp.server.__main__ import main as serve
 
-    serve()
+    serve()  # type: ignore[no-untyped-call]  # llama_cpp's server entry point has no annotations
 
 
 if __name__ == "__main__":

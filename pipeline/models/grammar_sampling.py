@@ -11,6 +11,7 @@ one the grammar allows, so the reply still always parses; only which allowed tok
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ class GrammarFilter:
     """A llama-cpp-python logits processor: every logit but those of the tokens ``grammar`` (GBNF, start rule
     ``root``) allows next becomes -inf. One per completion: it follows the tokens written so far."""
 
-    def __init__(self, llama, grammar: str):
+    def __init__(self, llama: Any, grammar: str) -> None:  # llama: a llama_cpp.Llama
         import llama_cpp
 
         self._llama_cpp = llama_cpp
@@ -54,7 +55,8 @@ class GrammarFilter:
             data=data.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)), size=len(tokens), selected=-1,
             sorted=False)
         llama_cpp.llama_sampler_apply(self.sampler, ctypes.byref(array))
-        return tokens[np.isfinite(data["logit"])]
+        allowed: np.ndarray = tokens[np.isfinite(data["logit"])]
+        return allowed
 
     def __del__(self) -> None:
         if getattr(self, "sampler", None):

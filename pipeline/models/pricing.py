@@ -20,10 +20,11 @@ def resolve_prices(spec: ModelSpec, role: str) -> Prices:
         info = None
     # litellm also answers for a model its map does not list (a provider's defaults: $0 a token); only a model
     # whose entry is in the map has a price, or a run of it would spend with no dollar counted against its budget
-    if info and info.get("key") in litellm.model_cost and info.get("input_cost_per_token") is not None \
-            and info.get("output_cost_per_token") is not None:
+    input_price = info.get("input_cost_per_token") if info else None
+    output_price = info.get("output_cost_per_token") if info else None
+    if info and info.get("key") in litellm.model_cost and input_price is not None and output_price is not None:
         cached, written = info.get("cache_read_input_token_cost"), info.get("cache_creation_input_token_cost")
-        return Prices(input=info["input_cost_per_token"] * 1e6, output=info["output_cost_per_token"] * 1e6,
+        return Prices(input=input_price * 1e6, output=output_price * 1e6,
                       cached_input=None if cached is None else cached * 1e6,
                       cache_write_input=None if written is None else written * 1e6,
                       cache_min_tokens=info.get("prompt_cache_min_tokens"))

@@ -12,6 +12,8 @@ reports as read from or written to its cache is priced as such (``Prices.cost``)
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.models.spec import ModelSpec
 
 MARK = {"type": "ephemeral"}
@@ -33,7 +35,7 @@ def caches_at_markers(spec: ModelSpec) -> bool:
     return needs_markers(spec.model_copy(update={"prompt_cache": "auto"})) or spec.prompt_cache == "on"
 
 
-def marked_indices(messages: list[dict]) -> list[int]:
+def marked_indices(messages: list[dict[str, Any]]) -> list[int]:
     """The messages a call's cache markers go on: the first system prompt, and the last message of each of the
     latest MARKED_TURNS runs of observations (a turn's user message in the text format; its tool results, and
     any note after them, in the tool-call format)."""
@@ -43,7 +45,7 @@ def marked_indices(messages: list[dict]) -> list[int]:
     return system + ends[-MARKED_TURNS:]
 
 
-def with_cache_markers(messages: list[dict]) -> list[dict]:
+def with_cache_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A copy of ``messages`` with a cache marker on each of ``marked_indices``; the messages themselves are left
     as they are. A user or system message's text becomes one text block that carries it. A tool result keeps its
     text and carries the marker itself: litellm puts it on the tool_result block (Anthropic) or a cachePoint after

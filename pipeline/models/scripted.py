@@ -34,8 +34,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import httpx
 import litellm
@@ -54,7 +55,14 @@ class ScriptError(litellm.BadRequestError):
         super().__init__(message=message, model=model, llm_provider="scripted")
 
 
-_FAULTS = {
+class _Billed(Protocol):
+    """An error carrying the provider's HTTP response: litellm's errors of a time-out and of a lost connection
+    declare none, yet one is read back from any error (``client``'s billed usage reads it with getattr)."""
+
+    response: httpx.Response
+
+
+_FAULTS: dict[str, Callable[[str], Exception]] = {
     "rate_limit": lambda m: litellm.RateLimitError(message="scripted rate limit", llm_provider="scripted", model=m),
     "timeout": lambda m: litellm.Timeout(message="scripted timeout", model=m, llm_provider="scripted"),
     "server_error": lambda m: litellm.InternalServerError(message="scripted 500", llm_provider="scripted", model=m),
@@ -75,11 +83,11 @@ class ScriptedModel(CustomLLM):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self._scripts: dict[str, dict] = {}
-        self._errors_served: dict[tuple, int] = {}
-        self._outages: dict[str, dict] = {}  # per script file: calls made, when its outage began
+        self._scripts: dict[str, dict[str, Any]] = {}
+        self._errors_served: dict[tuple[Any, ...], int] = {}  # (model, scope, role, agent, position) -> served
+        self._outages: dict[str, dict[str, Any]] = {}  # per script file: calls made, when its outage began
 
-    def completion(self, model: str, messages: list, *args, **kwargs) -> ModelResponse:
+    def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
         metadata = ((kwargs.get("litellm_params") or {}).get("metadata") or {}).get(METADATA_KEY) or {}
         role, agent, scope = metadata.get("role", "junior"), int(metadata.get("agent", 0)), metadata.get("scope", "")
         script = self._load(model)
@@ -112,12 +120,13 @@ class ScriptedModel(CustomLLM):
                                   f"{', '.join(_FAULTS)}", model)
             error = fault(model)
             if reply.get("usage"):  # what the provider billed before failing, in its error response's body
-                error.response = httpx.Response(getattr(error, "status_code", None) or 500,
-                                                json={"error": {"message": str(error)}, "usage": reply["usage"]},
-                                                request=httpx.Request("POST", "http://scripted/v1/chat/completions"))
+                cast(_Billed, error).response = httpx.Response(
+                    getattr(error, "status_code", None) or 500,
+                    json={"error": {"message": str(error)}, "usage": reply["usage"]},
+                    request=httpx.Request("POST", "http://scripted/v1/chat/completions"))
             raise error
         content = str(reply.get("content", ""))
-        message = {"role": "assistant", "content": content}
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if reply.get("tool_calls"):
             message["tool_calls"] = [
                 {"id": f"call_{position}_{n}", "type": "function",
@@ -138,7 +147,7 @@ class ScriptedModel(CustomLLM):
                    "prompt_tokens_details": {"cached_tokens": cached}},
         )
 
-    def _outage(self, model: str, outage: dict) -> None:
+    def _outage(self, model: str, outage: dict[str, Any]) -> None:
         """Raise the outage's fault while it lasts (see the module's docstring)."""
         if not isinstance(outage, dict) or outage.get("error") not in _FAULTS:
             raise ScriptError(f"scripted model {model}: outage must be a mapping with error one of "
@@ -157,7 +166,7 @@ class ScriptedModel(CustomLLM):
         if down:
             raise _FAULTS[outage["error"]](model)
 
-    def _load(self, model: str) -> dict:
+    def _load(self, model: str) -> dict[str, Any]:
         with self._lock:
             if model in self._scripts:
                 return self._scripts[model]
@@ -176,7 +185,7 @@ class ScriptedModel(CustomLLM):
             self._scripts[model] = data
         return data
 
-    def _replies(self, model: str, script: dict, role: str, agent: int) -> list[Any]:
+    def _replies(self, model: str, script: dict[str, Any], role: str, agent: int) -> list[Any]:
         entry = script.get(role)
         if entry is None:
             raise ScriptError(f"scripted model {model}: the file has no replies for role '{role}'", model)
@@ -184,7 +193,8 @@ class ScriptedModel(CustomLLM):
             if not isinstance(entry, list) or not entry or not all(isinstance(s, list) for s in entry):
                 raise ScriptError(f"scripted model {model}: '{role}' must be a list of scripts (lists of replies)",
                                   model)
-            return entry[agent % len(entry)]
+            replies: list[Any] = entry[agent % len(entry)]
+            return replies
         if not isinstance(entry, list):
             raise ScriptError(f"scripted model {model}: '{role}' must be a list of replies", model)
         return entry
@@ -204,10 +214,10 @@ def _slots(replies: list[Any]) -> list[tuple[list[Any], Any]]:
     return slots
 
 
-def _estimate_tokens(messages: list) -> int:
+def _estimate_tokens(messages: list[Any]) -> int:
     return max(1, sum(len(str(m.get("content", ""))) for m in messages) // 4)
 
 
-def _arguments_text(arguments) -> str:
+def _arguments_text(arguments: object) -> str:
     """A scripted call's arguments as a provider sends them: JSON text; text given as such is sent unchanged."""
     return arguments if isinstance(arguments, str) else json.dumps(arguments or {})

@@ -25,7 +25,7 @@ class RunSummary:
 
     def spend(self, stage: str) -> float:
         costs = ((p.get("cost") or {}).get(stage) for p in self.predictions.values() if isinstance(p.get("cost"), dict))
-        return sum(cost for cost in costs if dollars_of(cost) != "$?")
+        return sum(cost for cost in costs if cost is not None and dollars_of(cost) != "$?")
 
     @property
     def scored(self) -> list[bool]:
@@ -88,7 +88,7 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: dict,
 
 def task_line(prediction: dict, roles: tuple[str, ...]) -> str:
     """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
-    cost = prediction.get("cost") if isinstance(prediction.get("cost"), dict) else {}
+    cost = given if isinstance(given := prediction.get("cost"), dict) else {}
     resolved = verdict_word(prediction.get("resolved"), "resolved", "not resolved", "")
     status = "not run (infra error, retried by a rerun)" if prediction.get("infra_error") else \
         f"source {prediction.get('source', 'none')}"

@@ -245,7 +245,9 @@ class DockerRuntime:
             member = archive.next()
             if member is None or not member.isfile():
                 raise IsADirectoryError(f"{target} is not a regular file")
-            return archive.extractfile(member).read()
+            reader = archive.extractfile(member)
+            assert reader is not None  # a regular file's member always has a reader
+            return reader.read()
 
     def write_file(self, path: str, data: bytes | str) -> None:
         target = resolve_in(self.workdir, path)

@@ -134,8 +134,9 @@ def machine_pid_max() -> int:
         return 32_768
 
 
-def container_limits(config: Containers | None = None, concurrent: int = 1) -> ContainerLimits:
-    """The limits of one container when ``concurrent`` containers run at once; the config's values win."""
+def container_limits(config: object = None, concurrent: int = 1) -> ContainerLimits:
+    """The limits of one container when ``concurrent`` containers run at once; the config's values win. ``config``
+    is a Containers, or anything with some of its fields (DockerEnvironment's cpus and memory): read with getattr."""
     concurrent = max(1, concurrent)
     cpus_total = machine_cpus()
     cpus = getattr(config, "cpus", None) or round(min(cpus_total, max(1.0, cpus_total / concurrent)), 2)
@@ -158,8 +159,11 @@ def fill_defaults(config: Containers, concurrent: int) -> Containers:
     return config.model_copy(update={
         "cpus": config.cpus or limits.cpus, "memory": config.memory or format_size(limits.memory),
         "pids_limit": config.pids_limit or limits.pids, "tmp_size": config.tmp_size or format_size(limits.tmp_size),
-        "file_size": config.file_size or format_size(limits.file_size),
-        "disk": config.disk or format_size(limits.disk)})
+        "file_size": config.file_size or _size_text(limits.file_size), "disk": config.disk or _size_text(limits.disk)})
+
+
+def _size_text(size: int | None) -> str | None:
+    return None if size is None else format_size(size)
 
 
 # -- the writable layer's quota: only some storage drivers have one ------------------------------------

@@ -72,9 +72,11 @@ class LocalRuntime:
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         timed_out = False
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
         with selectors.DefaultSelector() as selector:
-            selector.register(proc.stdout, selectors.EVENT_READ)
-            fd = proc.stdout.fileno()
+            selector.register(stdout, selectors.EVENT_READ)
+            fd = stdout.fileno()
             while True:
                 remaining = started + timeout - time.monotonic()
                 if remaining <= 0:
@@ -88,7 +90,7 @@ class LocalRuntime:
                 output.feed(chunk)
         if timed_out:
             _kill_group(proc.pid)
-        proc.stdout.close()
+        stdout.close()
         exit_code = proc.wait()
         return CommandResult(exit_code=exit_code, output=output.text(), timed_out=timed_out,
                              duration=time.monotonic() - started, total_bytes=output.total, cut_bytes=output.cut)

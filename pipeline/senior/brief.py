@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Any
 
 from pipeline.linenumbers import line_number
 from pipeline.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
@@ -49,11 +50,11 @@ class BriefDraft:
     problems: list[str] = field(default_factory=list)  # span lines and spans dropped, and why
     candidate: int | None = None  # 1-based pool candidate the senior judges right or closest (None: none of them)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> BriefDraft:
+    def from_dict(cls, data: dict[str, Any]) -> BriefDraft:
         return cls(analysis=data.get("analysis", ""), spans=[BriefSpan(**s) for s in data.get("spans", [])],
                    source=data.get("source", "senior"), problems=data.get("problems", []),
                    candidate=data.get("candidate"))
@@ -112,7 +113,7 @@ def _brief_from_json(block: str) -> BriefDraft:
         raise BriefFormatError(problem)
     if not isinstance(data, dict) or not isinstance(data.get("analysis"), str) or not data["analysis"].strip():
         raise BriefFormatError('the brief must be an object with "analysis" (text) and "spans" (a list)')
-    items = data.get("spans") if isinstance(data.get("spans"), list) else []
+    items = given if isinstance(given := data.get("spans"), list) else []
     brief = BriefDraft(analysis=data["analysis"].strip(), spans=[])
     if not isinstance(data.get("spans"), list):
         brief.problems.append('the brief has no "spans" list')
@@ -122,25 +123,28 @@ def _brief_from_json(block: str) -> BriefDraft:
             brief.problems.append(f"span {number} dropped: {span}")
         else:
             brief.spans.append(span)
-    brief.candidate, problem = _candidate_value(data.get("candidate"))
-    if problem:
-        brief.problems.append(problem)
+    brief.candidate, candidate_problem = _candidate_value(data.get("candidate"))
+    if candidate_problem:
+        brief.problems.append(candidate_problem)
     return brief
 
 
 _BAD_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
-def _escape_backslash(found: re.Match) -> str:
+def _escape_backslash(found: re.Match[str]) -> str:
     """A backslash pair as it is when JSON knows it (\\n, \\\\, \\"), else the backslash escaped (\\d -> \\\\d)."""
     return found.group(0) if found.group(1) in '\\/"bfnrtu' else "\\\\" + found.group(1)
 
 
-def _span_from_item(item) -> BriefSpan | str:
+def _span_from_item(item: object) -> BriefSpan | str:
     """A JSON span ({file, start, end, reason}, or "lines": "10-42", or a "pkg/a.py:10-42" file), or why not."""
     if isinstance(item, str):
         spans, problem = parse_span_line(item)
-        return spans[0] if spans else problem
+        if spans:
+            return spans[0]
+        assert problem is not None  # no span: parse_span_line says why
+        return problem
     if not isinstance(item, dict):
         return f"not an object with file, start and end: {str(item)[:80]!r}"
     path = item.get("file") or item.get("path")
@@ -209,6 +213,7 @@ def _brief_from_text(text: str) -> BriefDraft | None:
         elif line[:1].isspace() and brief.spans and not _BULLET.match(line):  # a reason wrapped onto a new line
             brief.spans[-1].reason = f"{brief.spans[-1].reason} {line.strip()}".strip()
         else:
+            assert problem is not None  # no span: parse_span_line says why
             brief.problems.append(problem)
     if "spans" not in seen:
         brief.problems.append("the brief has no SPANS section")
@@ -219,7 +224,7 @@ def _brief_from_text(text: str) -> BriefDraft | None:
     return brief
 
 
-def _lines_outside_actions(text: str):
+def _lines_outside_actions(text: str) -> Iterator[tuple[str, bool]]:
     """(line, inside a code block) for each line; ```bash blocks (the commands, submit) are left out, and a
     plain code block that wraps the brief's headers is unwrapped."""
     lines = text.splitlines()
@@ -280,12 +285,13 @@ def parse_span_line(line: str) -> tuple[list[BriefSpan], str | None]:
     found = _RANGE.match(rest)
     if not found:
         return [], f"{quoted}: no line range (write path:START-END and a reason)"
-    ranges = [(line_number(found.group("start")), line_number(found.group("end") or found.group("start")))]
+    numbers = [(line_number(found.group("start")), line_number(found.group("end") or found.group("start")))]
     rest = rest[found.end():]
     while more := _MORE_RANGE.match(rest):
-        ranges.append((line_number(more.group("start")), line_number(more.group("end"))))
+        numbers.append((line_number(more.group("start")), line_number(more.group("end"))))
         rest = rest[more.end():]
-    if any(start is None or end is None for start, end in ranges):
+    ranges = [(start, end) for start, end in numbers if start is not None and end is not None]
+    if len(ranges) < len(numbers):
         return [], f"{quoted}: a line number that is no line number"
     if any(end < start for start, end in ranges):
         return [], f"{quoted}: a range ends before it starts"
@@ -293,7 +299,7 @@ def parse_span_line(line: str) -> tuple[list[BriefSpan], str | None]:
     return [BriefSpan(token, start, end, reason) for start, end in ranges], None
 
 
-def _candidate_value(value) -> tuple[int | None, str | None]:
+def _candidate_value(value: object) -> tuple[int | None, str | None]:
     """The CANDIDATE answer as a 1-based number or None (none of them); and a problem if it was unreadable."""
     if value is None or isinstance(value, bool):
         return None, None

@@ -6,7 +6,12 @@ import builtins
 import functools
 import keyword
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 _EXTENSIONS = {".py": "python", ".go": "go", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
                ".jsx": "javascript", ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx"}
@@ -50,31 +55,36 @@ def language_for(path: str) -> str | None:
 
 
 @functools.cache
-def _parser(language: str):
+def _parser(language: str) -> Parser:
     from tree_sitter import Language, Parser
 
     if language == "python":
-        import tree_sitter_python as grammar
-        return Parser(Language(grammar.language()))
+        import tree_sitter_python
+
+        return Parser(Language(tree_sitter_python.language()))
     if language == "go":
-        import tree_sitter_go as grammar
-        return Parser(Language(grammar.language()))
+        import tree_sitter_go
+
+        return Parser(Language(tree_sitter_go.language()))
     if language == "javascript":
-        import tree_sitter_javascript as grammar
-        return Parser(Language(grammar.language()))
-    import tree_sitter_typescript as grammar
-    return Parser(Language(grammar.language_tsx() if language == "tsx" else grammar.language_typescript()))
+        import tree_sitter_javascript
+
+        return Parser(Language(tree_sitter_javascript.language()))
+    import tree_sitter_typescript
+
+    typescript = tree_sitter_typescript
+    return Parser(Language(typescript.language_tsx() if language == "tsx" else typescript.language_typescript()))
 
 
-def _parse(language: str, source: str):
+def _parse(language: str, source: str) -> Node:
     return _parser(language).parse(source.encode("utf-8", "surrogatepass")).root_node
 
 
-def _text(node) -> str:
-    return node.text.decode("utf-8", "replace") if node is not None else ""
+def _text(node: Node | None) -> str:
+    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
 
-def _lines(node) -> tuple[int, int]:
+def _lines(node: Node) -> tuple[int, int]:
     return node.start_point[0] + 1, node.end_point[0] + 1
 
 
@@ -86,7 +96,7 @@ def definitions(path: str, source: str) -> list[Definition]:
     definer = {"python": _python_definition, "go": _go_definition}.get(language, _js_definition)
     try:
         found = []
-        stack = [(_parse(language, source), None)]
+        stack: list[tuple[Node, Definition | None]] = [(_parse(language, source), None)]
         while stack:
             node, parent = stack.pop()
             made = definer(node, parent)
@@ -99,30 +109,34 @@ def definitions(path: str, source: str) -> list[Definition]:
         return []
 
 
-def _make(name_node, kind: str, span_node, parent: Definition | None, parent_name: str | None = None):
+def _make(name_node: Node | None, kind: str, span_node: Node, parent: Definition | None,
+          parent_name: str | None = None) -> Definition | None:
     name = _text(name_node)
     if not name:
         return None
     start, end = _lines(span_node)
-    return Definition(name, kind, start, end, parent_name if parent_name is not None else parent and parent.name)
+    if parent_name is None and parent is not None:
+        parent_name = parent.name
+    return Definition(name, kind, start, end, parent_name)
 
 
-def _python_definition(node, parent):
+def _python_definition(node: Node, parent: Definition | None) -> Definition | None:
     outer = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else node
     if node.type == "function_definition":
         kind = "method" if parent is not None and parent.kind == "class" else "function"
         return _make(node.child_by_field_name("name"), kind, outer, parent)
     if node.type == "class_definition":
         return _make(node.child_by_field_name("name"), "class", outer, parent)
-    if node.type == "assignment" and node.parent.type == "expression_statement" and \
-            node.parent.parent is not None and node.parent.parent.type == "module":
+    statement = node.parent
+    if node.type == "assignment" and statement is not None and statement.type == "expression_statement" and \
+            statement.parent is not None and statement.parent.type == "module":
         left = node.child_by_field_name("left")
         if left is not None and left.type == "identifier":
-            return _make(left, "variable", node.parent, parent)
+            return _make(left, "variable", statement, parent)
     return None
 
 
-def _go_definition(node, parent):
+def _go_definition(node: Node, parent: Definition | None) -> Definition | None:
     if node.type == "function_declaration":
         return _make(node.child_by_field_name("name"), "function", node, parent)
     if node.type == "method_declaration":
@@ -134,7 +148,8 @@ def _go_definition(node, parent):
             sum(c.type in ("type_spec", "type_alias") for c in declaration.named_children) == 1
         kind = {"struct_type": "struct", "interface_type": "interface"}.get(
             getattr(node.child_by_field_name("type"), "type", ""), "type")
-        return _make(node.child_by_field_name("name"), kind, declaration if single else node, parent)
+        return _make(node.child_by_field_name("name"), kind,
+                     declaration if single and declaration is not None else node, parent)
     return None
 
 
@@ -145,7 +160,7 @@ _JS_KINDS = {"function_declaration": "function", "generator_function_declaration
              "method_definition": "method", "abstract_method_signature": "method"}
 
 
-def _js_definition(node, parent):
+def _js_definition(node: Node, parent: Definition | None) -> Definition | None:
     kind = _JS_KINDS.get(node.type)
     if kind is not None:
         if kind == "method" and getattr(node.parent, "type", "") != "class_body":
@@ -164,7 +179,8 @@ def _js_definition(node, parent):
             declaration = node.parent
             single = declaration is not None and len(
                 [c for c in declaration.named_children if c.type == "variable_declarator"]) == 1
-            return _make(name, "variable", _exported(declaration) if single else node, parent)
+            return _make(name, "variable",
+                         _exported(declaration) if single and declaration is not None else node, parent)
     if node.type == "assignment_expression" and node.parent is not None and \
             node.parent.type == "expression_statement":  # exports.f = function ..., A.prototype.m = () => ...
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
@@ -174,11 +190,11 @@ def _js_definition(node, parent):
     return None
 
 
-def _exported(node):
+def _exported(node: Node) -> Node:
     return node.parent if node.parent is not None and node.parent.type == "export_statement" else node
 
 
-def _first(node, node_type: str):
+def _first(node: Node | None, node_type: str) -> Node | None:
     stack = [node] if node is not None else []
     while stack:
         current = stack.pop()
@@ -207,7 +223,7 @@ def identifiers(path: str, source: str, start_line: int, end_line: int) -> set[s
     return {w for w in _WORD.findall("\n".join(lines)) if len(w) > 2 and w not in _ANY_NOISE}
 
 
-def _identifier_nodes(root, start_line: int, end_line: int):
+def _identifier_nodes(root: Node, start_line: int, end_line: int) -> Iterator[Node]:
     stack = [root]
     while stack:
         node = stack.pop()
@@ -237,7 +253,7 @@ def references(path: str, source: str, name: str) -> list[int]:
     return [number for number, text in enumerate(lines, 1) if word.search(text)]
 
 
-def _defines_or_imports(node) -> bool:
+def _defines_or_imports(node: Node) -> bool:
     parent = node.parent
     if parent is not None and parent.child_by_field_name("name") == node and (
             parent.type.endswith(("definition", "declaration", "declarator", "spec", "signature")) or

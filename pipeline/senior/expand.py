@@ -9,11 +9,13 @@ import re
 import shlex
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from unidiff import PatchSet
+from unidiff import Hunk, PatchSet
 
 from pipeline.juniors.pool import CandidateDraft, CandidatePool, is_test_path
-from pipeline.runtime.base import GIT_QUIET
+from pipeline.runtime.base import GIT_QUIET, Runtime
 from pipeline.senior.code_index import Definition, definitions, enclosing, identifiers, language_for, references
 
 KINDS = ("hunk", "definition", "caller", "test", "window")  # highest priority first
@@ -87,11 +89,11 @@ class _Changed:
 class _Repo:
     """Cached, failure-proof reads of the base repository through the runtime."""
 
-    def __init__(self, runtime):
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self._sources: dict[str, str | None] = {}
         self._defs: dict[str, list[Definition]] = {}
-        self._greps: dict[tuple, list[tuple[str, int, str]] | None] = {}
+        self._greps: dict[tuple[str, tuple[str, ...]], list[tuple[str, int, str]] | None] = {}
         self._files: list[str] | None = None
 
     def is_test(self, path: str) -> bool:
@@ -178,8 +180,11 @@ def _hunks(candidate: CandidateDraft) -> list[_Hunk]:
             for hunk in patched_file if (patched_file.path, hunk.source_start, hunk.source_length) in wanted]
 
 
-def _regions(hunk) -> list[tuple[int, int, str]]:
-    regions, removed, added, before = [], [], [], hunk.source_start - 1
+def _regions(hunk: Hunk) -> list[tuple[int, int, str]]:
+    regions: list[tuple[int, int, str]] = []
+    removed: list[int] = []  # the lines a run of removals takes, in the old file
+    added: list[str] = []  # the text a run of additions inserts
+    before = hunk.source_start - 1
 
     def close(after: int) -> None:
         if removed:
@@ -190,11 +195,12 @@ def _regions(hunk) -> list[tuple[int, int, str]]:
         added.clear()
 
     for line in hunk:
-        if line.is_context:
-            close(line.source_line_no)
-            before = line.source_line_no
-        elif line.is_removed:
-            removed.append(line.source_line_no)
+        number = line.source_line_no  # a context or removed line's, in the old file; None for an added line
+        if line.is_context and number is not None:
+            close(number)
+            before = number
+        elif line.is_removed and number is not None:
+            removed.append(number)
         elif line.is_added:
             added.append(line.value)
     close(hunk.source_start + hunk.source_length)
@@ -224,7 +230,7 @@ def _changed_spans(repo: _Repo, hunk: _Hunk, window: int) -> list[tuple[Expansio
     """The definitions a hunk changes (kind hunk) and windows around changes outside any (kind window)."""
     lines = repo.lines(hunk.file)
     defs = repo.definitions(hunk.file)
-    spans = []
+    spans: list[tuple[ExpansionSpan, Definition | None]] = []
     for first, last, inserted in hunk.regions:
         owner = _owner(defs, lines, first, last, inserted)
         if owner is not None and owner.end_line - owner.start_line < _MAX_SPAN:
@@ -243,7 +249,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def expand_pool(pool: CandidatePool, runtime, *, max_definitions_per_symbol: int = 3, max_callers: int = 6,
+def expand_pool(pool: CandidatePool, runtime: Runtime, *, max_definitions_per_symbol: int = 3, max_callers: int = 6,
                 max_tests: int = 4, max_symbols: int = 25, window: int = 12,
                 repo: _Repo | None = None) -> list[ExpansionSpan]:
     """Spans of base-commit code a fix for the pool's candidates depends on, merged, in this order:
@@ -251,7 +257,7 @@ def expand_pool(pool: CandidatePool, runtime, *, max_definitions_per_symbol: int
 
     ``repo``: reads of the base repository to share with other expansions of the same runtime (cached)."""
     repo = repo or _Repo(runtime)
-    changed: dict[tuple, _Changed] = {}
+    changed: dict[tuple[str, int, int, str], _Changed] = {}  # (file, start, end, kind) -> its span
     symbols: dict[str, tuple[int, int, str]] = {}  # name -> (votes, first seen, a file using it)
     for candidate in pool.candidates:
         for hunk in _hunks(candidate):
@@ -308,7 +314,7 @@ def _definition_spans(repo: _Repo, name: str, globs: tuple[str, ...], hunk_files
     if len(declaring) > _MAX_HITS:
         return []
     files = sorted({path for path, _ in declaring}, key=lambda p: (p not in hunk_files, p))
-    found = []
+    found: list[ExpansionSpan] = []
     for path in files:
         for definition in repo.definitions(path):
             if definition.name == name and len(found) < limit:
@@ -322,7 +328,7 @@ def _call_sites(repo: _Repo, changed_defs: list[tuple[str, Definition]], names: 
                 max_callers: int, max_tests: int) -> tuple[list[ExpansionSpan], list[ExpansionSpan]]:
     """Callers and tests of the changed names, taken in turn from each name so that none crowds out the others."""
     changed = {(path, d.start_line, d.end_line) for path, d in changed_defs}
-    globs_of = {}
+    globs_of: dict[str, tuple[str, ...]] = {}
     for path, definition in changed_defs:
         globs_of.setdefault(definition.name, _globs(path))
     per_name = [_sites_of(repo, name, globs_of[name], changed, max_callers, max_tests) for name in names]
@@ -330,7 +336,7 @@ def _call_sites(repo: _Repo, changed_defs: list[tuple[str, Definition]], names: 
             _round_robin([tests for _, tests in per_name], max_tests))
 
 
-def _sites_of(repo: _Repo, name: str, globs: tuple[str, ...], changed: set[tuple],
+def _sites_of(repo: _Repo, name: str, globs: tuple[str, ...], changed: set[tuple[str, int, int]],
               max_callers: int, max_tests: int) -> tuple[list[ExpansionSpan], list[ExpansionSpan]]:
     hits = repo.grep(name, globs)
     if hits is None or len(hits) > _MAX_HITS:
@@ -373,7 +379,8 @@ MAX_BASE_TEXT_CHARS = 2_000_000  # base text saved with the expansions of one po
 MAX_BASE_LINE_CHARS = 2_000  # a longer line (minified code, data) is left out: its text is not worth keeping
 
 
-def expansion_by_candidate(pool: CandidatePool, runtime) -> tuple[dict[str, list[dict]], dict]:
+def expansion_by_candidate(pool: CandidatePool,
+                           runtime: Runtime) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
     """Each candidate's own expansion, so reports can rebuild the context any subset of rollouts gives, and the
     base-commit text of every line of those spans: ``{"files": {path: {line number: text}}, "complete": bool}``.
 
@@ -382,7 +389,7 @@ def expansion_by_candidate(pool: CandidatePool, runtime) -> tuple[dict[str, list
     lines past MAX_BASE_TEXT_CHARS in all (``complete`` is then false); a report counts a missing line's text
     as unknown."""
     repo = _Repo(runtime)
-    by_key: dict[str, list[dict]] = {}
+    by_key: dict[str, list[dict[str, Any]]] = {}
     for candidate in pool.candidates:
         alone = CandidatePool(pool.instance_id, [candidate], candidate.votes, [], [])
         by_key[candidate.key] = [{"file": s.file, "start": s.start, "end": s.end, "kind": s.kind}
@@ -406,7 +413,7 @@ def expansion_by_candidate(pool: CandidatePool, runtime) -> tuple[dict[str, list
     return by_key, {"files": files, "complete": complete}
 
 
-def write_expansion_by_candidate(pool: CandidatePool, runtime, directory) -> None:
+def write_expansion_by_candidate(pool: CandidatePool, runtime: Runtime, directory: Path) -> None:
     """senior/expansion_by_candidate.json (candidate key -> its spans) and senior/expansion_text.json (the
     base-commit text of their lines); see ``expansion_by_candidate``."""
     import json

@@ -8,6 +8,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pipeline import patchtext, records
 from pipeline.agent.agent import Agent, prompt
@@ -179,7 +180,7 @@ def _brief_in_last_reply(run: AgentRun) -> BriefDraft | None:
     return brief
 
 
-def _pool_variables(pool: CandidatePool, expansion_text: str) -> dict:
+def _pool_variables(pool: CandidatePool, expansion_text: str) -> dict[str, Any]:
     """The candidates as the senior sees them, numbered in pool order (the numbers CANDIDATE answers with):
     whole patches (each cut at CANDIDATE_PATCH_LIMIT) while CANDIDATES_LIMIT lasts, then only their files."""
     candidates, used = [], 0

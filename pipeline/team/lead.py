@@ -180,10 +180,10 @@ class Lead:
                            "snapshot": team.workspace.snapshot(), "patch": team.workspace.diff()}
         write_json_atomic(team.files.submission, self.submission)
 
-    def lost_work(self) -> tuple[list[dict], list[str]]:
-        """What the workers running at the submission did after it (their replies, commands and the files those
+    def lost_work(self, submission: dict) -> tuple[list[dict], list[str]]:
+        """What the workers running at ``submission`` did after it (their replies, commands and the files those
         changed), once they have stopped; and every path that changed after it."""
-        submission, workspace = self.submission, self.team.workspace
+        workspace = self.team.workspace
         at, before, after = submission["time"], submission["snapshot"], workspace.snapshot()
         changed_after = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
         lost = []
@@ -221,7 +221,7 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
                                      trajectory_path=TeamFiles(directory).lead_trajectory, actions=lead.actions(),
                                      guard_submission=lead.guard, inbox=team.lead_inbox))
     if lead.agent.resume(replay=False):
-        _restore(team, lead)
+        _restore(team, lead, lead.agent)
     else:
         s = team.settings
         system = "team_lead_system_piv.md.j2" if s.lead_prompt == "piv" else "team_lead_system.md.j2"
@@ -249,8 +249,8 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     early = bool(submission and submission["running"])
     stop_all(team.running(), "lead submitted" if early else "end of task", lead._stop_timeout())
     changed_after: list[str] = []
-    if early:
-        team.lost_work, changed_after = lead.lost_work()
+    if early and submission is not None:
+        team.lost_work, changed_after = lead.lost_work(submission)
         for lost in team.lost_work:
             team.workers[lost["worker"]].record["lost_work"] = lost
     with team.lock:
@@ -272,19 +272,19 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
         "resumed": run.resumed, "patch": submission["patch"] if submission else workspace.diff()})
 
 
-def _restore(team: Team, lead: Lead) -> None:
+def _restore(team: Team, lead: Lead, lead_agent: Agent) -> None:
     """The team as an earlier session of this task left it: workers, unread reports and messages, workspace."""
     delegations, messages = team.saved()
     team.started = delegations.get("started", team.started)
     for record in delegations.get("delegations", []):
         worker = Worker.restore(record, team)
         team.workers[worker.name] = worker
-    agents = {name: worker.agent for name, worker in team.workers.items()} | {"lead": lead.agent}
+    agents = {name: worker.agent for name, worker in team.workers.items()} | {"lead": lead_agent}
     team.workspace.replay({name: agent.journalled_steps() for name, agent in agents.items()},
                           editors={name: agent.editor for name, agent in agents.items() if agent.editor})
     team.restore_messages(messages)
     lead.submission = team.read(team.files.submission, None)
-    submitted = lead.agent.finished and lead.agent.record.exit_reason == "submitted" and lead.submission
+    submitted = lead_agent.finished and lead_agent.record.exit_reason == "submitted" and lead.submission
     for worker in team.workers.values():
         if worker.state == "reported":  # its report had not reached the lead
             worker.post_report()

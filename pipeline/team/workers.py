@@ -170,8 +170,8 @@ class Worker:
         run = self.agent.record
         task = self.delegation.task.strip().splitlines()[0][:100]
         writes = describe(self.delegation.writable)
-        last = next((s for s in reversed(run.steps) if s.command), None)
-        doing = f"; last: {last.command.splitlines()[0][:80]}" if last and self.state == "running" else ""
+        last = next((s.command for s in reversed(run.steps) if s.command), None)
+        doing = f"; last: {last.splitlines()[0][:80]}" if last and self.state == "running" else ""
         return (f"{self.name} [{self.delegation.stage}, {self.state}, {len(run.steps)} steps{doing}]: {task} "
                 f"(may write: {writes})")
 

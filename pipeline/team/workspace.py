@@ -127,11 +127,11 @@ class SharedWorkspace:
             ticket = self._ended(entry)
             with self.lock:
                 self._running.pop(entry["seq"], None)
-                written = result is not None and result.written is not None
-                if written:
-                    entry.update(ok=True, changed=[result.written], certain=True)
+                written = result.written if result is not None else None
+                if written is not None:
+                    entry.update(ok=True, changed=[written], certain=True)
                     self.commands[entry["seq"]] = entry
-                self._journal_in_turn(ticket, entry if written else None)
+                self._journal_in_turn(ticket, entry if written is not None else None)
         return result
 
     def _open(self, agent: str, **fields) -> dict:
@@ -185,8 +185,8 @@ class SharedWorkspace:
             for entry in self.commands.values():
                 if entry["agent"] != agent:
                     continue
-                others = [self.commands.get(seq) or self._running.get(seq) for seq in entry.get("overlapped", [])]
-                others = [o for o in others if o is not None and o["agent"] != agent]
+                overlapping = (self.commands.get(seq) or self._running.get(seq) for seq in entry.get("overlapped", []))
+                others = [o for o in overlapping if o is not None and o["agent"] != agent]
                 for path in entry.get("changed", []):
                     suspects = found.setdefault(path, set())
                     if entry.get("certain"):  # an editor write: its agent's, whoever else ran

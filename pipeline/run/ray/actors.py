@@ -7,7 +7,7 @@ import contextlib
 import uuid
 
 from pipeline.errors import ClusterFault
-from pipeline.models.budget import Budget, CostLimitExceeded
+from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.run.ray.connect import CALL_TIMEOUT
 
 
@@ -36,7 +36,7 @@ class RunBudgetKeeper:
     def __init__(self, limit: float | None, spent: float):
         self.budget = Budget("run", limit)
         self.budget.seed(spent)
-        self.holds: dict[str, tuple[str, object]] = {}
+        self.holds: dict[str, tuple[str, Reservation]] = {}
         self.released: set[str] = set()  # holds given up before they were granted (a reserve that timed out)
 
     def reserve(self, amount: float, owner: str, hold: str):

@@ -9,14 +9,20 @@ candidates with a verdict, as on one machine.
 
 from __future__ import annotations
 
-from pipeline.evaluation.candidates import CandidateJob, CandidatesPlan, record_candidate, write_task_summaries
+from pipeline.evaluation.candidates import (
+    CandidateJob,
+    CandidatesPlan,
+    CandidatesSummary,
+    record_candidate,
+    write_task_summaries,
+)
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.run.ray.connect import connect
 from pipeline.run.ray.driver import eval_inputs
-from pipeline.run.ray.scoring import RayEval, ScoringShipment
+from pipeline.run.ray.scoring import RayScorings, ScoringShipment
 
 
-class RayCandidates(RayEval):
+class RayCandidates(RayScorings[CandidateJob, CandidatesSummary]):
     """Scorings of candidates: an item is a CandidateJob, its files go under the run directory."""
 
     label = "candidates"

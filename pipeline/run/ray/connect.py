@@ -108,7 +108,7 @@ def _check_token(ray, target: str) -> None:
     """Ask the head once whether it takes this machine's token: ray.init would retry for 20 s and then say only
     that it could not connect. Anything but a refusal is left to ray.init."""
     try:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # ray's _raylet.pyi omits it; the module has it
     except ImportError:
         return
     answer: list[BaseException | None] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from pipeline import stopping
 from pipeline.errors import InfrastructureFault
@@ -64,16 +65,29 @@ def score_on_node(shipment: ScoringShipment) -> dict:
         return ended_by(error)
 
 
-class RayEval(RayDriver):
-    noun = "scoring"
-    label = "eval"
+Item = TypeVar("Item")
+Summary = TypeVar("Summary")
 
-    def __init__(self, ray, items: list[tuple[Task, str]], summary: EvalSummary, output_dir: Path,
-                 settings: EvalSettings, attempts: int, show_progress: bool, log=None):
+
+class RayScorings(RayDriver, Generic[Item, Summary]):
+    """Scorings, each a Ray task holding one docker_slot: an ``Item`` is what one scores (``RayEval``: a task and
+    its patch; pipeline.run.ray.candidates: a junior candidate), the ``Summary`` what their results add up to."""
+
+    noun = "scoring"
+
+    def __init__(self, ray, items: list[Item], summary: Summary, output_dir: Path, settings: EvalSettings,
+                 attempts: int, show_progress: bool, log=None):
         self.summary, self.output_dir, self.settings, self.scoring_attempts = summary, output_dir, settings, attempts
         super().__init__(ray, output_dir, settings.run_id, 1, show_progress, log, has_work=bool(items))
         self.remote = ray.remote(score_on_node).options(
             num_cpus=0, resources={RESOURCE: 1}, max_retries=0, retry_exceptions=False, scheduling_strategy="SPREAD")
+
+    def stage_of(self, parts: list[str]) -> str | None:
+        return "scoring"
+
+
+class RayEval(RayScorings[tuple[Task, str], EvalSummary]):
+    label = "eval"
 
     def item_id(self, item: tuple[Task, str]) -> str:
         return item[0].instance_id
@@ -84,9 +98,6 @@ class RayEval(RayDriver):
             task=task, patch=patch, settings=self.settings, attempts=self.scoring_attempts, key=key,
             session=self.session, folder=task.instance_id, eval_files=eval_inputs(task, self.settings),
             queue=self.queue, stop=self.stop_flag))
-
-    def stage_of(self, parts: list[str]) -> str | None:
-        return "scoring"
 
     def summary_line(self) -> str:
         return _rate(self.summary)

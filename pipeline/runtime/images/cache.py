@@ -175,12 +175,12 @@ class RunImageCache:
                 used = run_images_bytes(everything)
                 if used > self.keep:
                     with self.lock:  # not enough: images pulled ahead for tasks not started yet go too
-                        for instance_id, ahead in list(self.prefetched.items()):
+                        for instance_id, pulled in list(self.prefetched.items()):
                             if used <= self.keep:
                                 break
-                            if ahead in self.running.values():
+                            if pulled in self.running.values():
                                 continue
-                            dropped = prune([ahead], 0, protect=set(self.running.values()))
+                            dropped = prune([pulled], 0, protect=set(self.running.values()))
                             result.removed.extend(dropped.removed)
                             if dropped.removed:
                                 del self.prefetched[instance_id]  # not prefetched again: its task pulls it

@@ -70,7 +70,7 @@ def layers(image_id: str) -> list[tuple[object, int]]:
     sizes = [entry.get("Size", 0) for entry in reversed(api.history(image_id))]  # oldest first
     nonzero = [s for s in sizes if s]
     if len(nonzero) == len(diff_ids):
-        found = [(tuple(diff_ids[:i + 1]), size) for i, size in enumerate(nonzero)]
+        found: list[tuple[object, int]] = [(tuple(diff_ids[:i + 1]), size) for i, size in enumerate(nonzero)]
     else:
         # Empty layers (0 bytes) cannot be told from metadata-only history entries: pair the sizes with the
         # newest layers, whose chain identities are unique to this image, so nothing shared is undercounted.

@@ -107,7 +107,7 @@ def preflight(names: Iterable[str], budget_gb: float | None = None, registry_tim
     elif missing:
         for status in missing:
             status.registry = "unknown (registry not asked)"
-    return Preflight(statuses, disk_bytes(s.image_id for s in statuses if s.present), docker_free_bytes(),
+    return Preflight(statuses, disk_bytes(s.image_id for s in statuses if s.image_id is not None), docker_free_bytes(),
                      None if budget_gb is None else int(budget_gb * GB))
 
 
