@@ -79,9 +79,10 @@ class TaskRecord:
     def odd_verdicts(self) -> list[str]:
         """The verdicts on record that are neither JSON true nor false (``"resolved": "false"``, ``"yes"``, ``1``),
         in words: ``resolved`` counts such a verdict as not resolved, and the report says so."""
-        found = [(where, record.resolved) for where, record in (("its prediction", self.prediction),
-                                                                (_EVAL_RESULT, self.eval_result))
-                 if record is not None and record.resolved is not None and not isinstance(record.resolved, bool)]
+        sources: tuple[tuple[str, Prediction | EvalResult | None], ...] = (("its prediction", self.prediction),
+                                                                             (_EVAL_RESULT, self.eval_result))
+        found = [(where, verdict) for where, record in sources
+                 if record is not None and (verdict := record.resolved) is not None and not isinstance(verdict, bool)]
         return [f"{where} says resolved {json.dumps(value)}, neither true nor false" for where, value in found]
 
     @property
@@ -394,8 +395,9 @@ class TaskFiles:
         return next((files for files in (self.paths.eval_files, self.layout.scoring(self.instance_id))
                      if files.result.is_file()), None)
 
-    def first_task_message(self) -> tuple[str, str] | None:
-        """(file, content) of the first user message any agent was given, for a page without the dataset."""
+    def first_task_message(self) -> tuple[str, object] | None:
+        """(file, content) of the first user message any agent was given, for a page without the dataset (the
+        content as recorded: a string, or a list of parts)."""
         paths = self.paths
         rollouts = [path for files in self.rollouts() for path in (files.record_path, files.live_path) if path]
         for path in [*rollouts, paths.solo_files.trajectory, paths.team_files.lead_trajectory,

@@ -15,6 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from pipeline.analysis.load import RunData
 from pipeline.analysis.stats import RunStats
@@ -62,8 +63,8 @@ def mean_and_sd(values: list[float]) -> tuple[float | None, float | None]:
 
 def repeat_group(group: str, members: list[tuple[RunData, RunStats]]) -> RepeatGroup:
     """The numbers of one group's repeats (each run with its stats)."""
-    members = sorted(members, key=lambda member: member[0].repeat["repeat"])
-    rows = [RepeatRow(run.run_id, run.repeat["repeat"], _seed(run), s.scored, s.resolved, s.rate,
+    members = sorted(members, key=lambda member: _repeat_number(member[0]))
+    rows = [RepeatRow(run.run_id, _repeat_number(run), _seed(run), s.scored, s.resolved, s.rate,
                       s.dollars_per_task) for run, s in members]
     outcomes: dict[str, list[bool]] = {}  # instance id -> its verdict in each repeat that scored it
     for run, _ in members:
@@ -123,10 +124,16 @@ def _points(share: float) -> str:
     return f"{share * 100:.1f} pp"
 
 
-def _is_repeat(record: dict | None) -> bool:
+def _is_repeat(record: dict | None) -> TypeGuard[dict]:
     """Whether a run's repeat.json (read as untrusted input) names a group and a repeat number."""
     return (isinstance(record, dict) and isinstance(record.get("group"), str)
             and isinstance(record.get("repeat"), int) and not isinstance(record.get("repeat"), bool))
+
+
+def _repeat_number(run: RunData) -> int:
+    """The number of a run that repeat_groups took as a repeat (its repeat.json passed _is_repeat)."""
+    assert run.repeat is not None, f"{run.run_id} is no repeat"
+    return run.repeat["repeat"]
 
 
 def _seed(run: RunData) -> int | None:

@@ -252,8 +252,8 @@ def _from_agent_run(agent: str, kind: str, record: dict, *, submission, is_patch
             continue
         message = dict(message)
         if message.get("role") == "assistant" and step < len(steps):
-            message["extra"] = {**(message.get("extra") if isinstance(message.get("extra"), dict) else {}),
-                                **_step_extra(steps[step])}
+            earlier = message.get("extra")
+            message["extra"] = {**(earlier if isinstance(earlier, dict) else {}), **_step_extra(steps[step])}
             step += 1
         messages.append(message)
     reason = exit_reason if exit_reason is not None else record.get("exit_reason")

@@ -134,7 +134,7 @@ def _versus(cell: CellResult, metric: str) -> str:
     if cell.baseline is None:
         return f"{NA} (no baseline)"
     found = compare(cell.stats, cell.baseline, **_by(metric))
-    if found.kind == "unknown":
+    if found.kind == "unknown" or found.gain is None or found.added is None:  # both known unless unknown
         return f"{NA} ({found.why})"
     change = f"{found.gain * 100:+.1f} pp, {'+' if found.added >= 0 else '-'}{money(abs(found.added))}/task"
     value = cell_efficiency(cell, metric)
@@ -217,7 +217,7 @@ def by_size(report: SweepReport) -> bytes | None:
     groups = _groups(team)
     keys = list(groups)
     sizes = sorted({int(c.values.get("size", 0)) for c in team})
-    baselines = {}
+    baselines: dict[str, RunStats] = {}
     for cell in team:
         if cell.baseline is not None:
             baselines.setdefault(cell.baseline.run_id, cell.baseline)

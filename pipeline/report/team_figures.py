@@ -82,10 +82,11 @@ def timeline_figure(run: TeamRun, limit: int = MAX_TIMELINE_TASKS) -> tuple[byte
 
 
 def _legend(figure, used: dict[str, None], columns: int) -> None:
+    from matplotlib.artist import Artist
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = []
+    handles: list[Artist] = []
     for kind in used:
         if kind in ("message sent", "malformed message"):
             malformed = kind == "malformed message"
@@ -102,7 +103,7 @@ def _legend(figure, used: dict[str, None], columns: int) -> None:
                                  label=NAMES.get(kind, f"worker: {kind}")))
     order = {name: i for i, name in enumerate(["lead", "lead blocked", *STAGES])}
     handles.sort(key=lambda h: order.get(next((k for k, v in NAMES.items() if v == h.get_label()),
-                                             h.get_label().removeprefix("worker: ")), 99))
+                                             str(h.get_label()).removeprefix("worker: ")), 99))
     figure.legend(handles=handles, loc="outside lower center", ncols=min(columns, len(handles)), fontsize=8)
 
 

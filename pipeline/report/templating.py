@@ -31,8 +31,9 @@ def shown(value) -> Markup:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    loader = jinja2.PackageLoader("pipeline.report", "templates")  # inside an installed wheel too
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pipeline.report", "templates"),  # inside an installed wheel too
+        loader=loader,
         autoescape=jinja2.select_autoescape(["html"]),
         undefined=jinja2.StrictUndefined,
         finalize=shown,
@@ -40,7 +41,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.globals["stylesheet"] = Markup(env.loader.get_source(env, "report.css")[0])
+    env.globals["stylesheet"] = Markup(loader.get_source(env, "report.css")[0])
     return env
 
 
