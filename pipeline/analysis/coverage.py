@@ -79,7 +79,10 @@ class GoldEdits:
 
 
 def gold_edits(patch: str) -> GoldEdits:
-    removed, added, files, places = set(), set(), set(), {}
+    removed: set[tuple[str, int]] = set()
+    added: set[tuple[str, str]] = set()
+    files: set[str] = set()
+    places: dict[tuple[str, str], set[tuple[int, int]]] = {}
     for patched_file in PatchSet(patch):
         files.add(patched_file.path)
         for hunk in patched_file:
@@ -91,7 +94,8 @@ def gold_edits(patch: str) -> GoldEdits:
 def _read_hunk(path: str, hunk, removed: set, added: set, places: dict) -> None:
     """Add the hunk's removed base lines to ``removed``, its added texts to ``added``, and where each added text
     sits to ``places``."""
-    before, pending = hunk.source_start - 1, []
+    before = hunk.source_start - 1
+    pending: list[str] = []
 
     def close(after: int) -> None:
         for text in pending:
@@ -273,7 +277,8 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
         return cache[keys]
 
     orderings = _orderings(indices, seed)
-    tallies = [Counter() for _ in indices]  # k - 1 -> how often each set of candidates is the first k's
+    # k - 1 -> how often each set of candidates is the first k's
+    tallies: list[Counter[frozenset[str]]] = [Counter() for _ in indices]
     for ordering in orderings:
         keys: set[str] = set()
         for k, index in enumerate(ordering, start=1):
@@ -286,9 +291,9 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
 
     senior, paired, sources = {}, {}, {}
     for k, brief in sorted(briefs.items()):
-        keys = frozenset(by_rollout[i].key for i in indices[:k] if i in by_rollout)
-        chosen, own, extra = context(keys)
-        paired[k] = points(keys)[1]
+        first_k = frozenset(by_rollout[i].key for i in indices[:k] if i in by_rollout)
+        chosen, own, extra = context(first_k)
+        paired[k] = points(first_k)[1]
         senior[k] = measure(own + extra + brief.spans, chosen)
         sources[k] = brief.source
 
@@ -514,7 +519,7 @@ def _line_texts(contexts: list[str], candidates: list[Candidate], base_texts: li
                 file = header.group(1)
             elif row.startswith("```"):
                 inside = not inside and row == "```" and file is not None
-            elif inside and (numbered := _NUMBERED.match(row)):
+            elif inside and file is not None and (numbered := _NUMBERED.match(row)):  # inside: file is known
                 texts.setdefault(file, {}).setdefault(int(numbered.group(1)), numbered.group(2) or "")
     return texts
 
