@@ -89,10 +89,12 @@ class Pricer:
         from pipeline.errors import SwepipeError
         from pipeline.models.pricing import resolve_prices
         from pipeline.models.prompt_cache import caches_at_markers
-        from pipeline.models.spec import ModelSpec
+        from pipeline.models.spec import ModelSpec, Prices
 
-        models = config.get("models") if isinstance(config.get("models"), dict) else {}
-        prices, at_markers = {}, set()
+        configured = config.get("models")
+        models = configured if isinstance(configured, dict) else {}
+        prices: dict[str, Prices | None] = {}
+        at_markers: set[str] = set()
         for role in sorted(set(models) | set(overrides)):
             if role in overrides:
                 spec = ModelSpec(model=overrides[role])
@@ -308,7 +310,8 @@ def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
     if not any(t.conversations for t in tasks):
         notes.append("no agent conversation is on record: history compaction and caching cannot be replayed")
         return [], None
-    limits = config.get("limits") if isinstance(config.get("limits"), dict) else {}
+    configured = config.get("limits")
+    limits = configured if isinstance(configured, dict) else {}
     chars = int(limits.get("compact_chars") or 1000)
     sent = HistoryVariant(compact_after=limits.get("compact_after"), compact_chars=chars)
     replayed = {"senior" if agent == "senior" else "junior" for t in tasks for agent in t.conversations}
@@ -336,10 +339,11 @@ def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
 
 def pareto_front(policies: list[Policy]) -> list[Policy]:
     """The policies no other (non-oracle) policy beats: none both cheaper-or-equal and better, cheapest first."""
-    shown = [p for p in policies if not p.oracle and p.resolve_rate is not None and p.dollars_per_task is not None]
+    shown = [(p.dollars_per_task, p.resolve_rate, p) for p in policies
+             if not p.oracle and p.resolve_rate is not None and p.dollars_per_task is not None]
     front, best = [], -1.0
-    for policy in sorted(shown, key=lambda p: (p.dollars_per_task, -p.resolve_rate)):
-        if policy.resolve_rate > best + 1e-12:
+    for _, rate, policy in sorted(shown, key=lambda shown_policy: (shown_policy[0], -shown_policy[1])):
+        if rate > best + 1e-12:
             front.append(policy)
-            best = policy.resolve_rate
+            best = rate
     return front
