@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeGuard
 
 import yaml
 
@@ -307,7 +308,7 @@ def _says(result: EvalResult, verdict: bool) -> bool:
 MAX_NUMBER = 1e15  # no cost in dollars, count of tokens or number of seconds comes near it
 
 
-def is_number(value) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """A number as a run records them (a cost, tokens, seconds, an index): NaN, Infinity and sizes beyond
     MAX_NUMBER count as none, as text does: their sums would be infinite, and stop the figures and the bootstrap."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):

@@ -91,7 +91,7 @@ def compare(run: RunStats, baseline: RunStats, metric: str = "rate") -> Comparis
     mine, theirs = getattr(run, metric), getattr(baseline, metric)
     if None in (mine, theirs):
         return Comparison("unknown", why="no resolve rate" if metric == "rate" else "no per-test results")
-    if None in (run.dollars_per_task, baseline.dollars_per_task):
+    if run.dollars_per_task is None or baseline.dollars_per_task is None:
         return Comparison("unknown", why="no cost")
     gain = mine - theirs
     added = run.dollars_per_task - baseline.dollars_per_task
@@ -163,8 +163,9 @@ def model_off(config: dict, role: str) -> bool:
     return isinstance(spec, dict) and str(spec.get("model") or "").strip().lower() == NO_MODEL
 
 
-def _scheduled(task: TaskRecord) -> bool:
-    return task.pool is not None and task.pool.schedule is not None
+def _schedules(tasks: list[TaskRecord]) -> list[Schedule]:
+    """The junior schedules of the tasks that ran one, in order."""
+    return [t.pool.schedule for t in tasks if t.pool is not None and t.pool.schedule is not None]
 
 
 def schedule_stop(schedule: Schedule) -> str:
@@ -197,7 +198,7 @@ def efficiency(run: RunStats, baseline: RunStats, metric: str = "rate") -> float
     """Resolve rate (``metric="reward"``: reward, the study's efficiency) gained per added dollar per task against
     ``baseline``; None when the cost does not rise (or either value or cost is unknown)."""
     mine, theirs = getattr(run, metric), getattr(baseline, metric)
-    if None in (mine, theirs, run.dollars_per_task, baseline.dollars_per_task):
+    if None in (mine, theirs) or run.dollars_per_task is None or baseline.dollars_per_task is None:
         return None
     added = run.dollars_per_task - baseline.dollars_per_task
     if added <= COST_EPSILON:  # float noise in equal means is no added cost
@@ -241,8 +242,8 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         flagged=sum(1 for t in tasks if t.eval_result is not None and t.eval_result.flagged),
         integrity=Counter(kind for t in tasks for kind in integrity_kinds(t)),
         reused_juniors=Counter(t.prediction.juniors_reused_from for t in tasks if t.prediction.juniors_reused_from),
-        schedule_stops=Counter(schedule_stop(t.pool.schedule) for t in tasks if _scheduled(t)),
-        scheduled_rollouts=[(t.pool.schedule.rollouts_run, t.pool.schedule.k) for t in tasks if _scheduled(t)],
+        schedule_stops=Counter(schedule_stop(schedule) for schedule in _schedules(tasks)),
+        scheduled_rollouts=[(schedule.rollouts_run, schedule.k) for schedule in _schedules(tasks)],
         unfinished=len(run.unfinished),
         variant=pipeline_variant(run.config, run.strategies), compaction=history_compaction(run.config),
         editor=file_editor(run.config),
