@@ -375,14 +375,15 @@ class _Builder:
         items, rows = [], []
         for rollout in self.files.rollouts():
             record, notes = rollout.record, []
+            record_path, live_path = rollout.record_path, rollout.live_path  # each set when its file was read
             traj, where = None, ""
-            if isinstance(record, Rollout):
-                traj, where = record.trajectory, self.files.relative(rollout.record_path)
-            elif record is not None:
-                notes.append(f"{rollout.record_path.name} is {record.why}.")
-            if traj is None and rollout.live is not None:
-                traj, where = rollout.live.data, self.files.relative(rollout.live_path)
-                name, problem = rollout.live_path.name, rollout.live.problem
+            if isinstance(record, Rollout) and record_path is not None:
+                traj, where = record.trajectory, self.files.relative(record_path)
+            elif isinstance(record, Unreadable) and record_path is not None:
+                notes.append(f"{record_path.name} is {record.why}.")
+            if traj is None and rollout.live is not None and live_path is not None:
+                traj, where = rollout.live.data, self.files.relative(live_path)
+                name, problem = live_path.name, rollout.live.problem
                 notes.append(f"Shown from {name} (the rollout had not finished)." if problem is None
                              else f"{name} is {problem}.")
             record = record if isinstance(record, Rollout) else Rollout()
@@ -616,8 +617,8 @@ class _Builder:
             events.append((when if when is not None else float("inf"), str(message.get("from")), what,
                            clean(message.get("text"))))
         for wait in waits if isinstance(waits, list) else []:
-            if isinstance(wait, dict) and at(wait.get("start")) is not None:
-                events.append((at(wait.get("start")), "lead",
+            if isinstance(wait, dict) and (started := at(wait.get("start"))) is not None:
+                events.append((started, "lead",
                                f"waits on workers for {_num(wait.get('end')) - _num(wait.get('start')):.1f} s", ""))
         events.sort(key=lambda e: e[0])
         return torn, [Event("?" if when == float("inf") else f"{when:.1f} s", clean(who), clean(what),

@@ -163,7 +163,8 @@ def team_task(run: RunData, task: TaskRecord) -> TeamTask:
         lead_seconds = _number((task.prediction.seconds or {}).get("team"))
     guard = _guard(run.config)
     models = task.prediction.models or {}
-    config_models = run.config.get("models") if isinstance(run.config.get("models"), dict) else {}
+    configured = run.config.get("models")
+    config_models = configured if isinstance(configured, dict) else {}
     return TeamTask(run_id=run.run_id, instance_id=task.instance_id,
                     lead_model=_model(models, config_models, "lead"),
                     worker_model=_model(models, config_models, "worker"),
@@ -193,10 +194,10 @@ def _delegations(saved: dict, clock: _Clock) -> list[DelegationHistory]:
     if not isinstance(records, list):
         return []
     if clock.started is None:  # no team start on record: the first Unix time there is stands in for it
-        firsts = [_number(r.get(key)) for r in records if isinstance(r, dict) for key in ("start", "delegated_at")]
-        firsts = [t for t in firsts if t is not None and t > ABSOLUTE]
+        numbers = [_number(r.get(key)) for r in records if isinstance(r, dict) for key in ("start", "delegated_at")]
+        firsts = [t for t in numbers if t is not None and t > ABSOLUTE]
         clock.started = min(firsts) if firsts else None
-    found = []
+    found: list[DelegationHistory] = []
     for record in records:
         if not isinstance(record, dict):
             continue
@@ -293,7 +294,8 @@ def _is_team(run: RunData, task: TaskRecord) -> bool:
 
 
 def _guard(config: dict) -> bool:
-    team = config.get("team") if isinstance(config.get("team"), dict) else {}
+    configured = config.get("team")
+    team = configured if isinstance(configured, dict) else {}
     return team.get("submit_guard", True) is not False  # runs from before the switch always had the guard
 
 
