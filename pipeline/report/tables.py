@@ -11,7 +11,7 @@ from pipeline.analysis.table import NA, Table, by_repository_and_language, count
 
 
 def resolved_cell(s: RunStats) -> str:
-    if s.rate is None:
+    if s.rate is None or s.interval is None:  # both known or neither: they come from the same verdicts
         return f"{NA} (none of {s.tasks} scored)" if s.tasks else NA
     low, high = s.interval
     unscored = f", {s.tasks - s.scored} unscored" if s.tasks > s.scored else ""
@@ -40,7 +40,7 @@ def efficiency_cell(s: RunStats, baseline: RunStats, metric: str = "rate") -> st
     if s.run_id == baseline.run_id:
         return "baseline"
     found = compare(s, baseline, metric)
-    if found.kind == "unknown":
+    if found.kind == "unknown" or found.gain is None or found.added is None:  # both known unless unknown
         return f"{NA} ({found.why})"
     name = METRICS[metric]
     rate = f"the same {name}" if found.kind == "same" or abs(found.gain) <= 1e-9 else f"{found.gain * 100:+.1f} pp"
@@ -297,7 +297,7 @@ def _senior_cell(point: tuple[float | None, float | None, int] | None, metric: s
     if point is None:
         return ""
     value, lift, tasks = point
-    if value is None:
+    if value is None or lift is None:  # both known or neither (RunCoverage.senior_curve)
         return NA
     if metric == "tokens":
         return f"{count(value)} ({lift:+,.0f}, {tasks})"

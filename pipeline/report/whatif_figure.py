@@ -17,6 +17,18 @@ _STYLE = {  # family -> (marker, colour, label)
 }
 
 
+def _point(policy: Policy) -> tuple[float, float]:
+    """(dollars per task, resolve rate) of a policy the figure draws: it draws only those with both."""
+    assert policy.dollars_per_task is not None and policy.resolve_rate is not None, policy.name
+    return policy.dollars_per_task, policy.resolve_rate
+
+
+def _rollouts(policy: Policy) -> float:
+    """k of a pass@k or vote@k policy (always set for these families)."""
+    assert policy.k is not None, policy.name
+    return policy.k
+
+
 def whatif_figure(results: list[WhatIf]) -> bytes | None:
     policies = [p for r in results for p in r.policies if p.resolve_rate is not None and p.dollars_per_task is not None]
     if not policies:
@@ -33,13 +45,13 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
                      edgecolors="#333333" if family == "principal" else "none")
         if family in ("pass@k", "vote@k", "vote@k, prompt cache"):
             for run in {p.run for p in members}:
-                line = sorted((p for p in members if p.run == run), key=lambda p: p.k)
+                line = sorted((p for p in members if p.run == run), key=_rollouts)
                 axes.plot([p.dollars_per_task for p in line], [p.resolve_rate for p in line], "-", color=colour,
                           alpha=0.6, zorder=2)
                 for p in (line[0], line[-1]):
                     axes.annotate(f"k={p.k:g}", (p.dollars_per_task, p.resolve_rate), textcoords="offset points",
                                   xytext=(4, -11), fontsize=7, color="#555555")
-    costs = [p.dollars_per_task for p in policies]
+    costs = [_point(p)[0] for p in policies]
     span = max(costs) - min(costs)
     labelled: list[tuple[float, float]] = []
     for result in results:
@@ -49,10 +61,10 @@ def whatif_figure(results: list[WhatIf]) -> bytes | None:
                       linestyle=":", color="#2e8b57", zorder=1,
                       label="Pareto front" if result is results[0] else None)
             for p in front:  # a label only where it does not run into the last one (the table names them all)
-                if any(abs(p.dollars_per_task - x) < 0.12 * (span or 1) and abs(p.resolve_rate - y) < 0.05
-                       for x, y in labelled):
+                dollars, rate = _point(p)
+                if any(abs(dollars - x) < 0.12 * (span or 1) and abs(rate - y) < 0.05 for x, y in labelled):
                     continue
-                labelled.append((p.dollars_per_task, p.resolve_rate))
+                labelled.append((dollars, rate))
                 axes.annotate(_label(p, several), (p.dollars_per_task, p.resolve_rate), textcoords="offset points",
                               xytext=(6, 5), fontsize=7, color="#2e5e3e")
     dollars_axis(axes, costs, 0.08, 0.3)
