@@ -53,10 +53,10 @@ class Report:
         number = {run.run_id: n for n, run in reversed(list(enumerate(self.runs)))}  # run id -> its first run
         if self.team:
             shown += [team_overview(self.team), lead_model_table(self.team)]
-            for run in self.team:
-                if per_task and (per_task_limit is None or len(run.tasks) <= per_task_limit):
-                    shown.append(team_by_task(run))
-                    shown[-1].row_tasks = [(number.get(run.run_id, -1), t.instance_id) for t in run.tasks]
+            for team_run in self.team:
+                if per_task and (per_task_limit is None or len(team_run.tasks) <= per_task_limit):
+                    shown.append(team_by_task(team_run))
+                    shown[-1].row_tasks = [(number.get(team_run.run_id, -1), t.instance_id) for t in team_run.tasks]
         for coverage in self.coverage:
             shown += [tab.coverage_table(coverage)]
             if per_task and coverage.tasks and (per_task_limit is None or len(coverage.tasks) <= per_task_limit):
@@ -70,7 +70,7 @@ class Report:
 
     def figures(self) -> dict[str, tuple[str, bytes]]:
         """file name -> (caption, PNG); figures with nothing to show are left out."""
-        made = {}
+        made: dict[str, tuple[str, bytes]] = {}
         baseline_run = self.baseline.run_id if self.baseline else None
         for run, stats in zip(self.runs, self.stats, strict=True):
             png = fig.cost_by_stage(run, stats)
@@ -80,14 +80,15 @@ class Report:
             png = fig.coverage_curves(coverage)
             if png:
                 made[f"coverage-{_safe(coverage.run_id)}.png"] = (f"Coverage against pool size: {coverage.run_id}", png)
-        for run in self.team:
-            drawn = team_figures.timeline_figure(run)
+        for team_run in self.team:
+            drawn = team_figures.timeline_figure(team_run)
             if drawn:
-                made[f"team-timeline-{_safe(run.run_id)}.png"] = (f"Lead and workers over time: {run.run_id}{drawn[1]}",
-                                                                  drawn[0])
-        if self.team:
+                made[f"team-timeline-{_safe(team_run.run_id)}.png"] = (
+                    f"Lead and workers over time: {team_run.run_id}{drawn[1]}", drawn[0])
+        summary = team_figures.summary_figure(self.team) if self.team else None  # None only without team runs
+        if summary is not None:
             made["team.png"] = ("Team analysis: delegations by stage, messages by direction, the lead blocked, "
-                                "delegation by lead model", team_figures.summary_figure(self.team))
+                                "delegation by lead model", summary)
         png = fig.pareto(self.stats, self.baseline)
         if png:
             made["pareto.png"] = ("Resolve rate against dollars per task"
