@@ -42,28 +42,31 @@ class TeamSummary:
 
 
 def summarise(name: str, tasks: list[TeamTask]) -> TeamSummary:
-    counted = [t for t in tasks if t.counts is not None]
-    totals = [float(t.total) for t in counted]
-    with_messages = [t for t in tasks if t.messages is not None]
-    directions = sum((t.directions() for t in with_messages), Counter())
+    # Each list keeps the tasks that recorded the thing, with it (a TeamTask's derived numbers are None exactly
+    # when their record is).
+    counted = [t.counts for t in tasks if t.counts is not None]
+    totals = [float(total) for t in tasks if (total := t.total) is not None]
+    with_messages = [t.messages for t in tasks if t.messages is not None]
+    directions = sum((found for t in tasks if (found := t.directions()) is not None), Counter())
     with_waits = [t for t in tasks if t.waits is not None]
-    blocked = [t.blocked for t in with_waits]
-    timed = [t for t in with_waits if t.lead_seconds]
+    blocked = [seconds for t in with_waits if (seconds := t.blocked) is not None]
+    timed = [(waited, lead) for t in with_waits if (waited := t.blocked) is not None and (lead := t.lead_seconds)]
     recorded = [t for t in tasks if t.lost_work is not None]
-    lost = [t for t in recorded if t.lost_work]
+    lost = [(t.instance_id, works) for t in recorded if (works := t.lost_work)]
     return TeamSummary(
         name=name, tasks=len(tasks), runs=list(dict.fromkeys(t.run_id for t in tasks)), counted=len(counted),
         delegations_mean=_mean(totals), delegations_median=_median(totals),
-        by_stage_mean={stage: _mean([float(t.counts.get(stage, 0)) for t in counted]) for stage in STAGES},
+        by_stage_mean={stage: _mean([float(counts.get(stage, 0)) for counts in counted]) for stage in STAGES},
         any_delegation=(sum(1 for v in totals if v > 0) / len(totals)) if totals else None,
         message_tasks=len(with_messages), directions=directions,
-        messages=sum(len(t.messages) for t in with_messages), malformed=sum(t.malformed for t in with_messages),
+        messages=sum(len(messages) for messages in with_messages),
+        malformed=sum(malformed for t in tasks if (malformed := t.malformed) is not None),
         wait_tasks=len(with_waits), blocked_mean=_mean(blocked), blocked_median=_median(blocked),
-        blocked_share=(sum(t.blocked for t in timed) / sum(t.lead_seconds for t in timed)) if timed else None,
+        blocked_share=(sum(w for w, _ in timed) / sum(lead for _, lead in timed)) if timed else None,
         lost_tasks=len(lost) if recorded else None, lost_recorded=len(recorded),
-        lost_workers=sum(len(t.lost_work) for t in lost),
-        lost_commands=sum(w.commands for t in lost for w in t.lost_work),
-        lost_files=len({(t.instance_id, f) for t in lost for w in t.lost_work for f in w.files}))
+        lost_workers=sum(len(works) for _, works in lost),
+        lost_commands=sum(w.commands for _, works in lost for w in works),
+        lost_files=len({(instance_id, f) for instance_id, works in lost for w in works for f in w.files}))
 
 
 def by_lead_model(runs: list[TeamRun]) -> list[TeamSummary]:
