@@ -79,7 +79,8 @@ def coverage_curves(coverage: RunCoverage) -> bytes | None:
             if points:
                 axes.plot(*zip(*points, strict=True), line, marker=marker, markersize=size, linewidth=width,
                           color=colour, label=label)
-        senior = [(k, value, lift) for k, value, lift, _ in coverage.senior_curve(metric) if value is not None]
+        senior = [(k, value, lift) for k, value, lift, _ in coverage.senior_curve(metric)
+                  if value is not None and lift is not None]  # both known or neither
         if senior:
             ks = [k for k, _, _ in senior]
             values = [v for _, v, _ in senior]
@@ -148,8 +149,14 @@ def pareto_labels(shown: list[RunStats], baseline: RunStats | None) -> tuple[dic
         variant = f" [{s.variant}]" if s.variant not in ("n/a", *s.strategies) else ""
         is_base = baseline is not None and s.run_id == baseline.run_id
         text = names.get(s.run_id, s.run_id) + variant + (" (baseline)" if is_base else "")
-        labels.setdefault((s.dollars_per_task, s.rate), []).append(text)
+        labels.setdefault(_point(s), []).append(text)
     return {point: "\n".join(texts) for point, texts in labels.items()}, bool(long)
+
+
+def _point(stats: RunStats) -> tuple[float, float]:
+    """(dollars per task, resolve rate) of a run the pareto figure shows: it shows only those with both."""
+    assert stats.dollars_per_task is not None and stats.rate is not None, stats.run_id
+    return stats.dollars_per_task, stats.rate
 
 
 def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | None:
@@ -160,9 +167,10 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
     figure = new_figure(7.5, 5.0)
     axes = figure.add_subplot()
     for s in shown:
-        low, high = s.interval or (s.rate, s.rate)
+        dollars, rate = _point(s)
+        low, high = s.interval or (rate, rate)
         is_base = baseline is not None and s.run_id == baseline.run_id
-        axes.errorbar([s.dollars_per_task], [s.rate], yerr=[[s.rate - low], [high - s.rate]],
+        axes.errorbar([dollars], [rate], yerr=[[rate - low], [high - rate]],
                       fmt="D" if is_base else "o", color="#444444" if is_base else "#c9545d", capsize=4, markersize=7)
     labels, shortened = pareto_labels(shown, baseline)
     for (x, y), text in labels.items():
@@ -170,15 +178,15 @@ def pareto(stats: list[RunStats], baseline: RunStats | None = None) -> bytes | N
         axes.annotate(text, (x, y), textcoords="offset points", xytext=(8, 7 if low else -7),
                       va="bottom" if low else "top", fontsize=8, linespacing=1.1)
     frontier, best = [], -1.0
-    for s in sorted(shown, key=lambda s: (s.dollars_per_task, -s.rate)):
-        if s.rate > best:
+    for s in sorted(shown, key=lambda s: (_point(s)[0], -_point(s)[1])):
+        if _point(s)[1] > best:
             frontier.append(s)
-            best = s.rate
+            best = _point(s)[1]
     if len(frontier) > 1:
         axes.plot([s.dollars_per_task for s in frontier], [s.rate for s in frontier], ":", color="#2e8b57",
                   label="Pareto frontier")
         axes.legend(fontsize=8, loc="lower right")
-    dollars_axis(axes, [s.dollars_per_task for s in shown], 0.15, 0.35)
+    dollars_axis(axes, [_point(s)[0] for s in shown], 0.15, 0.35)
     axes.set_ylim(-0.03, 1.05)
     axes.set_xlabel("dollars per task (mean)")
     axes.set_ylabel("resolve rate (95% bootstrap interval)")
