@@ -10,6 +10,7 @@ leaves Python (a file, a container) it is encoded back the same way. Text for a 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 
@@ -37,3 +38,8 @@ def write(path: Path, text: str) -> None:
 
 def read(path: Path) -> str:
     return from_bytes(path.read_bytes())
+
+
+def digest(text: str) -> str:
+    """The sha256 of the patch's bytes: which patch a verdict is on."""
+    return hashlib.sha256(to_bytes(text)).hexdigest()

@@ -11,6 +11,7 @@ import time
 import pytest
 from leftovers import run_containers
 
+from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.predictions import PatchToScore
@@ -152,7 +153,7 @@ def test_rerun_after_interrupting_eval_skips_what_finished(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode != 0
-    assert run_containers("eval-preds") == []
+    assert run_containers(predictions_run_id(predictions)) == []
     first = finished[0]
     first_mtime = first.stat().st_mtime_ns
     assert len(list(out.glob("*/result.json"))) < 3

@@ -15,6 +15,7 @@ from faulty_scoring import faulty_put_archive
 from leftovers import run_containers
 
 from pipeline import stopping
+from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.engine import TRIES
@@ -134,7 +135,7 @@ def test_swepipe_eval_stops_on_a_lasting_docker_fault_exit_1_and_the_same_comman
     assert "docker has been failing for" in output and "longer than the outage time" in output
     assert f"run the same command again (`swepipe {' '.join(args)}`)" in output
     assert not (tmp_path / "out" / task.instance_id / "result.json").exists()
-    assert left_behind("eval-preds") == []
+    assert left_behind(predictions_run_id(predictions)) == []
 
     counter.write_text("0")
     back = subprocess.run([*launcher, *args], capture_output=True, text=True, env=env, timeout=300)

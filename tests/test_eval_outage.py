@@ -9,10 +9,12 @@ import sys
 import requests
 from docker.errors import APIError, DockerException
 
+from pipeline import patchtext
 from pipeline.errors import RuntimeUnavailable
 from pipeline.evaluation.batch import plan_eval
 from pipeline.evaluation.engine import engine_down
 from pipeline.evaluation.predictions import PatchToScore
+from pipeline.layout import ScoringFiles
 from pipeline.tasks import load_tasks
 
 TASKS = load_tasks("bundled")
@@ -44,7 +46,7 @@ def test_a_rerun_scores_infra_errors_and_unreadable_results_again_and_keeps_verd
     verdict, infra, torn, new = TASKS[:4]
     results = {
         verdict.instance_id: json.dumps({"instance_id": verdict.instance_id, "resolved": False,
-                                         "category": "tests_failed"}),
+                                         "category": "tests_failed", "patch_sha256": patchtext.digest("")}),
         infra.instance_id: json.dumps({"instance_id": infra.instance_id, "resolved": False, "category": "infra_error",
                                        "error": "ConnectionError: ('Connection aborted.')"}),
         torn.instance_id: '{"instance_id": "cut sh'}
@@ -58,6 +60,30 @@ def test_a_rerun_scores_infra_errors_and_unreadable_results_again_and_keeps_verd
     assert summary.results[infra.instance_id]["category"] == "infra_error"  # kept until it is scored again
     _, everything = plan_eval(predictions, TASKS, tmp_path, redo=True)
     assert len(everything) == 4
+
+
+def test_a_verdict_is_kept_only_for_the_patch_it_was_given(tmp_path):
+    """An edited predictions file, or another file of the same name scored into the same folder, is scored
+    again: a verdict on one patch is never reported for another."""
+    same, edited, legacy_same, legacy_edited, legacy_bare = (t.instance_id for t in TASKS[:5])
+    old, new = "diff --git a/x b/x\n-old\n+\udce9\n", "diff --git a/x b/x\n-old\n+new\n"
+    recorded = {same: old, edited: old}
+    for instance_id in (same, edited, legacy_same, legacy_edited, legacy_bare):
+        files = ScoringFiles(tmp_path / instance_id)
+        files.root.mkdir()
+        result = {"instance_id": instance_id, "resolved": True, "category": "resolved"}
+        if instance_id in recorded:
+            result["patch_sha256"] = patchtext.digest(recorded[instance_id])
+        elif instance_id != legacy_bare:  # a result from before the hash was recorded: the patch saved beside it
+            patchtext.write(files.patch, old)
+        files.result.write_text(json.dumps(result))
+    given = {same: old, edited: new, legacy_same: old, legacy_edited: new, legacy_bare: old}
+    summary, todo = plan_eval([PatchToScore(i, p) for i, p in given.items()], TASKS, tmp_path, redo=False)
+    rescored = [edited, legacy_edited, legacy_bare]
+    assert [p.instance_id for p in todo] == rescored
+    assert summary.skipped == [same, legacy_same]
+    assert summary.changed == rescored and summary.as_dict()["rescored_changed_patch"] == rescored
+    assert set(summary.results) == {same, legacy_same}  # no stale verdict counted
 
 
 def test_swepipe_eval_with_no_engine_waits_then_stops_exit_1_naming_the_command_again(tmp_path):

@@ -19,3 +19,14 @@ def test_an_empty_run_is_refused_as_no_run_directory_not_read_as_a_predictions_f
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode != 0
     assert "Traceback" not in said and "is not a run directory" in said
+
+
+def test_two_predictions_files_of_one_name_are_scored_under_two_run_ids(tmp_path, monkeypatch):
+    # Both were once run "eval-preds": one folder of results, one container label, one cleanup for the two.
+    from pipeline.cli.eval_command import predictions_run_id
+
+    first, second = tmp_path / "a" / "preds.jsonl", tmp_path / "b" / "preds.jsonl"
+    assert predictions_run_id(first) != predictions_run_id(second)
+    assert predictions_run_id(first).startswith("eval-preds-")
+    monkeypatch.chdir(tmp_path / "..")
+    assert predictions_run_id(Path(tmp_path.name) / "a" / "preds.jsonl") == predictions_run_id(first)  # resumes

@@ -24,6 +24,7 @@ from leftovers import run_containers
 from scripted_pipeline import SUBMIT, write_config
 
 from pipeline import stopping
+from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
@@ -36,6 +37,11 @@ from pipeline.tasks import load_tasks
 pytestmark = [pytest.mark.docker]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
 PYTHON = [TASKS["cursorly"], TASKS["ledgerkit"], TASKS["markroll"]]  # their images share all but a small top layer
+
+
+def scored(folder):
+    """Where `swepipe eval --predictions preds.jsonl` run in ``folder`` writes its results."""
+    return folder / "runs" / predictions_run_id(folder / "preds.jsonl") / "eval"
 
 
 def swepipe(*args, cwd):
@@ -255,7 +261,7 @@ def test_a_task_scored_in_a_pulled_image_records_the_registry_digest_a_reader_ca
     done = swepipe("eval", "--predictions", "preds.jsonl", "--image-template",
                    f"{registry.host}/{repository}:{{dockerhub_tag}}", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads((tmp_path / "runs" / "eval-preds" / "eval" / task.instance_id / "result.json").read_text())
+    result = json.loads((scored(tmp_path) / task.instance_id / "result.json").read_text())
     assert result["resolved"] is True
     manifest = registry.manifests[(repository, tag)]
     assert result["scorer"]["image_digest"] == f"{registry.host}/{repository}@{digest(manifest)}"
@@ -277,9 +283,9 @@ def test_eval_says_at_once_when_an_image_cannot_be_had(tmp_path, repository):
         assert "images: 0 of 1 present" in done.stdout
         stderr = " ".join(done.stderr.split())
         assert "no registry confirmed" in stderr and "manifest unknown" in stderr and "--skip-image-check" in stderr
-        assert not (tmp_path / "runs" / "eval-preds" / "eval" / task.instance_id).exists()  # nothing scored
+        assert not (scored(tmp_path) / task.instance_id).exists()  # nothing scored
 
         done = swepipe(*args, "--skip-image-check", cwd=tmp_path)  # scored, and fails as infrastructure
     assert "images:" not in done.stdout, done.stdout + done.stderr
-    result = json.loads((tmp_path / "runs" / "eval-preds" / "eval" / task.instance_id / "result.json").read_text())
+    result = json.loads((scored(tmp_path) / task.instance_id / "result.json").read_text())
     assert result["category"] == "infra_error"

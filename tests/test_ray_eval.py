@@ -15,6 +15,7 @@ from test_eval_candidates import make_run as make_candidates_run
 from test_image_cache_docker import CHOSEN, dataset, repository, throwaway  # noqa: F401 - repository: a fixture
 from test_run_docker import swepipe
 
+from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
@@ -68,8 +69,9 @@ def test_eval_on_two_nodes_gives_the_thread_verdicts_written_by_the_driver_and_r
         assert (tmp_path / "onray" / name).read_text() == (tmp_path / "threads" / name).read_text()
     assert json.loads((tmp_path / "onray" / "summary.json").read_text()) == \
         json.loads((tmp_path / "threads" / "summary.json").read_text())
-    assert not scratch_left("eval-preds-eval")
-    assert no_containers_left("eval-preds-eval") and no_containers_left("eval-preds")
+    run_id = predictions_run_id(predictions)
+    assert not scratch_left(f"{run_id}-eval")
+    assert no_containers_left(f"{run_id}-eval") and no_containers_left(run_id)
 
     stamps = {t.instance_id: (tmp_path / "onray" / t.instance_id / "result.json").stat().st_mtime_ns
               for t in (FIRST, SECOND)}
@@ -218,7 +220,7 @@ def test_sigterm_stops_the_cluster_s_scoring_and_removes_its_containers(cluster,
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text(json.dumps({"instance_id": FIRST.instance_id, "model_patch": FIRST.patch}) + "\n")
     _sigterm_a_slow_scoring(tmp_path, ["--predictions", str(predictions), "--output", "out", "--executor", "ray",
-                                       "--ray-address", cluster.address], "eval-preds-eval")
+                                       "--ray-address", cluster.address], f"{predictions_run_id(predictions)}-eval")
     assert not (tmp_path / "out" / FIRST.instance_id / "result.json").exists()  # cut short: no verdict
 
 

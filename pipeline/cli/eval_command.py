@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -42,7 +44,7 @@ def eval_(
     output: Annotated[Optional[Path], typer.Option(
         rich_help_panel=OUTPUT,
         help="Where results go (default RUN/eval; for --predictions inside runs/<run-id>/, that run's eval/, "
-             "else <runs-dir>/eval-<file name>/eval).")] = None,
+             "else <runs-dir>/eval-<file name>-<8 hex of its path>/eval).")] = None,
     runs_dir: opt.RunsDir = Path("runs"),
     workers: Annotated[int, typer.Option(help="Instances scored at once.", rich_help_panel=EXECUTION)] = 2,
     redo: Annotated[bool, typer.Option(help="Score again instances that already have a result.",
@@ -204,5 +206,12 @@ class _Source:
 
         if predictions.resolve().parent.parent.name == "runs":  # a run's own predictions file
             return dataclasses.replace(cls.of_run(predictions.parent), predictions=predictions)
-        run_id = f"eval-{predictions.stem}"
+        run_id = predictions_run_id(predictions)
         return cls(predictions, run_id, RunLayout(runs_dir / run_id).eval)
+
+
+def predictions_run_id(predictions: Path) -> str:
+    """The run id a predictions file outside any run is scored under: its name, and a hash of where it is, so
+    that two files of one name (two folders' preds.jsonl) never share results, labels or a cleanup."""
+    where = hashlib.sha256(os.fsencode(predictions.resolve())).hexdigest()[:8]
+    return f"eval-{predictions.stem}-{where}"

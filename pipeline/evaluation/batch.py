@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from pipeline import patchtext
 from pipeline.evaluation.predictions import PatchToScore
+from pipeline.evaluation.protocol import strip_binary_sections
 from pipeline.evaluation.runner import EvalSettings, evaluate
-from pipeline.layout import EvalOutput
+from pipeline.layout import EvalOutput, ScoringFiles
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
 from pipeline.records.evaluation import CATEGORIES
@@ -23,6 +25,7 @@ class EvalSummary:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)  # instance id -> first attempt's result
     unknown: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # given a verdict in an earlier run
+    changed: list[str] = field(default_factory=list)  # scored again: not the patch an earlier run scored
     dataset_size: int = 0
 
     @property
@@ -50,6 +53,7 @@ class EvalSummary:
             "dataset_size": self.dataset_size, "categories": {c: self.counts.get(c, 0) for c in CATEGORIES},
             "flagged": len(self.flagged),
             "unknown_instances": self.unknown, "skipped_finished": self.skipped,
+            "rescored_changed_patch": self.changed,
         }
 
 
@@ -77,7 +81,8 @@ def evaluate_predictions(predictions: list[PatchToScore], tasks: list[Task], out
 def plan_eval(predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
               redo: bool) -> tuple[EvalSummary, list[PatchToScore]]:
     """The summary with the instances an earlier run scored (unless ``redo``), and the predictions left to score:
-    those without a verdict (never scored, or an infra_error)."""
+    those without a verdict (never scored, or an infra_error) and those whose patch is not the one scored before
+    (an edited predictions file, or another file of the same name scored into the same folder)."""
     by_id = {task.instance_id: task for task in tasks}
     summary = EvalSummary(dataset_size=len(tasks),
                           unknown=[p.instance_id for p in predictions if p.instance_id not in by_id])
@@ -85,7 +90,11 @@ def plan_eval(predictions: list[PatchToScore], tasks: list[Task], output_dir: Pa
     for prediction in predictions:
         if prediction.instance_id not in by_id:
             continue
-        previous = None if redo else read_result(EvalOutput(output_dir).task(prediction.instance_id).result)
+        files = EvalOutput(output_dir).task(prediction.instance_id)
+        previous = None if redo else read_result(files.result)
+        if has_verdict(previous) and not scored_this_patch(previous, files, prediction.patch):
+            summary.changed.append(prediction.instance_id)
+            previous = None
         if previous is not None:
             summary.results[prediction.instance_id] = previous  # an infra_error's stays until it is scored
         if has_verdict(previous):
@@ -101,6 +110,18 @@ def read_result(path: Path) -> dict[str, Any] | None:
     if isinstance(record, Unreadable) or "resolved" not in record.model_fields_set:
         return None
     return record.to_dict()
+
+
+def scored_this_patch(result: dict[str, Any], files: ScoringFiles, patch: str) -> bool:
+    """Whether an earlier result is the verdict on ``patch``: by the hash it records, or (a result from before
+    swepipe recorded it) by the patch its scoring saved beside it."""
+    recorded = result.get("patch_sha256")
+    if recorded is not None:
+        return bool(recorded == patchtext.digest(patch))
+    try:
+        return patchtext.read(files.patch) == strip_binary_sections(patch)
+    except OSError:
+        return False
 
 
 def has_verdict(result: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:

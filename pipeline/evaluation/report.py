@@ -17,6 +17,10 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
         shown = ", ".join(summary.unknown[:5]) + (" ..." if len(summary.unknown) > 5 else "")
         console.print(f"skipped {len(summary.unknown)} prediction(s) for instances not in the dataset: {shown}",
                       style="yellow")
+    if summary.changed:
+        shown = ", ".join(summary.changed[:5]) + (" ..." if len(summary.changed) > 5 else "")
+        console.print(literal(f"scored again {len(summary.changed)} instance(s) whose patch is not the one scored "
+                              f"before: {shown}"), style="yellow")
     if summary.skipped:
         console.print(f"{len(summary.skipped)} instance(s) already had a result (use --redo to score them again)")
     table = Table(title=f"evaluation: {output_dir}")

@@ -114,7 +114,8 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     patchtext.write(saved.patch, applied_patch)
     limits = settings.container_limits()
     record: dict[str, Any] = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
-              "category": "infra_error", "patch_empty": not patch.strip(), "patch_applied": None,
+              "category": "infra_error", "patch_sha256": patchtext.digest(patch),
+              "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
               "limits": limits.describe(),
               "scorer": {"swepipe": __version__, "protocol": PROTOCOL_VERSION, "profile": settings.profile,

@@ -69,6 +69,8 @@ class EvalResult(Record):
     test_infrastructure: list[Text] = absent("test infrastructure the patch changes (conftest.py, "
                                              "a runner's configuration, a start-up hook, hidden "
                                              "test files): noted, not held against it")
+    patch_sha256: Text = absent("the sha256 of the scored patch's bytes: a rerun keeps this verdict only for "
+                                "the same patch")
     patch_empty: Flag = absent("the patch was empty")
     patch_applied: Flag | None = absent("git apply succeeded (null: not known)")
     binary_sections_stripped: Flag = absent("binary sections were taken out of the patch first")
