@@ -17,6 +17,7 @@ from pipeline.runtime.docker import DockerRuntime
 from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.images.debian_base import BASE_IMAGE
 from pipeline.runtime.images.prepare import prepare_image
+from pipeline.runtime.limits import ResourceLimitHit
 from pipeline.tasks import Task
 
 pytestmark = pytest.mark.docker
@@ -139,8 +140,11 @@ def test_container_removed_after_an_exception(leaky_image, leaky_repo, run_id):
 
 def test_container_removed_after_sigint(leaky_image, leaky_repo, run_id, tmp_path):
     script = tmp_path / "hold.py"
+    # Ctrl-C raises KeyboardInterrupt even when the test run was started with SIGINT ignored (a background job of
+    # a non-interactive shell), which the child would inherit: it then slept on and exited 0.
     script.write_text(textwrap.dedent(f"""
-        import time
+        import signal, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from pipeline.runtime.docker import DockerRuntime
         from pipeline.runtime.images.prepare import prepare_image
         image = prepare_image({leaky_image!r}, {leaky_repo['base']!r})
