@@ -13,12 +13,13 @@ from litellm.integrations.custom_logger import CustomLogger
 from pipeline.config import Juniors, Limits, RunConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
-from pipeline.juniors.rollout import rollout_temperature, spread_temperature
+from pipeline.juniors.rollout import _take_patch, rollout_temperature, spread_temperature
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.litellm_setup import litellm
 from pipeline.models.spec import METADATA_KEY, ModelSpec
+from pipeline.runtime.base import DiffFailed
 from pipeline.tasks import Task
 
 FILES = {
@@ -176,3 +177,22 @@ def test_temperature_precedence_and_the_default_spread():
     assert [rollout_temperature([0.2, 0.9], 0.3, i) for i in range(3)] == [0.2, 0.9, 0.2]  # the list wins
     assert [rollout_temperature(None, 0.3, i) for i in range(3)] == [0.3] * 3  # then the model's own
     assert [rollout_temperature([], None, i) for i in range(3)] == [0.0, 1.0, 0.5]  # then the spread
+
+
+class _DiffFails:
+    """A workspace whose diff cannot be taken (its container's limits were hit, its server died)."""
+
+    base_commit = "0" * 40
+
+    def diff(self, max_bytes=None):
+        raise DiffFailed("git diff failed in box (exit -1): [swepipe: the command server stopped during this command]")
+
+
+@pytest.mark.parametrize("ended, recorded", [("resource_limit", "resource_limit"), ("runtime_error", "runtime_error"),
+                                             ("submitted", "patch_error"), ("step_limit", "patch_error")])
+def test_a_diff_that_fails_after_the_workspace_failed_keeps_the_rollout_s_own_ending(ended, recorded):
+    record = {"exit_reason": ended, "error": "what ended it"}
+    _take_patch(_DiffFails(), record, max_bytes=1000)
+    assert record["exit_reason"] == recorded and record["patch"] == ""
+    assert "command server stopped" in record["patch_error"] and record["error"] == "what ended it"
+    assert record.get("agent_exit_reason") == (None if recorded == ended else ended)

@@ -132,6 +132,9 @@ def _take_patch(runtime: Runtime, record: dict[str, Any], max_bytes: int) -> Non
                       agent_exit_reason=record.get("exit_reason"), exit_reason="patch_too_large")
         return
     except DiffFailed as error:
+        if record.get("exit_reason") in _WORKSPACE_FAILED:
+            record.update(patch="", patch_error=str(error))  # the aftermath of what already ended the rollout
+            return
         record.update(patch="", patch_error=str(error), agent_exit_reason=record.get("exit_reason"),
                       exit_reason="patch_error")
         return

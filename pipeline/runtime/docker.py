@@ -93,9 +93,12 @@ class DockerRuntime:
         try:
             return self._run_in_session(session, command, timeout, output_limit)
         finally:
-            with self._lock:
-                if session in self._sessions:  # not dropped: ready for the next command
-                    self._idle.append(session)
+            self._give_back(session)
+
+    def _give_back(self, session: CommandSession) -> None:
+        with self._lock:
+            if session in self._sessions:  # not dropped: ready for the next command
+                self._idle.append(session)
 
     def _take_session(self) -> CommandSession | None:
         with self._lock:
@@ -115,7 +118,7 @@ class DockerRuntime:
             return session
 
     def _run_in_session(self, session: CommandSession, command: str, timeout: float,
-                        output_limit: int | None) -> CommandResult:
+                        output_limit: int | None, *, probing: bool = False) -> CommandResult:
         started = time.monotonic()
         try:
             header, head, tail = session.request(command, timeout, output_limit, str(self.workdir),
@@ -126,8 +129,11 @@ class DockerRuntime:
         except (StreamClosed, OSError, ValueError, KeyError):
             self._drop_session(kill=False, session=session)
             self._require_running()
-            return CommandResult(-1, "[swepipe: the command server stopped during this command and was restarted]",
-                                 False, time.monotonic() - started, 0, 0)
+            stopped = CommandResult(-1, "[swepipe: the command server stopped during this command and was restarted]",
+                                    False, time.monotonic() - started, 0, 0)
+            if not probing:
+                self._raise_if_limits_hit(stopped)
+            return stopped
         exit_code = header["exit_code"]
         if (exit_code < 0 or exit_code >= 128) and not header["timed_out"]:  # perhaps its container died
             self._require_running()
@@ -138,6 +144,19 @@ class DockerRuntime:
         if header.get("limits"):
             raise ResourceLimitHit(self._limit_message(header["limits"]), header["limits"], result)
         return result
+
+    def _raise_if_limits_hit(self, stopped: CommandResult) -> None:
+        """ResourceLimitHit when the container ran into its limits while its command server died under a command
+        (the OOM killer's doing, say): a new server's first look at the counters tells, and kills what hit them."""
+        session = self._take_session()
+        if session is None:
+            return
+        try:
+            self._run_in_session(session, "true", 30, 0, probing=True)
+        except ResourceLimitHit as hit:
+            raise ResourceLimitHit(str(hit), hit.limits, stopped) from None
+        finally:
+            self._give_back(session)
 
     def _limit_message(self, hit: list[str]) -> str:
         limits = self.limits.describe()
