@@ -24,7 +24,7 @@ from pipeline.errors import ClusterFault
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.run.ray import driver as ray_driver
-from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper
+from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper, ray_reason
 from pipeline.run.ray.connect import RESOURCE
 from pipeline.tasks import load_tasks
 
@@ -42,6 +42,19 @@ def test_a_hold_released_by_its_caller_is_never_granted_later():
     assert keeper.reserve(0.5, "task#1", "granted") == (True, None)
     keeper.release("granted")  # timed out after the keeper granted it: the hold goes, nothing is spent
     assert keeper.left() == pytest.approx(1.0) and keeper.spent() == 0.0
+
+
+def test_a_ray_error_keeps_why_the_worker_died_on_one_line():
+    class ActorDiedError(Exception):
+        pass
+
+    error = ActorDiedError("The actor died unexpectedly before finishing this task.\n\tclass_name: Keeper\n"
+                           "\tpid: 123\nThe actor is dead because its worker process has died. Worker exit type: "
+                           "SYSTEM_ERROR Worker exit detail: killed by the OOM killer")
+    reason = ray_reason(error)
+    assert reason.startswith("ActorDiedError: The actor died unexpectedly") and "\n" not in reason
+    assert reason.endswith("killed by the OOM killer")
+    assert len(ray_reason(ActorDiedError("x" * 10_000))) < 700
 
 
 @pytest.fixture
@@ -84,7 +97,11 @@ def test_a_budget_actor_that_times_out_or_dies_is_a_cluster_fault_and_leaves_no_
     remote = RemoteRunBudget(keeper, "task#2", timeout=10)
     hold = remote.reserve(0.3)
     ray.kill(keeper)
-    with pytest.raises(ClusterFault, match="is gone"):
+    with pytest.raises(ray.exceptions.RayActorError):  # ray.kill returns before the actor is gone
+        for _ in range(300):
+            ray.get(keeper.left.remote())
+            time.sleep(0.1)
+    with pytest.raises(ClusterFault, match=r"is gone \(ActorDiedError: .*killed by `ray.kill`"):  # Ray's why, kept
         remote.settle(hold, 0.3, 0.1)
     with pytest.raises(ClusterFault, match="is gone"):
         remote.reserve(0.1)

@@ -24,8 +24,13 @@ def ask(method, *args, what: str, timeout: float = CALL_TIMEOUT):
     except ray.exceptions.RayTaskError:
         raise  # the actor's own code failed: a bug, not the cluster
     except ray.exceptions.RayError as error:  # the actor died, or cannot be reached
-        raise ClusterFault(f"{what} is gone ({type(error).__name__}: "
-                           f"{str(error).strip().splitlines()[0][:200] if str(error).strip() else ''})") from None
+        raise ClusterFault(f"{what} is gone ({ray_reason(error)})") from None
+
+
+def ray_reason(error: BaseException) -> str:
+    """A Ray error on one line, its name and the start of its text: Ray says why a worker died (an OOM kill, a
+    lost connection, the memory monitor) several lines down, after the actor's ids."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:600]}"
 
 
 class RunBudgetKeeper:

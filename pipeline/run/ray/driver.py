@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
-from pipeline.run.ray.actors import StopFlag, ask
+from pipeline.run.ray.actors import StopFlag, ask, ray_reason
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
 from pipeline.run.ray.node import TEMP_SUFFIX, remove_run_containers
 from pipeline.run.task import RunSettings
@@ -263,7 +263,7 @@ class RayDriver:
             self.flush()  # what the dead attempt sent is in place before the next one starts
             note = self.lost(key)
             node = self.started.get(item_id, "its node")
-            reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error) else ''}"
+            reason = ray_reason(error)
             if self.attempts[item_id] < ATTEMPTS and not stopping.requested():
                 self.say(f"{self.noun} {item_id}: {node} was lost ({reason}); running it again from what the "
                          f"driver holds (attempt {self.attempts[item_id] + 1} of {ATTEMPTS})" + note)
