@@ -599,8 +599,79 @@ class ReportFiles:
         """the report's figures (PNG)"""
         return self.root / "figures"
 
-    def figure(self, name: str) -> Path:
-        return self.figures / name
+    def cost_figure(self, run_id: str) -> Path:
+        """a run's dollars per task, by stage"""
+        return self.figures / f"cost-{file_name_part(run_id)}.png"
+
+    def coverage_figure(self, run_id: str) -> Path:
+        """a run's gold-patch coverage against the pool's size (`swepipe coverage` draws it too)"""
+        return self.figures / f"coverage-{file_name_part(run_id)}.png"
+
+    def team_timeline_figure(self, run_id: str) -> Path:
+        """a team run's lead and workers over time"""
+        return self.figures / f"team-timeline-{file_name_part(run_id)}.png"
+
+    @property
+    def team_figure(self) -> Path:
+        """the team runs' delegations by stage, messages by direction, the lead blocked, delegation by lead model"""
+        return self.figures / "team.png"
+
+    @property
+    def pareto_figure(self) -> Path:
+        """resolve rate against dollars per task, a point per run"""
+        return self.figures / "pareto.png"
+
+    @property
+    def whatif_figure(self) -> Path:
+        """`swepipe whatif`'s policies: resolve rate against dollars per task"""
+        return self.figures / "whatif.png"
+
+
+@dataclass(frozen=True)
+class SweepLayout:
+    """What `swepipe sweep` writes into its folder (`<runs-dir>/<sweep-id>`): a run directory per cell, its
+    manifest, and its report (written after the cells, or by `swepipe sweep --report`)."""
+
+    root: Path
+
+    @property
+    def sweep_id(self) -> str:
+        return self.root.name
+
+    @property
+    def manifest(self) -> Path:
+        """the grid's cells and how each ended (pipeline.studies.manifest)"""
+        return self.root / "sweep.json"
+
+    def cell(self, cell: str) -> Path:
+        """a cell's run directory, laid out as any run's"""
+        return self.root / cell
+
+    @property
+    def report(self) -> Path:
+        """the sweep's table and figures"""
+        return self.root / "sweep.md"
+
+    @property
+    def figures(self) -> Path:
+        """the sweep report's figures (PNG)"""
+        return self.root / "figures"
+
+    @property
+    def by_size_figure(self) -> Path:
+        """reward, dollars and efficiency by team size"""
+        return self.figures / "sweep-by-size.png"
+
+    @property
+    def by_cell_figure(self) -> Path:
+        """reward, dollars and efficiency by cell"""
+        return self.figures / "sweep-by-cell.png"
+
+
+def file_name_part(name: str) -> str:
+    """``name`` (a run id, read from anywhere) as a piece of a file name: letters, digits, '-', '_' and '.' kept,
+    anything else '_', no leading dot."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".")
 
 
 @dataclass(frozen=True)

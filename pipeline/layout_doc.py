@@ -19,12 +19,14 @@ from pipeline.docgen import doc_main
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "run-layout.md"
 ROOT = "runs/<run-id>"
+SWEEP_ROOT = "runs/<sweep-id>"
 FOLDER_CLASSES = {cls.__name__: cls for cls in (layout.RunLayout, layout.TaskPaths, layout.JuniorFiles,
                                                 layout.SeniorFiles, layout.PrincipalFiles, layout.SoloFiles,
                                                 layout.TeamFiles, layout.ScoringFiles, layout.ReportFiles,
-                                                layout.EvalOutput)}
+                                                layout.EvalOutput, layout.SweepLayout)}
 # What a member's argument stands for in the document; the value passed is a plain name that its checks accept.
-SHOWN_ARGUMENTS = {"index": "NN", "k": "NN", "name": "worker-N", "key": "<key>", "instance_id": "<instance_id>"}
+SHOWN_ARGUMENTS = {"index": "NN", "k": "NN", "name": "worker-N", "key": "<key>", "instance_id": "<instance_id>",
+                   "run_id": "<run-id>", "cell": "<cell>"}
 DESCRIPTION_COLUMN = 33
 WIDTH = 118
 
@@ -79,19 +81,32 @@ def entries(folder, shown: str) -> tuple[list[tuple[str, str]], dict[str, str]]:
     return files, folders
 
 
+def every_file() -> list[tuple[str, str]]:
+    """(path as shown, description) of every file the layout names: a run's, then a sweep's."""
+    return (entries(layout.RunLayout(Path("run")), ROOT)[0]
+            + entries(layout.SweepLayout(Path("sweep")), SWEEP_ROOT)[0])
+
+
 def render() -> str:
-    files, folders = entries(layout.RunLayout(Path("run")), ROOT)
+    lines = ["# A run on disk", "",
+             "<!-- Generated from pipeline/layout.py by `python -m pipeline.layout_doc`: edit the layout's names "
+             "and docstrings, not this file. -->", "", INTRO, "", *_block(layout.RunLayout(Path("run")), ROOT), "",
+             OUTRO, "", "## A sweep on disk", "",
+             *textwrap.wrap(_first_paragraph(inspect.getdoc(layout.SweepLayout) or ""), WIDTH), "",
+             *_block(layout.SweepLayout(Path("sweep")), SWEEP_ROOT)]
+    return "\n".join(lines) + "\n"
+
+
+def _block(folder, root: str) -> list[str]:
+    """The fenced tree of ``folder``'s files, its root shown as ``root``."""
+    files, folders = entries(folder, root)
     tree: dict = {}
     for path, doc in files:  # a path named twice (a folder and its class, two ways to one file): its first doc
         node = tree
-        for part in path.removeprefix(ROOT + "/").split("/"):
+        for part in path.removeprefix(root + "/").split("/"):
             node = node.setdefault(part, {})
         node.setdefault("", doc)
-    lines = ["# A run on disk", "",
-             "<!-- Generated from pipeline/layout.py by `python -m pipeline.layout_doc`: edit the layout's names "
-             "and docstrings, not this file. -->", "", INTRO, "", "```", f"{ROOT}/",
-             *_tree(tree, ROOT, folders, 1), "```", "", OUTRO]
-    return "\n".join(lines) + "\n"
+    return ["```", f"{root}/", *_tree(tree, root, folders, 1), "```"]
 
 
 def _tree(node: dict, at: str, folders: dict[str, str], depth: int) -> list[str]:

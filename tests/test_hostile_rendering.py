@@ -218,7 +218,7 @@ def test_a_report_of_a_hostile_run_is_written_and_shows_its_text(printed, monkey
     """The figures are left to the next property (they take most of the time)."""
     from pipeline.report.build import Report, build_report, write_report
 
-    monkeypatch.setattr(Report, "figures", lambda report: {})
+    monkeypatch.setattr(Report, "figures", lambda report, files: {})
     from pipeline.analysis.load import load_run
     from pipeline.report.render import rich_table
 
@@ -254,12 +254,13 @@ def test_a_report_of_a_hostile_run_is_written_and_shows_its_text(printed, monkey
        config=configs)
 def test_the_figures_of_hostile_runs_are_drawn(names, tasks, config):
     """Names with "$" pairs (mathtext to matplotlib), numbers that are NaN, infinite or huge."""
+    from pipeline.layout import ReportFiles
     from pipeline.report.build import build_report
 
     with tempfile.TemporaryDirectory() as folder:
         runs = [write_run(Path(folder) / str(number) / name, tasks, config) for number, name in enumerate(names)]
         report = build_report(runs, None, baseline=runs[0])
-        assert all(png.startswith(b"\x89PNG") for _, png in report.figures().values())
+        assert all(png.startswith(b"\x89PNG") for _, png in report.figures(ReportFiles(Path(folder))).values())
 
 
 # -- compare ------------------------------------------------------------------------------------------------------

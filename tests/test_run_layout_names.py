@@ -35,9 +35,8 @@ ALLOWED = {
 
 def _layout_names() -> tuple[set[str], list[re.Pattern]]:
     """The plain file names the layout gives, and patterns for the numbered or named ones (rollout-NN.json)."""
-    files, _ = layout_doc.entries(layout.RunLayout(Path("run")), layout_doc.ROOT)
     plain, patterns = set(), []
-    for path, _ in files:
+    for path, _ in layout_doc.every_file():
         name = path.rsplit("/", 1)[-1]
         if not (Path(name).suffix or name.startswith(".")):
             continue  # a folder

@@ -20,6 +20,7 @@ from pipeline.analysis.team import (
     team_runs,
     timeline,
 )
+from pipeline.layout import ReportFiles
 from pipeline.report.build import build_report, write_report
 from pipeline.report.team_figures import MAX_TIMELINE_TASKS, summary_data, timeline_figure, timeline_tasks
 
@@ -233,7 +234,7 @@ def test_a_run_without_team_tasks_has_no_team_analysis(tmp_path):
     run = make_run(tmp_path, "pipe", PIPELINE, [{"id": "a", "cost": {"junior": 0.1}}])
     report = build_report([run], None)
     assert report.team == [] and not any(t.title.startswith("Team") for t in report.tables())
-    assert not any(name.startswith("team") for name in report.figures())
+    assert not any(path.name.startswith("team") for path in report.figures(ReportFiles(run)))
 
 
 @pytest.mark.slow
@@ -244,7 +245,7 @@ def test_report_files_hold_the_team_analysis_and_its_figures(tmp_path):
     blocking = make_team_run(tmp_path, "blocking", BLOCKING)
     crowded = make_team_run(tmp_path, "crowded", many)
     report = build_report([blocking, crowded], None)
-    figures = report.figures()
+    figures = {path.name: made for path, made in report.figures(ReportFiles(blocking)).items()}
     assert {"team-timeline-blocking.png", "team-timeline-crowded.png", "team.png"} <= set(figures)
     caption = figures["team-timeline-crowded.png"][0]
     assert f"{MAX_TIMELINE_TASKS} of {len(many)} tasks" in caption

@@ -105,8 +105,7 @@ def coverage(
         console.print(rich_table(coverage_by_task(result)))
     png = coverage_curves(result)
     if png:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in result.run_id)
-        path = figure or RunLayout(run_dir).report.figure(f"coverage-{safe}.png")
+        path = figure or RunLayout(run_dir).report.coverage_figure(result.run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
         console.print(f"figure: {path}", soft_wrap=True)
@@ -188,7 +187,7 @@ def whatif(
     png = whatif_figure(results)
     path = None
     if png:
-        path = figure or RunLayout(run_dirs[0]).report.figure("whatif.png")
+        path = figure or RunLayout(run_dirs[0]).report.whatif_figure
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
     if as_json:

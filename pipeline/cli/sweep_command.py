@@ -127,8 +127,9 @@ def _run_and_report(plan, selection: opt.TaskSelection, *, workers: int, evaluat
                         eval_log_limit=scoring.log_limit, show_progress=interactive, log=_line, announce=_line)
     if outcome.stopped:
         from pipeline.cli.stops import exit_stopped
+        from pipeline.layout import SweepLayout
 
-        exit_stopped(console, f"what finished is saved in each cell's run directory ({plan.root / 'sweep.json'} "
+        exit_stopped(console, f"what finished is saved in each cell's run directory ({SweepLayout(plan.root).manifest} "
                               f"lists them); run the same command again (--sweep-id {plan.sweep_id}) to resume "
                               "without paying twice for what was done")
     _report(plan.root)

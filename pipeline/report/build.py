@@ -68,30 +68,30 @@ class Report:
                 shown[-1].row_tasks = [(index, t.instance_id) for t in run.tasks]
         return shown
 
-    def figures(self) -> dict[str, tuple[str, bytes]]:
-        """file name -> (caption, PNG); figures with nothing to show are left out."""
-        made: dict[str, tuple[str, bytes]] = {}
+    def figures(self, files: ReportFiles) -> dict[Path, tuple[str, bytes]]:
+        """Where each figure goes in ``files`` -> (caption, PNG); figures with nothing to show are left out."""
+        made: dict[Path, tuple[str, bytes]] = {}
         baseline_run = self.baseline.run_id if self.baseline else None
         for run, stats in zip(self.runs, self.stats, strict=True):
             png = fig.cost_by_stage(run, stats)
             if png:
-                made[f"cost-{_safe(run.run_id)}.png"] = (f"Dollars per task by stage: {run.run_id}", png)
+                made[files.cost_figure(run.run_id)] = (f"Dollars per task by stage: {run.run_id}", png)
         for coverage in self.coverage:
             png = fig.coverage_curves(coverage)
             if png:
-                made[f"coverage-{_safe(coverage.run_id)}.png"] = (f"Coverage against pool size: {coverage.run_id}", png)
+                made[files.coverage_figure(coverage.run_id)] = (f"Coverage against pool size: {coverage.run_id}", png)
         for team_run in self.team:
             drawn = team_figures.timeline_figure(team_run)
             if drawn:
-                made[f"team-timeline-{_safe(team_run.run_id)}.png"] = (
+                made[files.team_timeline_figure(team_run.run_id)] = (
                     f"Lead and workers over time: {team_run.run_id}{drawn[1]}", drawn[0])
         summary = team_figures.summary_figure(self.team) if self.team else None  # None only without team runs
         if summary is not None:
-            made["team.png"] = ("Team analysis: delegations by stage, messages by direction, the lead blocked, "
+            made[files.team_figure] = ("Team analysis: delegations by stage, messages by direction, the lead blocked, "
                                 "delegation by lead model", summary)
         png = fig.pareto(self.stats, self.baseline)
         if png:
-            made["pareto.png"] = ("Resolve rate against dollars per task"
+            made[files.pareto_figure] = ("Resolve rate against dollars per task"
                                   + (f" (baseline {baseline_run})" if baseline_run else ""), png)
         return made
 
@@ -163,14 +163,12 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
     at ``html_path`` when given; and beside each HTML file a page per finished task (``<stem>_tasks/<run>/<instance
     id>.html``, pipeline.report.task_page), linked from the task tables. Returns what was written."""
     files = ReportFiles(out_dir)
-    figures_dir = files.figures
-    made = report.figures()
-    if made:
-        figures_dir.mkdir(parents=True, exist_ok=True)
+    made = report.figures(files)
     written = {}
-    for name, (_, png) in made.items():
-        (figures_dir / name).write_bytes(png)
-        written[name] = figures_dir / name
+    for path, (_, png) in made.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+        written[path.name] = path
     lead = list(report.notes)
     html_paths = list(dict.fromkeys([files.html, *([html_path] if html_path else [])]))
     links: dict[tuple[int, str], list[str]] = {}
@@ -180,7 +178,7 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
         links = write_task_pages(report.runs, html_paths, report.gold, report.problems)
         for path in html_paths:
             written[f"{PageSet(path).directory}/"] = PageSet(path).directory
-    shown = {caption: files.figure(name).relative_to(out_dir).as_posix() for name, (caption, _) in made.items()}
+    shown = {caption: path.relative_to(out_dir).as_posix() for path, (caption, _) in made.items()}
     text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN), shown, lead,
                     {key: hrefs[0] for key, hrefs in links.items()})
     write_text_atomic(files.markdown, text)
@@ -193,6 +191,3 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
         written[str(path)] = path
     return written
 
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -11,10 +11,11 @@ from pipeline.analysis.load import load_run
 from pipeline.analysis.stats import RunStats, compare, efficiency, run_stats
 from pipeline.analysis.table import NA, Table, money, percent
 from pipeline.errors import SwepipeError
+from pipeline.layout import SweepLayout
 from pipeline.report.plotting import new_figure, png_bytes
 from pipeline.report.render import markdown
 from pipeline.storage import write_text_atomic
-from pipeline.studies.manifest import MANIFEST, read_manifest
+from pipeline.studies.manifest import read_manifest
 
 # A line of the by-size figure: every value of a cell but its size.
 GROUP_KEYS = ("sizing", "stage", "mode", "lead", "worker", "prompt", "editor")
@@ -62,17 +63,17 @@ class SweepReport:
 
 
 def load_sweep(root: Path) -> SweepReport:
-    """The sweep at ``root`` (its sweep.json) with each cell's run read through the report code."""
+    """The sweep at ``root`` (its manifest) with each cell's run read through the report code."""
     manifest = read_manifest(root)
     if manifest is None:
-        raise SwepipeError(f"{root} has no {MANIFEST}: not a sweep directory (pass the --sweep-id of a sweep that "
-                           "ran, or its directory)")
+        raise SwepipeError(f"{root} has no {SweepLayout(root).manifest.name}: not a sweep directory (pass the "
+                           "--sweep-id of a sweep that ran, or its directory)")
     external = None
     if manifest.get("baseline"):
         external = run_stats(load_run(Path(manifest["baseline"])))
     cells, finished = [], {}
     for entry in manifest["cells"]:
-        run_dir = root / entry["name"]  # where it is now, even if the sweep's directory moved
+        run_dir = SweepLayout(root).cell(entry["name"])  # where it is now, even if the sweep's directory moved
         if not run_dir.is_dir():
             run_dir = Path(entry.get("run_dir") or run_dir)
         run = load_run(run_dir) if run_dir.is_dir() else None
@@ -314,17 +315,17 @@ def by_cell(report: SweepReport) -> bytes | None:
 
 
 def write_sweep_report(report: SweepReport) -> dict[str, Path]:
-    """sweep.md and figures/sweep-by-size.png, figures/sweep-by-cell.png in the sweep's directory."""
+    """The sweep's report and its figures in the sweep's directory (pipeline.layout.SweepLayout)."""
+    files = SweepLayout(report.root)
     figures = {}
-    made = (("sweep-by-size.png", "Reward, dollars and efficiency by team size", by_size(report)),
-            ("sweep-by-cell.png", "Reward, dollars and efficiency by cell", by_cell(report)))
-    for file_name, caption, png in made:
+    made = ((files.by_size_figure, "Reward, dollars and efficiency by team size", by_size(report)),
+            (files.by_cell_figure, "Reward, dollars and efficiency by cell", by_cell(report)))
+    for path, caption, png in made:
         if png:
-            path = report.root / "figures" / file_name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(png)
             figures[caption] = path
     text = markdown(f"swepipe sweep {report.manifest.get('sweep_id', report.root.name)}", [table(report)],
-                    {caption: f"figures/{path.name}" for caption, path in figures.items()})
-    write_text_atomic(report.root / "sweep.md", text)
-    return {"sweep.md": report.root / "sweep.md", **{path.name: path for path in figures.values()}}
+                    {caption: path.relative_to(files.root).as_posix() for caption, path in figures.items()})
+    write_text_atomic(files.report, text)
+    return {files.report.name: files.report, **{path.name: path for path in figures.values()}}

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from pipeline.analysis.load import RunData, TaskRecord
+from pipeline.layout import file_name_part
 from pipeline.report.task_build import build_task_view
 from pipeline.report.templating import render, shown
 from pipeline.storage import write_text_atomic
@@ -51,7 +52,7 @@ def run_folders(runs: list[RunData]) -> list[str]:
     """A folder name per run (its run id; a second run of the same name gets -2, ...)."""
     names: list[str] = []
     for run in runs:
-        name = _safe(run.run_id) or "run"
+        name = file_name_part(run.run_id) or "run"
         base, n = name, 1
         while name in names:
             n += 1
@@ -89,6 +90,3 @@ def task_page(run: RunData, task: TaskRecord, gold_patch: str | None = None, pro
             break
     return page
 
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".")

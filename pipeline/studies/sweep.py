@@ -27,11 +27,11 @@ from pipeline.config import RunConfig, SoloConfig
 from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.evaluation.profiles import DEFAULT_PROFILE
-from pipeline.layout import RunLayout
+from pipeline.layout import RunLayout, SweepLayout
 from pipeline.models.spec import ModelSpec
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
-from pipeline.studies.manifest import MANIFEST, read_manifest
+from pipeline.studies.manifest import read_manifest
 from pipeline.tasks import Task
 
 AXES = ("sizes", "stages", "modes", "lead_models", "worker_models", "lead_prompts", "solo_prompts", "editors")
@@ -107,7 +107,7 @@ class Plan:
     baseline: Path | None = None  # an existing run every team cell is compared with (--baseline)
 
     def run_dir(self, cell: SweepCell) -> Path:
-        return self.root / cell.name
+        return SweepLayout(self.root).cell(cell.name)
 
 
 # -- reading the grid ------------------------------------------------------------------------------
@@ -461,7 +461,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
     sweep_layout.lock()  # one process per sweep (each cell is locked as well)
     record_dataset(sweep_layout, dataset, split)  # its cells, and a resumed sweep, use the same tasks
     manifest = _manifest(plan, read_manifest(plan.root))
-    write_json_atomic(plan.root / MANIFEST, manifest)
+    write_json_atomic(SweepLayout(plan.root).manifest, manifest)
     outcome = SweepOutcome(manifest)
     entries = {entry["name"]: entry for entry in manifest["cells"]}
     try:
@@ -469,7 +469,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
             stopping.check()
             entry = entries[cell.name]
             entry["status"] = "running"
-            write_json_atomic(plan.root / MANIFEST, manifest)
+            write_json_atomic(SweepLayout(plan.root).manifest, manifest)
             announce(f"cell {number}/{len(plan.cells)} {cell.name}")
             settings, server = prepare_run(dataset=dataset, split=split, config=cell.config, run_id=cell.name,
                                            runs_dir=plan.root, evaluate=evaluate, run_scripts=run_scripts,
@@ -497,7 +497,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
                 outcome.infra_errors[cell.name] = len(summary.infra_errors)
             else:
                 entry["status"] = "done"
-            write_json_atomic(plan.root / MANIFEST, manifest)
+            write_json_atomic(SweepLayout(plan.root).manifest, manifest)
             announce(f"cell {cell.name}: {entry['status']}; {summary.line()}")
     except (KeyboardInterrupt, stopping.Stopped):
         outcome.stopped = True
@@ -511,13 +511,13 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
         raise
     finally:
         manifest["updated"] = time.strftime("%Y-%m-%d %H:%M:%S")
-        write_json_atomic(plan.root / MANIFEST, manifest)
+        write_json_atomic(SweepLayout(plan.root).manifest, manifest)
     return outcome
 
 
 def resolve_sweep_root(sweep_id: str, runs_dir: Path) -> Path:
     """The sweep's directory: ``runs_dir/sweep_id``, or ``sweep_id`` itself when it is a path to one."""
     candidate = Path(sweep_id)
-    if (candidate / MANIFEST).is_file():
+    if SweepLayout(candidate).manifest.is_file():
         return candidate
     return runs_dir / sweep_id
