@@ -206,11 +206,14 @@ def test_old_and_broken_records_show_n_a_not_zero(tmp_path):
            "state": "collected"}  # before start/end Unix times, malformed and lead_waits.json existed
     tasks = [{"id": "old", "workers": [old], "messages": [{"id": 0, "from": "worker-0", "to": "lead", "text": "t",
                                                            "sent": 4.0, "delivered": 5.0}]},
-             {"id": "gone", "workers": None, "counts": {"planning": 0, "implementation": 2, "verification": 0}}]
+             {"id": "gone", "workers": None, "counts": {"planning": 0, "implementation": 2, "verification": 0}},
+             {"id": "bent", "workers": []}]
     run = make_team_run(tmp_path, "old", tasks, config=False)
     (run / "tasks" / "gone" / "team" / "messages.json").write_text("{torn")
+    (run / "tasks" / "bent" / "team" / "delegations.json").write_text('{"delegations": ["worker-0", 7]}')
     [team] = team_runs([load_run(run)])
-    gone, old_task = team.tasks  # sorted by instance id
+    bent, gone, old_task = team.tasks  # sorted by instance id
+    assert bent.delegations is None  # a record of the wrong shape is no record: n/a, not "no delegations"
     assert old_task.waits is None and old_task.blocked is None and old_task.lost_work is None
     assert old_task.lead_seconds == 99.0  # no trajectory: the prediction's team seconds
     assert [(s.start, s.end) for d in old_task.delegations for s in d.sessions] == [(3.0, 9.0)]

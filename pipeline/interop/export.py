@@ -223,8 +223,9 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
         found.append(principal)
     solo = _read_json(paths.solo_files.trajectory)
     if isinstance(solo, dict):
-        result = _read_json(paths.solo_files.result) or {}
-        found.append(_from_agent_run("solo", "solo", solo, submission=result.get("patch"), is_patch=True,
+        solo_result = records.SoloResult.read(paths.solo_files.result)
+        patch = solo_result.patch if isinstance(solo_result, records.SoloResult) else None
+        found.append(_from_agent_run("solo", "solo", solo, submission=patch, is_patch=True,
                                      model={"model_name": models.get("solo")}))
     team = paths.team_files
     for name, path in [("lead", team.lead_trajectory), *team.worker_trajectories()]:
@@ -233,7 +234,8 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
             continue
         kind = "lead" if name == "lead" else "worker"
         if kind == "lead":  # the lead hands in the team's patch; a worker, its report
-            submission, is_patch = (_read_json(team.result) or {}).get("patch"), True
+            result = records.TeamResult.read(team.result)
+            submission, is_patch = (result.patch if isinstance(result, records.TeamResult) else None), True
         else:
             submission, is_patch = record.get("submission"), False
         found.append(_from_agent_run(name, kind, record, submission=submission, is_patch=is_patch,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pipeline.analysis.load import RunData, TaskRecord, read_json
 from pipeline.layout import RunLayout
-from pipeline.records import Prediction
+from pipeline.records import Prediction, TeamDelegations
 
 STAGES = ("planning", "implementation", "verification")
 DIRECTIONS = ("worker→lead", "worker→worker", "lead→worker")
@@ -144,8 +144,8 @@ def team_runs(runs: list[RunData]) -> list[TeamRun]:
 
 def team_task(run: RunData, task: TaskRecord) -> TeamTask:
     team = RunLayout(run.root).task(task.instance_id).team_files
-    saved = read_json(team.delegations).data
-    saved = saved if isinstance(saved, dict) else None
+    record = TeamDelegations.read(team.delegations)
+    saved = record.to_dict() if isinstance(record, TeamDelegations) else None
     started = _number(saved.get("started")) if saved else None
     lead = read_json(team.lead_trajectory).data
     lead = lead if isinstance(lead, dict) else {}
