@@ -595,6 +595,11 @@ class ReportFiles:
         return self.root / "report.html"
 
     @property
+    def task_pages(self) -> Path:
+        """a page per finished task, `<run>/<instance id>.html`, linked from report.html's tables"""
+        return self.root / f"{self.html.stem}_tasks"
+
+    @property
     def figures(self) -> Path:
         """the report's figures (PNG)"""
         return self.root / "figures"
@@ -620,6 +625,16 @@ class ReportFiles:
     def pareto_figure(self) -> Path:
         """resolve rate against dollars per task, a point per run"""
         return self.figures / "pareto.png"
+
+    @property
+    def compare_markdown(self) -> Path:
+        """`swepipe compare --output`'s tables, for a terminal or a Markdown reader"""
+        return self.root / "compare.md"
+
+    @property
+    def compare_html(self) -> Path:
+        """the same, one offline page"""
+        return self.root / "compare.html"
 
     @property
     def whatif_figure(self) -> Path:

@@ -66,14 +66,15 @@ def test_two_runs_compared_on_the_tasks_both_scored(runs):
 
 def test_the_compare_command_prints_json_and_writes_markdown_and_html(runs, tmp_path):
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "compare", *map(str, runs), "--json",
-                           "--markdown", str(tmp_path / "c.md"), "--html", str(tmp_path / "c.html")],
+                           "--output", str(tmp_path / "out")],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert done.returncode == 0, done.stderr
     pair = json.loads(done.stdout[done.stdout.index("{"):done.stdout.rindex("}") + 1])["pairs"][0]
     assert (pair["both"], pair["only_a"], pair["only_b"], pair["neither"]) == (4, 2, 4, 0)
     assert pair["p_value"] == pytest.approx(44 / 64)
-    assert "| exact McNemar p (two-sided) | 0.6875 |" in (tmp_path / "c.md").read_text()
-    assert "0.6875" in (tmp_path / "c.html").read_text() and "<table" in (tmp_path / "c.html").read_text()
+    assert "| exact McNemar p (two-sided) | 0.6875 |" in (tmp_path / "out" / "compare.md").read_text()
+    page = (tmp_path / "out" / "compare.html").read_text()
+    assert "0.6875" in page and "<table" in page
     alone = subprocess.run([sys.executable, "-m", "pipeline.cli", "compare", str(runs[0])], capture_output=True,
                            text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert alone.returncode != 0 and "at least two runs" in alone.stdout + alone.stderr

@@ -110,8 +110,8 @@ def test_a_malformed_brief_or_prediction_is_named_never_a_crash_of_the_report(tm
     stats = run_stats(loaded)
     assert stats.tasks == 2 and stats.senior_sources == {}
     report = build_report([run], {t.instance_id: t.patch for t in load_task_file(FIXTURES / "tasks.jsonl")})
-    write_report(report, run, tmp_path / "site" / "report.html")
-    text = (run / "report.md").read_text()
+    write_report(report, tmp_path / "site")
+    text = (tmp_path / "site" / "report.md").read_text()
     assert "pipe: task demo__calc-2: its prediction (predictions.jsonl line 2) is of the wrong shape" in text
     assert "demo__calc-1: senior/brief.json is not a JSON object; the report reads it as none" in text
     page = (tmp_path / "site" / "report_tasks" / "pipe" / "demo__calc-1.html").read_text()
@@ -158,10 +158,10 @@ def outputs(run: Path, patches: dict[str, str], problems: dict[str, str] | None 
     """What the report (report.md, report.html, figures), the task pages, export (official, swebench and
     trajectories) and whatif make of the run, times and the run's folder taken out."""
     site = run.parent.parent / "site"
-    write_report(build_report([run], patches, problems=problems), run, site / "report.html")
-    made: dict[str, object] = {"report.md": (run / "report.md").read_text()}
+    write_report(build_report([run], patches, problems=problems), site)
+    made: dict[str, object] = {"report.md": (site / "report.md").read_text()}
     made.update({str(p.relative_to(site)): p.read_text() for p in sorted(site.rglob("*.html"))})
-    made.update({f"figures/{p.name}": p.read_bytes() for p in sorted((run / "figures").glob("*.png"))})
+    made.update({f"figures/{p.name}": p.read_bytes() for p in sorted((site / "figures").glob("*.png"))})
     export = run.parent.parent / "export"
     made["export: official"] = export_predictions(run, "official", export / "official.json").line()
     made["export: swebench"] = export_predictions(run, "swebench", export / "swebench.jsonl").line()

@@ -163,7 +163,7 @@ def test_report_files_are_written_into_the_first_run(runs, patches, tmp_path):
                           baseline=runs / "solo")
     assert [r.run_id for r in report.runs] == ["solo", "pipe", "failed", "reused", "empty"]
     assert [c.run_id for c in report.coverage] == ["pipe"]
-    written = write_report(report, runs / "pipe", tmp_path / "out" / "report.html")
+    written = write_report(report, runs / "pipe")
     names = sorted(p.name for p in (runs / "pipe" / "figures").iterdir())
     assert names == ["cost-failed.png", "cost-pipe.png", "cost-reused.png", "cost-solo.png", "coverage-pipe.png",
                      "pareto.png"]
@@ -179,21 +179,10 @@ def test_report_files_are_written_into_the_first_run(runs, patches, tmp_path):
     assert against.both + against.only_a + against.only_b + against.neither == against.tasks == 3
     assert (against.rate_a, against.rate_b) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
     assert "## pipe against solo (3 tasks both scored)" in markdown and "exact McNemar p (two-sided)" in markdown
-    page = (tmp_path / "out" / "report.html").read_text()
-    assert page == (runs / "pipe" / "report.html").read_text() and written["report.md"].exists()
+    page = (runs / "pipe" / "report.html").read_text()
+    assert written["report.html"].read_text() == page and written["report.md"].exists()
     assert page.count('src="data:image/png;base64,') == 6
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing to fetch: opens offline
-
-
-def test_every_copy_of_the_html_report_says_the_same_time(runs, patches, tmp_path, monkeypatch):
-    """The copies are written one after the other; a clock that ticks in between must not make them differ."""
-    import time
-
-    ticks = iter(range(1000))
-    monkeypatch.setattr(time, "strftime", lambda *args: f"tick {next(ticks)}")
-    write_report(build_report([runs / "pipe"], patches), runs / "pipe", tmp_path / "copy" / "report.html")
-    page = (tmp_path / "copy" / "report.html").read_text()
-    assert page == (runs / "pipe" / "report.html").read_text() and "generated tick " in page
 
 
 def test_report_without_gold_patches_or_finished_tasks(runs):
@@ -213,14 +202,22 @@ def swepipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_report_command(runs, tmp_path):
-    html = tmp_path / "page.html"
     done = swepipe(tmp_path, "report", str(runs / "pipe"), str(runs / "failed"), str(runs / "empty"),
-                   "--baseline", str(runs / "solo"), "--html", str(html), "--dataset", str(runs / "tasks.jsonl"))
+                   "--baseline", str(runs / "solo"), "--dataset", str(runs / "tasks.jsonl"))
     assert done.returncode == 0, done.stderr
     assert "+6.250 per $" in done.stdout and "cheaper and worse" in done.stdout
     assert "Coverage of the gold patch: pipe" in done.stdout
-    assert (html.exists() and (runs / "pipe" / "report.md").exists()
-            and (runs / "pipe" / "figures" / "pareto.png").exists())
+    assert all((runs / "pipe" / name).exists() for name in ("report.md", "report.html", "figures/pareto.png"))
+
+
+def test_report_command_writes_into_its_output_folder_and_refuses_the_old_html_flag(runs, tmp_path):
+    site = tmp_path / "my site"
+    done = swepipe(tmp_path, "report", str(runs / "pipe"), "--output", str(site))
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in site.iterdir()} == {"report.md", "report.html", "report_tasks", "figures"}
+    assert not (runs / "pipe" / "report.md").exists()
+    old = swepipe(tmp_path, "report", str(runs / "pipe"), "--html", str(tmp_path / "page.html"))
+    assert old.returncode == 2 and "--html was removed; use --output DIR" in " ".join(old.stderr.split())
 
 
 def test_report_command_on_an_empty_run_with_an_unreadable_dataset(runs, tmp_path):

@@ -124,17 +124,18 @@ def test_compare_json_is_the_only_thing_on_stdout(tmp_path):
             for name, verdict in (("a", True), ("b", False))]
     for run in runs:
         (run / "dataset.json").write_text(json.dumps({"dataset": str(FIXTURE_TASKS), "split": ""}))
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "compare", *map(str, runs), "--json", "--markdown",
-                           str(tmp_path / "c.md")], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "compare", *map(str, runs), "--json", "--output",
+                           str(tmp_path / "out")], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["pairs"][0]["only_a"] == 1
-    assert "as run a recorded" in done.stderr and f"wrote {tmp_path / 'c.md'}" in " ".join(done.stderr.split())
+    said = " ".join(done.stderr.split())
+    assert "as run a recorded" in said and f"wrote {tmp_path / 'out' / 'compare.md'}" in said
 
 
 def test_a_task_page_whose_id_holds_the_back_link_s_placeholder_keeps_its_title(tmp_path):
-    """The page made once for several reports had the first occurrence of the placeholder replaced by the link
-    back: an instance id holding its words lost them in the page's title, and the link was never made."""
+    """A page made once for several reports had the first occurrence of a placeholder replaced by the link back: an
+    instance id holding its words lost them in the page's title, and the link was never made."""
     instance_id = "swepipe-link-back-to-the-report"
     run = make_run(tmp_path / "run", [prediction(instance_id, resolved=True)])
     write_report(build_report([run], None), run)

@@ -88,7 +88,7 @@ def test_senior_at_runs_the_senior_on_the_first_k_rollouts_once_and_draws_its_cu
     assert analysis_rows(paths) == [] and (paths.senior / "expansion_text.json").is_file()
 
     done = swepipe(project, "coverage", str(run), "--dataset", "tasks.jsonl", "--senior-at", "1,2,3,5",
-                   "--figure", str(project["dir"] / "coverage.png"))
+                   "--output", str(project["dir"] / "out"))
     out = done.stdout
     assert "demo__shapes-1 k=5: skipped, the task has K=3 rollouts" in out
     assert "demo__shapes-1 k=1/3: brief from the senior" in out and "demo__shapes-1 k=2/3: brief from the senior" in out
@@ -102,7 +102,7 @@ def test_senior_at_runs_the_senior_on_the_first_k_rollouts_once_and_draws_its_cu
     assert len(rows) == 4 and {r.role for r in rows} == {"senior"} and all(r.cost > 0 for r in rows)
     assert Ledger.read(paths.ledger)[:len(run_rows)] == run_rows
     assert f"${sum(r.cost for r in rows):.4f} spent (ledger stage 'analysis')" in out
-    assert (project["dir"] / "coverage.png").read_bytes()[:4] == b"\x89PNG"
+    assert (project["dir"] / "out" / "figures" / "coverage-senior-at.png").read_bytes()[:4] == b"\x89PNG"
 
     # The senior's curve: at k=1 the pool holds only a.py's fix, and the senior's spans reach b.py too.
     result = run_coverage(load_run(run), {project["task"].instance_id: project["task"].patch})

@@ -141,10 +141,12 @@ def make_run(root: Path) -> Path:
 
 
 def pages_of(run: Path, html: Path, gold=True, problems=True) -> dict[str, str]:
+    """The task pages of ``run``'s report written beside ``html`` (a report.html in the report's folder)."""
     report = build_report([run], {"pipe-1": GOLD, "solo-1": GOLD, "team-1": GOLD} if gold else None,
                           problems={"pipe-1": "add() subtracts <b>instead</b> of adding"} if problems else None)
-    write_report(report, run, html)
-    folder = html.parent / f"{html.stem}_tasks" / run.name
+    assert html.name == "report.html"
+    write_report(report, html.parent)
+    folder = html.parent / "report_tasks" / run.name
     return {p.stem: p.read_bytes().decode("utf-8") for p in folder.glob("*.html")}  # every page is valid UTF-8
 
 
@@ -230,17 +232,18 @@ def test_every_task_gets_a_page_even_from_broken_records(tmp_path):
 
 def test_report_tables_link_each_task_page(tmp_path):
     run = make_run(tmp_path)
-    html = tmp_path / "out" / "my report.html"
-    pages_of(run, html)
-    for report, folder in ((html, html.parent / "my report_tasks"), (run / "report.html", run / "report_tasks")):
-        links = re.findall(r'<a href="([^"]+)">(pipe-1|solo-1|team-1)</a>', report.read_text())
-        assert {name for _, name in links} == {"pipe-1", "solo-1", "team-1"}
-        for href, name in links:
-            target = report.parent / unquote(href)
-            assert target == folder / "hand" / f"{name}.html" and target.is_file()
-            back = re.search(r'<a href="([^"]+)">← report</a>', target.read_text()).group(1)
-            assert (target.parent / unquote(back)).resolve() == report.resolve()
-    assert "[pipe-1](report_tasks/hand/pipe-1.html)" in (run / "report.md").read_text()
+    run = run.rename(run.parent / "hånd")  # a run folder whose name a link must quote
+    report = tmp_path / "out" / "report.html"
+    pages_of(run, report)
+    links = re.findall(r'<a href="([^"]+)">(pipe-1|solo-1|team-1)</a>', report.read_text())
+    assert {name for _, name in links} == {"pipe-1", "solo-1", "team-1"}
+    for href, name in links:
+        target = report.parent / unquote(href)
+        assert "%C3%A5" in href and target == report.parent / "report_tasks" / "hånd" / f"{name}.html"
+        assert target.is_file()
+        back = re.search(r'<a href="([^"]+)">← report</a>', target.read_text()).group(1)
+        assert (target.parent / unquote(back)).resolve() == report.resolve()
+    assert "[pipe-1](report_tasks/h%C3%A5nd/pipe-1.html)" in (report.parent / "report.md").read_text()
 
 
 def test_without_the_dataset_the_issue_comes_from_a_trajectory(tmp_path):
@@ -394,7 +397,7 @@ def test_hostile_names_and_dataset_texts_show_as_text(tmp_path):
     report = build_report([run], {"pipe-1": GOLD.replace("# checked by test_add", "# " + evil)},
                           problems={"pipe-1": EVIL})
     html = tmp_path / "out" / "report.html"
-    write_report(report, run, html)
+    write_report(report, html.parent)
     pages = {p.stem: p.read_text() for p in (html.parent / "report_tasks").glob("*/*.html")}
     assert set(pages) == {"pipe-1", "solo-1", "team-1"}
     for page_name, page in [*pages.items(), ("report.html", html.read_text())]:
@@ -416,12 +419,12 @@ def test_an_instance_id_that_leaves_the_report_folder_is_left_out_with_a_message
     with open(run / "predictions.jsonl", "a", encoding="utf-8") as predictions:
         predictions.write(json.dumps(prediction(escaping)) + "\n")
     html = tmp_path / "a" / "b" / "c" / "report.html"
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "report", str(run), "--html", str(html)],
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "report", str(run), "--output", str(html.parent)],
                           capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "COLUMNS": "250"})
     assert done.returncode == 0, done.stdout + done.stderr
     message = "instance id '../../../../escaped' is not a safe file name (it contains '/')"
     assert message in done.stderr and "left out of the report" in done.stderr
-    assert message in (run / "report.md").read_text()
+    assert message in (html.parent / "report.md").read_text()
     assert [p for p in tmp_path.rglob("escaped*")] == []  # nothing written outside the report's folder
     pages = {p.name for p in (html.parent / "report_tasks" / "hand").iterdir()}
     assert pages == {"pipe-1.html", "solo-1.html", "team-1.html"}
@@ -499,7 +502,7 @@ def test_report_and_task_page_of_a_scripted_run_in_chromium(tmp_path):
         return done
 
     swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "web", "--evaluate")
-    swepipe("report", "runs/web", "--html", "site/report.html")
+    swepipe("report", "runs/web", "--output", "site")
     report = tmp_path / "site" / "report.html"
 
     done = browse(binary, report, tmp_path / "profile", "--dump-dom")

@@ -28,8 +28,8 @@ The pipeline on 3 bundled tasks, scored by the hidden tests, into runs/demo:
   swepipe run --limit 3 --run-id demo --evaluate
 Its report (RUN: a run id under --runs-dir, or a run directory):
   swepipe report demo
-Two runs task by task, each against the first:
-  swepipe compare runs/solo demo --html compare.html
+Two runs task by task, each against the first, also into site/compare.md and .html:
+  swepipe compare runs/solo demo --output site
 Every distinct junior candidate of a run scored, for swepipe whatif:
   swepipe eval demo --candidates"""
 

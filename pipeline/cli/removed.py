@@ -25,6 +25,11 @@ REMOVED = {
              "--block-network": "no flag (the tests have no network unless --eval-network)"},
     "validate": {"--output-dir": "--output {}"},
     "cleanup": {"--run-id": "swepipe cleanup {} (RUN: a run id or a run directory)"},
+    "report": {"--html": "--output DIR (DIR gets report.html, report.md, report_tasks/ and figures/)"},
+    "coverage": {"--figure": "--output DIR (the figure goes to DIR/figures/coverage-<run-id>.png)"},
+    "whatif": {"--figure": "--output DIR (the figure goes to DIR/figures/whatif.png)"},
+    "compare": {"--markdown": "--output DIR (DIR gets compare.md and compare.html)",
+                "--html": "--output DIR (DIR gets compare.md and compare.html)"},
 }
 
 _WORDS = {"on": "true", "off": "false"}  # the old flags' spellings of a boolean, as --set writes it

@@ -11,7 +11,7 @@ from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, err_console
 from pipeline.cli.runs import Run, run_directories, run_directory, runs_or_repeats
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
+from pipeline.layout import ReportFiles
 
 
 @app.command()
@@ -25,9 +25,9 @@ def report(
         help="Run (id or directory) to compare against (normally the solo agent): "
              "efficiency = added resolve rate (and, the study's, added reward: share of tests passed) per "
              "added dollar per task.")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the HTML report (offline, figures "
-                                                 "embedded) to this file, and a page per task beside it "
-                                                 "(<name>_tasks/).")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        help="The folder for report.md, report.html (offline, figures embedded), a page per task "
+             "(report_tasks/) and figures/ (default: the first run's directory).")] = None,
     subset: Annotated[Optional[Path], typer.Option(
         "--subset", help="A file of instance ids (one a line, e.g. reliable.txt): every figure on those tasks, the "
                          "resolve rate on every task beside.")] = None,
@@ -38,7 +38,7 @@ def report(
 
     Also exit reasons, coverage, for team runs the team analysis, and for repeats of one config (run --repeats)
     mean ± sd and pass@k across them; no model, no Docker. Writes report.md, report.html, a page per task and
-    figures/ into the first run's directory."""
+    figures/ into the first run's directory, or --output."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     from pipeline.report.build import build_report, write_report
     from pipeline.report.render import rich_table
@@ -60,7 +60,7 @@ def report(
                          subset=subset)
     for table in built.tables(per_task=False):
         console.print(rich_table(table))
-    written = write_report(built, run_dirs[0], html)
+    written = write_report(built, output or run_dirs[0])
     console.print("wrote " + ", ".join(str(path) for path in written.values()), soft_wrap=True)
 
 
@@ -78,8 +78,8 @@ def coverage(
              "own curve; k = K reuses the run's brief, k > K is skipped.")] = None,
     workers: Annotated[int, typer.Option(help="With --senior-at: senior runs at once.")] = 1,
     image_template: opt.ImageTemplate = None,
-    figure: Annotated[Optional[Path], typer.Option(
-        help="Where to write the coverage figure (PNG; default RUN/figures/coverage-<run-id>.png).")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        help="The folder whose figures/ gets the coverage figure, coverage-<run-id>.png (default: RUN).")] = None,
 ) -> None:
     """How much of each gold patch the context held, by pool size.
 
@@ -105,7 +105,7 @@ def coverage(
         console.print(rich_table(coverage_by_task(result)))
     png = coverage_curves(result)
     if png:
-        path = figure or RunLayout(run_dir).report.coverage_figure(result.run_id)
+        path = ReportFiles(output or run_dir).coverage_figure(result.run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
         console.print(f"figure: {path}", soft_wrap=True)
@@ -157,8 +157,8 @@ def whatif(
         "--price", metavar="ROLE=MODEL",
         help="Price a role's recorded tokens at a model of litellm's price map (e.g. "
              "junior=anthropic/claude-haiku-4-5); repeatable. Default: the run's own prices.")] = None,
-    figure: Annotated[Optional[Path], typer.Option(
-        help="Where to write the figure (PNG; default FIRST-RUN/figures/whatif.png).")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        help="The folder whose figures/ gets the figure, whatif.png (default: the first run's directory).")] = None,
     max_subsets: Annotated[int, typer.Option(help="vote@k: at most this many k-subsets of a task's rollouts "
                                              "(a seeded sample beyond).")] = 500,
     runs_dir: opt.RunsDir = Path("runs"),
@@ -187,7 +187,7 @@ def whatif(
     png = whatif_figure(results)
     path = None
     if png:
-        path = figure or RunLayout(run_dirs[0]).report.whatif_figure
+        path = ReportFiles(output or run_dirs[0]).whatif_figure
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
     if as_json:
@@ -221,8 +221,8 @@ def compare(
         metavar="RUN_A RUN_B...", help="Run ids (under --runs-dir) or run directories; each after the first is "
                                        "compared with the first.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON instead of tables.")] = False,
-    markdown_file: Annotated[Optional[Path], typer.Option("--markdown", help="Also write it as Markdown here.")] = None,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write it as one HTML page here.")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        help="Also write it into this folder as compare.md and compare.html (one offline page).")] = None,
     dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
     runs_dir: opt.RunsDir = Path("runs"),
 ) -> None:
@@ -254,8 +254,8 @@ def compare(
         for table in compare_tables(pairs):
             console.print(rich_table(table))
     title = f"swepipe compare: {', '.join(pair.b for pair in pairs)} against {pairs[0].a}"
-    for path, text in ((markdown_file, lambda: markdown(title, compare_tables(pairs), {})),
-                       (html, lambda: html_page(title, compare_tables(pairs), {}))):
-        if path is not None:
-            write_text_atomic(path, text())
-            err_console.print(f"wrote {path}", soft_wrap=True)
+    if output is not None:
+        files = ReportFiles(output)
+        write_text_atomic(files.compare_markdown, markdown(title, compare_tables(pairs), {}))
+        write_text_atomic(files.compare_html, html_page(title, compare_tables(pairs), {}))
+        err_console.print(f"wrote {files.compare_markdown}, {files.compare_html}", soft_wrap=True)

@@ -20,7 +20,7 @@ from pipeline.report import figures as fig
 from pipeline.report import tables as tab
 from pipeline.report import team_figures
 from pipeline.report.render import html_page, markdown
-from pipeline.report.task_page import PageSet, write_task_pages
+from pipeline.report.task_page import write_task_pages
 from pipeline.storage import write_text_atomic
 
 PER_TASK_ROWS_IN_MARKDOWN = 30
@@ -157,11 +157,10 @@ def read_id_file(path: Path) -> set[str]:
     return ids
 
 
-def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
-                 task_pages: bool = True) -> dict[str, Path]:
-    """report.md, report.html and figures/*.png into ``out_dir`` (the first run's directory); the HTML also
-    at ``html_path`` when given; and beside each HTML file a page per finished task (``<stem>_tasks/<run>/<instance
-    id>.html``, pipeline.report.task_page), linked from the task tables. Returns what was written."""
+def write_report(report: Report, out_dir: Path, task_pages: bool = True) -> dict[str, Path]:
+    """report.md, report.html and figures/*.png into ``out_dir`` (by default the first run's directory), and
+    beside report.html a page per finished task (``report_tasks/<run>/<instance id>.html``,
+    pipeline.report.task_page), linked from the task tables. Returns what was written."""
     files = ReportFiles(out_dir)
     made = report.figures(files)
     written = {}
@@ -170,24 +169,18 @@ def write_report(report: Report, out_dir: Path, html_path: Path | None = None,
         path.write_bytes(png)
         written[path.name] = path
     lead = list(report.notes)
-    html_paths = list(dict.fromkeys([files.html, *([html_path] if html_path else [])]))
-    links: dict[tuple[int, str], list[str]] = {}
+    links: dict[tuple[int, str], str] = {}
+    files.root.mkdir(parents=True, exist_ok=True)
     if task_pages:
-        for path in html_paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        links = write_task_pages(report.runs, html_paths, report.gold, report.problems)
-        for path in html_paths:
-            written[f"{PageSet(path).directory}/"] = PageSet(path).directory
+        links = write_task_pages(report.runs, files, report.gold, report.problems)
+        written[f"{files.task_pages.name}/"] = files.task_pages
     shown = {caption: path.relative_to(out_dir).as_posix() for path, (caption, _) in made.items()}
-    text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN), shown, lead,
-                    {key: hrefs[0] for key, hrefs in links.items()})
+    text = markdown(report.title, report.tables(PER_TASK_ROWS_IN_MARKDOWN), shown, lead, links)
     write_text_atomic(files.markdown, text)
     written[files.markdown.name] = files.markdown
-    tables, generated = report.tables(), time.strftime("%Y-%m-%d %H:%M:%S")  # one time for every copy
-    for number, path in enumerate(html_paths):
-        page = html_page(report.title, tables, {caption: png for caption, png in made.values()}, lead,
-                         {key: hrefs[number] for key, hrefs in links.items()}, generated)
-        write_text_atomic(path, page)
-        written[str(path)] = path
+    page = html_page(report.title, report.tables(), {caption: png for caption, png in made.values()}, lead, links,
+                     time.strftime("%Y-%m-%d %H:%M:%S"))
+    write_text_atomic(files.html, page)
+    written[files.html.name] = files.html
     return written
 

@@ -15,30 +15,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from markupsafe import Markup
-
 from pipeline.analysis.load import RunData, TaskRecord
-from pipeline.layout import file_name_part
+from pipeline.layout import ReportFiles, file_name_part
 from pipeline.report.task_build import build_task_view
-from pipeline.report.templating import render, shown
+from pipeline.report.templating import render
 from pipeline.storage import write_text_atomic
 
 MAX_PAGE_BYTES = 5_000_000
 CUTS = (20_000, 4_000, 1_000, 300)  # characters kept of one long text, tried in turn until the page fits
-# Stands for the report's link in a page made once for several reports. Put in unescaped: every text of a page is
-# escaped, so its "<" can be nowhere else (an instance id or a reply holding these words is not a link).
-_BACK = Markup("<swepipe-link-back-to-the-report>")
 
 
 @dataclass
 class PageSet:
-    """Where the task pages of one HTML report go: ``<stem>_tasks/<run-id>/<instance id>.html`` beside it."""
+    """Where the task pages of a report go: ``<run-id>/<instance id>.html`` in its task pages' folder."""
 
-    html_path: Path
+    files: ReportFiles
 
     @property
     def directory(self) -> Path:
-        return self.html_path.parent / f"{self.html_path.stem}_tasks"
+        return self.files.task_pages
 
     def href(self, run_folder: str, instance_id: str) -> str:
         """The link from the report to a task page, relative to the report."""
@@ -61,21 +56,20 @@ def run_folders(runs: list[RunData]) -> list[str]:
     return names
 
 
-def write_task_pages(runs: list[RunData], html_paths: list[Path], gold: dict[str, str] | None = None,
-                     problems: dict[str, str] | None = None) -> dict[tuple[int, str], list[str]]:
-    """Write a page for every finished task of every run beside each of ``html_paths``; returns
-    (run index, instance id) -> the link from each HTML report (in ``html_paths`` order)."""
-    sets = [PageSet(Path(p)) for p in html_paths]
-    links: dict[tuple[int, str], list[str]] = {}
+def write_task_pages(runs: list[RunData], files: ReportFiles, gold: dict[str, str] | None = None,
+                     problems: dict[str, str] | None = None) -> dict[tuple[int, str], str]:
+    """Write a page for every finished task of every run beside the report in ``files``; returns
+    (run index, instance id) -> the link from report.html."""
+    pages = PageSet(files)
+    back = [f"../../{quote(files.html.name)}"]
+    links: dict[tuple[int, str], str] = {}
     for number, (run, folder) in enumerate(zip(runs, run_folders(runs), strict=True)):
         for task in run.tasks:
-            text = task_page(run, task, (gold or {}).get(task.instance_id), (problems or {}).get(task.instance_id),
-                             back=[_BACK])
-            for page_set in sets:  # made once, written beside each report with its own link back
-                path = page_set.path(folder, task.instance_id)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_text_atomic(path, text.replace(_BACK, shown(f"../../{quote(page_set.html_path.name)}"), 1))
-            links[(number, task.instance_id)] = [s.href(folder, task.instance_id) for s in sets]
+            path = pages.path(folder, task.instance_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, task_page(run, task, (gold or {}).get(task.instance_id),
+                                              (problems or {}).get(task.instance_id), back=back))
+            links[(number, task.instance_id)] = pages.href(folder, task.instance_id)
     return links
 
 
