@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline import patchtext
 from pipeline.errors import DatasetError
 from pipeline.evaluation.predictions import load_predictions
 from pipeline.layout import RunLayout, RunLocked
@@ -119,8 +120,9 @@ def test_the_next_run_repairs_a_torn_predictions_file_and_eval_accepts_it(tmp_pa
     assert layout.predictions.read_bytes() == json.dumps(finished).encode() + b"\n"
     assert (layout.root / "predictions.jsonl.torn").read_bytes() == cut + b"\n"
 
-    result = {"instance_id": TASK.instance_id, "resolved": False, "category": "tests_failed"}
-    write_json_atomic(layout.root / "eval" / TASK.instance_id / "result.json", result)  # scored before the kill
+    result = {"instance_id": TASK.instance_id, "resolved": False, "category": "tests_failed",
+              "patch_sha256": patchtext.digest("")}  # scored before the kill: its (empty) patch
+    write_json_atomic(layout.root / "eval" / TASK.instance_id / "result.json", result)
     done = swepipe("eval", "--predictions", str(layout.predictions), cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "cut short" not in done.stderr
