@@ -12,7 +12,7 @@ import os
 import pytest
 from conftest import git
 from fuzzing import fuzz
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from reply_strategies import (
     INJECTED,
@@ -197,6 +197,7 @@ def test_a_team_action_s_block_is_understood_or_a_format_error(body, parser):
 
 @fuzz
 @given(arguments=editor_arguments())
+@example(arguments={"command": "view", "path": "[/i]\x85\udce9"})  # found at 5000 examples: a surrogate in a path
 def test_the_editor_answers_every_call_and_a_failed_call_changes_nothing(workspace, arguments):
     clean(workspace)
     try:

@@ -328,6 +328,9 @@ class Editor:
         of the repository or inside .git."""
         if "\0" in raw:
             raise EditorError("a path cannot hold a NUL character")
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in raw):
+            raise EditorError(f"{raw!r} holds a lone surrogate, "
+                              "which names no file: send the path as plain text")
         workdir = str(self.runtime.workdir)
         path, problem = from_root(raw, roots=(workdir,))
         if problem == WHOLE_REPOSITORY:
@@ -396,7 +399,7 @@ class Editor:
         return f"{target.path}, {VIEW_DEPTH} levels deep, hidden files left out:\n{shown}{more}"
 
     def _bounded(self, text: str) -> str:
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", "surrogatepass")  # a count of bytes: a lone surrogate counts, never raises
         if len(data) <= self.output_limit:
             return text
         kept = data[:self.output_limit].decode("utf-8", "ignore")
