@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pipeline.config_overlay import Assignment, overlay, validation_problems
 from pipeline.errors import SwepipeError
 from pipeline.models.spec import ROLES, ModelSpec
+
+if TYPE_CHECKING:
+    from pipeline.outages import Settings
 
 
 class Budgets(BaseModel):
@@ -219,7 +222,7 @@ class Faults(BaseModel):
                                   "(exit 1; the same --run-id resumes it without paying twice)")
     max_wait: float = Field(default=60, gt=0, description="the longest wait between two probes of a paused endpoint")
 
-    def breaker_settings(self):
+    def breaker_settings(self) -> Settings:
         from pipeline.outages import Settings
 
         return Settings(pause_after=self.pause_after, outage_seconds=self.outage_seconds, max_wait=self.max_wait,

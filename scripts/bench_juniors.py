@@ -73,7 +73,7 @@ def main() -> None:
         for k in ks:
             walls[k], records = run_stage(task, k, args.steps, args.delay, Path(scratch))
             harness[k] = [step["seconds"] - step["model_seconds"]
-                          for record in records for step in record["trajectory"]["steps"]]
+                          for record in records for step in record.trajectory["steps"]]
     naive = naive_exec_seconds(task, 30)
     single = walls[ks[0]]
     print(f"task {task.instance_id}: {args.steps} commands + submit per rollout, model waits {args.delay:.1f} s/reply")

@@ -149,12 +149,12 @@ def test_principal_none_runs_without_a_principal_call_or_price(tmp_path, local_r
               "senior": [bash("cat calc.py"), brief(candidate=2)]}
     write_run_config(tmp_path, script, models={"principal": {"model": "none"}})  # no price: it is never called
     prediction, rows, paths, settings = run_in_process(tmp_path, local_repo)
-    assert prediction["source"] == "senior_choice" and "+    return a + b" in prediction["model_patch"], prediction
+    assert prediction.source == "senior_choice" and "+    return a + b" in prediction.model_patch, prediction
     assert [r for r in rows if r.role == "principal" or r.stage == "principal"] == []
-    assert prediction["cost"]["principal"] == 0 and prediction["models"]["principal"] == "none"
+    assert prediction.cost["principal"] == 0 and prediction.models["principal"] == "none"
     result = json.loads((paths.principal / "result.json").read_text())
     assert result["calls"] == 0 and result["candidate"] == 2 and not (paths.principal / "replies.json").exists()
-    assert (paths.principal / "patch.diff").read_text() == prediction["model_patch"]
+    assert (paths.principal / "patch.diff").read_text() == prediction.model_patch
 
 
 # -- no senior: the principal gets the candidates and the code expansion -----------------------------------------
@@ -166,7 +166,7 @@ def test_senior_none_makes_no_senior_call_and_the_principal_still_writes(tmp_pat
     write_run_config(tmp_path, script)
     prediction, rows, paths, settings = run_in_process(tmp_path, local_repo, "models.senior.model=none")
     assert settings.config.models["senior"].model == "none"
-    assert prediction["source"] == "principal" and "+    return a + b" in prediction["model_patch"], prediction
+    assert prediction.source == "principal" and "+    return a + b" in prediction.model_patch, prediction
     assert [r for r in rows if r.role == "senior"] == [] and not (paths.senior / "trajectory.json").exists()
     assert {r.stage for r in rows} == {"junior", "principal"}
     record = json.loads((paths.senior / "brief.json").read_text())
@@ -182,7 +182,7 @@ def test_k_zero_runs_no_junior_and_the_senior_explores_alone(tmp_path, local_rep
     script = {"senior": [bash("grep -n 'def ' calc.py"), brief()], "principal": [reply(PRINCIPAL_EDIT)]}
     write_run_config(tmp_path, script, models={"junior": None})  # no junior model, and no local model started
     prediction, rows, paths, settings = run_in_process(tmp_path, local_repo, "juniors.k=0")
-    assert prediction["source"] == "principal" and "+    return a + b" in prediction["model_patch"], prediction
+    assert prediction.source == "principal" and "+    return a + b" in prediction.model_patch, prediction
     assert [r for r in rows if r.stage == "junior"] == [] and {r.stage for r in rows} == {"senior", "principal"}
     pool = json.loads((paths.junior / "pool.json").read_text())
     assert (pool["rollouts"], pool["candidates"]) == (0, [])

@@ -225,9 +225,9 @@ def test_four_parallel_rollouts_never_spend_more_than_the_task_budget(tmp_path, 
     spent = sum(r.cost for r in rows)
     assert spent <= 1.00 and task_budget.spent == pytest.approx(spent) and task_budget.reserved == 0
     assert len(rows) == 3 and all(r.error is None for r in rows)  # a 4th call could cost more than what is left
-    assert [r["exit_reason"] for r in records] == ["cost_limit"] * 4  # none got the 4 replies it needed
-    assert all("cannot cover the next call" in r["error"] for r in records)
-    assert sum(r["cost"] for r in records) == pytest.approx(spent)
+    assert [r.exit_reason for r in records] == ["cost_limit"] * 4  # none got the 4 replies it needed
+    assert all("cannot cover the next call" in r.error for r in records)
+    assert sum(r.cost for r in records) == pytest.approx(spent)
 
 
 def test_parallel_tasks_never_spend_more_than_the_run_budget(tmp_path, local_repo):
@@ -287,12 +287,12 @@ def test_juniors_cannot_starve_the_principal_of_its_reserve(tmp_path, local_repo
     assert spend["junior"] + spend["senior"] <= 0.70 and sum(spend.values()) <= 1.00
     principal = [r for r in rows if r.stage == "principal"]
     assert len(principal) == 1 and principal[0].error is None  # the frontier call was made
-    assert prediction["source"] == "principal" and "+    return a + b" in prediction["model_patch"]
+    assert prediction.source == "principal" and "+    return a + b" in prediction.model_patch
 
     # Without the reserve, the same juniors spend the task's budget and the principal call is refused.
     prediction, rows = _pipeline_run(tmp_path, local_repo, "unreserved", {"per_task": 1.00})
     assert sum(r.cost for r in rows) <= 1.00 and [r for r in rows if r.stage == "principal"] == []
-    assert prediction["source"] != "principal"
+    assert prediction.source != "principal"
 
 
 # -- a kill -9 and a rerun with what is left -------------------------------------------------------

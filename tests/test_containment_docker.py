@@ -234,28 +234,28 @@ def test_fork_bomb_and_disk_fillers_end_their_own_rollouts_while_another_submits
     assert subprocess.run(["sh", "-c", "echo alive"], capture_output=True, text=True, timeout=30).stdout == "alive\n"
     assert time.monotonic() - started < 120 * 2  # no runaway lasted until the command timeout and beyond
 
-    reasons = [r["exit_reason"] for r in records]
-    assert reasons == ["submitted"] + ["resource_limit"] * (k - 1), [r.get("error") for r in records]
-    assert "process limit" in records[1]["error"] and "process limit" in records[4]["error"]
-    assert "file-size limit (300m per file)" in records[2]["error"]
-    assert "full /tmp (64m; emptied)" in records[3]["error"]
-    assert "memory limit (512m" in records[5]["error"]
+    reasons = [r.exit_reason for r in records]
+    assert reasons == ["submitted"] + ["resource_limit"] * (k - 1), [r.error for r in records]
+    assert "process limit" in records[1].error and "process limit" in records[4].error
+    assert "file-size limit (300m per file)" in records[2].error
+    assert "full /tmp (64m; emptied)" in records[3].error
+    assert "memory limit (512m" in records[5].error
     for record in records[1:]:  # each is recorded with the command's output, and its diff was still taken
-        step = record["trajectory"]["steps"][0]
-        assert step["output"] is not None and record["patch"] == ""
-        saved = json.loads((tmp_path / "junior" / f"rollout-{record['index']:02d}.json").read_text())
+        step = record.trajectory["steps"][0]
+        assert step["output"] is not None and record.patch == ""
+        saved = json.loads((tmp_path / "junior" / f"rollout-{record.index:02d}.json").read_text())
         assert saved["exit_reason"] == "resource_limit"
         # 2's runaway file is still there when its diff is taken; 4's bomb may run into the limit only after its
         # last command, so the diff meets it (both the rollout's own doing, as its exit says).
-        if record["index"] not in (2, 4):
-            assert "patch_error" not in record
-    assert "File size limit exceeded" in records[2]["trajectory"]["steps"][0]["output"]
-    assert "No space left on device" in records[3]["trajectory"]["steps"][0]["output"]
+        if record.index not in (2, 4):
+            assert record.patch_error is None
+    assert "File size limit exceeded" in records[2].trajectory["steps"][0]["output"]
+    assert "No space left on device" in records[3].trajectory["steps"][0]["output"]
     # The 300m runaway file is still in the repository: taking the diff of it may run into the limits too,
     # which is then that rollout's recorded error, not an empty patch passed off as its work.
-    assert "limits" in records[2].get("patch_error", "limits")
-    assert records[0]["patch"] and labelled(run_id) == []
-    result = evaluate(TASK, records[0]["patch"], tmp_path / "eval",
+    assert records[2].patch_error is None or "limits" in records[2].patch_error
+    assert records[0].patch and labelled(run_id) == []
+    result = evaluate(TASK, records[0].patch, tmp_path / "eval",
                       EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts,
                                    run_id=run_id))
     assert result["resolved"] and result["network"] is False
@@ -325,5 +325,5 @@ def test_a_resumed_rollout_replays_its_fork_bomb_and_keeps_its_ending(tmp_path, 
     job = TaskJob(task=TASK, config=config, paths=TaskPaths(tmp_path), run_id=run_id, image_template=TEMPLATE,
                   budget=Budget("run").child("task", None))
     [record] = run_juniors(job)
-    assert record["exit_reason"] == "resource_limit" and record["error"] == "its process limit"
-    assert record["patch"] == "" and "patch_error" not in record and labelled(run_id) == []
+    assert record.exit_reason == "resource_limit" and record.error == "its process limit"
+    assert record.patch == "" and record.patch_error is None and labelled(run_id) == []

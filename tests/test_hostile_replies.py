@@ -146,11 +146,11 @@ def test_a_rollout_that_fails_after_its_agent_keeps_its_trajectory_diff_and_cost
     monkeypatch.setattr(rollout_module, "changed_submodules", broken)
     _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[TEMPLATES, USE_TEMPLATES, SUBMIT]], k=1)
     record = records[0]
-    assert record["exit_reason"] == "runtime_error" and "submodule listing broke" in record["error"]
-    assert record["steps"] == 3 and record["input_tokens"] == 30
-    assert "render_item" in record["patch"]
+    assert record.exit_reason == "runtime_error" and "submodule listing broke" in record.error
+    assert record.steps == 3 and record.input_tokens == 30
+    assert "render_item" in record.patch
     saved = json.loads((tmp_path / "junior" / "rollout-00.json").read_text())
-    assert saved["patch"] == record["patch"] and len(saved["trajectory"]["steps"]) == 3
+    assert saved["patch"] == record.patch and len(saved["trajectory"]["steps"]) == 3
 
 
 def test_a_rollout_whose_agent_fails_unexpectedly_keeps_its_diff(shop_repo, tmp_path, run_id, monkeypatch):
@@ -167,9 +167,9 @@ def test_a_rollout_whose_agent_fails_unexpectedly_keeps_its_diff(shop_repo, tmp_
     monkeypatch.setattr(BashAction, "__call__", execute)
     _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[TEMPLATES, USE_TEMPLATES, SUBMIT]], k=1)
     record = records[0]
-    assert record["exit_reason"] == "runtime_error" and "ZeroDivisionError" in record["error"]
-    assert record["steps"] == 2 and record["input_tokens"] == 20
-    assert "render_item(item)" in record["patch"]
+    assert record.exit_reason == "runtime_error" and "ZeroDivisionError" in record.error
+    assert record.steps == 2 and record.input_tokens == 20
+    assert "render_item(item)" in record.patch
 
 
 # -- a ranged view of a huge file ------------------------------------------------------------------

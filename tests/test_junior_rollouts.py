@@ -120,16 +120,16 @@ def test_real_rollouts_keep_the_new_module_drop_the_scratch_and_get_spread_tempe
                [SPEC_FIX, SUBMIT]]                              # an edit in a source folder named spec/
     spy = spy_on(tmp_path / "script.yaml")
     _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, scripts, k=3)
-    assert [r["exit_reason"] for r in records] == ["submitted"] * 3
-    assert "reproduce.py" in records[0]["patch"] and "notes/try.py" in records[1]["patch"]
-    assert "setup.py" in records[0]["base_entries"] and "shop/views.py" in records[0]["base_entries"]
-    pool = build_pool("demo__shop-1", records)
+    assert [r.exit_reason for r in records] == ["submitted"] * 3
+    assert "reproduce.py" in records[0].patch and "notes/try.py" in records[1].patch
+    assert "setup.py" in records[0].base_entries and "shop/views.py" in records[0].base_entries
+    pool = build_pool("demo__shop-1", [record.to_dict() for record in records])
     assert [(c.files, c.rollouts) for c in pool.candidates] == [(["shop/templates.py", "shop/views.py"], [0, 1]),
                                                                 (["shop/spec/schema.py"], [2])]
     assert [(d["rollout"], d["file"]) for d in pool.dropped] == [(0, "reproduce.py"), (1, "notes/try.py")]
     assert pool.candidates[1].test_patch == ""
     # three distinct temperatures, spread from the first rollouts on, and each reached the model call
-    assert [(r["temperature"], r["seed"]) for r in records] == [(0.0, 0), (1.0, 1), (0.5, 2)]
+    assert [(r.temperature, r.seed) for r in records] == [(0.0, 0), (1.0, 1), (0.5, 2)]
     calls = spy.wait_for(4 + 4 + 2)
     assert {(agent, t, s) for agent, t, s in calls} == {(0, 0.0, 0), (1, 1.0, 1), (2, 0.5, 2)}
 
@@ -141,11 +141,11 @@ def test_ten_rollouts_by_default_run_at_ten_temperatures_told_to_keep_scratch_un
     _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[SUBMIT]], seed=100)  # K: the default
     assert len(records) == 10  # the method's K
     for record in records:  # a file a rollout leaves in the repository lands in its patch
-        system = " ".join(record["trajectory"]["messages"][0]["content"].split())
+        system = " ".join(record.trajectory["messages"][0]["content"].split())
         assert "keep scratch files (reproduction scripts, notes, logs) under /tmp, never in the repository" in system
-    temperatures = [r["temperature"] for r in records]
+    temperatures = [r.temperature for r in records]
     assert len(set(temperatures)) == 10 and all(0.0 <= t <= 1.0 for t in temperatures)
-    assert [r["seed"] for r in records] == list(range(100, 110))
+    assert [r.seed for r in records] == list(range(100, 110))
     assert spy.wait_for(10) == sorted(zip(range(10), temperatures, range(100, 110), strict=True))
 
 
@@ -153,7 +153,7 @@ def test_a_temperature_set_on_the_junior_model_is_used_by_every_rollout(shop_rep
                                                                         spy_on):
     spy = spy_on(tmp_path / "script.yaml")
     _, records = run_scripts(shop_repo, tmp_path, run_id, monkeypatch, [[SUBMIT]], temperature=0.3, k=2)
-    assert [r["temperature"] for r in records] == [0.3, 0.3]
+    assert [r.temperature for r in records] == [0.3, 0.3]
     assert spy.wait_for(2) == [(0, 0.3, 0), (1, 0.3, 1)]
 
 

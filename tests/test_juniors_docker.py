@@ -81,33 +81,33 @@ def test_parallel_rollouts_each_end_their_own_way(tmp_path, run_id):
         records = run_juniors(job)
     finally:
         stop.set()
-    reasons = [r["exit_reason"] for r in records]
+    reasons = [r.exit_reason for r in records]
     assert reasons == ["submitted", "step_limit", "submitted", "format_errors", "cost_limit", "runtime_error"]
-    assert records[2]["trajectory"]["steps"] and ledger.rows[0] is not None
+    assert records[2].trajectory["steps"] and ledger.rows[0] is not None
     assert max(r.retries for r in ledger.rows if r.agent == "rollout-02") == 2
-    assert "container" in records[5]["error"]
-    assert records[0]["temperature"] == 0.0 and records[1]["temperature"] == 0.7
+    assert "container" in records[5].error
+    assert records[0].temperature == 0.0 and records[1].temperature == 0.7
 
     # Every rollout leaves a record and its candidate, whatever ended it.
     for index in range(len(SCRIPTS)):
         saved = json.loads((tmp_path / "junior" / f"rollout-{index:02d}.json").read_text())
         assert saved["exit_reason"] == reasons[index]
-    assert records[0]["patch"] and records[0]["patch"] == records[2]["patch"]
+    assert records[0].patch and records[0].patch == records[2].patch
 
     # Ledger: exactly the scripted tokens times the prices.
     successful = [r for r in ledger.rows if r.error is None]
     assert len(successful) == 2 + 3 + 2 + 3 + 1 + 1
     assert sum(r.cost for r in ledger.rows) == pytest.approx((11 * 110 + 20_010) / 1e6)
-    assert sum(r["cost"] for r in records) == pytest.approx(sum(r.cost for r in ledger.rows))
+    assert sum(r.cost for r in records) == pytest.approx(sum(r.cost for r in ledger.rows))
 
     # The two fixing rollouts agree; the pool counts their votes.
-    pool = build_pool(TASK.instance_id, records)
+    pool = build_pool(TASK.instance_id, [record.to_dict() for record in records])
     assert pool.candidates[0].votes == 2 and pool.candidates[0].rollouts == [0, 2]
     assert set(pool.candidates[0].files) == {p.split(" b/")[-1] for p in TASK.patch.splitlines()
                                              if p.startswith("diff --git")}
 
     # The candidate is a real fix: the hidden tests pass with it.
-    result = evaluate(TASK, records[0]["patch"], tmp_path / "eval",
+    result = evaluate(TASK, records[0].patch, tmp_path / "eval",
                       EvalSettings(image_template=defaults_for(BUNDLED).image_template,
                                    run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id))
     assert result["resolved"], result.get("category")
@@ -124,8 +124,8 @@ def test_rollouts_already_on_disk_are_reused(tmp_path, run_id):
     job = junior_job(tmp_path, run_id, ModelSpec(model=f"scripted/{script}", free=True),
                      juniors=Juniors(k=2, temperatures=[0.0]))
     records = run_juniors(job)
-    assert records[0]["patch"] == "x"  # not rerun
-    assert records[1]["exit_reason"] == "submitted" and records[1]["index"] == 1
+    assert records[0].patch == "x"  # not rerun
+    assert records[1].exit_reason == "submitted" and records[1].index == 1
 
 
 def test_rollouts_command_prints_the_pool(tmp_path, run_id):

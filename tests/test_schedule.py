@@ -209,20 +209,20 @@ def test_skip_when_submits_the_top_candidate_without_senior_or_principal(tmp_pat
     write_run_config(tmp_path, script, juniors={"k": 3}, principal={"skip_when": {"top_share": 0.6,
                                                                                    "min_submitted": 3}})
     prediction, rows, paths, _ = run_in_process(tmp_path, local_repo)
-    assert prediction["source"] == "skip:junior_top" and "+    return a + b" in prediction["model_patch"], prediction
-    assert prediction["error"] is None and prediction["skip_check"]["skip"] is True
-    assert {row.role for row in rows} == {"junior"} and prediction["cost"]["senior"] == 0 \
-        and prediction["cost"]["principal"] == 0
+    assert prediction.source == "skip:junior_top" and "+    return a + b" in prediction.model_patch, prediction
+    assert prediction.error is None and prediction.skip_check.skip is True
+    assert {row.role for row in rows} == {"junior"} and prediction.cost["senior"] == 0 \
+        and prediction.cost["principal"] == 0
     result = json.loads((paths.principal / "result.json").read_text())
     assert (result["source"], result["calls"], result["cost"], result["candidate"]) == ("skip:junior_top", 0, 0.0, 1)
-    assert (paths.principal / "patch.diff").read_text() == prediction["model_patch"]
+    assert (paths.principal / "patch.diff").read_text() == prediction.model_patch
     brief_record = json.loads((paths.senior / "brief.json").read_text())
     assert brief_record["source"] == "skipped" and "3 of 3 submitted" in brief_record["analysis"]
     assert not (paths.senior / "trajectory.json").exists() and not (paths.principal / "request.json").exists()
     # A rerun skips again from the records on disk and opens no workspace.
     monkeypatch.setenv("SWEPIPE_TEST_REFUSE", "1")
     again, rows_again, _, _ = run_in_process(tmp_path, local_repo)
-    assert again["source"] == "skip:junior_top" and again["model_patch"] == prediction["model_patch"]
+    assert again.source == "skip:junior_top" and again.model_patch == prediction.model_patch
     assert len(rows_again) == len(rows)
     # With the rule now off it would be a run done two ways under one config.yaml: refused, naming the change.
     write_run_config(tmp_path, script, juniors={"k": 3})
@@ -237,8 +237,8 @@ def test_skip_when_does_not_skip_when_the_juniors_disagree_or_fail(tmp_path, loc
     write_run_config(tmp_path, script, juniors={"k": 3}, principal={"skip_when": {"top_share": 0.6,
                                                                                    "min_submitted": 2}})
     prediction, rows, paths, _ = run_in_process(tmp_path, local_repo)
-    assert prediction["source"] == "principal" and prediction["skip_check"]["skip"] is False, prediction
-    assert prediction["skip_check"]["top_share"] == 0.5 and "1 of 2 submitted" in prediction["skip_check"]["reason"]
+    assert prediction.source == "principal" and prediction.skip_check.skip is False, prediction
+    assert prediction.skip_check.top_share == 0.5 and "1 of 2 submitted" in prediction.skip_check.reason
     assert {row.role for row in rows} == {"junior", "senior", "principal"}
     assert json.loads((paths.senior / "brief.json").read_text())["source"] == "senior"
 
@@ -252,15 +252,15 @@ def test_a_stopped_schedule_and_a_skip_go_through_to_the_report_and_coverage(tmp
                      juniors={"k": 6, "schedule": {"enabled": True, "first": 2, "min_submitted": 2}},
                      principal={"skip_when": {"top_share": 0.9, "min_submitted": 2}})
     prediction, _, paths, settings = run_in_process(tmp_path, local_repo)
-    assert prediction["source"] == "skip:junior_top" and len(list(paths.junior.glob("rollout-*.json"))) == 2
-    settings.layout.predictions.write_text(json.dumps(prediction) + "\n")
+    assert prediction.source == "skip:junior_top" and len(list(paths.junior.glob("rollout-*.json"))) == 2
+    settings.layout.predictions.write_text(json.dumps(prediction.to_dict()) + "\n")
     gold = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
             "-    return a - b\n+    return a + b\n")
-    coverage = run_coverage(load_run(settings.layout.root), {prediction["instance_id"]: gold})
+    coverage = run_coverage(load_run(settings.layout.root), {prediction.instance_id: gold})
     [task] = coverage.tasks
     assert task.rollouts == 2 and len(task.hunks) == 2 and task.final is None  # curves up to the rollouts run
     assert coverage.curve("hunks", "added")[-1] == (2, 1.0, 1)
-    report = build_report([settings.layout.root], {prediction["instance_id"]: gold})
+    report = build_report([settings.layout.root], {prediction.instance_id: gold})
     written = write_report(report, tmp_path / "report", task_pages=False)
     text = next(path for path in written.values() if path.suffix == ".md").read_text()
     assert "skip:junior_top" in text and "skipped" in text  # the prediction's source, the senior's "brief"

@@ -161,18 +161,18 @@ def test_rollout_in_a_repository_with_a_submodule_lands_its_fix_in_the_pool(subm
                   paths=TaskPaths(tmp_path), run_id=run_id, image_template=submodule_image,
                   budget=Budget("run").child("task", None))
     records = run_juniors(job)
-    assert [r["exit_reason"] for r in records] == ["submitted", "submitted", "patch_error"]
+    assert [r.exit_reason for r in records] == ["submitted", "submitted", "patch_error"]
     for record in records[:2]:
-        assert "+    return sum(items)" in record["patch"] and not record.get("patch_error")
-    assert "submodule_changes" not in records[0]
-    assert records[1]["submodule_changes"] == ["vendor/lib"] and "vendor/lib" in records[1]["patch_note"]
+        assert "+    return sum(items)" in record.patch and not record.patch_error
+    assert records[0].submodule_changes is None
+    assert records[1].submodule_changes == ["vendor/lib"] and "vendor/lib" in records[1].patch_note
     # A diff that fails is that rollout's recorded error, never an empty patch passed off as a result.
-    assert records[2]["patch"] == "" and "not a git repository" in records[2]["patch_error"]
-    assert records[2]["agent_exit_reason"] == "submitted"
+    assert records[2].patch == "" and "not a git repository" in records[2].patch_error
+    assert records[2].agent_exit_reason == "submitted"
     saved = json.loads((tmp_path / "junior" / "rollout-02.json").read_text())
     assert saved["exit_reason"] == "patch_error"
 
-    pool = build_pool(job.task.instance_id, records)
+    pool = build_pool(job.task.instance_id, [record.to_dict() for record in records])
     assert len(pool.candidates) == 1 and pool.candidates[0].rollouts == [0, 1]
     assert pool.candidates[0].files == ["app.py"]
     assert pool.failed == [2] and pool.empty == []

@@ -343,25 +343,25 @@ def test_run_one_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monkey
     assert server is None
     task = make_task(leaky_repo)
     prediction = run_one_task(task, settings, Budget("run"))
-    assert prediction["strategy"] == "team" and prediction["source"] == "team" and prediction["error"] is None
-    assert "+    return a + b" in prediction["model_patch"]
-    assert prediction["cost"] == pytest.approx({"lead": 4 * REPLY_COST, "worker": 2 * REPLY_COST,
+    assert prediction.strategy == "team" and prediction.source == "team" and prediction.error is None
+    assert "+    return a + b" in prediction.model_patch
+    assert prediction.cost == pytest.approx({"lead": 4 * REPLY_COST, "worker": 2 * REPLY_COST,
                                                 "total": 6 * REPLY_COST})
-    assert prediction["tokens"]["lead"] == {"input": 4000, "cached": 0, "output": 400}
-    assert prediction["tokens"]["worker"] == {"input": 2000, "cached": 0, "output": 200}
-    assert set(prediction["models"]) == {"lead", "worker"} and prediction["delegations"]["implementation"] == 1
+    assert prediction.tokens["lead"].to_dict() == {"input": 4000, "cached": 0, "output": 400}
+    assert prediction.tokens["worker"].to_dict() == {"input": 2000, "cached": 0, "output": 200}
+    assert set(prediction.models) == {"lead", "worker"} and prediction.delegations["implementation"] == 1
     paths = settings.layout.task(task.instance_id)
     rows = Ledger.read(paths.ledger)
     assert sorted({(r.stage, r.role, r.agent) for r in rows}) == [("team", "lead", "lead"),
                                                                   ("team", "worker", "worker-0")]
     team_dir = paths.root / "team"
-    assert (team_dir / "patch.diff").read_text() == prediction["model_patch"]
+    assert (team_dir / "patch.diff").read_text() == prediction.model_patch
     assert {p.name for p in team_dir.iterdir()} >= {"lead.trajectory.json", "worker-0.trajectory.json",
                                                    "delegations.json", "messages.json", "result.json",
                                                    "commands.jsonl"}
     monkeypatch.setenv("SWEPIPE_TEST_REFUSE", "1")
     again = run_one_task(task, settings, Budget("run"))
-    assert again["model_patch"] == prediction["model_patch"] and len(Ledger.read(paths.ledger)) == len(rows)
+    assert again.model_patch == prediction.model_patch and len(Ledger.read(paths.ledger)) == len(rows)
 
 
 def test_team_options_are_checked_before_anything_runs(tmp_path):

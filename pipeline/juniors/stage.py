@@ -38,10 +38,10 @@ def _as_record(data: dict[str, Any]) -> Rollout:
     return record
 
 
-def run_juniors(job: TaskJob, *, on_done: OnDone | None = None) -> list[dict[str, Any]]:
+def run_juniors(job: TaskJob, *, on_done: OnDone | None = None) -> list[Rollout]:
     """Rollouts 0..k-1 of the task in junior/ (with ``juniors.schedule`` on, 0..n-1 for the n its waves ran);
     returns their records in index order."""
-    return _run(job, on_done)[0]
+    return [_as_record(record) for record in _run(job, on_done)[0]]
 
 
 def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict[str, Any] | None) -> None:

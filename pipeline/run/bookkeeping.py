@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pipeline.outages import BREAKERS
 from pipeline.printable import clean
@@ -18,14 +19,16 @@ from pipeline.tasks import Task
 @dataclass
 class RunSummary:
     roles: tuple[str, ...] = ()
-    predictions: dict[str, dict] = field(default_factory=dict)
+    # instance id -> its prediction as a dict; an earlier session's as RunLayout.finished read it (leniently)
+    predictions: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    infra_errors: dict[str, str] = field(default_factory=dict)  # left unfinished, retried by a rerun
+    infra_errors: dict[str, str | None] = field(default_factory=dict)  # left unfinished, retried by a rerun
     stopped: bool = False  # a stop (Ctrl-C, SIGTERM) cut the run short; the rest resumes on a rerun
 
     def spend(self, stage: str) -> float:
         costs = ((p.get("cost") or {}).get(stage) for p in self.predictions.values() if isinstance(p.get("cost"), dict))
-        return sum(cost for cost in costs if cost is not None and dollars_of(cost) != "$?")
+        spent: float = sum(cost for cost in costs if cost is not None and dollars_of(cost) != "$?")
+        return spent
 
     @property
     def scored(self) -> list[bool]:
@@ -67,26 +70,27 @@ def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
     return summary, todo
 
 
-def record_prediction(summary: RunSummary, run: RunSettings, prediction: dict,
+def record_prediction(summary: RunSummary, run: RunSettings, prediction: Prediction,
                       log: Callable[[str], None] | None = None) -> None:
     """A finished task, whichever executor ran it: its line in predictions.jsonl (or infra_errors.jsonl: left
     unfinished for a rerun), the summary, eval_results.json. One caller at a time."""
+    fields = prediction.to_dict()
     if log:
-        log(task_line(prediction, summary.roles))
-    line = Prediction.of(prediction).to_disk()
-    if prediction.get("infra_error"):
+        log(task_line(fields, summary.roles))
+    line = prediction.to_disk()
+    if prediction.infra_error:
         append_jsonl(run.layout.infra_errors, line)
-        summary.infra_errors[prediction["instance_id"]] = prediction["error"]
+        summary.infra_errors[prediction.instance_id] = prediction.error
         return
     append_jsonl(run.layout.predictions, line)
-    summary.predictions[prediction["instance_id"]] = prediction
+    summary.predictions[prediction.instance_id] = fields
     if run.evaluation is not None:
         write_json_atomic(run.layout.eval_results,
                           {i: p["resolved"] for i, p in sorted(summary.predictions.items())
                            if p.get("resolved") is not None})
 
 
-def task_line(prediction: dict, roles: tuple[str, ...]) -> str:
+def task_line(prediction: dict[str, Any], roles: tuple[str, ...]) -> str:
     """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
     cost = given if isinstance(given := prediction.get("cost"), dict) else {}
     resolved = verdict_word(prediction.get("resolved"), "resolved", "not resolved", "")
@@ -99,12 +103,12 @@ def task_line(prediction: dict, roles: tuple[str, ...]) -> str:
     return " | ".join(part for part in parts if part)
 
 
-def verdict_word(verdict, yes: str, no: str, none: str) -> str:
+def verdict_word(verdict: object, yes: str, no: str, none: str) -> str:
     """A prediction's verdict in words: only a JSON true is resolved (a file written by hand may say "false")."""
     return none if verdict is None else yes if verdict is True else no
 
 
-def dollars_of(value) -> str:
+def dollars_of(value: object) -> str:
     """A cost as a line shows it; "$?" for one that is no finite number (a hand-edited predictions file)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e15 < value < 1e15:
         return "$?"

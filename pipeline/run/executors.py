@@ -78,7 +78,8 @@ def executor_class(name: str) -> type[Executor]:
 
     if name not in REGISTRY:
         raise SwepipeError(f"unknown executor {name!r}: use {' or '.join(REGISTRY)}")
-    return load_object(REGISTRY[name], "executor")
+    executor: type[Executor] = load_object(REGISTRY[name], "executor")
+    return executor
 
 
 def executor_for(config: ExecutorConfig) -> Executor:

@@ -8,6 +8,7 @@ reply; the reply journal is keyed by the conversation without its cache markers,
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -56,7 +57,7 @@ def check_same_config(layout: RunLayout, config: RunConfig, eval_network: bool |
             f"--reuse-juniors-from {layout.run_id} to keep its paid rollouts)")
 
 
-def _identity(config: RunConfig) -> dict:
+def _identity(config: RunConfig) -> dict[str, Any]:
     data = {key: value for key, value in config.model_dump(mode="json").items() if key not in FREE_TO_CHANGE}
     data["containers"] = {key: data["containers"][key] for key in CONTAINER_FIELDS_DECIDING}
     data["models"] = {role: {key: value for key, value in spec.items() if key not in MODEL_FIELDS_FREE_TO_CHANGE}
@@ -64,7 +65,7 @@ def _identity(config: RunConfig) -> dict:
     return data
 
 
-def _differences(old, new, prefix: str = "") -> list[tuple[str, object, object]]:
+def _differences(old: object, new: object, prefix: str = "") -> list[tuple[str, object, object]]:
     if isinstance(old, dict) and isinstance(new, dict):
         found = []
         for key in sorted(set(old) | set(new), key=str):
@@ -88,6 +89,6 @@ def _on(network: bool) -> str:
     return "on" if network else "off"
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     text = "unset" if value is None else json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= 120 else text[:57] + "..." + text[-60:]  # a long path keeps its end

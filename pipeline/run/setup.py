@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.config import RunConfig, load_config
+from pipeline.config_overlay import Assignment
 from pipeline.datasets import defaults_for
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
@@ -21,8 +24,11 @@ from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.storage import write_text_atomic
 from pipeline.strategies.base import needed_roles, strategy_class
 
+if TYPE_CHECKING:
+    from pipeline.models.local_server import LocalModelServer
 
-def resolve_config(config_path: Path | None, assignments=()) -> RunConfig:
+
+def resolve_config(config_path: Path | None, assignments: Iterable[Assignment] = ()) -> RunConfig:
     """The config file with the command line's ``assignments`` on top (pipeline.config_overlay: the shortcut flags
     and every --set, checked as the file's values are), every plug-in it names loaded and checked."""
     cfg = load_config(config_path, assignments)
@@ -41,7 +47,8 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
                 reuse_juniors_from: str | None = None, run_scripts: Path | None = None,
                 dockerfiles: Path | None = None, image_template: str | None = None, timeout: float | None = None,
                 scoring_profile: str = DEFAULT_PROFILE,
-                announce=print, eval_network: bool = False, workers: int = 1, eval_log_limit: int = LOG_LIMIT):
+                announce: Callable[[str], None] = print, eval_network: bool = False, workers: int = 1,
+                eval_log_limit: int = LOG_LIMIT) -> tuple[RunSettings, LocalModelServer | None]:
     """The run's settings and the local model server started for roles with no model (or None).
 
     Stop the server (``.stop()``) when the run ends.

@@ -47,7 +47,8 @@ class RunSettings:
         return {role: self.config.models[role].model for role in self.roles if role in self.config.models}
 
 
-def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable[[str], None] | None = None) -> dict:
+def run_one_task(task: Task, run: RunSettings, run_budget: Budget,
+                 log: Callable[[str], None] | None = None) -> Prediction:
     """The prediction record of ``task``; a failing stage ends the task with its reason recorded.
 
     ``infra_error`` is set when Docker or an image failed: that is no answer, so the caller leaves the
@@ -57,33 +58,34 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget, log: Callable
     job = task_job(task, run, run_budget)
     job.log = log
     paths, job.stage = job.paths, strategy.roles[0]
-    prediction: dict[str, Any] = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name,
-                                  "source": "none", "models": run.models, "error": None}
+    fields: dict[str, Any] = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name,
+                              "source": "none", "models": run.models, "error": None}
     started = time.monotonic()
     BREAKERS.configure(run.config.faults.breaker_settings())
     carried: dict[str, dict[str, Any]] = {}
     try:
-        answer = _as_answer(_with_infra_retries(strategy, job, prediction))
-        prediction.update(answer.prediction_fields())
+        answer = _as_answer(_with_infra_retries(strategy, job, fields))
+        fields.update(answer.prediction_fields())
         carried = {stage: spent.to_dict() for stage, spent in answer.carried_spend.items()}
     except InfrastructureFault as error:  # no answer: the task stays unfinished, and a rerun resumes it
-        prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
-        prediction["infra_error"] = True
+        fields["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
+        fields["infra_error"] = True
         write_text_atomic(paths.error, traceback.format_exc())
     except Exception as error:  # noqa: BLE001 - one task's failure is recorded; the run goes on
-        prediction["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
-        prediction["infra_error"] = False
+        fields["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
+        fields["infra_error"] = False
         write_text_atomic(paths.error, traceback.format_exc())
     rows = Ledger.read(paths.ledger)
-    prediction.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
-                      calls={"made": len(rows), "failed": sum(1 for row in rows if row.error)},
-                      seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)})
-    prediction = _checked(prediction, job.stage)
-    if run.evaluation is not None and not prediction.get("infra_error"):
-        prediction["resolved"] = score_prediction(task, prediction["model_patch"], paths, run.evaluation)
-        if prediction["resolved"] is None:  # scoring could not run: no verdict, so the task stays unfinished
-            prediction["infra_error"] = True
-            prediction["error"] = prediction["error"] or "scoring: " + _scoring_error(paths)
+    fields.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
+                  calls={"made": len(rows), "failed": sum(1 for row in rows if row.error)},
+                  seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)})
+    prediction = _checked(fields, job.stage)
+    if run.evaluation is not None and not prediction.infra_error:
+        # A plug-in's untyped answer may hold no patch (None): scored as the empty patch it stands for.
+        prediction.resolved = score_prediction(task, prediction.model_patch or "", paths, run.evaluation)
+        if prediction.resolved is None:  # scoring could not run: no verdict, so the task stays unfinished
+            prediction.infra_error = True
+            prediction.error = prediction.error or "scoring: " + _scoring_error(paths)
     return prediction
 
 
@@ -98,20 +100,19 @@ def _as_answer(answer: TaskAnswer | dict[str, Any]) -> TaskAnswer:
                                                                for stage, spent in carried.items()})
 
 
-def _checked(prediction: dict, stage: str) -> dict:
-    """``prediction`` when it is a Prediction record (pipeline.records); else (a plug-in strategy that returned
-    fields of the wrong type) the task's failure, saying what is wrong, its spend kept."""
+def _checked(fields: dict[str, Any], stage: str) -> Prediction:
+    """The Prediction record of ``fields``; when they are none (a plug-in strategy that returned fields of the
+    wrong type), the task's failure, saying what is wrong, its spend kept."""
     try:
-        Prediction.of(prediction)
+        return Prediction.of(fields)
     except RecordError as error:
-        kept = {key: prediction[key] for key in ("instance_id", "strategy", "models", "cost", "tokens", "calls",
-                                                   "seconds") if key in prediction}
-        return {**kept, "model_patch": "", "source": "none", "error": f"{stage} stage: {error}",
-                "infra_error": False}
-    return prediction
+        kept: dict[str, Any] = {key: fields[key] for key in ("instance_id", "strategy", "models", "cost", "tokens",
+                                                               "calls", "seconds") if key in fields}
+        return Prediction.of({**kept, "model_patch": "", "source": "none", "error": f"{stage} stage: {error}",
+                              "infra_error": False})
 
 
-def _with_infra_retries(strategy: Strategy, job: TaskJob, prediction: dict) -> TaskAnswer:
+def _with_infra_retries(strategy: Strategy, job: TaskJob, fields: dict[str, Any]) -> TaskAnswer:
     """The strategy's answer; an infrastructure fault (Docker, a model call that failed past its retries, the
     cluster) is retried with backoff (everything done so far is reused, so nothing is paid twice), and raised
     when it persists."""
@@ -122,7 +123,7 @@ def _with_infra_retries(strategy: Strategy, job: TaskJob, prediction: dict) -> T
         except InfrastructureFault as error:
             if attempt == INFRA_ATTEMPTS:
                 raise
-            prediction.setdefault("infra_retries", []).append(f"{job.stage} stage: {error}"[:500])
+            fields.setdefault("infra_retries", []).append(f"{job.stage} stage: {error}"[:500])
             stopping.STOP.wait(INFRA_BACKOFF * 2 ** (attempt - 1))
             stopping.check()
     raise AssertionError("unreachable")
@@ -180,7 +181,8 @@ def _require_image(job: TaskJob) -> None:
     prepare_task_image(job.task, job.config.containers, job.image_template)
 
 
-def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage", carried: dict | None = None) -> dict:
+def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage",
+            carried: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Dollars and tokens per stage (or role) from a task's ledger, plus spend ``carried`` in from elsewhere
     (rollouts another run paid for)."""
     cost = {key: 0.0 for key in keys}
@@ -218,8 +220,8 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
         result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
                   "error": f"scoring crashed: {type(error).__name__}: {error} (eval/error.txt)"}
         record = EvalResult.of(result)
-    if result["category"] == "infra_error":
+    if record.category == "infra_error":
         record.write(paths.eval_files.infra_error)
         return None
     record.write(done)
-    return result["resolved"]
+    return record.resolved

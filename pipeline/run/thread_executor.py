@@ -25,7 +25,8 @@ from pipeline.tasks import Task
 
 if TYPE_CHECKING:
     from pipeline.config import ExecutorConfig
-    from pipeline.evaluation.candidates import CandidatesPlan
+    from pipeline.evaluation.batch import EvalSummary
+    from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
     from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
 
@@ -55,7 +56,8 @@ def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progre
                 prediction = run_one_task(task, run, run_budget, log=log)
             finally:
                 image_cache.finish(task)  # prune the finished tasks' images down to the budget
-        prediction.update(node=node, wall_seconds=round(time.monotonic() - started, 2))
+        prediction = prediction.model_copy(update={"node": node,
+                                                   "wall_seconds": round(time.monotonic() - started, 2)})
         with lock:
             record_prediction(summary, run, prediction, log)
 
@@ -86,7 +88,7 @@ class ThreadExecutor:
     name = "threads"
     limits_per_node = False  # sized here, for this machine and the work run at once
 
-    def __init__(self, config: ExecutorConfig):
+    def __init__(self, config: ExecutorConfig) -> None:
         self.config = config
 
     def connect(self) -> None:
@@ -108,14 +110,14 @@ class ThreadExecutor:
 
     def evaluate_predictions(self, predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
                              settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
-                             show_progress: bool = True):
+                             show_progress: bool = True) -> EvalSummary:
         from pipeline.evaluation.batch import evaluate_predictions
 
         return evaluate_predictions(predictions, tasks, output_dir, settings, workers=workers, redo=redo,
                                     attempts=attempts, show_progress=show_progress)
 
     def score_candidates(self, plan: CandidatesPlan, settings: EvalSettings, *, workers: int = 2, attempts: int = 1,
-                         show_progress: bool = True):
+                         show_progress: bool = True) -> CandidatesSummary:
         from pipeline.evaluation.candidates import score_candidates
 
         return score_candidates(plan, settings, workers=workers, attempts=attempts, show_progress=show_progress)

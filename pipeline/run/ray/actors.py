@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from typing import Any
 
 from pipeline.errors import ClusterFault
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.run.ray.connect import CALL_TIMEOUT
 
 
-def ask(method, *args, what: str, timeout: float = CALL_TIMEOUT):
+def ask(method: Any, *args: object, what: str, timeout: float = CALL_TIMEOUT) -> Any:
     """``method(*args)`` of a run's actor, its answer; ClusterFault when the actor (or the head it lives on) does
     not answer within ``timeout`` seconds or is gone. ``what``: the actor, for the message."""
     import ray
@@ -44,7 +45,7 @@ class RunBudgetKeeper:
         self.holds: dict[str, tuple[str, Reservation]] = {}
         self.released: set[str] = set()  # holds given up before they were granted (a reserve that timed out)
 
-    def reserve(self, amount: float, owner: str, hold: str):
+    def reserve(self, amount: float, owner: str, hold: str) -> tuple[bool, list[str | float] | None]:
         """(granted, refused): refused names the limit that cannot fit ``amount`` (nothing held)."""
         if hold in self.released:
             return False, None  # its caller gave up on it already
@@ -91,7 +92,7 @@ class RunBudgetKeeper:
 class StopFlag:
     """Set when the driver stops the run (a Ray actor every worker polls)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stopped = False
 
     def set(self) -> None:
@@ -107,7 +108,7 @@ class RemoteRunBudget:
 
     what = "the run's budget (a Ray actor on the head)"
 
-    def __init__(self, keeper, owner: str, timeout: float = CALL_TIMEOUT):
+    def __init__(self, keeper: Any, owner: str, timeout: float = CALL_TIMEOUT) -> None:
         self.keeper, self.owner, self.timeout = keeper, owner, timeout
 
     def reserve(self, amount: float) -> object:
@@ -129,4 +130,5 @@ class RemoteRunBudget:
         ask(self.keeper.settle, token, cost, what=self.what, timeout=self.timeout)
 
     def left(self) -> float | None:
-        return ask(self.keeper.left, what=self.what, timeout=self.timeout)
+        left: float | None = ask(self.keeper.left, what=self.what, timeout=self.timeout)
+        return left

@@ -9,6 +9,9 @@ candidates with a verdict, as on one machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pipeline.evaluation.candidates import (
     CandidateJob,
     CandidatesPlan,
@@ -19,6 +22,7 @@ from pipeline.evaluation.candidates import (
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.run.ray.connect import connect
 from pipeline.run.ray.driver import eval_inputs
+from pipeline.run.ray.node import AttemptOutcome
 from pipeline.run.ray.scoring import RayScorings, ScoringShipment
 
 
@@ -27,14 +31,14 @@ class RayCandidates(RayScorings[CandidateJob, CandidatesSummary]):
 
     label = "candidates"
 
-    def __init__(self, ray, plan: CandidatesPlan, settings: EvalSettings, attempts: int, show_progress: bool,
-                 log=None):
+    def __init__(self, ray: Any, plan: CandidatesPlan, settings: EvalSettings, attempts: int, show_progress: bool,
+                 log: Callable[[str], None] | None = None) -> None:
         super().__init__(ray, plan.todo, plan.summary, plan.summary.run_dir, settings, attempts, show_progress, log)
 
     def item_id(self, job: CandidateJob) -> str:
         return f"{job.task.instance_id}/{job.key}"
 
-    def ship(self, job: CandidateJob, key: str):
+    def ship(self, job: CandidateJob, key: str) -> Any:
         folder = job.paths.candidates.relative_to(self.output_dir) / job.key
         return self.remote.remote(ScoringShipment(
             task=job.task, patch=job.patch, settings=self.settings, attempts=self.scoring_attempts, key=key,
@@ -44,7 +48,7 @@ class RayCandidates(RayScorings[CandidateJob, CandidatesSummary]):
     def summary_line(self) -> str:
         return f"{self.summary.resolved} resolve"
 
-    def completed(self, job: CandidateJob, result: dict) -> None:
+    def completed(self, job: CandidateJob, result: AttemptOutcome) -> None:
         record = result["result"]
         record["node"] = self.node_label(result.get("node_id"))
         record_candidate(self.summary, job, record)
@@ -55,7 +59,8 @@ class RayCandidates(RayScorings[CandidateJob, CandidatesSummary]):
 
 
 def score_candidates_on_ray(plan: CandidatesPlan, settings: EvalSettings, *, attempts: int = 1,
-                            show_progress: bool = True, address: str = "auto", log=None):
+                            show_progress: bool = True, address: str = "auto",
+                            log: Callable[[str], None] | None = None) -> CandidatesSummary:
     """``score_candidates`` on the cluster at ``address``: the same files and summary; KeyboardInterrupt once the
     cluster's scoring has stopped (Ctrl-C, SIGTERM), after the task summaries say what was scored."""
     ray = connect(address)

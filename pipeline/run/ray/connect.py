@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 from pipeline import stopping
 from pipeline.errors import SwepipeError
@@ -28,7 +29,7 @@ RESOURCE = "docker_slots"
 LOOPBACK = ("127.", "localhost", "::1", "[::1]")
 
 
-def import_ray(address: str = "auto"):
+def import_ray(address: str = "auto") -> Any:
     """The ray module (imported here only: the thread executor never needs it), or a clear error."""
     if _is_loopback(_auto_address()[0] if address == "auto" else address):
         # Ray turns 127.0.0.1 into the machine's other address unless told it is a one-machine cluster;
@@ -41,7 +42,7 @@ def import_ray(address: str = "auto"):
     return ray
 
 
-def connect(address: str = "auto"):
+def connect(address: str = "auto") -> Any:
     """Join the cluster at ``address`` (auto: the one `ray start` began on this machine; host:port;
     ray://host:port); a clear error, within seconds, when none answers there or it refuses this machine's token."""
     ray = import_ray(address)
@@ -60,8 +61,8 @@ def connect(address: str = "auto"):
                  "machine is gone, stopped without `ray stop` (which removes that file); delete it"
                  if found_in.endswith(ADDRESS_FILE) else "")
         raise SwepipeError(f"no Ray cluster answers at {target} ({error}){stale}; {START_HINT}") from None
-    options: dict = {"address": target, "namespace": "swepipe", "log_to_driver": False,
-                     "logging_level": "ERROR"}
+    options: dict[str, Any] = {"address": target, "namespace": "swepipe", "log_to_driver": False,
+                               "logging_level": "ERROR"}
     if not target.startswith("ray://") and _is_loopback(target):
         options["_node_ip_address"] = "127.0.0.1"
     _send_token_if_any()
@@ -104,7 +105,7 @@ def _send_token_if_any() -> None:
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
-def _check_token(ray, target: str) -> None:
+def _check_token(ray: Any, target: str) -> None:
     """Ask the head once whether it takes this machine's token: ray.init would retry for 20 s and then say only
     that it could not connect. Anything but a refusal is left to ray.init."""
     try:
@@ -153,17 +154,17 @@ def _is_loopback(address: str | None) -> bool:
     return host.startswith(LOOPBACK)
 
 
-def alive_nodes(ray) -> list[dict]:
+def alive_nodes(ray: Any) -> list[dict[str, Any]]:
     return [node for node in ray.nodes() if node.get("Alive")]
 
 
-def node_labels(nodes: list[dict]) -> dict[str, str]:
+def node_labels(nodes: list[dict[str, Any]]) -> dict[str, str]:
     """A short name per node id: its node name (by default its address), with the id's head when names repeat."""
     names = [node.get("NodeName") or node.get("NodeManagerAddress") or "?" for node in nodes]
     return {node["NodeID"]: name if names.count(name) == 1 else f"{name}:{node['NodeID'][:6]}"
             for node, name in zip(nodes, names, strict=True)}
 
 
-def head_affinity() -> dict:
+def head_affinity() -> dict[str, Any]:
     """Actor options that keep the run's actors on the head node (it lives as long as the cluster)."""
     return {"num_cpus": 0, "resources": {"node:__internal_head__": 0.001}, "max_restarts": 0}

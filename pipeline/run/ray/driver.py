@@ -9,15 +9,20 @@ import queue as queue_module
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipeline import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
 from pipeline.run.ray.actors import StopFlag, ask, ray_reason
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
-from pipeline.run.ray.node import TEMP_SUFFIX, remove_run_containers
+from pipeline.run.ray.node import TEMP_SUFFIX, AttemptOutcome, Write, remove_run_containers
 from pipeline.run.task import RunSettings
 from pipeline.tasks import Task
+
+if TYPE_CHECKING:
+    from pipeline.evaluation.runner import EvalSettings
 
 ATTEMPTS = 3  # runs of a task whose node died, before it is left unfinished (an infra error)
 STOP_GRACE = 15.0  # seconds running tasks get, once the run stops, to notice and send what they saved
@@ -28,7 +33,7 @@ STAGE_FOLDERS = ("junior", "senior", "principal", "eval", "solo", "team", "analy
 
 def snapshot(root: Path, prefix: str) -> dict[str, bytes]:
     """Every file under ``root`` (temporary files left out), keyed by ``prefix``/its path under root."""
-    files = {}
+    files: dict[str, bytes] = {}
     if root.is_dir():
         for path in sorted(root.rglob("*")):
             if path.is_file() and not (path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)):
@@ -36,7 +41,7 @@ def snapshot(root: Path, prefix: str) -> dict[str, bytes]:
     return files
 
 
-def eval_inputs(task: Task, evaluation) -> dict[str, bytes]:
+def eval_inputs(task: Task, evaluation: EvalSettings | None) -> dict[str, bytes]:
     """Scoring's run scripts and Dockerfiles of ``task``, when ``evaluation`` (EvalSettings or None) names folders
     of them (a node need not have them)."""
     files: dict[str, bytes] = {}
@@ -63,8 +68,10 @@ SYSTEM_ERRORS_NAMES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedEr
                        "ObjectLostError", "OwnerDiedError", "ActorDiedError", "ActorUnavailableError",
                        "OutOfMemoryError", "TaskUnschedulableError")
 
+Item = TypeVar("Item")  # what one Ray task does: a run's task, a scoring
 
-class RayDriver:
+
+class RayDriver(Generic[Item]):
     """Driving Ray tasks that each hold ``slots`` docker_slots, whatever they do (a run's tasks: ``RayRun``;
     scorings: pipeline.run.ray.scoring): the writes they send applied under ``root`` by one driver thread (the driver
     alone writes there), a lost node's work run again elsewhere (``ATTEMPTS`` runs at most), progress per node and
@@ -76,8 +83,8 @@ class RayDriver:
     noun = "task"  # what one item is called in messages
     label = "run"  # the progress bar's
 
-    def __init__(self, ray, root: Path, run_id: str, slots: int, show_progress: bool, log, *, has_work: bool,
-                 hint: str = ""):
+    def __init__(self, ray: Any, root: Path, run_id: str, slots: int, show_progress: bool,
+                 log: Callable[[str], None] | None, *, has_work: bool, hint: str = "") -> None:
         from ray.util.queue import Queue
 
         self.ray, self.root, self.run_id, self.slots, self.log = ray, root, run_id, slots, log
@@ -102,7 +109,7 @@ class RayDriver:
         self.stop_flag = ray.remote(StopFlag).options(**head_affinity()).remote()
         self.attempts: dict[str, int] = {}
         self.current: dict[str, str] = {}  # item id -> key of its live attempt
-        self.pending: dict = {}  # object ref -> item
+        self.pending: dict[Any, Item] = {}  # object ref -> item
         self.started: dict[str, str] = {}  # item id -> node label, once its attempt began
         self.stage: dict[str, str] = {}
         self.stopped = False
@@ -116,17 +123,17 @@ class RayDriver:
 
     # ---- what a subclass says
 
-    def item_id(self, item) -> str:
+    def item_id(self, item: Item) -> str:
         raise NotImplementedError
 
-    def ship(self, item, key: str):
+    def ship(self, item: Item, key: str) -> Any:
         """Start one attempt of ``item`` (its writes keyed ``key``); its object ref."""
         raise NotImplementedError
 
-    def completed(self, item, result: dict) -> None:
+    def completed(self, item: Item, result: AttemptOutcome) -> None:
         raise NotImplementedError
 
-    def give_up(self, item, error: str) -> None:
+    def give_up(self, item: Item, error: str) -> None:
         raise NotImplementedError
 
     def lost(self, key: str) -> str:
@@ -157,7 +164,7 @@ class RayDriver:
             except Exception as error:  # noqa: BLE001 - one bad write must not stop the others
                 self.say(f"ray: could not apply a write from a worker ({type(error).__name__}: {error})")
 
-    def _apply(self, item: tuple) -> None:
+    def _apply(self, item: Write) -> None:
         from pipeline.storage import apply_mirrored
 
         key, op, relative, data = item
@@ -201,7 +208,7 @@ class RayDriver:
 
     # ---- items
 
-    def submit(self, item) -> None:
+    def submit(self, item: Item) -> None:
         item_id = self.item_id(item)
         self.attempts[item_id] = attempt = self.attempts.get(item_id, 0) + 1
         key = f"{item_id}#{attempt}"
@@ -220,7 +227,7 @@ class RayDriver:
                           for node, stages in sorted(by_node.items()))
         return " | ".join(part for part in (self.summary_line(), nodes) if part)
 
-    def execute(self, todo: list, total: int, done_already: int = 0) -> bool:
+    def execute(self, todo: list[Item], total: int, done_already: int = 0) -> bool:
         """Run every item of ``todo``; False when a stop (Ctrl-C, SIGTERM) cut it short."""
         from pipeline.parallel import progress_bar
 
@@ -252,13 +259,13 @@ class RayDriver:
             self.drainer.join(timeout=2)
         return not self.stopped
 
-    def finish(self, ref) -> bool:
+    def finish(self, ref: Any) -> bool:
         """Handle one returned Ray task; True when its item is done with (a result, or given up on)."""
         item = self.pending.pop(ref)
         item_id = self.item_id(item)
         key = self.current[item_id]
         try:
-            result = self.ray.get(ref)
+            result: AttemptOutcome = self.ray.get(ref)
         except self.system_errors as error:
             self.flush()  # what the dead attempt sent is in place before the next one starts
             note = self.lost(key)
@@ -285,8 +292,8 @@ class RayDriver:
                 return True
         flushed = self.flush()
         if result.get("stopped"):
-            if result.get("fault"):  # a fault every task would meet stopped that node's work: the run stops
-                stopping.fault(result["fault"], result.get("code") or 1)
+            if fault := result.get("fault"):  # a fault every task would meet stopped that node's work: the run stops
+                stopping.fault(fault, result.get("code") or 1)
             elif not stopping.requested():
                 self._done(item, error=f"its node stopped the {self.noun} with no stop asked")
                 return True
@@ -303,7 +310,7 @@ class RayDriver:
         self._done(item, result=result)
         return True
 
-    def _done(self, item, result: dict | None = None, error: str | None = None) -> None:
+    def _done(self, item: Item, result: AttemptOutcome | None = None, error: str | None = None) -> None:
         item_id = self.item_id(item)
         with self.lock:  # its writes still queued, if any, are applied: ``current`` keeps its key
             self.started.pop(item_id, None)
@@ -357,7 +364,7 @@ class RayDriver:
 
 
 
-def cleanup_nodes(ray, run_id: str, timeout: float = 120.0, session: str | None = None) -> dict[str, list[str]]:
+def cleanup_nodes(ray: Any, run_id: str, timeout: float = 120.0, session: str | None = None) -> dict[str, list[str]]:
     """The run's containers and scratch removed on every alive node (a Ray task pinned to each), of one driver
     session when given, else of every session of the run (`swepipe cleanup`); node label -> container names."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

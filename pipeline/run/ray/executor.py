@@ -30,29 +30,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import SwepipeError
+from pipeline.records import Prediction
 from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
 from pipeline.run.ray.actors import RunBudgetKeeper
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, connect, head_affinity
 from pipeline.run.ray.driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots_per_task, snapshot
-from pipeline.run.ray.node import TaskShipment, work_on_node
+from pipeline.run.ray.node import AttemptOutcome, TaskShipment, work_on_node
 from pipeline.run.task import RunSettings, seeded_run_budget
 from pipeline.tasks import Task
 
 if TYPE_CHECKING:
     from pipeline.config import ExecutorConfig
-    from pipeline.evaluation.candidates import CandidatesPlan
+    from pipeline.evaluation.batch import EvalSummary
+    from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
     from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
 
 
 
-class RayRun(RayDriver):
+class RayRun(RayDriver[Task]):
     """The driver of one run on the cluster: submits tasks, applies their writes, records predictions."""
 
-    def __init__(self, ray, tasks: list[Task], run: RunSettings, show_progress: bool, log):
+    def __init__(self, ray: Any, tasks: list[Task], run: RunSettings, show_progress: bool,
+                 log: Callable[[str], None] | None) -> None:
         self.run = run
         self.summary, self.todo = plan(tasks, run)
         self.total = len(tasks)
@@ -70,7 +73,7 @@ class RayRun(RayDriver):
     def item_id(self, task: Task) -> str:
         return task.instance_id
 
-    def ship(self, task: Task, key: str):
+    def ship(self, task: Task, key: str) -> Any:
         instance_id = task.instance_id
         if self.run.reuse_juniors_from is not None and self.attempts[instance_id] == 1:
             from pipeline.juniors.stage import copy_rollouts
@@ -104,17 +107,17 @@ class RayRun(RayDriver):
             return ""
         return f"; ${counted:.4f} of calls in flight counted as spent" if counted else ""
 
-    def completed(self, task: Task, result: dict) -> None:
+    def completed(self, task: Task, result: AttemptOutcome) -> None:
         prediction = result["prediction"]
         node = self.node_label(result.get("node_id"))
         if node is not None:
-            prediction["node"] = node
+            prediction.node = node
         record_prediction(self.summary, self.run, prediction, self.log)
 
     def give_up(self, task: Task, error: str) -> None:
-        record_prediction(self.summary, self.run, {
+        record_prediction(self.summary, self.run, Prediction.of({
             "instance_id": task.instance_id, "model_patch": "", "strategy": self.run.config.strategy,
-            "source": "none", "models": self.run.models, "error": error, "infra_error": True}, self.log)
+            "source": "none", "models": self.run.models, "error": error, "infra_error": True}), self.log)
 
 
 
@@ -132,7 +135,7 @@ class RayExecutor:
     name = "ray"
     limits_per_node = True  # sized on the node that runs each task or scoring, from its machine and docker_slots
 
-    def __init__(self, config: ExecutorConfig):
+    def __init__(self, config: ExecutorConfig) -> None:
         self.config = config
 
     def connect(self) -> None:
@@ -156,14 +159,14 @@ class RayExecutor:
 
     def evaluate_predictions(self, predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,
                              settings: EvalSettings, *, workers: int = 2, redo: bool = False, attempts: int = 1,
-                             show_progress: bool = True):
+                             show_progress: bool = True) -> EvalSummary:
         from pipeline.run.ray.scoring import evaluate_predictions_on_ray
 
         return evaluate_predictions_on_ray(predictions, tasks, output_dir, settings, redo=redo, attempts=attempts,
                                            show_progress=show_progress, address=self.config.ray_address)
 
     def score_candidates(self, plan: CandidatesPlan, settings: EvalSettings, *, workers: int = 2, attempts: int = 1,
-                         show_progress: bool = True):
+                         show_progress: bool = True) -> CandidatesSummary:
         from pipeline.run.ray.candidates import score_candidates_on_ray
 
         return score_candidates_on_ray(plan, settings, attempts=attempts, show_progress=show_progress,

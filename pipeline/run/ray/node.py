@@ -16,22 +16,52 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import quote
 
 from pipeline import stopping
 from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError, describe
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
+from pipeline.records import Prediction
 from pipeline.run.ray.actors import RemoteRunBudget, ask
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE
 from pipeline.run.task import RunSettings, run_one_task
 from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.tasks import Task
 
+if TYPE_CHECKING:
+    from pipeline.evaluation.runner import EvalSettings
+
 STOP_POLL = 0.5  # seconds between a worker's looks at the run's stop flag
 TEMP_SUFFIX = ".tmp"
+
+# An item of the run's write queue, worker to driver: (attempt key, op, path relative to the driver's folder, data).
+Write = tuple[str, str, str, bytes]
+
+
+class AttemptOutcome(TypedDict, total=False):
+    """What a Ray task's body returns for one attempt (it never raises), for the driver (pipeline.run.ray.driver):
+    the work done and the node that did it, or why there is none."""
+
+    prediction: Prediction  # a run's task, finished
+    result: dict[str, Any]  # a scoring's result record
+    node_id: str
+    stopped: bool  # a stop ended it: the driver's, or a ``fault`` every task would meet (exit ``code``)
+    fault: str | None
+    code: int
+    infra: str  # an infrastructure fault outside the work, described
+
+
+class NodeSizing(TypedDict):
+    """What a node's container limits are sized from (``node_sizing``), recorded in a task's limits.json."""
+
+    node: str
+    docker_slots: int
+    node_cpus: int
+    node_memory: str
 
 
 @dataclasses.dataclass
@@ -60,15 +90,15 @@ class OnNode:
     scratch: Path
     key: str
     session: str
-    put: Callable[[tuple], None]
+    put: Callable[[Write], None]
 
     def log(self, line: str) -> None:
         self.put((self.key, "log", "", line.encode("utf-8")))
 
 
 @contextlib.contextmanager
-def on_node(run_id: str, session: str, key: str, queue, stop, files: dict[str, bytes], folder: str,
-            name: str | None = None):
+def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: dict[str, bytes], folder: str,
+            name: str | None = None) -> Iterator[OnNode]:
     """A Ray task's work on its node, for the driver's attempt ``key``: ``files`` (paths relative to the driver's
     folder) copied into a scratch folder named ``name`` (default ``run_id``), every write under it sent to the
     driver through ``queue`` as it is made, the driver's ``stop`` flag watched (a stop stops this process's work
@@ -117,7 +147,7 @@ def on_node(run_id: str, session: str, key: str, queue, stop, files: dict[str, b
                 put((key, "log", "", f"ray: could not remove this attempt's scratch {base}: {left}".encode()))
 
 
-def work_on_node(shipment: TaskShipment) -> dict:
+def work_on_node(shipment: TaskShipment) -> AttemptOutcome:
     """A Ray task's body: run the task in a scratch copy of its folder, every write sent to the driver; container
     limits the config leaves unset sized from this node; with containers.image_cache_gb, the node's images of the
     run's finished tasks pruned afterwards. Its value says how it ended (``ended_by``): never by raising."""
@@ -138,7 +168,7 @@ def work_on_node(shipment: TaskShipment) -> dict:
             try:
                 containers.install_cleanup_handlers()  # a stop removes this process's containers at once
                 prediction = run_one_task(task, run, run_budget, log=node.log)
-                prediction["wall_seconds"] = round(time.monotonic() - started, 2)
+                prediction = prediction.model_copy(update={"wall_seconds": round(time.monotonic() - started, 2)})
                 return {"prediction": prediction, "node_id": node.node_id}
             except stopping.Stopped:
                 charge_abandoned_calls()  # their rows reach the driver with the task's other writes
@@ -151,13 +181,13 @@ def work_on_node(shipment: TaskShipment) -> dict:
         return ended_by(error)
 
 
-def stopped_here(node_id: str) -> dict:
+def stopped_here(node_id: str) -> AttemptOutcome:
     """A Ray task's value when the work on its node was stopped: by the driver's stop flag, or by a fault this
     process met that every task would meet (its reason and exit code, for the driver to stop the run with)."""
     return {"stopped": True, "node_id": node_id, "fault": stopping.reason(), "code": stopping.exit_code()}
 
 
-def ended_by(error: BaseException) -> dict:
+def ended_by(error: BaseException) -> AttemptOutcome:
     """A Ray task's value when a stop or an infrastructure fault ended it outside its work (joining the run's
     actors, sending its writes): Ray would hand such a BaseException to the driver as a task error."""
     if isinstance(error, stopping.Stopped):
@@ -165,8 +195,8 @@ def ended_by(error: BaseException) -> dict:
     return {"infra": describe(error)}
 
 
-def _sender(queue) -> Callable[[tuple], None]:
-    def put(item: tuple) -> None:  # returns once the queue holds it: order kept
+def _sender(queue: Any) -> Callable[[Write], None]:
+    def put(item: Write) -> None:  # returns once the queue holds it: order kept
         ask(queue.actor.put, item, CALL_TIMEOUT, what="the run's write queue (a Ray actor on the head)")
     return put
 
@@ -177,7 +207,8 @@ def _local_settings(shipment: TaskShipment, node: OnNode) -> RunSettings:
     config leaves unset are sized here, from this node, and recorded in the task's ``limits.json``."""
     run = shipment.run
     config = run.config
-    evaluation = local_eval_settings(run.evaluation, shipment.eval_files, node.base)
+    evaluation = None if run.evaluation is None else local_eval_settings(run.evaluation, shipment.eval_files,
+                                                                         node.base)
     if config.containers.impl is None:
         sizing = node_sizing(node.node_id)
         config = config.model_copy(update={"containers": fill_defaults(config.containers, sizing["docker_slots"])})
@@ -197,7 +228,7 @@ def _local_settings(shipment: TaskShipment, node: OnNode) -> RunSettings:
 LIMIT_FIELDS = ("cpus", "memory", "pids_limit", "tmp_size", "file_size", "disk")
 
 
-def node_sizing(node_id: str) -> dict:
+def node_sizing(node_id: str) -> NodeSizing:
     """What this node's container limits are sized from: its machine (CPUs, memory) and the docker_slots it
     declared (the containers it runs at once)."""
     import ray
@@ -205,17 +236,18 @@ def node_sizing(node_id: str) -> dict:
     from pipeline.runtime.limits import format_size, machine_cpus, machine_memory
 
     slots = 1
+    listed: Callable[[], list[dict[str, Any]]] = ray.nodes  # Ray leaves it unannotated
     with contextlib.suppress(Exception):
-        for found in ray.nodes():
+        for found in listed():
             if found.get("NodeID") == node_id:
                 slots = max(1, int(found.get("Resources", {}).get(RESOURCE, 1)))
     return {"node": socket.gethostname(), "docker_slots": slots, "node_cpus": machine_cpus(),
             "node_memory": format_size(machine_memory())}
 
 
-def local_eval_settings(evaluation, eval_files: dict[str, bytes], base: Path):
+def local_eval_settings(evaluation: EvalSettings, eval_files: dict[str, bytes], base: Path) -> EvalSettings:
     """Scoring's settings with the run scripts and Dockerfiles the driver shipped (written under ``base``)."""
-    if evaluation is None or not eval_files:
+    if not eval_files:
         return evaluation
     for relative, data in eval_files.items():
         target = base / "eval-inputs" / relative
@@ -236,7 +268,7 @@ class NodeImages:
     until the run's images there take at most the budget, never one a task running there holds or a running
     swepipe container uses; each prune is a line of the run's ``image_cache.jsonl``, naming the node."""
 
-    def __init__(self, run_id: str, session: str, instance_id: str, image: str, keep_bytes: int):
+    def __init__(self, run_id: str, session: str, instance_id: str, image: str, keep_bytes: int) -> None:
         self.state = session_folder(run_id, session) / "images"
         self.instance_id, self.image, self.keep = instance_id, image, keep_bytes
         for folder in ("running", "finished"):
@@ -258,7 +290,7 @@ class NodeImages:
         return cls(run.layout.run_id, node.session, task.instance_id, image,
                    int(containers_config.image_cache_gb * GB))
 
-    def _write(self, folder: str, record: dict) -> None:
+    def _write(self, folder: str, record: dict[str, Any]) -> None:
         import json
 
         path = self.state / folder / f"{self.instance_id}.json"
@@ -266,7 +298,7 @@ class NodeImages:
         temporary.write_text(json.dumps(record))
         temporary.replace(path)
 
-    def _read(self, folder: str) -> list[dict]:
+    def _read(self, folder: str) -> list[dict[str, Any]]:
         import json
 
         found = []
@@ -275,7 +307,7 @@ class NodeImages:
                 found.append(json.loads(path.read_text()))
         return found
 
-    def finish(self, node: OnNode) -> dict | None:
+    def finish(self, node: OnNode) -> dict[str, Any] | None:
         """After the task (never fails it): this task's image counts as finished on the node, then the prune."""
         import fcntl
 
@@ -312,7 +344,8 @@ class NodeImages:
         return row
 
 
-def _alive(pid) -> bool:
+def _alive(pid: Any) -> bool:
+    """Whether process ``pid`` runs; ``pid`` as a node's file holds it, any JSON value."""
     try:
         os.kill(int(pid), 0)
     except (OSError, TypeError, ValueError):
@@ -323,7 +356,7 @@ def _alive(pid) -> bool:
 class _StopWatcher:
     """Polls the run's stop flag; when the driver stops the run, stops this process's work as a signal would."""
 
-    def __init__(self, flag):
+    def __init__(self, flag: Any) -> None:
         self.flag, self.done = flag, threading.Event()
         self.thread = threading.Thread(target=self._watch, name="stop watcher", daemon=True)
         self.thread.start()
@@ -343,7 +376,7 @@ class _StopWatcher:
         self.done.set()
 
 
-def _reconcile(scratch: Path, folder: str, sent: dict[str, str], put, key: str) -> None:
+def _reconcile(scratch: Path, folder: str, sent: dict[str, str], put: Callable[[Write], None], key: str) -> None:
     """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
     sent whole, and files that went (a trajectory folded into its rollout record) are removed there too."""
     if not scratch.is_dir():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypedDict
 
 from pipeline.errors import RuntimeUnavailable
 from pipeline.run.ray.connect import RESOURCE, alive_nodes, connect, node_labels
@@ -16,7 +18,21 @@ from pipeline.tasks import Task
 PREFLIGHT_TIMEOUT = 120.0  # seconds a node's preflight may take past the registry's timeout before it is left out
 
 
-def node_preflight(names: list[str], budget_gb: float | None, registry_timeout: float) -> dict:
+class NodeReport(TypedDict, total=False):
+    """A node's preflight (``node_preflight``), or why it has none (``error``)."""
+
+    host: str
+    line: str  # the preflight's line, as `swepipe images check` prints it
+    problem: str | None  # what stops the run there
+    present: list[str]
+    missing: dict[str, str | None]  # image -> what its registry said
+    needed_bytes: int
+    free_bytes: int | None
+    error: str  # Docker cannot be asked there, or the node did not answer
+    unanswered: bool
+
+
+def node_preflight(names: list[str], budget_gb: float | None, registry_timeout: float) -> NodeReport:
     """A Ray task pinned to one node: `swepipe images check`'s preflight there (its Docker engine, its registry
     credentials), as a plain record."""
     from pipeline.runtime.images.preflight import preflight
@@ -33,8 +49,9 @@ def node_preflight(names: list[str], budget_gb: float | None, registry_timeout: 
             "free_bytes": check.free_bytes}
 
 
-def check_images_on_nodes(ray, names, budget_gb: float | None = None, announce=print,
-                          registry_timeout: float | None = None, slots: int = 1) -> dict[str, dict]:
+def check_images_on_nodes(ray: Any, names: Iterable[str], budget_gb: float | None = None,
+                          announce: Callable[[str], None] = print, registry_timeout: float | None = None,
+                          slots: int = 1) -> dict[str, NodeReport]:
     """The preflight on every alive node that can run a task (one that offers ``slots`` docker_slots), in
     parallel, one line per node; RuntimeUnavailable naming the nodes and images when an image is missing on a
     node and no registry confirmed it has it (or a node's Docker cannot be asked), so the run stops in its first
@@ -56,7 +73,7 @@ def check_images_on_nodes(ray, names, budget_gb: float | None = None, announce=p
         node["NodeID"], soft=False)).remote(names, budget_gb, registry_timeout): labels[node["NodeID"]]
         for node in nodes}
     deadline = time.monotonic() + registry_timeout + PREFLIGHT_TIMEOUT
-    reports: dict[str, dict] = {}
+    reports: dict[str, NodeReport] = {}
     for ref, label in refs.items():
         try:
             reports[label] = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
@@ -79,8 +96,8 @@ def check_images_on_nodes(ray, names, budget_gb: float | None = None, announce=p
     return reports
 
 
-def check_run_images_on_nodes(tasks: list[Task], settings: RunSettings, announce=print,
-                              registry_timeout: float | None = None) -> dict[str, dict]:
+def check_run_images_on_nodes(tasks: list[Task], settings: RunSettings, announce: Callable[[str], None] = print,
+                              registry_timeout: float | None = None) -> dict[str, NodeReport]:
     """``check_run_images`` for ``run --executor ray``: the images of the run's unfinished tasks, on every node."""
     from pipeline.runtime.images.names import run_image_names
 

@@ -12,8 +12,9 @@ limits are sized on the node, from its machine and its docker_slots (each result
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pipeline import stopping
 from pipeline.errors import InfrastructureFault
@@ -21,8 +22,8 @@ from pipeline.evaluation.batch import EvalSummary, _rate, finish_eval, plan_eval
 from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.run.ray.connect import RESOURCE, connect
-from pipeline.run.ray.driver import RayDriver, eval_inputs
-from pipeline.run.ray.node import ended_by, local_eval_settings, node_sizing, on_node, stopped_here
+from pipeline.run.ray.driver import Item, RayDriver, eval_inputs
+from pipeline.run.ray.node import AttemptOutcome, ended_by, local_eval_settings, node_sizing, on_node, stopped_here
 from pipeline.runtime.limits import container_limits
 from pipeline.tasks import Task
 
@@ -45,7 +46,7 @@ class ScoringShipment:
     stop: object
 
 
-def score_on_node(shipment: ScoringShipment) -> dict:
+def score_on_node(shipment: ScoringShipment) -> AttemptOutcome:
     """A Ray task's body: the instance scored in a scratch folder, its artefacts sent to the driver; the result
     record comes back as the task's value (the driver writes result.json). It never raises (``ended_by``)."""
     task, settings = shipment.task, shipment.settings
@@ -65,18 +66,17 @@ def score_on_node(shipment: ScoringShipment) -> dict:
         return ended_by(error)
 
 
-Item = TypeVar("Item")
 Summary = TypeVar("Summary")
 
 
-class RayScorings(RayDriver, Generic[Item, Summary]):
+class RayScorings(RayDriver[Item], Generic[Item, Summary]):
     """Scorings, each a Ray task holding one docker_slot: an ``Item`` is what one scores (``RayEval``: a task and
     its patch; pipeline.run.ray.candidates: a junior candidate), the ``Summary`` what their results add up to."""
 
     noun = "scoring"
 
-    def __init__(self, ray, items: list[Item], summary: Summary, output_dir: Path, settings: EvalSettings,
-                 attempts: int, show_progress: bool, log=None):
+    def __init__(self, ray: Any, items: list[Item], summary: Summary, output_dir: Path, settings: EvalSettings,
+                 attempts: int, show_progress: bool, log: Callable[[str], None] | None = None) -> None:
         self.summary, self.output_dir, self.settings, self.scoring_attempts = summary, output_dir, settings, attempts
         super().__init__(ray, output_dir, settings.run_id, 1, show_progress, log, has_work=bool(items))
         self.remote = ray.remote(score_on_node).options(
@@ -92,7 +92,7 @@ class RayEval(RayScorings[tuple[Task, str], EvalSummary]):
     def item_id(self, item: tuple[Task, str]) -> str:
         return item[0].instance_id
 
-    def ship(self, item: tuple[Task, str], key: str):
+    def ship(self, item: tuple[Task, str], key: str) -> Any:
         task, patch = item
         return self.remote.remote(ScoringShipment(
             task=task, patch=patch, settings=self.settings, attempts=self.scoring_attempts, key=key,
@@ -102,7 +102,7 @@ class RayEval(RayScorings[tuple[Task, str], EvalSummary]):
     def summary_line(self) -> str:
         return _rate(self.summary)
 
-    def completed(self, item: tuple[Task, str], result: dict) -> None:
+    def completed(self, item: tuple[Task, str], result: AttemptOutcome) -> None:
         record = result["result"]
         record["node"] = self.node_label(result.get("node_id"))
         record_result(self.output_dir, self.summary, record)
@@ -125,7 +125,8 @@ def evaluate_predictions_on_ray(predictions: list[PatchToScore], tasks: list[Tas
 
 
 def evaluate_on_ray(items: list[tuple[Task, str]], summary: EvalSummary, output_dir: Path, settings: EvalSettings,
-                    *, attempts: int = 1, show_progress: bool = True, address: str = "auto", log=None) -> None:
+                    *, attempts: int = 1, show_progress: bool = True, address: str = "auto",
+                    log: Callable[[str], None] | None = None) -> None:
     """Score ``items`` (task, patch) on the cluster at ``address`` into ``output_dir``, filling ``summary``;
     KeyboardInterrupt once the cluster's scoring has stopped (Ctrl-C, SIGTERM), as on one machine."""
     ray = connect(address)
