@@ -11,6 +11,7 @@ from typing import Any
 from pipeline.outages import BREAKERS
 from pipeline.printable import clean
 from pipeline.records import Prediction
+from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
@@ -24,6 +25,7 @@ class RunSummary:
     skipped: list[str] = field(default_factory=list)
     infra_errors: dict[str, str | None] = field(default_factory=dict)  # left unfinished, retried by a rerun
     stopped: bool = False  # a stop (Ctrl-C, SIGTERM) cut the run short; the rest resumes on a rerun
+    pace: Pace = field(default_factory=lambda: Pace(total=0, done_before=0))
 
     def spend(self, stage: str) -> float:
         costs = ((p.get("cost") or {}).get(stage) for p in self.predictions.values() if isinstance(p.get("cost"), dict))
@@ -40,8 +42,9 @@ class RunSummary:
         dollars = ", ".join(f"{stage} {dollars_of(self.spend(stage))}" for stage in stages)
         scored = self.scored
         rate = f" | resolved {sum(scored)}/{len(scored)}" if scored else ""
+        pace = ", ".join(self.pace.estimate())  # the bar shows done of total itself
         paused = BREAKERS.status()
-        return f"{dollars}{rate}" + (f" | waiting: {paused}" if paused else "")
+        return f"{dollars}{rate}" + (f" | {pace}" if pace else "") + (f" | waiting: {paused}" if paused else "")
 
     def calls(self) -> tuple[int, int]:
         """Model calls made and failed by the tasks of this session (their ledgers, earlier sessions too)."""
@@ -60,6 +63,7 @@ def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
     """The run's summary with the tasks an earlier session finished, and the tasks left to run."""
     summary = RunSummary(roles=run.roles)
     finished = run.layout.finished()
+    summary.pace = Pace(total=len(tasks), done_before=sum(1 for task in tasks if task.instance_id in finished))
     todo = []
     for task in tasks:
         if task.instance_id in finished:
@@ -75,8 +79,9 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: Predict
     """A finished task, whichever executor ran it: its line in predictions.jsonl (or infra_errors.jsonl: left
     unfinished for a rerun), the summary, eval_results.json. One caller at a time."""
     fields = prediction.to_dict()
+    summary.pace.add((prediction.cost or {}).get("total"))
     if log:
-        log(task_line(fields, summary.roles))
+        log(f"{task_line(fields, summary.roles)} | {summary.pace.line()}")
     line = prediction.to_disk()
     if prediction.infra_error:
         append_jsonl(run.layout.infra_errors, line)
