@@ -87,12 +87,12 @@ class Report:
                     f"Lead and workers over time: {team_run.run_id}{drawn[1]}", drawn[0])
         summary = team_figures.summary_figure(self.team) if self.team else None  # None only without team runs
         if summary is not None:
-            made[files.team_figure] = ("Team analysis: delegations by stage, messages by direction, the lead blocked, "
-                                "delegation by lead model", summary)
+            made[files.team_figure] = ("Team analysis: delegations by stage, messages by direction, the lead "
+                                       "blocked, delegation by lead model", summary)
         png = fig.pareto(self.stats, self.baseline)
         if png:
             made[files.pareto_figure] = ("Resolve rate against dollars per task"
-                                  + (f" (baseline {baseline_run})" if baseline_run else ""), png)
+                                         + (f" (baseline {baseline_run})" if baseline_run else ""), png)
         return made
 
 

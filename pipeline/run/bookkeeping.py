@@ -63,7 +63,6 @@ def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
     """The run's summary with the tasks an earlier session finished, and the tasks left to run."""
     summary = RunSummary(roles=run.roles)
     finished = run.layout.finished()
-    summary.pace = Pace(total=len(tasks), done_before=sum(1 for task in tasks if task.instance_id in finished))
     todo = []
     for task in tasks:
         if task.instance_id in finished:
@@ -71,6 +70,7 @@ def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
             summary.skipped.append(task.instance_id)
         else:
             todo.append(task)
+    summary.pace = Pace(total=len(tasks), done_before=len(summary.skipped))
     return summary, todo
 
 
