@@ -33,7 +33,9 @@ def is_candidate_key(key) -> bool:
     return isinstance(key, str) and bool(_CANDIDATE_KEY.fullmatch(key)) and key not in (".", "..")
 
 
-ROLLOUT_FILE = re.compile(r"rollout-(\d+)(\.trajectory)?\.json")
+# A rollout's record (rollout-NN.json) or its live trajectory: the journal (.trajectory.jsonl), or the whole file
+# an older swepipe rewrote after every step (.trajectory.json).
+ROLLOUT_FILE = re.compile(r"rollout-(\d+)(\.trajectory\.jsonl?|\.json)")
 
 
 def reply_journal(trajectory: Path) -> Path:
@@ -45,7 +47,7 @@ def reply_journal(trajectory: Path) -> Path:
 def rollout_file(name: str) -> tuple[int, bool] | None:
     """(index, whether it is the live trajectory) of a junior/ file name that is a rollout's, else None."""
     match = ROLLOUT_FILE.fullmatch(name)
-    return (int(match.group(1)), bool(match.group(2))) if match else None
+    return (int(match.group(1)), match.group(2) != ".json") if match else None
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ class JuniorFiles:
         return self.root / f"rollout-{index:02d}.json"
 
     def live_trajectory(self, index: int) -> Path:
-        """the rollout's trajectory while it runs (and after a kill); resumed from"""
+        """the rollout's trajectory while it runs and after a kill, kept as the journal of its steps beside this
+        name (rollout-NN.trajectory.jsonl); resumed from"""
         return self.root / f"rollout-{index:02d}.trajectory.json"
 
     @property
@@ -173,7 +176,7 @@ class SoloFiles:
         return self.root / "patch.diff"
 
 
-TEAM_TRAJECTORIES = "*.trajectory.json"  # the lead's and every worker's, in team/
+TEAM_TRAJECTORIES = "*.trajectory.json"  # the lead's and every worker's, in team/ (a journal beside a live one)
 
 
 @dataclass(frozen=True)
@@ -198,11 +201,16 @@ class TeamFiles:
     def worker_trajectories(self) -> list[tuple[str, Path]]:
         """(name, trajectory file) of every worker in the folder, by number."""
         suffix = TEAM_TRAJECTORIES.removeprefix("*")
-        workers = ((path.name.removesuffix(suffix), path) for path in self.root.glob("worker-*" + suffix))
-        return sorted(workers, key=lambda item: int(re.sub(r"\D", "", item[0]) or 0))
+        workers = {path.name.removesuffix(suffix): path for path in self.trajectories()
+                   if path.name.startswith("worker-")}
+        return sorted(workers.items(), key=lambda item: int(re.sub(r"\D", "", item[0]) or 0))
 
     def trajectories(self) -> list[Path]:
-        return sorted(self.root.glob(TEAM_TRAJECTORIES))
+        """The team's trajectories, each by its whole file's name, also while only its journal exists (a live
+        or killed agent's)."""
+        found = {*self.root.glob(TEAM_TRAJECTORIES), *(path.with_suffix(".json") for path in self.root.glob(
+            TEAM_TRAJECTORIES + "l"))}
+        return sorted(found)
 
     @property
     def commands(self) -> Path:

@@ -43,6 +43,11 @@ redactor: the values of secret-named environment variables (`*_API_KEY`, `*_TOKE
 `sk-ant-`, `AIza`, `hf_`, `gsk_`, `xai-`, `AKIA...`), bearer tokens, JWTs and credentials in URLs.
 Patches and code keep key-shaped test fixtures byte for byte; only the environment's values go.
 
+While an agent's session runs, and after a kill, its trajectory is the journal of its steps beside the name
+the layout gives (`trajectory.jsonl`, `rollout-NN.trajectory.jsonl`): a line per save with what changed. The
+whole trajectory is written when the session ends (a junior's into its rollout record) and the journal
+removed; readers fold the journal over the file (pipeline.records.trajectory).
+
 A paid model reply is journaled before its trajectory holds it (`<trajectory>.reply` beside an agent's
 trajectory, `principal/reply.journal`), so a run killed in between never pays for it twice.
 

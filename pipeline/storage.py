@@ -1,7 +1,8 @@
 """Writing results so that a crash never leaves half a file and no secret reaches the disk.
 
 Every file swepipe writes goes through here (``write_json_atomic``, ``write_text_atomic``,
-``write_code_atomic``, ``append_jsonl``, ``redact_file``), so it passes the redactor of ``pipeline.secrets``.
+``write_code_atomic``, ``append_jsonl``, ``redact_file``; ``remove`` for one it removes), so it passes the
+redactor of ``pipeline.secrets``.
 
 A process may also mirror its writes (``set_mirror``): every write under a root is then also handed, as
 (op, path relative to the root, bytes), to a sink, in the order the files were changed. A Ray worker runs a
@@ -32,8 +33,9 @@ _append_lock = threading.Lock()
 
 class Mirror:
     """Where the writes under ``root`` also go: ``sink(op, relative_path, data)`` with op ``write`` (the file's
-    whole new content) or ``append`` (bytes added at its end). Called under one lock, right after the local
-    write, so the sink sees the writes in the order the files took them, also with many writing threads."""
+    whole new content), ``append`` (bytes added at its end) or ``unlink`` (the file went). Called under one lock,
+    right after the local write, so the sink sees the writes in the order the files took them, also with many
+    writing threads."""
 
     def __init__(self, root: Path, sink):
         self.root = Path(os.path.abspath(root))
@@ -158,6 +160,16 @@ def _replace_bytes(path: Path, data: bytes) -> None:
                 os.unlink(tmp)
             raise
         mirror("write", data)
+
+
+def remove(path: Path) -> None:
+    """Remove ``path`` if it is there; a mirror is told (op ``unlink``), so a mirrored copy goes too."""
+    with _mirrored(path) as mirror:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        mirror("unlink", b"")
 
 
 def remove_stale_temp_files(root: Path, older_than: float = 60.0) -> list[Path]:

@@ -15,6 +15,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
+from pipeline.records import read_trajectory
 from pipeline.runtime.local import LocalRuntime
 
 FIX = "I will fix the sign.\n```bash\nsed -i 's/a - b/a + b/' calc.py && cat calc.py\n```"
@@ -172,7 +173,7 @@ def test_a_reply_paid_just_before_a_kill_is_not_paid_again(tmp_path, leaky_repo,
         run_agent(client(DyingLedger(ledger, at=2, after_writing=after_writing)), first, "fix", Budget("r"),
                   Limits(), trajectory_path=trajectory)
     killed_at = time.time()
-    assert len(json.loads(trajectory.read_text())["steps"]) == 1  # the second reply is in no trajectory
+    assert len(read_trajectory(trajectory).data["steps"]) == 1  # the second reply is in no trajectory
     seeded = sum(row.cost for row in Ledger.read(ledger))  # what a resumed task's budget starts from
     budget = Budget("r")
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as second:

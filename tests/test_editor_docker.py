@@ -4,6 +4,7 @@ by its hidden tests: the ```edit block (text format) and str_replace_editor call
 import json
 
 import pytest
+from live_runs import live_steps
 from scripted_pipeline import SUBMIT, edit_block_from_patch, editor_calls_from_patch, patch_per_file, reply
 from test_run_docker import setup, swepipe
 
@@ -58,15 +59,12 @@ def test_a_killed_edit_only_rollout_resumes_in_a_new_container_without_paying_tw
     command = [sys.executable, "-m", "pipeline.cli", "run", "--strategy", "vote", "--instance-ids", TASK.instance_id,
                "--config", "config.yaml", "--run-id", run_id]
     layout = RunLayout(tmp_path / "runs" / run_id)
-    live = layout.task(TASK.instance_id).junior / "rollout-00.trajectory.json"
+    junior = layout.task(TASK.instance_id).junior
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:  # kill once the edit is on record, during the command after it
-            try:
-                steps = json.loads(live.read_text())["steps"]
-            except (OSError, ValueError):
-                steps = []
+            steps = live_steps(junior).get("rollout-00.trajectory.jsonl", [])
             if steps and steps[0]["edits"]:
                 break
             time.sleep(0.2)

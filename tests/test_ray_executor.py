@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from live_runs import live_steps
 from ray_cluster import cluster_pids as _cluster_pids
 from ray_cluster import listening as _listening
 from ray_cluster import no_containers_left as _no_containers_left
@@ -314,8 +315,7 @@ def test_sigterm_to_the_driver_stops_every_node_and_the_run_resumes(cluster, tmp
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # both tasks' juniors have paid replies (on the driver's disk)
-            if all(any(json.loads(p.read_text()).get("steps") for p in layout.task(t.instance_id).junior.glob(
-                    "*.trajectory.json")) for t in (FIRST, SECOND)):
+            if all(any(live_steps(layout.task(t.instance_id).junior).values()) for t in (FIRST, SECOND)):
                 break
             time.sleep(0.3)
         else:
@@ -377,7 +377,7 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
     try:
         deadline, victim = time.monotonic() + 120, None
         while time.monotonic() < deadline:  # juniors have paid replies; their containers say which worker runs them
-            steps = [len(json.loads(p.read_text()).get("steps") or []) for p in paths.junior.glob("*.trajectory.json")]
+            steps = [len(steps) for steps in live_steps(paths.junior).values()]
             found = containers.client().containers.list(filters={"label": f"{containers.RUN_LABEL}=lost"},
                                                         ignore_removed=True)  # one removed meanwhile is gone
             if len(steps) == 2 and min(steps) >= 1 and found:
@@ -385,7 +385,7 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
                 break
             time.sleep(0.2)
         assert victim is not None, "the juniors never got going"
-        saved = {p.name: len(json.loads(p.read_text())["steps"]) for p in paths.junior.glob("*.trajectory.json")}
+        saved = {name: len(steps) for name, steps in live_steps(paths.junior).items()}
         cluster.remove_node(victim, allow_graceful=False)
         output, _ = proc.communicate(timeout=180)
     finally:
@@ -400,7 +400,7 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
     for agent, positions in paid.items():
         twice = {n for n in positions if positions.count(n) > 1}
         # Only a reply in flight when the node died (paid, not yet in the saved trajectory) may be paid again.
-        steps_saved = saved.get(f"{agent}.trajectory.json", 0)
+        steps_saved = saved.get(f"{agent}.trajectory.jsonl", 0)
         assert all(n >= steps_saved for n in twice) and len(twice) <= 1, (agent, positions, steps_saved)
         assert set(positions) == {0, 1, 2}
     assert _no_containers_left("lost")

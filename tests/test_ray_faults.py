@@ -12,6 +12,7 @@ import time
 import pytest
 import yaml
 from leftovers import lasting_files
+from live_runs import live_steps
 from ray_cluster import no_containers_left, scratch_left
 from scripted_pipeline import SUBMIT, edits_from_patch, reply, write_config
 from test_outages_docker import FAULTS
@@ -271,8 +272,7 @@ def test_cleaning_up_run_exp_touches_nothing_of_run_exp_2_running_beside_it(clus
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (
-                scratch_left("exp-2") and any(json.loads(p.read_text()).get("steps")
-                                              for p in paths.junior.glob("*.trajectory.json"))):
+                scratch_left("exp-2") and any(live_steps(paths.junior).values())):
             time.sleep(0.3)
         assert scratch_left("exp-2"), "exp-2 never got going"
         before = lasting_files(other.root)

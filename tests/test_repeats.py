@@ -246,7 +246,7 @@ def test_a_stop_in_a_repeat_says_how_to_resume_the_repeats(tmp_path, tinyq_repo)
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *run_args("--repeats", "2")], cwd=tmp_path,
                             env=env(tinyq_repo), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = interrupt_when(proc, lambda: bool(list(runs.glob("g-r1/tasks/*/junior/rollout-*.trajectory.json"))),
+    out, err = interrupt_when(proc, lambda: bool(list(runs.glob("g-r1/tasks/*/junior/rollout-*.trajectory.jsonl"))),
                               "a rollout of the first repeat")  # a junior sleeps
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     said = " ".join(out.split())

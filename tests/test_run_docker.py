@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from live_runs import live_steps
 from scripted_pipeline import (
     SUBMIT,
     apply_patch_command,
@@ -136,8 +137,7 @@ def test_killed_run_resumes_without_losing_or_repaying(tmp_path):
         deadline = time.monotonic() + 240
         # Kill it once the first task is finished and the second one's juniors have paid for replies.
         while time.monotonic() < deadline:
-            trajectories = list(layout.task(second.instance_id).junior.glob("*.trajectory.json"))
-            if layout.finished() and any(json.loads(p.read_text())["steps"] for p in trajectories):
+            if layout.finished() and any(live_steps(layout.task(second.instance_id).junior).values()):
                 break
             time.sleep(0.3)
         else:

@@ -85,7 +85,9 @@ def test_the_layout_names_the_files_it_always_named():
     assert {str(path): expected for path, expected in named.items()} == {expected: expected
                                                                          for expected in named.values()}
     assert layout.rollout_file("rollout-07.json") == (7, False)
-    assert layout.rollout_file("rollout-07.trajectory.json") == (7, True)
+    assert layout.rollout_file("rollout-07.trajectory.json") == (7, True)  # an older swepipe's live trajectory
+    assert layout.rollout_file("rollout-07.trajectory.jsonl") == (7, True)  # its journal, today's
+    assert layout.rollout_file("rollout-07.jsonl") is None
     assert layout.rollout_file("rollout-07.json.tmp") is None
 
 

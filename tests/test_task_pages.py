@@ -87,6 +87,10 @@ def make_run(root: Path) -> Path:
     torn = json.dumps({"index": 1, "exit_reason": "step_limit", "patch": "", "trajectory": trajectory("r1", [])})
     write(task / "junior" / "rollout-01.json", torn[: len(torn) // 2])  # cut short by a kill
     write(task / "junior" / "rollout-02.trajectory.json", trajectory("rollout-02", [step(0, "Still going.")], ""))
+    # Today's live trajectory: the journal of its saves, the last line cut short by the kill.
+    live = trajectory("rollout-03", [step(0, "Journalled.\n```bash\nls\n```", "ls", "calc.py\n")], "")
+    write(task / "junior" / "rollout-03.trajectory.jsonl",
+          json.dumps({"journal": 1, "whole": live}) + "\n" + '{"steps": [[1, {"reply": "lo')
     write(task / "junior" / "pool.json", {
         "instance_id": "pipe-1", "rollouts": 3, "empty": [1], "unparsable": [], "failed": [], "dropped": [],
         "candidates": [{"key": "k1", "patch": CANDIDATE, "test_patch": "", "votes": 1, "rollouts": [0],
@@ -199,6 +203,7 @@ def test_every_task_gets_a_page_even_from_broken_records(tmp_path):
                      pipe)  # the 20 MB output, cut with a note
     assert "rollout-01.json is not valid JSON, perhaps cut short by a kill" in pipe
     assert "Shown from rollout-02.trajectory.json (the rollout had not finished)" in pipe
+    assert "Shown from rollout-03.trajectory.jsonl (the rollout had not finished)" in pipe and "Journalled." in pipe
     assert "format error: your reply had no ```bash blocks" in pipe
     assert "add() subtracts &lt;b&gt;instead&lt;/b&gt; of adding" in pipe  # the dataset's problem statement
     assert "Gold patch (from the dataset): never shown to a model" in pipe

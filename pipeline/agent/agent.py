@@ -60,7 +60,7 @@ class Agent:
     def __init__(self, settings: AgentSettings):
         self.settings = settings
         self.transcript = Transcript(AgentRun(name=settings.name, messages=list(settings.messages)))
-        self.journal = TrajectoryJournal(settings.trajectory_path)
+        self.journal = TrajectoryJournal(settings.trajectory_path, whole_at_end=settings.whole_trajectory)
         self.inbox = settings.inbox
         self.stop_event = threading.Event()
         self.bash = BashAction(settings.runtime, settings.limits, settings.track_writes)
@@ -165,7 +165,7 @@ class Agent:
         except Exception as error:  # noqa: BLE001 - a fault of swepipe's own: the paid steps and the tree stay
             record.exit_reason = "runtime_error"
             record.error = f"{briefly(error)}\n{traceback.format_exc(limit=8)}"
-        self.save()
+        self.journal.end_session(self.transcript, self._elapsed())
         return record
 
     def check_limits(self) -> None:

@@ -1,43 +1,184 @@
-"""The agent's trajectory on disk: saved after every paid reply, read back to resume, and the reply journal
-(models.client) that holds a paid reply until the trajectory does."""
+"""The agent's trajectory on disk: what each step added, appended after every paid reply and every answer; read
+back to resume; and the whole trajectory written once when a session ends (pipeline.records.trajectory says how
+the two files fit). The reply journal (models.client) holds a paid reply until the trajectory does.
+
+Writing only what changed keeps the bytes written per trajectory near its final size at any step count; a whole
+rewrite after every step grew with the square of the steps.
+"""
 
 from __future__ import annotations
 
-import json
+import copy
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from pipeline.agent.record import AgentRun
 from pipeline.agent.transcript import Transcript
 from pipeline.layout import reply_journal
-from pipeline.storage import write_json_atomic
+from pipeline.records.trajectory import JOURNAL_FORMAT, read_trajectory, trajectory_journal
+from pipeline.storage import append_jsonl, remove, write_json_atomic
+
+_LISTS = ("messages", "steps")
 
 
 class TrajectoryJournal:
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, *, whole_at_end: bool = True):
+        """``whole_at_end``: a finished session writes the whole trajectory to ``path`` and drops its journal;
+        without it the owner keeps the trajectory elsewhere (a junior's rollout record) and removes the journal
+        (``discard``)."""
         self.path = path
+        self.whole_at_end = whole_at_end
+        self.steps_journal = trajectory_journal(path) if path is not None else None
         self.reply_journal = reply_journal(path) if path is not None else None
+        self._written: _Written | None = None  # what the files hold, once this process wrote or read them
 
     def load(self) -> AgentRun | None:
         """The trajectory an earlier session saved, marked resumed; None when there is none worth going on from."""
         if self.path is None:
             return None
-        try:
-            saved = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        saved = read_trajectory(self.path)
+        if saved.problem is not None or not isinstance(saved.data, dict) or not saved.data.get("messages"):
             return None
-        if not saved.get("messages"):
-            return None
-        record = AgentRun.from_dict(saved)
+        record = AgentRun.from_dict(saved.data)
+        self._written = _Written.of(record)
         record.resumed = True
         return record
 
     def save(self, transcript: Transcript, seconds: float) -> None:
+        """What changed since the last save, appended to the journal."""
         with transcript.lock:
             transcript.record.seconds = round(seconds, 3)
-            if self.path is not None:
-                write_json_atomic(self.path, transcript.record.to_dict())
+            if self.steps_journal is None:
+                return
+            if self._written is None:  # a new trajectory: whatever an older one left is replaced
+                remove(self.steps_journal)
+                self._written = _Written()
+                entry: dict[str, Any] = {"whole": transcript.record.to_dict()}
+                self._written.take(transcript.record)
+            else:
+                entry = self._written.changes(transcript.record)
+            if entry:
+                first = not self.steps_journal.exists()
+                append_jsonl(self.steps_journal, {"journal": JOURNAL_FORMAT, **entry} if first else entry)
+
+    def end_session(self, transcript: Transcript, seconds: float) -> None:
+        """The session's last save; with ``whole_at_end`` the whole trajectory then goes to ``path`` and the
+        journal, folded into it, is removed."""
+        self.save(transcript, seconds)
+        if self.path is None or self.steps_journal is None or not self.whole_at_end:
+            return
+        with transcript.lock:
+            write_json_atomic(self.path, transcript.record.to_dict())
+        remove(self.steps_journal)
+
+    def discard(self) -> None:
+        """The trajectory is kept elsewhere now (a rollout record): its files here go."""
+        for path in (self.path, self.steps_journal):
+            if path is not None:
+                remove(path)
 
     def forget_reply(self) -> None:
         """The trajectory holds the last reply now: its journal is not needed (nor kept after the agent)."""
         if self.reply_journal is not None:
             self.reply_journal.unlink(missing_ok=True)
+
+
+class _Written:
+    """What the trajectory's files hold: the top-level fields, messages and steps as last written, to tell what a
+    save has to add. Messages and steps are compared field by field (a string the record still holds compares by
+    identity first), so a save costs no serialising of what did not change."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.messages: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+
+    @classmethod
+    def of(cls, record: AgentRun) -> _Written:
+        written = cls()
+        written.take(record)
+        return written
+
+    def take(self, record: AgentRun) -> None:
+        self.fields = _fields(record)
+        self.messages = [copy.deepcopy(message) for message in record.messages]
+        self.steps = [copy.deepcopy(vars(step)) for step in record.steps]
+
+    def changes(self, record: AgentRun) -> dict[str, Any]:
+        """The journal entry that brings the files from what they hold to ``record`` (empty: nothing changed)."""
+        if len(record.messages) < len(self.messages) or len(record.steps) < len(self.steps):
+            entry: dict[str, Any] = {"whole": record.to_dict()}  # shrunk: no rule of the agent does that today
+            self.take(record)
+            return entry
+        entry = {}
+        fields = _fields(record)
+        changed = {key: value for key, value in fields.items() if self.fields.get(key, _ABSENT) != value}
+        if changed:
+            entry["set"] = copy.deepcopy(changed)
+            self.fields = fields
+        self._message_changes(record, entry)
+        self._step_changes(record, entry)
+        return entry
+
+    def _message_changes(self, record: AgentRun, entry: dict[str, Any]) -> None:
+        replaced: list[list[Any]] = []
+        extended: list[list[Any]] = []
+        for index, message in enumerate(record.messages):
+            if index < len(self.messages):
+                before = self.messages[index]
+                if message == before:
+                    continue
+                old, new = before.get("content"), message.get("content")
+                if (isinstance(old, str) and isinstance(new, str) and new.startswith(old)
+                        and {**message, "content": old} == before):
+                    extended.append([index, len(old), new[len(old):]])
+                else:
+                    replaced.append(_message_entry(index, message, record))
+                self.messages[index] = copy.deepcopy(message)
+            else:
+                replaced.append(_message_entry(index, message, record))
+                self.messages.append(copy.deepcopy(message))
+        if replaced:
+            entry["messages"] = replaced
+        if extended:
+            entry["extend"] = extended
+
+    def _step_changes(self, record: AgentRun, entry: dict[str, Any]) -> None:
+        changed = []
+        for index, step in enumerate(record.steps):
+            now = vars(step)
+            if index < len(self.steps):
+                before = self.steps[index]
+                if now == before:
+                    continue
+                fields = {key: value for key, value in now.items() if before.get(key, _ABSENT) != value}
+                changed.append([index, copy.deepcopy(fields)])
+                before.update(copy.deepcopy(fields))
+            else:
+                changed.append([index, asdict(step)])
+                self.steps.append(copy.deepcopy(now))
+        if changed:
+            entry["steps"] = changed
+
+
+_ABSENT = object()
+SHARED_OUTPUT = 256  # an output at least this long, shown whole in a message, is written once: in its step
+
+
+def _message_entry(index: int, message: dict[str, Any], record: AgentRun) -> list[Any]:
+    """``[index, message]``; for an observation that shows its step's output, ``[index, message without its
+    content, [before, step, after]]`` (pipeline.records.trajectory)."""
+    content = message.get("content")
+    step = record.steps[-1] if record.steps else None
+    output = step.output if step is not None else None
+    if isinstance(content, str) and isinstance(output, str) and len(output) >= SHARED_OUTPUT:
+        at = content.find(output)
+        if at >= 0:
+            shell = {key: value for key, value in message.items() if key != "content"}
+            return [index, copy.deepcopy(shell), [content[:at], len(record.steps) - 1, content[at + len(output):]]]
+    return [index, copy.deepcopy(message)]
+
+
+def _fields(record: AgentRun) -> dict[str, Any]:
+    return {key: value for key, value in vars(record).items() if key not in _LISTS}

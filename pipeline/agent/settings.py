@@ -26,6 +26,8 @@ class AgentSettings:
     temperature: float | None = None
     seed: int | None = None
     trajectory_path: Path | None = None  # saved after every paid reply, and continued by resume
+    # a finished session writes the whole trajectory there; False: its owner keeps it elsewhere (a rollout record)
+    whole_trajectory: bool = True
     actions: dict[str, Callable[[str], str]] = field(default_factory=dict)  # the role's own: kind -> handler(body)
     check_submission: Callable[[str], str | None] | None = None  # a problem with the submission: a format error
     guard_submission: Callable[[], str | None] | None = None  # a refusal to let it submit yet: not one

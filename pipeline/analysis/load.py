@@ -35,9 +35,11 @@ from pipeline.records import (
     Unreadable,
     read_json,
     read_predictions,
+    read_trajectory,
 )
 from pipeline.records.evaluation import TestOutcome
 from pipeline.records.ledger import read_ledger
+from pipeline.records.trajectory import trajectory_journal, whole_trajectory
 from pipeline.tasks import check_instance_id
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "config_section",
@@ -286,8 +288,7 @@ def _agent_edits(paths: TaskPaths) -> Counter:
     tally: Counter = Counter()
     for role, files in trajectories:
         for path in files:
-            if path.is_file():
-                tally.update(_edit_tally(role, read_json(path, "surrogateescape").data))
+            tally.update(_edit_tally(role, read_trajectory(path, "surrogateescape").data))
     return tally
 
 
@@ -363,6 +364,11 @@ class TaskFiles:
     def text(self, path: Path) -> str | None:
         return read_text(path)
 
+    def trajectory(self, path: Path) -> Read:
+        """An agent's trajectory (``path``: its whole file or its journal), the journal folded in (bytes that are
+        not UTF-8 kept). A rollout record reads as itself."""
+        return read_trajectory(whole_trajectory(path), errors="surrogateescape")
+
     def shown(self, path: Path) -> str:
         """``path`` as the task's folder names it (junior/pool.json)."""
         return self.paths.relative(path)
@@ -377,13 +383,13 @@ class TaskFiles:
         found: dict[int, dict[str, Path]] = {}
         for path in folder.iterdir() if folder.is_dir() else ():
             named = rollout_file(path.name)
-            if named:
+            if named and not (named[1] and path.suffix == ".json" and trajectory_journal(path).exists()):
                 found.setdefault(named[0], {})["live" if named[1] else "record"] = path
         rollouts = []
         for index in sorted(found):
             record, live = found[index].get("record"), found[index].get("live")
             rollouts.append(RolloutFiles(index, Rollout.read(record, "surrogateescape") if record else None, record,
-                                         read_json(live, "surrogateescape") if live else None, live))
+                                         self.trajectory(live) if live else None, live))
         return rollouts
 
     def team_agents(self) -> list[tuple[str, Path]]:
@@ -403,7 +409,7 @@ class TaskFiles:
         rollouts = [path for files in self.rollouts() for path in (files.record_path, files.live_path) if path]
         for path in [*rollouts, paths.solo_files.trajectory, paths.team_files.lead_trajectory,
                      paths.senior_files.trajectory]:
-            data = read_json(path, "surrogateescape").data
+            data = self.trajectory(path).data
             traj = data.get("trajectory") if isinstance(data, dict) and "trajectory" in data else data
             messages = traj.get("messages") if isinstance(traj, dict) else None
             users = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]

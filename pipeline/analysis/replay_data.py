@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline.analysis.load import RunData, TaskRecord, load_run
 from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.pool_rules import CandidateDraft
-from pipeline.records import EvalResult, Rollout, Unreadable, read_json
+from pipeline.records import EvalResult, Rollout, Unreadable, read_trajectory
 from pipeline.records.ledger import LedgerRow, read_ledger
 
 _ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
@@ -84,7 +84,7 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
             conversations[agent] = messages
         if rollout.reused_from and not any(r.agent == agent for r in calls):
             calls += _reused_calls(record.instance_id, agent, rollout, messages)
-    senior = _messages(read_json(paths.senior_files.trajectory).data)
+    senior = _messages(read_trajectory(paths.senior_files.trajectory).data)
     if senior:
         conversations["senior"] = senior
     return TaskReplay(instance_id=record.instance_id, resolved=record.resolved,

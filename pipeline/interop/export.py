@@ -214,14 +214,14 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
                        "temperature": rollout.temperature, "seed": rollout.seed},
                 extra={"reused_from": rollout.reused_from, "patch_source": rollout.patch_source},
                 exit_reason=rollout.exit_reason))
-    senior = _read_json(paths.senior_files.trajectory)
+    senior = records.read_trajectory(paths.senior_files.trajectory).data
     if isinstance(senior, dict):
         found.append(_from_agent_run("senior", "senior", senior, submission=senior.get("submission"),
                                      is_patch=False, model={"model_name": models.get("senior")}))
     principal = _principal(paths.principal_files, models.get("principal"))
     if principal is not None:
         found.append(principal)
-    solo = _read_json(paths.solo_files.trajectory)
+    solo = records.read_trajectory(paths.solo_files.trajectory).data
     if isinstance(solo, dict):
         solo_result = records.SoloResult.read(paths.solo_files.result)
         patch = solo_result.patch if isinstance(solo_result, records.SoloResult) else None
@@ -229,7 +229,7 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
                                      model={"model_name": models.get("solo")}))
     team = paths.team_files
     for name, path in [("lead", team.lead_trajectory), *team.worker_trajectories()]:
-        record = _read_json(path)
+        record = records.read_trajectory(path).data
         if not isinstance(record, dict):
             continue
         kind = "lead" if name == "lead" else "worker"

@@ -71,7 +71,7 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]
     try:
         runtime = job.open_runtime(name, background=True)
         agent = task_agent(job, name, client, runtime, budget, agent_index=index, temperature=temperature,
-                           seed=juniors.seed + index, trajectory_path=trajectory)
+                           seed=juniors.seed + index, trajectory_path=trajectory, whole_trajectory=False)
         if agent.resume():
             # Its own limit counts what it spent before, as the task's does: from the ledger, which also has a
             # reply paid for just before a crash that only the reply journal kept.
@@ -92,8 +92,8 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]
                   output_tokens=steps.get("output_tokens", 0), seconds=steps.get("seconds", 0.0),
                   steps=len(steps.get("steps", [])))
     Rollout.of(record).write(files.rollout(index))
-    if record.get("trajectory"):
-        trajectory.unlink(missing_ok=True)  # now inside the rollout record
+    if record.get("trajectory") and agent is not None:
+        agent.journal.discard()  # now inside the rollout record
     return record
 
 

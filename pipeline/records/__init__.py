@@ -27,10 +27,11 @@ from pipeline.records.principal import PrincipalResult
 from pipeline.records.rollout import Rollout
 from pipeline.records.solo import SoloResult
 from pipeline.records.team import TeamDelegations, TeamResult
+from pipeline.records.trajectory import read_trajectory
 
 RECORDS: tuple[type[Record], ...] = (Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult, SoloResult,
                                      TeamResult, TeamDelegations)
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "RECORDS", "Brief", "EvalResult", "Pool", "Prediction", "PredictionLines",
            "PrincipalResult", "Read", "Record", "RecordError", "Rollout", "SoloResult", "TeamDelegations",
-           "TeamResult", "Unreadable", "read_json", "read_predictions"]
+           "TeamResult", "Unreadable", "read_json", "read_predictions", "read_trajectory"]

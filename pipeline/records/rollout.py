@@ -12,7 +12,7 @@ from pipeline.records.base import Int, Number, Record, Text, absent
 class Rollout(Record):
     """One junior rollout: the agent's whole trajectory, the candidate patch it left (the working tree's `git diff`
     against the base commit, whatever ended it), how it ended, and what it cost. Written once, when the rollout
-    ends; a rerun reuses it as it is. While it runs, its trajectory is in rollout-NN.trajectory.json."""
+    ends; a rerun reuses it as it is. While it runs, its trajectory is the journal rollout-NN.trajectory.jsonl."""
 
     FILE = str(TASK.junior_files.rollout(NN))
 

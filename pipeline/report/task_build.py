@@ -453,7 +453,7 @@ class _Builder:
             view.brief_problem = self.task.unreadable.get(self.files.shown(senior.brief)) or MISSING
         if self.task.context_text is not None:
             view.context = self.context_spans(self.task.context_text)
-        read = self.files.json(senior.trajectory)
+        read = self.files.trajectory(senior.trajectory)
         if read.data is not None:
             view.trajectory = self.trajectory(read.data, self.files.shown(senior.trajectory))
         elif read.problem != MISSING:
@@ -525,7 +525,7 @@ class _Builder:
         if not self.files.has(self.files.paths.solo):
             return None
         solo = self.files.paths.solo_files
-        read = self.files.json(solo.trajectory)
+        read = self.files.trajectory(solo.trajectory)
         patch = self.files.text(solo.patch)
         return SoloSection(read.problem if read.problem not in (None, MISSING) else None,
                            self.trajectory(read.data, self.files.shown(solo.trajectory)),
@@ -552,7 +552,7 @@ class _Builder:
         items = []
         by_worker = {d.get("worker"): d for d in delegations.get("delegations") or [] if isinstance(d, dict)}
         for name, path in self.files.team_agents():
-            read = read_json(path, "surrogateescape")
+            read = self.files.trajectory(path)
             traj, record = read.data, by_worker.get(name)
             panel = AgentPanel(None, None, None, None, self.trajectory(traj, self.files.relative(path)))
             if record:

@@ -18,7 +18,6 @@ draw the senior model's own curve, not only its point at k = K.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -173,9 +172,10 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     budget = run_budget.child(f"analysis {task.instance_id} k={k}", config.budgets.per_task)
     job = TaskJob(task=task, config=config, paths=paths, run_id=settings.layout.run_id,
                   image_template=settings.image_template, budget=budget)
-    saved = paths.senior_at_files(k).trajectory
-    if saved.is_file():  # an earlier session's steps count against this (task, k)'s limit (the run's has them)
-        budget.seed(float(json.loads(saved.read_text(encoding="utf-8")).get("cost", 0.0)))
+    saved = records.read_trajectory(paths.senior_at_files(k).trajectory).data
+    spent = saved.get("cost") if isinstance(saved, dict) else None
+    if isinstance(spent, (int, float)):
+        budget.seed(float(spent))  # an earlier session's steps count against this (task, k)'s limit
     before = _analysis_spend(paths.ledger)
     rollouts = [records.Rollout.load(paths.junior_files.rollout(i)).to_dict() for i in range(k)]
     pool = build_pool(task.instance_id, rollouts)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pipeline.analysis.load import RunData, TaskRecord, read_json
 from pipeline.layout import RunLayout
-from pipeline.records import Prediction, TeamDelegations
+from pipeline.records import Prediction, TeamDelegations, read_trajectory
 
 STAGES = ("planning", "implementation", "verification")
 DIRECTIONS = ("worker→lead", "worker→worker", "lead→worker")
@@ -147,7 +147,7 @@ def team_task(run: RunData, task: TaskRecord) -> TeamTask:
     record = TeamDelegations.read(team.delegations)
     saved = record.to_dict() if isinstance(record, TeamDelegations) else None
     started = _number(saved.get("started")) if saved else None
-    lead = read_json(team.lead_trajectory).data
+    lead = read_trajectory(team.lead_trajectory).data
     lead = lead if isinstance(lead, dict) else {}
     if started is None:
         started = _number(lead.get("started"))

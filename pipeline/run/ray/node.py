@@ -109,23 +109,28 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
     from pipeline import storage
     from pipeline.runtime import containers
 
-    put = _sender(queue)
+    put = sender(queue)
     node_id = ray.get_runtime_context().get_node_id()
     parent = session_folder(run_id, session)
     parent.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="attempt-", dir=parent))
     scratch = base / (name or run_id)
     scratch.mkdir(parents=True, exist_ok=True)
-    sent: dict[str, str] = {}  # what the driver holds: relative path -> sha256
+    sent: dict[str, Any] = {}  # what the driver holds: relative path -> its running sha256
     for relative, data in files.items():
         target = scratch / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-        sent[relative] = _digest(data)
+        sent[relative] = hashlib.sha256(data)
 
     def sink(op: str, relative: str, data: bytes) -> None:  # under the mirror's lock, after the local write
         put((key, op, relative, data))
-        sent[relative] = _digest(data if op == "write" else (scratch / relative).read_bytes())
+        if op == "unlink":
+            sent.pop(relative, None)
+        elif op == "append" and relative in sent:
+            sent[relative].update(data)  # a journal's line: never the whole file read again
+        else:
+            sent[relative] = hashlib.sha256(data if op == "write" else (scratch / relative).read_bytes())
 
     if not ask(stop.is_set, what="the run's stop flag (a Ray actor on the head)"):
         stopping.reset()  # this worker process may have served a stopped run before
@@ -195,7 +200,7 @@ def ended_by(error: BaseException) -> AttemptOutcome:
     return {"infra": describe(error)}
 
 
-def _sender(queue: Any) -> Callable[[Write], None]:
+def sender(queue: Any) -> Callable[[Write], None]:
     def put(item: Write) -> None:  # returns once the queue holds it: order kept
         ask(queue.actor.put, item, CALL_TIMEOUT, what="the run's write queue (a Ray actor on the head)")
     return put
@@ -376,7 +381,7 @@ class _StopWatcher:
         self.done.set()
 
 
-def _reconcile(scratch: Path, folder: str, sent: dict[str, str], put: Callable[[Write], None], key: str) -> None:
+def _reconcile(scratch: Path, folder: str, sent: dict[str, Any], put: Callable[[Write], None], key: str) -> None:
     """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
     sent whole, and files that went (a trajectory folded into its rollout record) are removed there too."""
     if not scratch.is_dir():
@@ -389,7 +394,8 @@ def _reconcile(scratch: Path, folder: str, sent: dict[str, str], put: Callable[[
         relative = path.relative_to(scratch).as_posix()
         seen.add(relative)
         data = path.read_bytes()
-        if sent.get(relative) != _digest(data):
+        held = sent.get(relative)
+        if held is None or held.hexdigest() != _digest(data):
             put((key, "write", relative, data))
     for relative in sorted(set(sent) - seen):
         if relative.startswith(folder + "/"):
