@@ -8,6 +8,12 @@ from pathlib import Path
 from pipeline.records.trajectory import read_trajectory, whole_trajectory
 
 
+def live_trajectory(trajectory: Path) -> dict:
+    """The trajectory saved so far at ``trajectory`` (``X.json``; its journal folded in), ``{}`` while there is none."""
+    data = read_trajectory(trajectory, "replace").data
+    return data if isinstance(data, dict) else {}
+
+
 def live_steps(junior: Path) -> dict[str, list]:
     """The steps of every live rollout trajectory in the junior folder ``junior``, by journal file name."""
     found = {}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from leftovers import run_containers
+from live_runs import live_steps
 from scripted_pipeline import SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch, reply, write_config
 
 from pipeline.layout import RunLayout
@@ -47,12 +48,9 @@ def wait_for_paid_replies(directory: Path, count: int, deadline: float = 180):
     """Until every junior trajectory holds ``count`` paid replies."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
-        found = list(directory.glob("rollout-*.trajectory.json"))
-        try:
-            if len(found) == 2 and all(len(json.loads(p.read_text())["steps"]) >= count for p in found):
-                return
-        except (OSError, ValueError):
-            pass
+        found = live_steps(directory)
+        if len(found) == 2 and all(len(steps) >= count for steps in found.values()):
+            return
         time.sleep(0.2)
     pytest.fail("the juniors never got that far")
 

@@ -282,7 +282,7 @@ def test_a_stop_ends_the_sweep_and_the_rerun_finishes_it(tmp_path, tinyq_repo):
     root = tmp_path / "runs" / "sw"
     proc = subprocess.Popen(command, cwd=tmp_path, env=env(tinyq_repo), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    out, err = interrupt_when(proc, lambda: bool(list((root / TEAM[0]).glob("tasks/*/team/worker-0.trajectory.json"))),
+    out, err = interrupt_when(proc, lambda: bool(list((root / TEAM[0]).glob("tasks/*/team/worker-0.trajectory.json*"))),
                               "a worker of the first team cell")  # stop while that worker sleeps
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     assert "run the same command again (--sweep-id sw)" in " ".join(out.split())

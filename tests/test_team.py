@@ -4,6 +4,7 @@ import json
 
 import pytest
 import yaml
+from live_runs import live_trajectory
 
 from pipeline.agent.actions import FormatError, parse_action
 from pipeline.config import Limits, RunConfig, TeamConfig
@@ -70,7 +71,7 @@ def team(tmp_path, workspace, script, **options):
 
 
 def trajectory(directory, name):
-    return json.loads((directory / f"{name}.trajectory.json").read_text())
+    return live_trajectory(directory / f"{name}.trajectory.json")
 
 
 def delegations(directory):
@@ -413,7 +414,7 @@ def test_a_killed_team_run_resumes_and_pays_each_reply_once(tmp_path, leaky_repo
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # kill once both workers have run a command and are in the next
             try:
-                steps = [trajectory(team_dir, f"worker-{n}")["steps"] for n in (0, 1)]
+                steps = [trajectory(team_dir, f"worker-{n}").get("steps", []) for n in (0, 1)]
             except (OSError, ValueError):
                 steps = [[], []]
             if all(len(s) >= 2 for s in steps):
