@@ -1,8 +1,10 @@
-"""The actors a run keeps on the head node: its budget for every node, and its stop flag; and how a worker calls
-them (``ask``): an actor that does not answer in time, or died, is a ``ClusterFault``, never a stage's result."""
+"""The actors a run keeps on the head node: its write queue, its budget for every node, and its stop flag; and how
+a worker calls them (``ask``): an actor that does not answer in time, or died, is a ``ClusterFault``, never a
+stage's result."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from typing import Any
@@ -32,6 +34,35 @@ def ray_reason(error: BaseException) -> str:
     """A Ray error on one line, its name and the start of its text: Ray says why a worker died (an OOM kill, a
     lost connection, the memory monitor) several lines down, after the actor's ids."""
     return f"{type(error).__name__}: {' '.join(str(error).split())[:600]}"
+
+
+class WriteQueueActor:
+    """The run's writes in the order the nodes sent them (an async Ray actor on the head): each node puts one write
+    at a time and waits until it is held; the driver takes them in batches (``take``), one call for many writes,
+    so the queue keeps up with many nodes' small writes (scripts/bench_driver.py)."""
+
+    def __init__(self) -> None:
+        self.items: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def put(self, item: Any) -> None:
+        self.items.put_nowait(item)
+
+    async def take(self, most: int, timeout: float) -> list[Any]:
+        """Up to ``most`` writes, as soon as there is one; none after ``timeout`` seconds without any."""
+        try:
+            batch = [await asyncio.wait_for(self.items.get(), timeout)]
+        except TimeoutError:
+            return []
+        while len(batch) < most and not self.items.empty():
+            batch.append(self.items.get_nowait())
+        return batch
+
+
+class WriteQueue:
+    """The handle to a run's ``WriteQueueActor`` that the driver keeps and ships to every node (``actor.put``)."""
+
+    def __init__(self, ray: Any, options: dict[str, Any]) -> None:
+        self.actor = ray.remote(WriteQueueActor).options(**options).remote()
 
 
 class RunBudgetKeeper:

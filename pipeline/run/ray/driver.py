@@ -5,7 +5,6 @@ every node."""
 from __future__ import annotations
 
 import contextlib
-import queue as queue_module
 import threading
 import time
 import uuid
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipeline import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
-from pipeline.run.ray.actors import StopFlag, ask, ray_reason
+from pipeline.run.ray.actors import StopFlag, WriteQueue, ask, ray_reason
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
 from pipeline.run.ray.node import TEMP_SUFFIX, AttemptOutcome, Write, remove_run_containers
 from pipeline.run.task import RunSettings
@@ -28,6 +27,7 @@ ATTEMPTS = 3  # runs of a task whose node died, before it is left unfinished (an
 STOP_GRACE = 15.0  # seconds running tasks get, once the run stops, to notice and send what they saved
 FLUSH_TIMEOUT = CALL_TIMEOUT  # seconds a finished item's writes may take to reach the driver before it reruns
 STOP_FLUSH_TIMEOUT = 10.0  # the same, once the run is stopping
+DRAIN_BATCH = 1000  # writes the driver takes from the queue in one call at most
 STAGE_FOLDERS = ("junior", "senior", "principal", "eval", "solo", "team", "analysis")
 
 
@@ -85,8 +85,6 @@ class RayDriver(Generic[Item]):
 
     def __init__(self, ray: Any, root: Path, run_id: str, slots: int, show_progress: bool,
                  log: Callable[[str], None] | None, *, has_work: bool, hint: str = "") -> None:
-        from ray.util.queue import Queue
-
         self.ray, self.root, self.run_id, self.slots, self.log = ray, root, run_id, slots, log
         # What this session leaves on the nodes (scratch, containers) is named by the run id and this nonce: its
         # cleanup removes exactly that, never another run's, nor another driver's run of the same id.
@@ -105,7 +103,7 @@ class RayDriver(Generic[Item]):
                                f"({offered or 'no node'}); start nodes with --resources='{{\"{RESOURCE}\": N}}' "
                                f"(N >= {slots}){hint}")
         self.window = self.capacity + 1  # items submitted at once: the cluster's room, and one queued
-        self.queue = Queue(actor_options=head_affinity())
+        self.queue = WriteQueue(ray, head_affinity())
         self.stop_flag = ray.remote(StopFlag).options(**head_affinity()).remote()
         self.attempts: dict[str, int] = {}
         self.current: dict[str, str] = {}  # item id -> key of its live attempt
@@ -152,17 +150,18 @@ class RayDriver(Generic[Item]):
     def _drain(self) -> None:
         while not self.draining.is_set():
             try:
-                item = self.queue.get(block=True, timeout=0.5)
-            except queue_module.Empty:
-                continue
+                # No timeout here: a batch taken by a call given up on would be lost. The actor answers within
+                # half a second, and a dead or killed one raises.
+                batch = self.ray.get(self.queue.actor.take.remote(DRAIN_BATCH, 0.5))
             except Exception:  # noqa: BLE001 - the queue's actor went away: nothing more will come
                 if self.draining.wait(0.5):
                     return
                 continue
-            try:
-                self._apply(item)
-            except Exception as error:  # noqa: BLE001 - one bad write must not stop the others
-                self.say(f"ray: could not apply a write from a worker ({type(error).__name__}: {error})")
+            for item in batch:
+                try:
+                    self._apply(item)
+                except Exception as error:  # noqa: BLE001 - one bad write must not stop the others
+                    self.say(f"ray: could not apply a write from a worker ({type(error).__name__}: {error})")
 
     def _apply(self, item: Write) -> None:
         from pipeline.storage import apply_mirrored
@@ -196,8 +195,7 @@ class RayDriver(Generic[Item]):
         token = f"flush-{time.monotonic_ns()}"
         event = self.flushes[token] = threading.Event()
         try:
-            ask(self.queue.actor.put, (token, "flush", "", b""), timeout, what="the run's write queue",
-                timeout=timeout)
+            ask(self.queue.actor.put, (token, "flush", "", b""), what="the run's write queue", timeout=timeout)
         except (Exception, ClusterFault):  # noqa: BLE001 - the queue is gone or the head does not answer
             self.behind = True
             return False

@@ -74,7 +74,7 @@ class TaskShipment:
     session: str  # the driver's nonce: what this attempt leaves on the node is named by the run id and it
     files: dict[str, bytes]  # the task's folder as the driver holds it, relative to the run directory
     eval_files: dict[str, bytes]  # run scripts and Dockerfiles for scoring, relative to their folders
-    queue: object  # ray.util.queue.Queue
+    queue: object  # pipeline.run.ray.actors.WriteQueue
     budget: object | None  # RunBudgetKeeper actor, None when the run has no budget
     run_limit: float | None
     stop: object  # StopFlag actor
@@ -202,7 +202,7 @@ def ended_by(error: BaseException) -> AttemptOutcome:
 
 def sender(queue: Any) -> Callable[[Write], None]:
     def put(item: Write) -> None:  # returns once the queue holds it: order kept
-        ask(queue.actor.put, item, CALL_TIMEOUT, what="the run's write queue (a Ray actor on the head)")
+        ask(queue.actor.put, item, what="the run's write queue (a Ray actor on the head)")
     return put
 
 
