@@ -12,6 +12,8 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 def _docker_ready() -> str | None:
     """None when Docker and the base image are usable, else why not."""
+    from pipeline.errors import InfrastructureFault
+
     try:
         from pipeline.runtime import containers
         from pipeline.runtime.images.debian_base import BASE_IMAGE, base_image_exists
@@ -19,8 +21,8 @@ def _docker_ready() -> str | None:
         containers.client()
         if not base_image_exists():
             return f"the base image {BASE_IMAGE} is missing (scripts/test.sh builds it)"
-    except Exception as exc:  # noqa: BLE001 - any failure means "not ready", reported below
-        return str(exc)
+    except (Exception, InfrastructureFault) as exc:  # noqa: BLE001 - any failure means "not ready", reported below
+        return str(exc)  # (an InfrastructureFault, such as no Docker engine, is a BaseException: caught by name)
     return None
 
 
@@ -92,7 +94,7 @@ def import_promised(module: str, install: str):
         promised_but_missing(f"the Python module {module} ({error})", install)
 
 
-LOCAL_EXTRA = "pip install 'swepipe[local]' (scripts/setup.sh builds it)"
+LOCAL_EXTRA = "pip install 'swepipe[local]' (scripts/setup.sh installs it)"
 
 
 @pytest.fixture(autouse=True)
