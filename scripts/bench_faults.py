@@ -254,7 +254,7 @@ def server_killed(work: Path, tasks: list) -> Row:
     proc = swepipe(work, env, ids, run_id, workers=1)
     killed = wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 600) and proc.poll() is None
     if killed:
-        subprocess.run(["pkill", "-KILL", "-f", "llama_cpp.server"], check=False)
+        subprocess.run(["pkill", "-KILL", "-f", "pipeline.models.gemma_server"], check=False)
     proc.wait(timeout=900)
     first_exit = proc.returncode
     proc = swepipe(work, env, ids, run_id, workers=1)

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "main: set up in $SECONDS s; the run starts now"
 run_id="main-$(date +%Y%m%d-%H%M%S)"
 .venv/bin/swepipe run --limit "${SWEPIPE_MAIN_TASKS:-3}" --config scripts/local-demo.yaml --run-id "$run_id" --evaluate
 .venv/bin/swepipe report "runs/$run_id"
+echo "main: done in $SECONDS s (runs/$run_id)"

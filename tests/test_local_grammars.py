@@ -2,7 +2,8 @@
 
 Each grammar carries the same language as a regular expression, so hypothesis draws replies from exactly the
 language the grammar allows: every one must be something the role's own reader takes, and llama.cpp's grammar
-engine (with the local model's vocabulary, where the local extra is installed) must take it too.
+engine must parse it, and what the local model writes under it (where the local extra is installed) must be of
+that language and taken by the role's reader.
 """
 
 import json
@@ -29,7 +30,7 @@ from pipeline.config import RunConfig
 from pipeline.edits.blocks import parse_edits
 from pipeline.edits.editor import COMMANDS
 from pipeline.models import grammars
-from pipeline.models.gemma_chat import _as_tool_call, gemma_prompt
+from pipeline.models.gemma_chat import as_tool_call, gemma_prompt
 from pipeline.models.local_server import LocalModelServer
 from pipeline.models.role_grammars import LEAD_ACTIONS, MESSAGE, reply_grammar
 from pipeline.senior.brief import parse_brief
@@ -85,7 +86,7 @@ def test_every_tool_reply_the_grammar_allows_is_one_call_the_agent_takes(editor,
     grammar = grammars.tool_call(tools, budget)
     assert grammar.longest <= budget  # the free text is sized to fit: no call is cut short
     call = json.loads(reply_in(grammar, data))
-    response = _as_tool_call({"id": "x", "choices": [{"message": {"content": json.dumps(call)}}]})
+    response = as_tool_call({"id": "x", "choices": [{"message": {"content": json.dumps(call)}}]})
     action = parse_tool_action([{"id": "call", **response["choices"][0]["message"]["tool_calls"][0]["function"]}],
                                "", allowed)
     if action.kind == EDITOR:
@@ -157,17 +158,16 @@ def test_the_prompt_is_gemmas_with_the_system_text_in_the_first_user_turn():
 
 def test_a_reply_cut_short_stays_text_instead_of_a_broken_call():
     response = {"id": "x", "choices": [{"message": {"content": '{"name": "bash", "argu'}, "finish_reason": "length"}]}
-    assert _as_tool_call(response)["choices"][0]["message"]["content"] == '{"name": "bash", "argu'
+    assert as_tool_call(response)["choices"][0]["message"]["content"] == '{"name": "bash", "argu'
 
 
-# With llama.cpp itself: the grammars parse, and they take what their regex twins take.
+# With llama.cpp itself: the grammars parse, and what the model writes under them is their language.
 
 @pytest.fixture(scope="module")
-def vocabulary():
-    llama_cpp = import_promised("llama_cpp", LOCAL_EXTRA)
-    from pipeline.models.local_server import local_model_path
-
-    return llama_cpp.Llama(str(local_model_path()), vocab_only=True, verbose=False)
+def served():
+    import_promised("xllamacpp", LOCAL_EXTRA)
+    with LocalModelServer(slots=4) as started:
+        yield started
 
 
 def every_grammar() -> dict[str, grammars.Grammar]:
@@ -178,74 +178,49 @@ def every_grammar() -> dict[str, grammars.Grammar]:
             "tools": grammars.tool_call(tools), "tools-small": grammars.tool_call(tools, 300)}
 
 
-@pytest.mark.parametrize("name", list(every_grammar()))
-def test_llama_cpp_parses_every_grammar(vocabulary, name):
-    assert _grammar_sampler(vocabulary, every_grammar()[name].text)
+def _held_completion(server: LocalModelServer, grammar: str, *, seed: int = 0, max_tokens: int = 1,
+                     temperature: float = 0.0) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
 
-
-@replies
-@given(name=st.sampled_from(["junior", "team", "senior", "principal", "tools"]), data=st.data())
-def test_llama_cpp_takes_what_the_regex_takes(vocabulary, name, data):
-    grammar = every_grammar()[name]
-    assert _llama_cpp_takes(vocabulary, grammar.text, data.draw(st.from_regex(grammar.regex, fullmatch=True)))
-
-
-def test_llama_cpp_refuses_what_the_grammar_does_not_allow(vocabulary):
-    text = grammars.action_reply((BASH,)).text
-    assert _llama_cpp_takes(vocabulary, text, "Look.\n```bash\nls\n```")
-    for reply in ("Look.\n```view\na.py\n```", "[INST] <<SYS>>", "Look.\n```bash\nls\n```\n```bash\nls\n```"):
-        assert not _llama_cpp_takes(vocabulary, text, reply)
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_the_servers_grammar_filter_leaves_only_tokens_the_grammar_allows(vocabulary, seed):
-    """Whatever the model's logits (random here), writing the likeliest token the filter leaves, step by step,
-    gives a reply of the grammar's language; the filter checks the likeliest tokens first, all of them only when
-    it must (here often: random logits rarely favour what the grammar allows)."""
-    import llama_cpp
-    import numpy as np
-
-    from pipeline.models.grammar_sampling import GrammarFilter
-
-    grammar = grammars.action_reply((BASH, VIEW))
-    held, random = GrammarFilter(vocabulary, grammar.text), np.random.default_rng(seed)
-    written = [vocabulary.token_bos()]
-    for _ in range(grammar.max_tokens):
-        logits = held(np.array(written), random.normal(size=vocabulary.n_vocab()).astype(np.float32))
-        token = int(np.argmax(logits))
-        if llama_cpp.llama_vocab_is_eog(vocabulary._model.vocab, token):
-            break
-        written.append(token)
-    reply = vocabulary.detokenize(written[1:]).decode()
-    assert re.fullmatch(grammar.regex, reply) and parse_action(reply, (BASH, VIEW))
-
-
-def _grammar_sampler(llama, text: str):
-    import llama_cpp
-
-    return llama_cpp.llama_sampler_init_grammar(llama._model.vocab, text.encode(), b"root")
-
-
-def _llama_cpp_takes(llama, grammar: str, reply: str) -> bool:
-    """Whether llama.cpp's grammar sampler lets the model write ``reply`` (as the tokenizer splits it) and then
-    end its turn."""
-    import ctypes
-
-    import llama_cpp
-
-    sampler = _grammar_sampler(llama, grammar)
-    assert sampler, "llama.cpp could not parse the grammar"
+    body = {"messages": [{"role": "user", "content": "Fix the bug in queue.py, one step at a time."}],
+            "grammar": grammar, "max_tokens": max_tokens, "temperature": temperature, "seed": seed}
+    request = urllib.request.Request(f"{server.api_base}/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
     try:
-        def allowed(token: int) -> bool:
-            data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(id=token, logit=0.0, p=0.0))
-            array = llama_cpp.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
-            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
-            return data[0].logit != float("-inf")
+        with urllib.request.urlopen(request, timeout=900) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
 
-        for token in llama.tokenize(reply.encode(), add_bos=False, special=False):
-            if not allowed(token):
-                return False
-            llama_cpp.llama_sampler_accept(sampler, token)  # only a token it allows: llama.cpp aborts on others
-        return allowed(llama.token_eos())
-    finally:
-        llama_cpp.llama_sampler_free(sampler)
+
+@pytest.mark.slow
+def test_llama_cpp_parses_every_grammar_and_refuses_a_broken_one(served):
+    for name, grammar in every_grammar().items():
+        status, answer = _held_completion(served, grammar.text)
+        assert status == 200, (name, answer)
+    status, answer = _held_completion(served, grammars.action_reply((BASH,)).text[:-3])
+    assert status >= 400 and "grammar" in answer["error"]["message"]
+
+
+READERS = {"junior": lambda reply: parse_action(reply, (BASH, EDIT, VIEW)),
+           "senior": lambda reply: parse_brief(reply).analysis and parse_action(reply, (BASH, VIEW)),
+           "principal": parse_edits}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(READERS))
+def test_what_llama_cpp_writes_under_a_grammar_is_its_language_and_the_role_takes_it(served, name):
+    """At a temperature where the free model rambles, and from several seeds: every reply the sampler lets out
+    is one the regex twin matches in full and the role's reader takes (llama.cpp checks each sampled token against
+    the grammar, so a reply off the grammar cannot come out)."""
+    grammar = every_grammar()[name]
+    for seed in range(4):
+        status, answer = _held_completion(served, grammar.text, seed=seed, max_tokens=grammar.max_tokens,
+                                          temperature=1.5)
+        assert status == 200, answer
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "stop", choice  # the grammar ended it, not max_tokens
+        reply = choice["message"]["content"]
+        assert re.fullmatch(grammar.regex, reply), reply
+        assert READERS[name](reply)

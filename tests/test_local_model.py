@@ -1,4 +1,4 @@
-"""The whole pipeline with a real local model (Gemma 3 270M served by llama-cpp-python), scored.
+"""The whole pipeline with a real local model (Gemma 3 270M served by llama.cpp), scored.
 
 The model is tiny: the test checks that everything runs and records what happened, not that the
 task resolves.
@@ -36,7 +36,7 @@ TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
 
 
 def test_local_model_runs_every_stage_and_records_it(tmp_path):
-    import_promised("llama_cpp", LOCAL_EXTRA)
+    import_promised("xllamacpp", LOCAL_EXTRA)
     # Four calls (two junior steps, the senior's one, the principal's): each is up to 384 tokens from the CPU.
     config = {"juniors": {"k": 1}, "limits": {"max_steps": 2, "command_timeout": 60, "observation_limit": 2000},
               "senior": {"max_steps": 1, "context_tokens": 2000, "expansion_tokens": 1000}}
@@ -78,7 +78,7 @@ def test_local_model_runs_every_stage_and_records_it(tmp_path):
 
 def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
     """kill -9 gives swepipe no chance to stop the server it started; the server ends by itself."""
-    import_promised("llama_cpp", LOCAL_EXTRA)
+    import_promised("xllamacpp", LOCAL_EXTRA)
     starter = subprocess.Popen(
         [sys.executable, "-c", "import time\nfrom pipeline.models.local_server import LocalModelServer\n"
          "server = LocalModelServer(threads=1)\nserver.start()\nprint(server.process.pid, flush=True)\n"
@@ -123,7 +123,7 @@ def test_a_server_that_cannot_complete_stops_the_run_before_its_first_task(tmp_p
                           stdin=subprocess.DEVNULL, timeout=300)
     said = done.stdout + done.stderr
     assert done.returncode == 2, said[-3000:]
-    assert "could not answer a one-token completion" in said and "SIGILL" in said and "GGML_NATIVE=OFF" in said
+    assert "could not answer a one-token completion" in said and "SIGILL" in said and "portable wheel" in said
     assert "invalid opcode in libggml-cpu.so" in said  # the tail of the server's own log
     layout = RunLayout(tmp_path / "runs" / "dying")
     assert not (layout.root / "tasks").exists() and layout.finished() == {}
@@ -133,7 +133,7 @@ def test_a_server_that_cannot_complete_stops_the_run_before_its_first_task(tmp_p
 
 @pytest.fixture(scope="module")
 def server():
-    import_promised("llama_cpp", LOCAL_EXTRA)
+    import_promised("xllamacpp", LOCAL_EXTRA)
     with LocalModelServer() as started:
         yield started
 
@@ -148,16 +148,19 @@ def _post(server: LocalModelServer, path: str, body: dict) -> dict:
 
 
 def test_the_server_prompts_in_gemmas_chat_format(server):
-    """The GGUF has no chat template: llama-cpp-python alone would wrap these in llama-2's [INST] and <<SYS>>,
-    which the model then echoes. The server's prompt is exactly Gemma's turns, the system text in the first one."""
+    """The GGUF has no chat template: a server's fallback would wrap these in another model's turns (llama-2's
+    [INST] and <<SYS>>), which the model then echoes. The server's prompt is exactly Gemma's turns, the system text
+    in the first one: the chat request's prompt is as many tokens as that text sent raw."""
     messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Say OK."},
                 {"role": "assistant", "content": "OK."}, {"role": "user", "content": "Again."}]
     answer = _post(server, "/v1/chat/completions", {"model": LOCAL_ALIAS, "messages": messages, "max_tokens": 1})
     expected = gemma_prompt(messages)
     assert expected.startswith("<start_of_turn>user\nYou fix bugs.\n\nSay OK.<end_of_turn>\n")
     assert "[INST]" not in expected and "<<SYS>>" not in expected
-    tokens = _post(server, "/extras/tokenize", {"input": expected})["tokens"]  # with <bos>, as the server adds it
-    assert answer["usage"]["prompt_tokens"] == len(tokens)
+    raw = _post(server, "/v1/completions", {"prompt": expected, "max_tokens": 1})
+    assert answer["usage"]["prompt_tokens"] == raw["usage"]["prompt_tokens"]
+    longer = _post(server, "/v1/completions", {"prompt": expected + "Once more.", "max_tokens": 1})
+    assert longer["usage"]["prompt_tokens"] > raw["usage"]["prompt_tokens"]  # the count is the prompt's own
 
 
 def _task_messages(tools: bool) -> list[dict]:
@@ -189,3 +192,15 @@ def test_a_tool_format_reply_is_one_tool_call_the_agent_takes(server):
     action = parse_tool_action(completion.tool_calls, completion.content, allowed)
     if action.kind == EDITOR:
         assert editor_calls(action, COMMANDS)
+
+
+def test_a_request_the_server_cannot_serve_is_refused_with_what_is_wrong_and_it_serves_on(server):
+    import urllib.error
+
+    for body, status, said in (({"messages": "hi"}, 400, "'messages'"), ({"messages": [], "grammar": "root ::= ("},
+                                                                          400, "grammar")):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _post(server, "/v1/chat/completions", body)
+        assert refused.value.code == status and said in json.loads(refused.value.read())["error"]["message"]
+    answer = _post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi."}], "max_tokens": 2})
+    assert answer["choices"][0]["message"]["role"] == "assistant" and answer["usage"]["completion_tokens"] >= 1

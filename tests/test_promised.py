@@ -1,4 +1,5 @@
-"""A dependency the README promises (Chromium, llama-cpp) fails CI when missing, and skips a developer's run."""
+"""A dependency the README promises (Chromium, the local model's llama.cpp) fails CI when missing, and skips a
+developer's run."""
 
 import conftest
 import pytest

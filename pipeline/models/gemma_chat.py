@@ -1,10 +1,9 @@
-"""The local model's chat format: Gemma 3's turns, and tool calls, for llama-cpp-python's server.
+"""The local model's chat format: Gemma 3's turns, and tool calls, written by swepipe's server
+(``pipeline.models.gemma_server``).
 
-The GGUF carries no chat template, so llama-cpp-python would fall back to llama-2's (``[INST]``, ``<<SYS>>``), which
-the model echoes; and its built-in "gemma" format drops the system message and every tool message, and leaves a
-model turn that only called a tool open. This module is the server's entry point instead (``python -m
-pipeline.models.gemma_chat`` with llama_cpp.server's arguments): it registers the format below as ``swepipe-gemma``
-and starts the server.
+The GGUF carries no chat template, and servers fall back to another model's (llama-cpp-python's to llama-2's
+``[INST]``, ``<<SYS>>``, which the model echoes); the usual "gemma" formats drop the system message and every tool
+message, and leave a model turn that only called a tool open. So the prompt is written here.
 
 The prompt is Gemma 3's template: ``<start_of_turn>user`` and ``<start_of_turn>model`` turns, each ended by
 ``<end_of_turn>``; Gemma has no system role, so the system text opens the first user turn, as its own template
@@ -19,9 +18,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.models.grammars import tool_call
-
-CHAT_FORMAT = "swepipe-gemma"
 TURN, END = "<start_of_turn>", "<end_of_turn>"
 
 
@@ -56,17 +52,19 @@ def gemma_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
 def _text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, list):  # content parts: their text
-        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return content or ""
+        return "\n".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else "" if content is None else str(content)
 
 
 def _call_text(call: dict[str, Any]) -> str:
     """A tool call as the model writes it."""
     function = call.get("function") or {}
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except ValueError:
-        arguments = function.get("arguments")
+    arguments = function.get("arguments") or "{}"
+    if isinstance(arguments, str):  # as OpenAI sends them: JSON text, or what the model wrote
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
     return json.dumps({"name": function.get("name"), "arguments": arguments})
 
 
@@ -80,7 +78,7 @@ def _tools_text(tools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _as_tool_call(response: dict[str, Any]) -> dict[str, Any]:
+def as_tool_call(response: dict[str, Any]) -> dict[str, Any]:
     """The grammar-held reply as the tool call it spells (a reply cut short stays text, for the agent to refuse)."""
     choice = response["choices"][0]
     try:
@@ -93,53 +91,3 @@ def _as_tool_call(response: dict[str, Any]) -> dict[str, Any]:
         "function": {"name": name, "arguments": json.dumps(arguments)}}]}
     choice["finish_reason"] = "tool_calls"
     return response
-
-
-def register() -> None:
-    """Register the format with llama-cpp-python under CHAT_FORMAT."""
-    from llama_cpp import LogitsProcessorList
-    from llama_cpp.llama_chat_format import (
-        ChatFormatterResponse,
-        chat_formatter_to_chat_completion_handler,
-        register_chat_completion_handler,
-    )
-
-    from pipeline.models.grammar_sampling import GrammarFilter
-
-    def formatter(*, messages: Any, tools: list[dict[str, Any]] | None = None, **_: Any) -> ChatFormatterResponse:
-        # No stop text: <end_of_turn> is an end-of-generation token, and a held reply may spell it out as text.
-        return ChatFormatterResponse(prompt=gemma_prompt(messages, tools))
-
-    plain = chat_formatter_to_chat_completion_handler(formatter)
-
-    @register_chat_completion_handler(CHAT_FORMAT)  # type: ignore[untyped-decorator]  # llama_cpp's: unannotated
-    def handler(*, llama: Any, tools: Any = None, tool_choice: Any = None, grammar: Any = None,
-                max_tokens: int | None = None, stream: bool = False, logits_processor: Any = None, stop: Any = None,
-                **options: Any) -> Any:  # llama_cpp's handler protocol: its values are llama_cpp's own types
-        calling = bool(tools) and tool_choice != "none" and not stream
-        held: str | None
-        if calling:
-            if isinstance(tool_choice, dict):  # one named tool
-                named = tool_choice.get("function", {}).get("name")
-                tools = [tool for tool in tools if tool["function"]["name"] == named] or tools
-            held = tool_call(tools, max_tokens).text
-        else:
-            tools, held = None, grammar._grammar if grammar is not None else None
-        if held is None:
-            stop = [*([stop] if isinstance(stop, str) else stop or []), END]  # the model may write it as text
-        else:
-            logits_processor = LogitsProcessorList([*(logits_processor or []), GrammarFilter(llama, held)])
-        response: Any = plain(llama=llama, tools=tools, tool_choice=None, grammar=None, max_tokens=max_tokens,
-                              stream=stream, logits_processor=logits_processor, stop=stop, **options)
-        return _as_tool_call(response) if calling else response
-
-
-def main() -> None:
-    register()
-    from llama_cpp.server.__main__ import main as serve
-
-    serve()  # type: ignore[no-untyped-call]  # llama_cpp's server entry point has no annotations
-
-
-if __name__ == "__main__":
-    main()

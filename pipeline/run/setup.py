@@ -76,9 +76,9 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
     if unset:
         from pipeline.models.local_server import LocalModelServer
 
-        local_server = LocalModelServer()
+        local_server = LocalModelServer(slots=max(1, workers) * per_task)  # one slot per request at once
         announce(f"no model configured for {', '.join(unset)}: starting the local model (Gemma 3 270M, "
-                 "llama-cpp-python) on a loopback port; it costs nothing and will rarely resolve a task")
+                 "llama.cpp) on a loopback port; it costs nothing and will rarely resolve a task")
         local_server.start()
         config = config.model_copy(update={"models": {**config.models,
                                                       **{role: local_server.spec(role, config) for role in unset}}})
