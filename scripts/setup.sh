@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 setup_start=$SECONDS
 
-# step NAME COMMAND...: run COMMAND and say how long NAME took.
+# step NAME COMMAND...: run COMMAND and say how long NAME took (on fd 3, this script's stdout, so a step whose
+# output is redirected still says it).
+exec 3>&1
 step() {
   local name=$1 started=$SECONDS
   shift
   "$@"
-  echo "setup: $name took $((SECONDS - started)) s"
+  echo "setup: $name took $((SECONDS - started)) s" >&3
 }
 
 missing=()
