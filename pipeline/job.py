@@ -16,6 +16,7 @@ from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
+from pipeline.models.spec import ModelSpec
 from pipeline.records import Record
 from pipeline.tasks import Task
 
@@ -54,10 +55,10 @@ class TaskJob:
             return self.stage_budget
         return self.budget
 
-    def client(self, role: str, stage: str | None = None) -> ModelClient:
-        """The model client of ``role``, writing to this task's ledger."""
-        return ModelClient(self.config.model_for(role), role, self.ledger, stage=stage, task=self.task.instance_id,
-                           scope=f"{self.run_id}/{self.task.instance_id}")
+    def client(self, role: str, stage: str | None = None, spec: ModelSpec | None = None) -> ModelClient:
+        """The model client of ``role`` (its model from the config, or ``spec``), writing to this task's ledger."""
+        return ModelClient(spec or self.config.model_for(role), role, self.ledger, stage=stage,
+                           task=self.task.instance_id, scope=f"{self.run_id}/{self.task.instance_id}")
 
     def open_runtime(self, role: str, *, read_only: bool = False, background: bool = False) -> OpenedRuntime:
         """A started workspace of this task for the agent ``role`` (a Docker container unless the config names

@@ -3,9 +3,9 @@
 (pipeline.layout_doc).
 
 ``RunLayout`` is a run's directory, ``TaskPaths`` a task's, and a class per folder a stage writes
-(``JuniorFiles``, ``SeniorFiles``, ``PrincipalFiles``, ``SoloFiles``, ``TeamFiles``, ``ScoringFiles``), made from
-any folder (the senior's files are also under analysis/senior-at-NN/). ``RUN``, ``TASK`` and ``NN`` name the files
-as the documents write them."""
+(``JuniorFiles``, ``SeniorFiles``, ``PrincipalFiles``, ``SoloFiles``, ``ReplayFiles``, ``TeamFiles``,
+``ScoringFiles``), made from any folder (the senior's files are also under analysis/senior-at-NN/). ``RUN``,
+``TASK`` and ``NN`` name the files as the documents write them."""
 
 from __future__ import annotations
 
@@ -174,6 +174,28 @@ class SoloFiles:
     def patch(self) -> Path:
         """the patch"""
         return self.root / "patch.diff"
+
+
+@dataclass(frozen=True)
+class ReplayFiles:
+    """`swepipe replay`: another harness's trajectory, replayed through the solo agent (strategy replay)"""
+
+    root: Path
+
+    @property
+    def recorded(self) -> Path:
+        """the trajectory as read from its source: format, steps as swepipe actions, the recorded submission"""
+        return self.root / "recorded.json"
+
+    @property
+    def script(self) -> Path:
+        """the recorded replies as the scripted model serves them, paths mapped to the task's repository"""
+        return self.root / "script.json"
+
+    @property
+    def result(self) -> Path:
+        """the replay beside the record: the patch identical or how it differs, steps whose exit status differs"""
+        return self.root / "result.json"
 
 
 TEAM_TRAJECTORIES = "*.trajectory.json"  # the lead's and every worker's, in team/ (a journal beside a live one)
@@ -357,6 +379,14 @@ class TaskPaths:
     @property
     def solo_files(self) -> SoloFiles:
         return SoloFiles(self.solo)
+
+    @property
+    def replay(self) -> Path:
+        return self.root / "replay"
+
+    @property
+    def replay_files(self) -> ReplayFiles:
+        return ReplayFiles(self.replay)
 
     @property
     def team(self) -> Path:

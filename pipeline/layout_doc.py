@@ -22,8 +22,8 @@ ROOT = "runs/<run-id>"
 SWEEP_ROOT = "runs/<sweep-id>"
 FOLDER_CLASSES = {cls.__name__: cls for cls in (layout.RunLayout, layout.TaskPaths, layout.JuniorFiles,
                                                 layout.SeniorFiles, layout.PrincipalFiles, layout.SoloFiles,
-                                                layout.TeamFiles, layout.ScoringFiles, layout.ReportFiles,
-                                                layout.EvalOutput, layout.SweepLayout)}
+                                                layout.ReplayFiles, layout.TeamFiles, layout.ScoringFiles,
+                                                layout.ReportFiles, layout.EvalOutput, layout.SweepLayout)}
 # What a member's argument stands for in the document; the value passed is a plain name that its checks accept.
 SHOWN_ARGUMENTS = {"index": "NN", "k": "NN", "name": "worker-N", "key": "<key>", "instance_id": "<instance_id>",
                    "run_id": "<run-id>", "cell": "<cell>"}

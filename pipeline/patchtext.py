@@ -11,7 +11,10 @@ leaves Python (a file, a container) it is encoded back the same way. Text for a 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
+
+_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 
 
 def from_bytes(data: bytes) -> str:
@@ -43,3 +46,24 @@ def read(path: Path) -> str:
 def digest(text: str) -> str:
     """The sha256 of the patch's bytes: which patch a verdict is on."""
     return hashlib.sha256(to_bytes(text)).hexdigest()
+
+
+def sections(patch: str) -> list[str]:
+    """The patch cut before each ``diff --git`` line, byte for byte: what comes before the first one (if anything),
+    then one section per file."""
+    return [section for section in _SECTION_START.split(patch) if section]
+
+
+def file_sections(patch: str) -> dict[str, str]:
+    """Each file's section of a git diff, keyed by its ``diff --git`` line's paths as git wrote them (``a/x b/x``:
+    the same file in two diffs of one tree gets the same key); text before the first section is left out."""
+    found = {}
+    for section in sections(patch):
+        if section.startswith("diff --git "):
+            found[section.split("\n", 1)[0].removeprefix("diff --git ")] = section
+    return found
+
+
+def hunks(section: str) -> list[str]:
+    """A file section's hunks (each from its ``@@`` line), after its header."""
+    return [hunk for hunk in re.split(r"(?m)^(?=@@)", section)[1:]]

@@ -46,9 +46,8 @@ CALL_TIME_STAGE_IMPORTS = {
     ("pipeline.analysis.whatif", "pipeline.models.pricing"),  # a policy priced at the models' prices
     ("pipeline.analysis.whatif", "pipeline.models.prompt_cache"),
     ("pipeline.analysis.whatif", "pipeline.models.spec"),
-    ("pipeline.report.task_build", "pipeline.agent.actions"),  # a step's editor calls, parsed as the agent did
-    ("pipeline.report.task_build", "pipeline.agent.edit_actions"),
-    ("pipeline.report.task_build", "pipeline.edits.editor"),
+    ("pipeline.report.task_build", "pipeline.agent.edit_actions"),  # a step's editor calls, parsed as the agent did
+    ("pipeline.interop.trajectory_formats", "pipeline.agent.edit_actions"),  # a swepipe export's ```edit blocks
 }
 
 

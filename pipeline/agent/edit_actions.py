@@ -88,3 +88,17 @@ def _edit_block(body: str) -> list[EditorCall]:
         else:
             calls.append(EditorCall("create", edit.path, file_text=edit.replace))
     return calls
+
+
+def recorded_editor_calls(action: object, command: object) -> list[EditorCall]:
+    """The editor calls a recorded step asked for (its ``action`` kind and ``command`` as a trajectory holds them),
+    read again by the agent's own parser; none when they cannot be read (a trajectory on disk may hold anything)."""
+    from pipeline.agent.actions import EDITOR_KINDS
+    from pipeline.edits.editor import COMMANDS
+
+    if action not in EDITOR_KINDS or not isinstance(command, str):
+        return []
+    try:
+        return editor_calls(Action(str(action), command), COMMANDS)
+    except FormatError:
+        return []

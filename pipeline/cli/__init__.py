@@ -35,4 +35,5 @@ def main() -> None:
 from pipeline.cli import dataset_commands, eval_command, report_commands, run_commands  # noqa: E402,F401
 from pipeline.cli import sweep_command  # noqa: E402,F401
 from pipeline.cli import export_command  # noqa: E402,F401
+from pipeline.cli import replay_command  # noqa: E402,F401
 # isort: on

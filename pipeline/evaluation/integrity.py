@@ -24,6 +24,7 @@ import hashlib
 import re
 from typing import Any
 
+from pipeline import patchtext
 from pipeline.evaluation.protocol import OUTPUT, TEST_LOGS, WORKSPACE
 from pipeline.evaluation.summaries import RunnerSummaries
 from pipeline.tasks import Task
@@ -97,7 +98,6 @@ def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passe
 
 # -- test infrastructure: notes, not findings -----------------------------------------------------------------
 
-_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _PATCHED_PATH = re.compile(r'(?m)^(?:(?:\+\+\+|---) "?[ab]/|rename (?:from|to) "?)(.*?)"?(?:\t.*)?$')
 # (file name pattern, what it is, words the file's part of the patch must hold for it to count: None for any)
 _INFRASTRUCTURE = (
@@ -122,7 +122,7 @@ def infrastructure_notes(task: Task, patch: str) -> list[str]:
     hidden test files, which the entry script restores before the tests run), one note a file."""
     hidden = _hidden_test_files(task)
     notes = []
-    for section in _SECTION_START.split(patch or ""):
+    for section in patchtext.sections(patch or ""):
         for path in dict.fromkeys(_PATCHED_PATH.findall(section)):
             why = "a hidden test file, restored before the tests run" if path in hidden else \
                 _infrastructure(path.rpartition("/")[2], section)

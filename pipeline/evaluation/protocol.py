@@ -17,6 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from pipeline import patchtext
 from pipeline.tasks import Task
 
 WORKSPACE = "/workspace"
@@ -29,7 +30,6 @@ TEST_LOGS = ("stdout.log", "stderr.log")
 GRADER_FILES = (ENTRY_SCRIPT, RUN_SCRIPT, PARSER, PATCH)  # what the tests' /workspace holds
 # The protocol as carried out here, on record in every result: raised when a change here could move a verdict.
 PROTOCOL_VERSION = "swe-bench-pro-os/2"  # 2: the parser in a second container
-_SECTION_START = re.compile(r"(?m)^(?=diff --git )")
 _BINARY_MARKERS = re.compile(r"(?m)^(Binary files .* differ|GIT binary patch)$")
 
 
@@ -38,7 +38,7 @@ def strip_binary_sections(patch: str) -> str:
     if not patch:
         return patch
     # As the official harness does, whitespace-only pieces go too.
-    return "".join(s for s in _SECTION_START.split(patch) if s.strip() and not _BINARY_MARKERS.search(s))
+    return "".join(s for s in patchtext.sections(patch) if s.strip() and not _BINARY_MARKERS.search(s))
 
 
 def dockerfile_env_exports(*dockerfiles: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The typed, versioned records of a run directory: the nine files that carry a task from stage to stage, each a
+"""The typed, versioned records of a run directory: the files that carry a task from stage to stage, each a
 pydantic model with its format version on disk (``"format": 1``).
 
 - ``Rollout``: tasks/<id>/junior/rollout-NN.json
@@ -8,6 +8,7 @@ pydantic model with its format version on disk (``"format": 1``).
 - ``Prediction``: a line of predictions.jsonl (``read_predictions`` reads the file)
 - ``EvalResult``: tasks/<id>/eval/result.json, and what ``swepipe eval`` (``--candidates``) writes
 - ``SoloResult``: tasks/<id>/solo/result.json (the solo baseline)
+- ``ReplayResult``: tasks/<id>/replay/result.json (`swepipe replay`)
 - ``TeamResult``, ``TeamDelegations``: tasks/<id>/team/result.json and delegations.json (the team baseline)
 
 Writers build the record (``Rollout.of(data)``, checked strictly) and write it (``record.write(path)``, through
@@ -24,14 +25,15 @@ from pipeline.records.evaluation import EvalResult
 from pipeline.records.pool import Pool
 from pipeline.records.prediction import Prediction, PredictionLines, read_predictions
 from pipeline.records.principal import PrincipalResult
+from pipeline.records.replay import ReplayResult
 from pipeline.records.rollout import Rollout
 from pipeline.records.solo import SoloResult
 from pipeline.records.team import TeamDelegations, TeamResult
 from pipeline.records.trajectory import read_trajectory
 
 RECORDS: tuple[type[Record], ...] = (Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult, SoloResult,
-                                     TeamResult, TeamDelegations)
+                                     ReplayResult, TeamResult, TeamDelegations)
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "RECORDS", "Brief", "EvalResult", "Pool", "Prediction", "PredictionLines",
-           "PrincipalResult", "Read", "Record", "RecordError", "Rollout", "SoloResult", "TeamDelegations",
-           "TeamResult", "Unreadable", "read_json", "read_predictions", "read_trajectory"]
+           "PrincipalResult", "Read", "Record", "RecordError", "ReplayResult", "Rollout", "SoloResult",
+           "TeamDelegations", "TeamResult", "Unreadable", "read_json", "read_predictions", "read_trajectory"]

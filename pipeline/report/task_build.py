@@ -645,19 +645,11 @@ class _Builder:
 
 
 def _editor_calls(step: dict) -> list[EditorCall]:
-    """The editor calls a recorded step asked for, read again from its action (none when it cannot be read: a
-    trajectory on disk may hold anything). The agent's own parser reads it, imported when a page shows a step."""
-    from pipeline.agent.actions import EDITOR_KINDS, Action, FormatError
-    from pipeline.agent.edit_actions import editor_calls
-    from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
+    """The editor calls a recorded step asked for, read by the agent's own parser, imported when a page shows a
+    step."""
+    from pipeline.agent.edit_actions import recorded_editor_calls
 
-    action, command = step.get("action"), step.get("command")
-    if action not in EDITOR_KINDS or not isinstance(command, str):
-        return []
-    try:
-        return editor_calls(Action(action, command), EDITOR_COMMANDS)
-    except FormatError:
-        return []
+    return recorded_editor_calls(step.get("action"), step.get("command"))
 
 
 def _call_diff(call: EditorCall) -> str | None:

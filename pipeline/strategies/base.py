@@ -21,6 +21,7 @@ REGISTRY = {
     "solo": "pipeline.strategies.solo:SoloStrategy",
     "team": "pipeline.strategies.team:TeamStrategy",
     "vote": "pipeline.strategies.vote:VoteStrategy",
+    "replay": "pipeline.strategies.replay:ReplayStrategy",  # `swepipe replay`: recorded replies, not a model
 }
 
 

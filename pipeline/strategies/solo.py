@@ -7,7 +7,9 @@ import time
 from pipeline import patchtext
 from pipeline.job import TaskJob, once
 from pipeline.juniors.rollout import task_agent
+from pipeline.models.client import ModelClient
 from pipeline.records import SoloResult
+from pipeline.runtime.base import Runtime
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
 
@@ -25,7 +27,7 @@ class SoloStrategy(BaseStrategy):
             started = time.monotonic()
             runtime = job.open_runtime("solo", background=True)
             try:
-                agent = task_agent(job, "solo", job.client("solo"), runtime, job.budget,
+                agent = task_agent(job, "solo", self.client(job, runtime), runtime, job.budget,
                                    system_prompt=job.config.solo.prompt, trajectory_path=files.trajectory)
                 agent.resume()
                 run = agent.record if agent.finished else agent.run()
@@ -40,3 +42,7 @@ class SoloStrategy(BaseStrategy):
         result = once(files.result, make, SoloResult)
         return TaskAnswer(model_patch=result.patch, source="solo" if result.patch.strip() else "none",
                           error=result.error, exit_reason=result.exit_reason)
+
+    def client(self, job: TaskJob, runtime: Runtime) -> ModelClient:
+        """The agent's model, once its workspace is open."""
+        return job.client("solo")

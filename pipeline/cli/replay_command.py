@@ -1,0 +1,190 @@
+"""swepipe replay: other harnesses' trajectories replayed through swepipe's agent, in the tasks' images, with the
+recorded replies as the model (pipeline.strategies.replay); nothing is called, nothing is paid."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from pipeline.cli import options as opt
+from pipeline.cli.app import app, console
+from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
+from pipeline.errors import SwepipeError
+from pipeline.interop.recorded import RecordedTrajectory
+from pipeline.terminal import literal
+
+REPLAY_SETTINGS = (("strategy", "replay"), ("limits.action_format", "tools"), ("limits.editor", True))
+
+
+@app.command()
+def replay(
+    ctx: typer.Context,
+    trajectories: Annotated[list[Path], typer.Argument(
+        metavar="TRAJECTORY...", show_default=False,
+        help="Trajectory files, or folders searched for them: mini-swe-agent 1.x and 2.x (.traj.json), SWE-agent "
+             "(.traj), swepipe's export.")],
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
+    run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
+    scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
+    eval_log_mb: opt.EvalLogMb = opt.DEFAULT_LOG_MB,
+    config: opt.ConfigFile = None,
+    assignments: opt.Set = None,
+    workers: Annotated[int, typer.Option(help="Trajectories replayed at once.", rich_help_panel=EXECUTION)] = 1,
+    image_template: opt.ImageTemplate = None,
+    evaluate: Annotated[bool, typer.Option(
+        "--evaluate", rich_help_panel=SCORING,
+        help="Score each replay's patch with the hidden tests.")] = False,
+    run_id: Annotated[Optional[str], typer.Option(
+        help="Run id; the same id resumes the replay (default: replay-<time>).", rich_help_panel=OUTPUT)] = None,
+    runs_dir: opt.RunsDir = Path("runs"),
+) -> None:
+    """Replay other tools' trajectories, compared with their records.
+
+    Each recorded reply is fed back in order as the model's (bash commands, str_replace_editor calls, submit);
+    paths under the source's repository root (/testbed) are read as the task's. Per trajectory it says whether
+    the patch is the recorded submission, which files and hunks differ, the steps whose exit status differs, and
+    with --evaluate the verdict beside the recorded one. The run directory is like any other (report, eval,
+    compare, task pages); the same --run-id resumes it."""
+    from pipeline.cli.run_commands import _Request, _run_once
+    from pipeline.interop.replay import max_steps, write_recorded
+    from pipeline.layout import RunLayout
+    from pipeline.run.executors import executor_for
+    from pipeline.run.setup import resolve_config
+
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids)
+    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+                          scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
+    run_id = run_id or time.strftime("replay-%Y%m%d-%H%M%S")
+    if (runs_dir / run_id).exists():  # a resumed replay goes on with its own dataset
+        selection = selection.for_run(runs_dir / run_id, console.print)
+    recorded = _readable(trajectories)
+    everything = dataclasses.replace(selection, instance_ids=None).load()
+    recorded = _in_dataset(recorded, {task.instance_id for task in everything}, selection.instance_ids)
+    if not recorded:
+        raise SwepipeError("no trajectory to replay (see above)")
+    layout = RunLayout(runs_dir / run_id)
+    for trajectory in recorded:
+        _keep(layout, trajectory, write_recorded)
+    steps = max(max_steps(trajectory) for trajectory in recorded)
+    from pipeline.config_overlay import flag
+
+    overlay = [flag(path, value, "swepipe replay") for path, value in REPLAY_SETTINGS]
+    overlay += [flag("limits.max_steps", steps, "swepipe replay"),
+                flag("limits.max_format_errors", steps, "swepipe replay"),
+                flag("models.solo", {"model": "scripted/replay", "free": True}, "swepipe replay")]
+    cfg = resolve_config(config, [*opt.config_assignments(assignments), *overlay])
+    chosen = dataclasses.replace(selection, instance_ids=",".join(trajectory.instance_id for trajectory in recorded))
+    request = _Request(selection=chosen, scoring=scoring, evaluate=evaluate, image_template=image_template,
+                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=None, check_images=True)
+    where = executor_for(cfg.executor)
+    complete = _run_once(request, cfg, run_id, where)
+    _print_replays(layout, recorded)
+    if not complete:
+        raise typer.Exit(1)
+
+
+def _readable(paths: list[Path]) -> list:
+    """Every trajectory the paths hold, read; one that cannot be replayed is named with why, and the rest go on."""
+    from pipeline.interop.recorded import NotReplayable
+    from pipeline.interop.trajectory_formats import find_trajectories, read_trajectory_file
+
+    missing = [path for path in paths if not path.exists()]
+    if missing:
+        raise SwepipeError(f"no such file or folder: {', '.join(map(str, missing))}")
+    found, read = find_trajectories(paths), []
+    if not found:
+        raise SwepipeError(f"no trajectory files in {', '.join(map(str, paths))} (.traj.json, .traj, or .json "
+                           "files of a known format)")
+    for path in found:
+        try:
+            read.append(read_trajectory_file(path))
+        except NotReplayable as error:
+            console.print(literal("not replayable", "red"), literal(str(error)), soft_wrap=True)
+    return read
+
+
+def _in_dataset(recorded: list[RecordedTrajectory], dataset_ids: set[str],
+                chosen: str | None) -> list[RecordedTrajectory]:
+    """The trajectories of tasks in the dataset (and in --instance-ids), one per task; the others named."""
+    from pipeline.tasks import parse_instance_ids
+
+    wanted = set(parse_instance_ids(chosen)) if chosen else None
+    kept: dict[str, RecordedTrajectory] = {}
+    for trajectory in recorded:
+        iid = trajectory.instance_id
+        if wanted is not None and iid not in wanted:
+            continue
+        if iid not in dataset_ids:
+            console.print(literal("not replayed", "red"), literal(f"{trajectory.source}: task {iid} is not in the "
+                                                                  "dataset (give it with --dataset)"),
+                          soft_wrap=True)
+        elif iid in kept:
+            console.print(literal("not replayed", "red"),
+                          literal(f"{trajectory.source}: a second trajectory of {iid} (the first is "
+                                  f"{kept[iid].source}); replay it into another --run-id"), soft_wrap=True)
+        else:
+            kept[iid] = trajectory
+    return list(kept.values())
+
+
+def _keep(layout, trajectory, write) -> None:
+    """The trajectory on record in the run, for its task; a resumed replay must replay the same one."""
+    from pipeline.interop.replay import read_recorded
+
+    path = layout.task(trajectory.instance_id).replay_files.recorded
+    if path.exists():
+        earlier = read_recorded(path)
+        if earlier.source != trajectory.source or earlier.steps != trajectory.steps:
+            raise SwepipeError(f"run {layout.run_id} replays {earlier.source} for {trajectory.instance_id}, not "
+                               f"{trajectory.source}; give another --run-id")
+        return
+    write(path, trajectory)
+
+
+def _print_replays(layout, recorded: list) -> None:
+    from pipeline.records import ReplayResult
+
+    table = Table(title=f"replay {layout.run_id}")
+    for column in ("trajectory", "format", "steps", "patch", "exit codes", "resolved (recorded)"):
+        table.add_column(column, overflow="fold")
+    verdicts = _verdicts(layout)
+    for trajectory in recorded:
+        result = ReplayResult.read(layout.task(trajectory.instance_id).replay_files.result)
+        if not isinstance(result, ReplayResult):
+            table.add_row(literal(str(trajectory.source.name)), trajectory.format, "-", "not replayed (see above)",
+                          "-", "-")
+            continue
+        table.add_row(literal(trajectory.source.name), literal(str(result.source_format)),
+                      f"{result.replayed_steps} of {result.recorded_steps}", literal(_patch_word(result)),
+                      literal(f"{len(result.exit_codes_differ or [])} differ"),
+                      f"{_word(verdicts.get(trajectory.instance_id))} ({_word(result.recorded_resolved)})")
+    console.print(table)
+    from pipeline.layout import TASK
+
+    console.print(f"per trajectory: {layout.root / TASK.replay_files.result}", soft_wrap=True)
+
+
+def _patch_word(result) -> str:
+    if result.patch_identical is None:
+        return "no recorded patch"
+    if result.patch_identical:
+        return "identical"
+    parts = [*(f"+{path}" for path in result.only_replayed or []), *(f"-{path}" for path in result.only_recorded or []),
+             *(result.differing or [])]
+    return "differs: " + "; ".join(parts)
+
+
+def _verdicts(layout) -> dict[str, object]:
+    from pipeline.records import read_predictions
+
+    return {iid: prediction.resolved for iid, prediction in read_predictions(layout.predictions).records.items()}
+
+
+def _word(verdict: object) -> str:
+    """Only JSON true and false are verdicts (a record read back may hold anything)."""
+    return ("yes" if verdict else "no") if isinstance(verdict, bool) else "-"

@@ -1,0 +1,54 @@
+"""Another harness's trajectory, as read for a replay: the model's replies in order, each as the one swepipe action
+it stands for, with what the source recorded about it (exit code), and the source's own verdicts.
+
+Readers of each format (``pipeline.interop.trajectory_formats``) make these; ``swepipe replay`` feeds the
+actions back to swepipe's agent, in the tool-call format, as the model's replies (nothing is called, nothing paid).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The action format a replay runs in: every recorded step becomes one call of swepipe's tools.
+BASH, EDITOR, SUBMIT = "bash", "str_replace_editor", "submit"  # as pipeline.agent.actions names them
+
+
+@dataclass(frozen=True)
+class RecordedStep:
+    """One reply of the recorded model.
+
+    ``call`` is the swepipe tool call it stands for, ``{"name": "bash" | "str_replace_editor" | "submit",
+    "arguments": {...}}`` with the arguments swepipe's tools take (bash: ``command``; the editor: ``command``,
+    ``path``, ``file_text``, ``old_str``, ``new_str``, ``insert_line``, ``view_range``; submit: none), or None when
+    the reply held no action the source ran (its own format error): replayed as a reply without a call, so
+    swepipe counts a format error at the same step. ``thought`` is the reply's text beside the action, as recorded.
+    ``exit_code`` is the exit status the source recorded for the step's command, when it did."""
+
+    thought: str
+    call: dict[str, Any] | None
+    exit_code: int | None = None
+
+
+@dataclass
+class RecordedTrajectory:
+    """A trajectory read from ``source``: its steps, and what the source says of its end."""
+
+    source: Path
+    format: str  # "mini-swe-agent-1", "mini-swe-agent-2", "swe-agent", "swepipe"
+    instance_id: str
+    steps: list[RecordedStep]
+    submission: str | None = None  # the recorded final patch, when the source holds one
+    submitted_files: list[str] | None = None  # the files the agent listed to submit (mini-swe-agent 2.x), if any
+    exit_status: str | None = None  # the source's own reason the agent ended ("Submitted", "LimitsExceeded", ...)
+    resolved: bool | None = None  # the source's verdict, when it holds one
+    model: str | None = None
+    cost: float | None = None  # dollars the source recorded for this trajectory
+    repo_root: str | None = None  # where the source had the repository ("/testbed"); mapped to the task's on replay
+    notes: list[str] = field(default_factory=list)  # what the reader had to leave out or read loosely
+
+
+class NotReplayable(ValueError):
+    """A trajectory that cannot be replayed, and why (a tool swepipe has no counterpart for, a file that is no
+    trajectory of a known format); the message names the file."""

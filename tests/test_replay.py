@@ -1,0 +1,208 @@
+"""swepipe replay: a trajectory written by another harness, replayed through swepipe's agent with its recorded
+replies as the model, here in a local clone (tests/local_opener.py) instead of the task's image; the same command
+with Docker is tests/test_replay_docker.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import demo_task, git
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.errors import SwepipeError
+from pipeline.layout import RunLayout
+from pipeline.models.ledger import Ledger
+from pipeline.records import ReplayResult, read_predictions, read_trajectory
+
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+FIX = "sed -i 's/a - b/a + b/' /testbed/calc.py"
+SCRATCH = "printf 'print(1)\\n' > /testbed/reproduce.py"
+
+
+def mini_trajectory(path: Path, instance_id: str, steps: list[tuple[str | None, int | None]], submission: str,
+                    exit_status: str = "Submitted") -> Path:
+    """A mini-swe-agent 1.x trajectory: each step a reply with one ```bash block (or a reply that is its format
+    error, when the command is None) and the observation with its return code."""
+    messages = [{"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Fix add() in /testbed."}]
+    for command, code in steps:
+        if command is None:  # two blocks: mini refused it
+            messages.append({"role": "assistant", "content": "Both.\n```bash\nls\n```\n```bash\npwd\n```"})
+            messages.append({"role": "user", "content": "Please always provide EXACTLY ONE action in triple "
+                                                        "backticks, found 2 actions."})
+            continue
+        messages.append({"role": "assistant", "content": f"THOUGHT: next.\n\n```bash\n{command}\n```"})
+        if code is not None:
+            messages.append({"role": "user", "content": f"<returncode>{code}</returncode>\n<output>\n</output>"})
+    path.write_text(json.dumps({
+        "info": {"exit_status": exit_status, "submission": submission,
+                 "model_stats": {"instance_cost": 0.0123, "api_calls": len(steps)},
+                 "config": {"model": {"model_name": "recorded/model"}}},
+        "messages": messages, "trajectory_format": "mini-swe-agent-1", "instance_id": instance_id}))
+    return path
+
+
+def recorded_diff(repo: Path, base: str, commands: list[str], tmp_path: Path) -> str:
+    """What mini's submit command prints after ``commands`` ran in a clone at /testbed (here: in a clone, with the
+    clone's path for /testbed)."""
+    clone = tmp_path / "source-clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    git(clone, "checkout", "-q", base)
+    for command in commands:
+        subprocess.run(command.replace("/testbed", str(clone)), shell=True, cwd=clone, check=True)
+    git(clone, "add", "-A")
+    return subprocess.run(["git", "-C", str(clone), "diff", "--cached", base], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.fixture
+def replay_setup(tmp_path, local_repo):
+    task = demo_task(local_repo)
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text(task.model_dump_json() + "\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"containers": {"impl": "local_opener:open_local"}}))
+    return {"task": task, "dataset": dataset, "config": config, "runs": tmp_path / "runs", "repo": local_repo}
+
+
+def replay(setup, *trajectories: Path, run_id: str = "r"):
+    result = CliRunner().invoke(app, ["replay", *map(str, trajectories), "--dataset", str(setup["dataset"]),
+                                      "--config", str(setup["config"]), "--run-id", run_id,
+                                      "--runs-dir", str(setup["runs"])], env={"COLUMNS": "200"})
+    return result, RunLayout(setup["runs"] / run_id)
+
+
+def test_a_mini_swe_agent_trajectory_replays_to_its_recorded_patch_at_no_cost(replay_setup, tmp_path):
+    setup, task = replay_setup, replay_setup["task"]
+    submission = recorded_diff(setup["repo"]["path"], setup["repo"]["base"], [FIX, SCRATCH], tmp_path)
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [("cat /testbed/calc.py", 0), (None, None), (FIX, 0), (SCRATCH, 0), (SUBMIT, None)],
+                             submission)
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert isinstance(replayed, ReplayResult), replayed
+    assert replayed.patch_identical is True and replayed.only_replayed == [] and replayed.differing == []
+    assert replayed.exit_codes_differ == [] and replayed.source_format == "mini-swe-agent-1"
+    assert replayed.recorded_steps == 5 and replayed.replayed_steps == 5
+    assert replayed.recorded_cost == 0.0123 and replayed.recorded_exit_status == "Submitted"
+    assert any("/testbed mapped to" in note for note in replayed.notes)
+    steps = read_trajectory(layout.task(task.instance_id).solo_files.trajectory).data["steps"]
+    assert steps[1]["format_error"] and [step["exit_code"] for step in steps[::2][:2]] == [0, 0]
+
+    prediction = read_predictions(layout.predictions).records[task.instance_id]
+    assert prediction.model_patch == submission and "reproduce.py" in submission
+    rows = Ledger.read(layout.task(task.instance_id).ledger)
+    assert len(rows) == 5 and all(row.cost == 0 for row in rows)  # every reply came from the record
+    assert "identical" in result.output and "1 of" not in result.output
+
+
+def test_differences_from_the_record_are_named_file_by_file_and_step_by_step(replay_setup, tmp_path):
+    """The source submitted without its reproduction script, and recorded another exit status for a step."""
+    setup, task = replay_setup, replay_setup["task"]
+    submission = recorded_diff(setup["repo"]["path"], setup["repo"]["base"], [FIX], tmp_path)
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [("cat /testbed/calc.py", 1), (FIX, 0), (SCRATCH, 0), (SUBMIT, None)], submission)
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.patch_identical is False and replayed.only_replayed == ["reproduce.py"]
+    assert replayed.only_recorded == [] and replayed.differing == []
+    assert replayed.exit_codes_differ == ["step 1: recorded 1, replayed 0"]
+    assert "+reproduce.py" in result.output
+
+
+def test_a_trajectory_that_cannot_be_replayed_is_named_and_the_others_go_on(replay_setup, tmp_path):
+    setup, task = replay_setup, replay_setup["task"]
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    (folder / "broken.traj.json").write_text("{not json")
+    mini_trajectory(folder / "elsewhere.traj.json", "no-such-task", [(SUBMIT, None)], "")
+    mini_trajectory(folder / f"{task.instance_id}.traj.json", task.instance_id, [(FIX, 0)], "", "LimitsExceeded")
+    result, layout = replay(setup, folder)
+    assert result.exit_code == 0, result.output
+    assert "broken.traj.json" in result.output and "no-such-task is not in the dataset" in result.output
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.patch_identical is False and replayed.only_replayed == ["calc.py"]
+    assert any("ended without a submit (LimitsExceeded)" in note for note in replayed.notes)  # a submit added
+
+
+def test_a_finished_replay_resumes_as_done_and_refuses_another_trajectory_for_its_task(replay_setup, tmp_path):
+    setup, task = replay_setup, replay_setup["task"]
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [(FIX, 0), (SUBMIT, None)], "")
+    assert replay(setup, source)[0].exit_code == 0
+    again, layout = replay(setup, source)
+    assert again.exit_code == 0 and "skipped" in again.output
+    assert len(Ledger.read(layout.task(task.instance_id).ledger)) == 2  # nothing replayed twice
+    other = mini_trajectory(tmp_path / "other.traj.json", task.instance_id, [(SUBMIT, None)], "")
+    refused, _ = replay(setup, other)
+    assert isinstance(refused.exception, SwepipeError) and "give another --run-id" in str(refused.exception)
+
+
+def test_swepipe_s_own_exported_trajectory_replays_to_the_run_s_patch(replay_setup, tmp_path):
+    """A solo run of the scripted model (text format: a bash step, an ```edit block, a format error, submit),
+    exported as trajectories, replays in the tool format to the very patch the run made."""
+    setup, task = replay_setup, replay_setup["task"]
+    edit = "calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n"
+    replies = ["Look.\n```bash\ncat calc.py\n```", f"Fix.\n```edit\n{edit}```", "No block at all.",
+               "Note it.\n```bash\nprintf 'fixed\\n' > NOTES.txt\n```", "Done.\n```bash\nsubmit\n```"]
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"solo": [replies]}))
+    config = yaml.safe_load(setup["config"].read_text()) | {"models": {"solo": {"model": f"scripted/{script}",
+                                                                                 "free": True}}}
+    setup["config"].write_text(yaml.safe_dump(config))
+    runner = CliRunner()
+    ran = runner.invoke(app, ["run", "--strategy", "solo", "--dataset", str(setup["dataset"]), "--config",
+                              str(setup["config"]), "--run-id", "orig", "--runs-dir", str(setup["runs"])])
+    assert ran.exit_code == 0, ran.output
+    original = read_predictions(RunLayout(setup["runs"] / "orig").predictions).records[task.instance_id]
+    assert "return a + b" in original.model_patch and "NOTES.txt" in original.model_patch
+    exported = runner.invoke(app, ["export", str(setup["runs"] / "orig"), "--format", "trajectories",
+                                   "--output", str(tmp_path / "exported")])
+    assert exported.exit_code == 0, exported.output
+
+    result, layout = replay(setup, tmp_path / "exported")
+    assert result.exit_code == 0, result.output
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.source_format == "swepipe" and replayed.patch_identical is True, replayed
+    assert read_predictions(layout.predictions).records[task.instance_id].model_patch == original.model_patch
+    steps = read_trajectory(layout.task(task.instance_id).solo_files.trajectory).data["steps"]
+    assert [bool(step["format_error"]) for step in steps] == [False, False, True, False, False]
+
+
+def test_a_mini_swe_agent_2_trajectory_replays_and_names_the_files_it_did_not_submit(replay_setup, tmp_path):
+    """mini-swe-agent 2.x submits the files its agent lists: the replay's whole-tree patch holds the scratch file
+    too, and says so."""
+    setup, task = replay_setup, replay_setup["task"]
+    submission = recorded_diff(setup["repo"]["path"], setup["repo"]["base"], [FIX], tmp_path)
+    commands = ["cat /testbed/calc.py", FIX, SCRATCH, "cd /testbed && git diff -- calc.py > patch.txt",
+                "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"]
+    messages = [{"role": "system", "content": "Use the bash tool."}, {"role": "user", "content": "Fix add()."}]
+    for number, command in enumerate(commands):
+        call_id = f"call_{number}"
+        messages.append({"role": "assistant", "content": f"Step {number}.", "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "bash",
+                                                             "arguments": json.dumps({"command": command})}}],
+            "extra": {"actions": [{"command": command, "tool_call_id": call_id}]}})
+        if number < len(commands) - 1:
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": "",
+                             "extra": {"returncode": 0, "raw_output": ""}})
+    messages.append({"role": "exit", "content": submission, "extra": {"exit_status": "Submitted",
+                                                                      "submission": submission}})
+    source = tmp_path / f"{task.instance_id}.traj.json"
+    source.write_text(json.dumps({"info": {"exit_status": "Submitted", "submission": submission,
+                                           "config": {"environment": {"cwd": "/testbed"}}},
+                                  "messages": messages, "trajectory_format": "mini-swe-agent-1.1"}))
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.source_format == "mini-swe-agent-2" and replayed.patch_identical is False
+    assert sorted(replayed.only_replayed) == ["patch.txt", "reproduce.py"]
+    assert sorted(replayed.not_submitted) == ["patch.txt", "reproduce.py"] and replayed.differing == []
