@@ -47,7 +47,7 @@ CALL_TIME_STAGE_IMPORTS = {
     ("pipeline.analysis.whatif", "pipeline.models.prompt_cache"),
     ("pipeline.analysis.whatif", "pipeline.models.spec"),
     ("pipeline.report.task_build", "pipeline.agent.edit_actions"),  # a step's editor calls, parsed as the agent did
-    ("pipeline.interop.trajectory_formats", "pipeline.agent.edit_actions"),  # a swepipe export's ```edit blocks
+    ("pipeline.interop.trajectory_formats.swepipe", "pipeline.agent.edit_actions"),  # a swepipe export's ```edit blocks
 }
 
 
