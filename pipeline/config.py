@@ -118,6 +118,17 @@ class Juniors(BaseModel):
     max_patch_bytes: int = Field(default=4_000_000, ge=1000, description="largest candidate patch kept, in bytes; a "
                                  "rollout whose diff is bigger ends patch_too_large and its patch is dropped")
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    imported: list[str] = Field(default_factory=list, description="candidates taken in as rollouts after this run's "
+                                "own (run --juniors-from): swepipe runs, predictions files or folders of "
+                                "trajectories, as absolute paths; each source's patch for a task is one rollout")
+
+    @model_validator(mode="after")
+    def _imports_come_after_the_rollouts(self) -> Juniors:
+        if self.imported and self.schedule.enabled and self.k > 0:
+            raise ValueError("juniors.schedule with imported candidates (--juniors-from): the schedule decides how "
+                             "many rollouts to run from the pool so far, which the imports would change; turn the "
+                             "schedule off or run no juniors of this run's own (-k 0)")
+        return self
 
 
 class SeniorConfig(BaseModel):

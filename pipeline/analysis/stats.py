@@ -54,6 +54,8 @@ class RunStats:
     flagged: int = 0  # verdicts with an integrity finding (never counted as resolved)
     integrity: Counter = field(default_factory=Counter)  # finding kind -> verdicts with one of that kind
     reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
+    imported: Counter = field(default_factory=Counter)  # --juniors-from source -> tasks it gave a candidate to
+    imported_cost: float | None = None  # dollars the sources recorded for those candidates (not this run's spend)
     schedule_stops: Counter = field(default_factory=Counter)  # juniors.schedule: how each task's waves ended -> tasks
     scheduled_rollouts: list = field(default_factory=list)  # (rollouts run, K) of each task the schedule ran
     unfinished: int = 0
@@ -242,6 +244,8 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         flagged=sum(1 for t in tasks if t.eval_result is not None and t.eval_result.flagged),
         integrity=Counter(kind for t in tasks for kind in integrity_kinds(t)),
         reused_juniors=Counter(t.prediction.juniors_reused_from for t in tasks if t.prediction.juniors_reused_from),
+        imported=Counter(source for t in tasks for source in _texts(t.prediction.imported_from)),
+        imported_cost=_imported_cost(tasks),
         schedule_stops=Counter(schedule_stop(schedule) for schedule in _schedules(tasks)),
         scheduled_rollouts=[(schedule.rollouts_run, schedule.k) for schedule in _schedules(tasks)],
         unfinished=len(run.unfinished),
@@ -285,3 +289,15 @@ def _mean(values: list[float]) -> float | None:
 
 def _median(values: list[float]) -> float | None:
     return float(statistics.median(values)) if values else None
+
+
+def _texts(value: object) -> list[str]:
+    """A record's list of names, read as untrusted: only its text items."""
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _imported_cost(tasks: list) -> float | None:
+    """What the --juniors-from sources recorded their candidates cost, summed over the tasks (None: none recorded);
+    only finite numbers count, as for every cost read back."""
+    costs = [t.prediction.imported_cost for t in tasks if is_number(t.prediction.imported_cost)]
+    return sum(costs) if costs else None

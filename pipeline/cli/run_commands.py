@@ -63,6 +63,12 @@ def run(
         metavar="RUN",
         help="Take the junior rollouts of this earlier run (id under --runs-dir, or its directory) instead of paying "
              "for new ones.")] = None,
+    juniors_from: Annotated[Optional[list[str]], typer.Option(
+        "--juniors-from", rich_help_panel=STRATEGY, metavar="SOURCE",
+        help="Take candidates in as junior rollouts, after this run's own (-k 0: none of its own): a swepipe run "
+             "(id under --runs-dir, or its directory), a predictions file (swepipe's, the official harness's or "
+             "swebench's) or a folder of trajectories (mini-swe-agent, SWE-agent, swepipe's export). Repeat for "
+             "several; their recorded cost is shown apart, never counted as this run's.")] = None,
     repeats: Annotated[int, typer.Option(
         "--repeats", rich_help_panel=OUTPUT,
         help="Run the config N times, into runs/<run-id>-r1 .. -rN, each with other seeds (juniors.seed + 1000 per "
@@ -87,6 +93,8 @@ def run(
                                                         solo_model=solo_model, lead_model=lead_model,
                                                         worker_model=worker_model, strategy=strategy, k=k,
                                                         executor=executor, ray_address=ray_address))
+    if juniors_from:
+        cfg = _with_imports(cfg, juniors_from, runs_dir)
     if print_config:
         print(commented_yaml(cfg), end="")
         return
@@ -105,6 +113,29 @@ def run(
         complete = _run_repeats(request, cfg, group, where)
     if not complete:
         raise typer.Exit(1)
+
+
+def _with_imports(cfg, sources: list[str], runs_dir: Path):
+    """The config with juniors.imported: each source as an absolute path (a run id found under ``runs_dir``), each
+    read once now, so a source that holds no candidate stops the run before it starts."""
+    from pipeline.juniors.imported import read_source
+    from pipeline.strategies.base import strategy_class
+
+    if "junior" not in strategy_class(cfg.strategy).roles:
+        raise SwepipeError(f"--juniors-from takes candidates in as junior rollouts; strategy {cfg.strategy} has no "
+                           "juniors (use pipeline or vote)")
+    paths = []
+    for text in sources:
+        path = Path(text) if Path(text).exists() or not (runs_dir / text).is_dir() else runs_dir / text
+        read_source(path)
+        paths.append(str(path.resolve()))
+    from pydantic import ValidationError
+
+    try:
+        juniors = cfg.juniors.model_validate({**cfg.juniors.model_dump(), "imported": paths})
+    except ValidationError as error:
+        raise SwepipeError(f"--juniors-from: {error.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    return cfg.model_copy(update={"juniors": juniors})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +177,11 @@ def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, gr
         if repeat is not None:
             record_repeat(settings.layout, repeat, settings.config, group_budget)
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
+        if settings.config.juniors.imported:
+            from pipeline.juniors.imported import import_candidates
+
+            import_candidates(settings.layout, selected, settings.config.juniors.k, settings.config.juniors.imported,
+                              lambda line: console.print(literal(line), soft_wrap=True))
         if request.check_images and (settings.config.containers.impl is None or settings.evaluation is not None):
             where.check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
         summary = where.run_tasks(selected, settings, workers=request.workers, show_progress=interactive,

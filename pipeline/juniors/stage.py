@@ -13,6 +13,7 @@ from pipeline import pool_rules as waves
 from pipeline import stopping
 from pipeline.config import ScheduleConfig
 from pipeline.job import TaskJob
+from pipeline.juniors.imported import imported_rollouts
 from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
@@ -62,6 +63,8 @@ def _run(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], di
             copy_rollouts(job.reuse_juniors_from.junior, directory, k)
         by_index, schedule = _rollouts(job, range(k), on_done), None
         records = [by_index[index] for index in range(k)]
+        if juniors.imported:  # written into the run before it started (pipeline.juniors.imported)
+            records += [record.to_dict() for record in imported_rollouts(JuniorFiles(directory).rollouts(), k)]
     else:
         records, schedule = _run_waves(job, on_done)
     job.seconds["junior"] = round(time.monotonic() - started, 2)

@@ -49,6 +49,10 @@ class Prediction(Record):
                                 "stage's own error")
     skip_check: SkipDecision = absent("pipeline with principal.skip_when: the rule's decision")
     juniors_reused_from: Text | None = absent("the run the rollouts were reused from, if any")
+    imported_from: list[Text] | None = absent("the sources of the candidates taken in (run --juniors-from) "
+                                              "that are in this task's pool")
+    imported_cost: Number | None = absent("dollars those sources recorded for their candidates: spent there, "
+                                          "not counted in cost")
     exit_reason: Text | None = absent("solo and team: how the agent (the lead) ended")
     workers: Int = absent("team: the workers started")
     delegations: dict[str, Int] | None = absent("team: delegations by stage")

@@ -48,6 +48,10 @@ class Rollout(Record):
     steps: Int = absent("the agent's steps")
     reused_from: Text = absent("the junior folder of the run it was copied from "
                                "(--reuse-juniors-from): paid for there")
+    imported_from: Text = absent("the source it was taken in from (run --juniors-from: a swepipe run, a "
+                                 "predictions file or a folder of trajectories); not run here")
+    imported_cost: Number | None = absent("dollars the source recorded for it: spent there, never counted as "
+                                          "this run's spend; null when the source recorded none")
 
     @classmethod
     def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:

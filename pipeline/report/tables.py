@@ -126,6 +126,10 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
     rows.append(["time in all (sum over tasks)", *(seconds(s.seconds_total) if s.tasks else NA for s in stats)])
     if any(s.reused_juniors for s in stats):
         rows.append(["juniors reused from", *(_counts(s.reused_juniors, "tasks") for s in stats)])
+    if any(s.imported for s in stats):
+        rows.append(["candidates imported from", *(_counts(s.imported, "tasks") for s in stats)])
+        rows.append(["imported spend (theirs, not in $ in all)",
+                     *(money(s.imported_cost) if s.imported_cost is not None else NA for s in stats)])
     notes = ["Resolve rate over scored tasks (a verdict in the prediction or eval/result.json; infrastructure errors "
              "are not scored); interval: percentile bootstrap, 2000 resamples, seed 0.",
              "Partial credit: the share of a task's FAIL_TO_PASS tests that passed, averaged over the tasks whose "
@@ -145,6 +149,9 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
                      "baseline's) / (dollars per task - baseline's). Reward efficiency, the study's: the same on "
                      "reward, (reward - baseline's) / (dollars per task - baseline's). $/task vs baseline: the run's "
                      "mean dollars per task over the baseline's.")
+    if any(s.imported for s in stats):
+        notes.append("Imported candidates (run --juniors-from) are rollouts of the pool that this run did not run: "
+                     "what their sources recorded they cost is shown apart and is in no other dollar figure.")
     if any(s.reused_juniors for s in stats):
         notes.append("Reused junior rollouts keep their cost in the junior column, though the run they came from "
                      "paid it.")

@@ -29,6 +29,10 @@ class TaskAnswer(Part):
     exit_reason: str | None = Field(None, description="solo and team: how the agent (the lead) ended")
     skip_check: SkipDecision | None = Field(None, description="pipeline with principal.skip_when: its decision")
     juniors_reused_from: str | None = Field(None, description="the run the rollouts were reused from, if any")
+    imported_from: list[str] | None = Field(None, description="the sources of the candidates taken in "
+                                             "(--juniors-from) that are in this task's pool")
+    imported_cost: float | None = Field(None, description="dollars those sources recorded for their candidates: "
+                                        "spent there, not counted in this task's cost")
     carried_spend: dict[str, Spend] = Field(default_factory=dict, description="spend paid by another run, by "
                                                                               "stage (not in the prediction)")
     workers: int | None = Field(None, description="team: the workers started")

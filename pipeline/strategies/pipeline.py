@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
@@ -53,7 +54,8 @@ class PipelineStrategy(BaseStrategy):
         job.finished_stage("principal", f"patch from {result.source}")
         reused_from, carried = reused_juniors(rollouts)
         answer = TaskAnswer(model_patch=result.patch, source=result.source, error=result.error,
-                            juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {})
+                            juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {},
+                            **imported_juniors(rollouts))
         if skip is not None:
             answer.skip_check = skip
         return answer
@@ -94,3 +96,14 @@ def reused_juniors(rollouts: list[Rollout]) -> tuple[str | None, Spend | None]:
     spent = Spend(cost=sum(r.cost or 0.0 for r in reused), input=sum(r.input_tokens or 0 for r in reused),
                   output=sum(r.output_tokens or 0 for r in reused))
     return Path(reused[0].reused_from).parents[2].name, spent
+
+
+def imported_juniors(rollouts: list[Rollout]) -> dict[str, Any]:
+    """The answer's fields for candidates taken in from elsewhere (--juniors-from): their sources, and what the
+    sources recorded they cost (none when no source recorded a cost); {} when there are none."""
+    imported = [r for r in rollouts if r.imported_from]
+    if not imported:
+        return {}
+    costs = [r.imported_cost for r in imported if isinstance(r.imported_cost, (int, float))]
+    return {"imported_from": [Path(r.imported_from).name for r in imported],
+            "imported_cost": round(sum(costs), 8) if costs else None}

@@ -1,0 +1,103 @@
+"""run --juniors-from: candidates taken in from a swepipe run, a predictions file and a folder of trajectories become
+the task's junior rollouts, and the senior and principal work over them; their recorded cost is kept apart. Here in
+a local clone (tests/local_opener.py), with scripted senior and principal; tests/test_juniors_from_docker.py scores
+such a run on the bundled tasks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from conftest import demo_task
+from scripted_pipeline import brief_from_patch, edits_from_patch, reply
+from test_replay import mini_trajectory
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.errors import SwepipeError
+from pipeline.layout import RunLayout
+from pipeline.records import Pool, Rollout, read_predictions
+
+HEADER = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
+FIX = HEADER + " def add(a, b):\n-    return a - b\n+    return a + b\n"
+HALF = HEADER + "-def add(a, b):\n+def add(a, b):  # fixed?\n     return a - b\n"
+
+
+@pytest.fixture
+def sources(tmp_path, local_repo):
+    """A task, and three sources of candidates for it: a swepipe run (its prediction the fix, $0.25), an official
+    predictions file (a wrong patch) and a folder holding a mini-swe-agent trajectory (the fix, $0.0123)."""
+    task = demo_task(local_repo)
+    (tmp_path / "tasks.jsonl").write_text(task.model_dump_json() + "\n")
+    earlier = RunLayout(tmp_path / "runs" / "earlier")
+    earlier.root.mkdir(parents=True)
+    earlier.predictions.write_text(json.dumps({"instance_id": task.instance_id, "model_patch": FIX, "source": "solo",
+                                               "cost": {"solo": 0.25, "total": 0.25}}) + "\n")
+    (tmp_path / "official.json").write_text(json.dumps([{"instance_id": task.instance_id, "patch": HALF,
+                                                         "prefix": "other-model"},
+                                                        {"instance_id": "not-in-this-run", "patch": FIX,
+                                                         "prefix": "other-model"}]))
+    (tmp_path / "trajs").mkdir()
+    mini_trajectory(tmp_path / "trajs" / f"{task.instance_id}.traj.json", task.instance_id,
+                    [("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", None)], FIX)
+    script = {"senior": [reply(brief_from_patch(FIX))], "principal": [reply(edits_from_patch(FIX))]}
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": {"input": 1.0, "output": 2.0}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
+        "models": {"senior": spec, "principal": spec}, "juniors": {"k": 0},
+        "containers": {"impl": "local_opener:open_local"}}))
+    return task
+
+
+def run(tmp_path, *args):
+    return CliRunner().invoke(app, ["run", "--dataset", str(tmp_path / "tasks.jsonl"), "--config",
+                                    str(tmp_path / "config.yaml"), "--runs-dir", str(tmp_path / "runs"), *args],
+                              env={"COLUMNS": "250"})
+
+
+def test_every_source_s_candidate_is_a_rollout_of_the_pool_and_its_cost_is_kept_apart(tmp_path, sources, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = run(tmp_path, "--run-id", "pooled", "--juniors-from", "earlier", "--juniors-from", "official.json",
+               "--juniors-from", "trajs")
+    assert done.exit_code == 0, done.output
+    assert "(swepipe run): a candidate for 1 of 1 task(s)" in done.output
+    assert "(predictions file): a candidate for 1 of 1 task(s)" in done.output
+    assert "(trajectories): a candidate for 1 of 1 task(s)" in done.output
+
+    paths = RunLayout(tmp_path / "runs" / "pooled").task(sources.instance_id)
+    rollouts = [Rollout.load(paths.junior_files.rollout(index)) for index in range(3)]
+    assert [r.imported_from for r in rollouts] == [str(tmp_path / name) for name in ("runs/earlier", "official.json",
+                                                                                      "trajs")]
+    assert [r.patch for r in rollouts] == [FIX, HALF, FIX] and [r.imported_cost for r in rollouts] == [0.25, None,
+                                                                                                     0.0123]
+    assert all(r.cost == 0 and r.exit_reason == "imported" for r in rollouts)
+    pool = Pool.read(paths.junior_files.pool)
+    assert pool.rollouts == 3 and sorted(c.votes for c in pool.candidates) == [1, 2]  # the fix twice, HALF once
+    request = json.loads(paths.principal_files.request.read_text())
+    assert "return a + b" in json.dumps(request) and "# fixed?" in json.dumps(request)  # both candidates shown
+
+    prediction = read_predictions(RunLayout(tmp_path / "runs" / "pooled").predictions).records[sources.instance_id]
+    assert prediction.imported_from == ["earlier", "official.json", "trajs"]
+    assert prediction.imported_cost == pytest.approx(0.2623)
+    assert prediction.cost["total"] == pytest.approx(prediction.cost["senior"] + prediction.cost["principal"])
+    assert prediction.cost.get("junior", 0) == 0  # no junior of this run; the imports' cost is not its spend
+    assert "return a + b" in prediction.model_patch
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "runs" / "pooled")], env={"COLUMNS": "250"})
+    assert report.exit_code == 0, report.output
+    assert "candidates imported from" in report.output and "imported spend" in report.output
+    assert "$0.26" in report.output
+
+
+def test_a_resumed_run_keeps_its_imports_and_a_source_with_no_candidate_stops_the_run_first(tmp_path, sources,
+                                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run(tmp_path, "--run-id", "r", "--juniors-from", "official.json").exit_code == 0
+    again = run(tmp_path, "--run-id", "r", "--juniors-from", "official.json")
+    assert again.exit_code == 0 and "skipped" in again.output
+    (tmp_path / "empty").mkdir()
+    refused = run(tmp_path, "--run-id", "other", "--juniors-from", "empty")
+    assert isinstance(refused.exception, SwepipeError) and "no candidate patch in it" in str(refused.exception)
+    assert not (tmp_path / "runs" / "other").exists()
+    solo = run(tmp_path, "--run-id", "solo", "--strategy", "solo", "--juniors-from", "official.json")
+    assert isinstance(solo.exception, SwepipeError) and "has no juniors" in str(solo.exception)

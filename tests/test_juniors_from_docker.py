@@ -1,0 +1,71 @@
+"""run --juniors-from on a bundled task, scored: the pool is an earlier swepipe run's prediction (one half of the
+two-file fix) and an official-format predictions file's patch (the other half); no junior of the run's own; the
+scripted senior and principal see both and write the whole fix, which resolves. The report shows the imported spend
+apart, and coverage is drawn over the imported pool."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from scripted_pipeline import (
+    SUBMIT,
+    apply_patch_command,
+    bash,
+    brief_from_patch,
+    edits_from_patch,
+    patch_per_file,
+    reply,
+    write_config,
+)
+from test_run_docker import TWO_FILES, swepipe
+
+from pipeline.analysis.coverage import run_coverage
+from pipeline.analysis.load import load_run
+from pipeline.layout import RunLayout
+from pipeline.records import Rollout
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_a_pool_of_another_run_and_a_predictions_file_resolves_with_one_senior_and_one_principal(tmp_path):
+    task = TWO_FILES
+    first, second = patch_per_file(task.patch).values()
+    # A: a swepipe run whose one junior fixes the first file (vote strategy: its candidate is the prediction)
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump({"junior": [[bash(apply_patch_command(first)), SUBMIT]]}))
+    write_config(tmp_path / "a-config.yaml", tmp_path / "a.yaml", juniors={"k": 1})
+    swepipe("run", "--strategy", "vote", "--instance-ids", task.instance_id, "--config", "a-config.yaml",
+            "--run-id", "A", cwd=tmp_path)
+    # B: the other half, as the official harness's input
+    (tmp_path / "B.json").write_text(json.dumps([{"instance_id": task.instance_id, "patch": second,
+                                                  "prefix": "someone-else"}]))
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump({
+        "senior": [bash("git grep -n 'def defer' -- '*.py' | head"), reply(brief_from_patch(task.patch))],
+        "principal": [reply(edits_from_patch(task.patch))]}))
+    write_config(tmp_path / "config.yaml", tmp_path / "script.yaml", juniors={"k": 0})
+
+    done = swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "pooled",
+                   "--juniors-from", "A", "--juniors-from", "B.json", "--evaluate", cwd=tmp_path)
+    assert "(swepipe run): a candidate for 1 of 1 task(s)" in done.stdout
+    layout = RunLayout(tmp_path / "runs" / "pooled")
+    paths = layout.task(task.instance_id)
+    rollouts = [Rollout.load(paths.junior_files.rollout(index)) for index in (0, 1)]
+    assert [r.patch for r in rollouts] == [first, second] and all(r.imported_from for r in rollouts)
+    assert rollouts[0].imported_cost == pytest.approx(json.loads(
+        (tmp_path / "runs" / "A" / "predictions.jsonl").read_text())["cost"]["total"])
+    request = (paths.principal_files.request).read_text()
+    assert "def defer" in request and "RetryLater" in request  # the principal's call holds both candidates
+    prediction = layout.finished()[task.instance_id]
+    assert prediction["resolved"] is True and prediction["imported_from"] == ["A", "B.json"]
+    assert "junior" not in prediction["cost"] or prediction["cost"]["junior"] == 0
+
+    report = swepipe("report", "pooled", cwd=tmp_path)
+    assert "candidates imported from" in report.stdout and "imported spend" in report.stdout
+    swepipe("whatif", "pooled", cwd=tmp_path)  # the analyses read the imported rollouts as any others
+    swepipe("compare", "A", "pooled", cwd=tmp_path)
+    swepipe("coverage", "pooled", cwd=tmp_path)
+    assert (layout.root / "figures" / "coverage-pooled.png").stat().st_size > 0
+    # Over the imported pool: either candidate alone holds half the gold patch's added lines, both hold all.
+    covered = run_coverage(load_run(layout.root), {task.instance_id: task.patch})
+    assert covered.max_k == 2 and [share for _, share, _ in covered.curve("hunks", "added")] == [0.5, 1.0]
