@@ -59,6 +59,10 @@ class Limits(BaseModel):
                                       "whole); unset: every observation whole")
     compact_chars: int = Field(default=1000, ge=50, description="characters kept at each end of an older "
                                "observation when compact_after is set")
+    leave_out_scratch: bool = Field(default=False, description="a junior's and a solo agent's patch leaves out its "
+                                    "scratch files, as the pool does (a new file no other edit imports or "
+                                    "references, outside the source layout or named like a reproduction script); "
+                                    "what was left out is recorded (scratch_left_out)")
 
 
 class Containers(BaseModel):

@@ -215,3 +215,18 @@ def test_spec_and_testing_folders_are_source_unless_they_hold_tests():
     assert pool.candidates[0].files == ["lib/shop.rb"]
     go_tests = ["pkg/testing/fake.go", "pkg/testing/fake_test.go"]
     assert is_test_path("pkg/testing/fake.go", go_tests) and not is_test_path("pkg/testing/fake.go", go_base)
+
+
+def test_without_scratch_leaves_out_the_scratch_files_and_keeps_the_rest_byte_for_byte():
+    from pipeline.juniors.pool import without_scratch
+
+    fix = "diff --git a/pkg/calc.py b/pkg/calc.py\n--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -1 +1 @@\n-a\xa0\n+b\n"
+    scratch = ("diff --git a/reproduce_bug.py b/reproduce_bug.py\nnew file mode 100644\n--- /dev/null\n"
+               "+++ b/reproduce_bug.py\n@@ -0,0 +1 @@\n+print(1)\n")
+    helper = ("diff --git a/pkg/helpers.py b/pkg/helpers.py\nnew file mode 100644\n--- /dev/null\n"
+              "+++ b/pkg/helpers.py\n@@ -0,0 +1 @@\n+def h(): pass\n")
+    uses = ("diff --git a/pkg/main.py b/pkg/main.py\n--- a/pkg/main.py\n+++ b/pkg/main.py\n@@ -1 +1 @@\n-x\n"
+            "+from pkg.helpers import h\n")
+    patch, left_out = without_scratch(fix + scratch + helper + uses, ["pkg/", "pkg/calc.py", "pkg/main.py"])
+    assert patch == fix + helper + uses and list(left_out) == ["reproduce_bug.py"]
+    assert without_scratch(fix, None) == (fix, {}) and without_scratch("not a patch", None) == ("not a patch", {})

@@ -17,7 +17,7 @@ from pipeline.cli import app
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.records import ReplayResult, read_predictions, read_trajectory
+from pipeline.records import ReplayResult, SoloResult, read_predictions, read_trajectory
 
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
 FIX = "sed -i 's/a - b/a + b/' /testbed/calc.py"
@@ -206,3 +206,20 @@ def test_a_mini_swe_agent_2_trajectory_replays_and_names_the_files_it_did_not_su
     assert replayed.source_format == "mini-swe-agent-2" and replayed.patch_identical is False
     assert sorted(replayed.only_replayed) == ["patch.txt", "reproduce.py"]
     assert sorted(replayed.not_submitted) == ["patch.txt", "reproduce.py"] and replayed.differing == []
+
+
+def test_with_leave_out_scratch_the_replay_s_patch_is_the_files_the_source_submitted(replay_setup, tmp_path):
+    """limits.leave_out_scratch: the patch leaves out the reproduction script nothing uses, as mini-swe-agent's
+    agent did by listing only calc.py; the rest of the patch keeps its bytes, and the record names what went."""
+    setup, task = replay_setup, replay_setup["task"]
+    submission = recorded_diff(setup["repo"]["path"], setup["repo"]["base"], [FIX], tmp_path)
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [(FIX, 0), (SCRATCH, 0), (SUBMIT, None)], submission)
+    config = yaml.safe_load(setup["config"].read_text()) | {"limits": {"leave_out_scratch": True}}
+    setup["config"].write_text(yaml.safe_dump(config))
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.patch_identical is True, (replayed.only_replayed, replayed.differing)
+    solo = SoloResult.read(layout.task(task.instance_id).solo_files.result)
+    assert list(solo.scratch_left_out) == ["reproduce.py"] and "reproduction" in solo.scratch_left_out["reproduce.py"]

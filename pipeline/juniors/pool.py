@@ -240,6 +240,25 @@ def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
     return CandidatePool(instance_id, ordered, len(rollouts), sorted(empty), unparsable, failed, dropped)
 
 
+def without_scratch(patch: str, base_entries: Iterable[str] | None = None) -> tuple[str, dict[str, str]]:
+    """``patch`` without its scratch files, by the pool's rule (a new file that no other edit imports or
+    references, outside the source layout or named like a reproduction script; build and editor artefacts), each
+    left-out file with the reason; the patch as it is when it cannot be parsed. The rest keeps its bytes."""
+    from pipeline import patchtext
+
+    try:
+        files = list(PatchSet(patch))
+    except UnidiffParseError:
+        return patch, {}
+    known = set(base_entries or ()) | {f.path for f in files if not f.is_added_file}
+    scratch = _scratch_files(files, _Layout(known, listed=base_entries is not None))
+    if not scratch:
+        return patch, {}
+    kept = [section for section in patchtext.sections(patch)
+            if not any(section.startswith(f"diff --git a/{path} b/{path}\n") for path in scratch)]
+    return "".join(kept), scratch
+
+
 def normalise(patch: str, base_files: Iterable[str] | None = None) -> CandidateDraft | None:
     """Parse a patch; drop scratch files and whitespace-only hunks; None when no source edit is left."""
     if not patch.strip():

@@ -10,7 +10,7 @@ from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.settings import AgentSettings
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import layout_probe, probe_entries
+from pipeline.juniors.pool import layout_probe, probe_entries, without_scratch
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
@@ -79,6 +79,9 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]
         run = agent.record if agent.finished else agent.run()
         record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
         _take_patch(runtime, record, juniors.max_patch_bytes)
+        if job.config.limits.leave_out_scratch and record.get("patch"):
+            record["patch"], left_out = without_scratch(record["patch"], record.get("base_entries"))
+            record.update({"scratch_left_out": left_out} if left_out else {})
     except SwepipeError as error:  # an InfrastructureFault is no Exception: the trajectory stays, the task reruns
         _failed(record, agent, runtime, juniors.max_patch_bytes, str(error))
     except Exception as error:  # noqa: BLE001 - one broken rollout must not end the task
@@ -158,7 +161,15 @@ def _probe_layout(runtime: Runtime, record: dict[str, Any]) -> None:
     """Record what the base commit holds around the patch's new files and in the spec/ and testing/ folders it
     touches (``base_entries``), so the pool can tell a new source file from a scratch file and a test folder
     from a source folder. Best effort: without it the pool judges from the patches alone."""
-    folders, test_folders = layout_probe(record.get("patch") or "")
+    entries = base_entries(runtime, record.get("patch") or "")
+    if entries is not None:
+        record["base_entries"] = entries
+
+
+def base_entries(runtime: Runtime, patch: str) -> list[str] | None:
+    """What the base commit holds around ``patch``'s new files and in the test-like folders it touches; None when
+    it cannot be listed (an optional look, never an agent's outcome)."""
+    folders, test_folders = layout_probe(patch)
     base = shlex.quote(runtime.base_commit)
     git = f"{GIT_QUIET} -c core.quotePath=false"
     try:
@@ -166,7 +177,14 @@ def _probe_layout(runtime: Runtime, record: dict[str, Any]) -> None:
                               output_limit=None)
         tests = (runtime.run(f"{git} ls-tree -r --name-only {base} -- {' '.join(map(shlex.quote, test_folders))}",
                              timeout=60, output_limit=None) if test_folders else None)
-    except Exception:  # noqa: BLE001 - an optional look at the base commit, never the rollout's outcome
-        return
+    except Exception:  # noqa: BLE001 - an optional look at the base commit
+        return None
     if listing.ok and (tests is None or tests.ok):
-        record["base_entries"] = probe_entries(listing.output, tests.output if tests else "")
+        return probe_entries(listing.output, tests.output if tests else "")
+    return None
+
+
+def leave_out_scratch(runtime: Runtime, patch: str) -> tuple[str, dict[str, str]]:
+    """limits.leave_out_scratch: ``patch`` without its scratch files (pipeline.juniors.pool.without_scratch), judged
+    with what the base commit holds around them."""
+    return without_scratch(patch, base_entries(runtime, patch)) if patch else (patch, {})

@@ -48,6 +48,8 @@ class Rollout(Record):
     steps: Int = absent("the agent's steps")
     reused_from: Text = absent("the junior folder of the run it was copied from "
                                "(--reuse-juniors-from): paid for there")
+    scratch_left_out: dict[str, Text] = absent("with limits.leave_out_scratch: the files left out of the patch, each "
+                                               "with the reason")
     imported_from: Text = absent("the source it was taken in from (run --juniors-from: a swepipe run, a "
                                  "predictions file or a folder of trajectories); not run here")
     imported_cost: Number | None = absent("dollars the source recorded for it: spent there, never counted as "

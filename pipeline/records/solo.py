@@ -18,3 +18,5 @@ class SoloResult(Record):
     cost: Number = absent("dollars its calls cost")
     prompt: Text = absent("solo.prompt: the system prompt it was given")
     patch: Text = absent("the working tree's diff against the base commit; empty for none")
+    scratch_left_out: dict[str, Text] = absent("with limits.leave_out_scratch: the files left out of the patch, each "
+                                               "with the reason")

@@ -6,7 +6,7 @@ import time
 
 from pipeline import patchtext
 from pipeline.job import TaskJob, once
-from pipeline.juniors.rollout import task_agent
+from pipeline.juniors.rollout import leave_out_scratch, task_agent
 from pipeline.models.client import ModelClient
 from pipeline.records import SoloResult
 from pipeline.runtime.base import Runtime
@@ -32,12 +32,17 @@ class SoloStrategy(BaseStrategy):
                 agent.resume()
                 run = agent.record if agent.finished else agent.run()
                 patch = runtime.diff()
+                patch, left_out = leave_out_scratch(runtime, patch) if job.config.limits.leave_out_scratch \
+                    else (patch, {})
             finally:
                 runtime.stop()
             job.seconds["solo"] = round(time.monotonic() - started, 2)
             patchtext.write(files.patch, patch)
-            return SoloResult(exit_reason=run.exit_reason, error=run.error, steps=len(run.steps), cost=run.cost,
-                              prompt=job.config.solo.prompt, patch=patch)
+            result = SoloResult(exit_reason=run.exit_reason, error=run.error, steps=len(run.steps), cost=run.cost,
+                                prompt=job.config.solo.prompt, patch=patch)
+            if left_out:
+                result.scratch_left_out = left_out
+            return result
 
         result = once(files.result, make, SoloResult)
         return TaskAnswer(model_patch=result.patch, source="solo" if result.patch.strip() else "none",
