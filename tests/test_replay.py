@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import demo_task, git
+from hostile import page_text
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -223,3 +224,23 @@ def test_with_leave_out_scratch_the_replay_s_patch_is_the_files_the_source_submi
     assert replayed.patch_identical is True, (replayed.only_replayed, replayed.differing)
     solo = SoloResult.read(layout.task(task.instance_id).solo_files.result)
     assert list(solo.scratch_left_out) == ["reproduce.py"] and "reproduction" in solo.scratch_left_out["reproduce.py"]
+
+
+def test_the_task_page_shows_the_replay_beside_its_record(replay_setup, tmp_path):
+    setup, task = replay_setup, replay_setup["task"]
+    submission = recorded_diff(setup["repo"]["path"], setup["repo"]["base"], [FIX], tmp_path)
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [("cat /testbed/calc.py", 1), (FIX, 0), (SCRATCH, 0), (SUBMIT, None)], submission)
+    assert replay(setup, source)[0].exit_code == 0
+    report = CliRunner().invoke(app, ["report", str(setup["runs"] / "r"), "--dataset", str(setup["dataset"])])
+    assert report.exit_code == 0, report.output
+    page = setup["runs"] / "r" / "report_tasks" / "r" / f"{task.instance_id}.html"
+    text = page_text(page.read_text())
+    assert "Replay of a recorded trajectory" in text and "mini-swe-agent-1" in text and "differs" in text
+    assert "only in the replay's patch" in text and "reproduce.py" in text
+    assert "step 1: recorded 1, replayed 0" in text and "The recorded patch" in text
+
+    result = RunLayout(setup["runs"] / "r").task(task.instance_id).replay_files.result
+    result.write_text("{not json")
+    CliRunner().invoke(app, ["report", str(setup["runs"] / "r"), "--dataset", str(setup["dataset"])])
+    assert "replay/result.json is not valid JSON" in page_text(page.read_text())

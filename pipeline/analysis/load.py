@@ -31,6 +31,7 @@ from pipeline.records import (
     Prediction,
     PrincipalResult,
     Read,
+    ReplayResult,
     Rollout,
     Unreadable,
     read_json,
@@ -372,6 +373,10 @@ class TaskFiles:
     def shown(self, path: Path) -> str:
         """``path`` as the task's folder names it (junior/pool.json)."""
         return self.paths.relative(path)
+
+    def replay_result(self) -> ReplayResult | Unreadable:
+        """replay/result.json (`swepipe replay`; bytes that are not UTF-8 kept)."""
+        return ReplayResult.read(self.paths.replay_files.result, errors="surrogateescape")
 
     def principal_result(self) -> PrincipalResult | Unreadable:
         """principal/result.json (bytes that are not UTF-8 kept)."""

@@ -40,6 +40,7 @@ from pipeline.report.task_view import (
     PoolSection,
     PrincipalSection,
     ProblemSection,
+    ReplaySection,
     ResultSection,
     RolloutPanel,
     Section,
@@ -106,6 +107,7 @@ class _Builder:
             ("pool", "Candidate pool", self.pool_section),
             ("senior", "Senior", self.senior_section),
             ("principal", "Principal", self.principal_section),
+            ("replay", "Replay of a recorded trajectory", self.replay_section),
             ("solo", "Solo agent", self.solo_section),
             ("team", "Team", self.team_section),
             ("ledger", "Model calls (ledger)", self.ledger_section)]
@@ -520,6 +522,35 @@ class _Builder:
         if patch is not None:
             view.patch = self.diff(patch, self.files.shown(principal.patch))
         return view
+
+    def replay_section(self) -> ReplaySection | None:
+        """`swepipe replay`: the replay beside the trajectory it replayed (the replay's own steps are the solo
+        agent's, below)."""
+        if not self.files.has(self.files.paths.replay):
+            return None
+        result = self.files.replay_result()
+        if isinstance(result, Unreadable):
+            return ReplaySection(clean(f"replay/result.json is {result.why}"), [], [], None)
+        identical = {True: "identical", False: "differs", None: "none recorded"}.get(
+            result.patch_identical if isinstance(result.patch_identical, bool) else None)
+        facts = _facts([("source", result.source), ("format", result.source_format),
+                        ("steps replayed", f"{result.replayed_steps} of {result.recorded_steps} recorded"),
+                        ("patch against the recorded one", identical),
+                        ("exit status, recorded", result.recorded_exit_status),
+                        ("verdict, recorded", {True: "resolved", False: "not resolved"}.get(result.recorded_resolved)
+                         if isinstance(result.recorded_resolved, bool) else None),
+                        ("cost, recorded", tab.money(_num(result.recorded_cost))
+                         if isinstance(result.recorded_cost, (int, float)) else None)])
+        named = [("only in the replay's patch", result.only_replayed), ("only in the recorded patch",
+                                                                          result.only_recorded),
+                 ("changed differently", result.differing), ("not listed to submit by the source",
+                                                              result.not_submitted),
+                 ("exit status differs", result.exit_codes_differ), ("notes", result.notes)]
+        lists = [(what, [clean(item) for item in items if isinstance(item, str)]) for what, items in named
+                 if isinstance(items, list) and items]
+        recorded = result.recorded_patch
+        return ReplaySection(None, facts, lists, self.diff(recorded, "replay/result.json (recorded_patch)")
+                             if isinstance(recorded, str) and recorded and not result.patch_identical else None)
 
     def solo_section(self) -> SoloSection | None:
         if not self.files.has(self.files.paths.solo):

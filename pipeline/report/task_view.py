@@ -226,6 +226,14 @@ class PrincipalSection:
 
 
 @dataclass
+class ReplaySection:
+    problem: str | None  # why replay/result.json could not be read
+    facts: list[Fact]
+    lists: list[tuple[str, list[str]]]  # (what, its items): the files and steps that differ, the notes
+    recorded_patch: Diff | None
+
+
+@dataclass
 class SoloSection:
     problem: str | None
     trajectory: TrajectoryView
