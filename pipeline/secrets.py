@@ -60,9 +60,12 @@ _TOKEN = r"(?=[A-Za-z0-9\-._~+/%]*[0-9+/=%])[A-Za-z0-9\-._~+/%]{12,}=*"
 # Credentials in a URL come before its host, so they hold no "/": Go's module paths (.../x/y/@v/v1.2.3.mod) have an
 # "@" after a "/", and are not credentials.
 _USERINFO_TOKEN = r"(?=[A-Za-z0-9\-._~+%]*[0-9+=%])[A-Za-z0-9\-._~+%]{12,}=*"
+# A character a URL's user name or password may hold (RFC 3986: unreserved, %-escapes, sub-delimiters but quotes):
+# text with a control character or a space between "://" and "@" is no URL's credentials.
+_USERINFO = r"[A-Za-z0-9\-._~%!$&()*+,;=]"
 _AFTER_MARKER = re.compile("|".join((
     rf"(?P<auth>\b(?:Bearer|Basic)\s+){_TOKEN}",                         # Authorization: Bearer <token>
-    r"(?P<userinfo>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@\"']*:)[^/\s@\"']+(?=@)",  # https://user:pass@host
+    rf"(?P<userinfo>\b[a-zA-Z][a-zA-Z0-9+.\-]*://{_USERINFO}*:){_USERINFO}+(?=@)",  # https://user:pass@host
     rf"(?P<usertoken>\b[a-zA-Z][a-zA-Z0-9+.\-]*://){_USERINFO_TOKEN}(?=@)",  # https://<token>@host
     r"(?P<query>[?&;](?:api[_\-]?key|apikey|key|token|access[_\-]?token|auth[_\-]?token|auth|secret|password"
     rf"|sig|signature|x-api-key|code)=){_TOKEN}",                        # ?api_key=..., &key=...

@@ -136,7 +136,9 @@ def test_go_module_urls_are_left_alone_and_credentials_in_urls_are_not():
                 "GET https://proxy.golang.org/github.com/x/y/@v/v43.3.0.mod",
                 "https://goproxy.corp.example:8443/github.com/future-architect/vuls/@v/list",
                 "https://proxy.golang.org/cache/download/github.com/x/y/@v/v0.0.0-20230101120000-abcdef123456.zip",
-                "see https://example.com/docs/api/v2/@types/node for details"]
+                "see https://example.com/docs/api/v2/@types/node for details",
+                # between "://" and "@", a control character: no URL's credentials (found by the 5000-example fuzz)
+                "\x1b]8;;https://example.com\x07:0@", "ftp://a b:c@d"]
     for text in ordinary:
         assert redact(text) == text
     credentials = {
