@@ -101,7 +101,7 @@ def test_a_mini_swe_agent_trajectory_replays_to_its_recorded_patch_at_no_cost(re
     assert prediction.model_patch == submission and "reproduce.py" in submission
     rows = Ledger.read(layout.task(task.instance_id).ledger)
     assert len(rows) == 5 and all(row.cost == 0 for row in rows)  # every reply came from the record
-    assert "identical" in result.output and "1 of" not in result.output
+    assert ".traj.json: patch identical" in result.output
 
 
 def test_differences_from_the_record_are_named_file_by_file_and_step_by_step(replay_setup, tmp_path):
@@ -116,7 +116,8 @@ def test_differences_from_the_record_are_named_file_by_file_and_step_by_step(rep
     assert replayed.patch_identical is False and replayed.only_replayed == ["reproduce.py"]
     assert replayed.only_recorded == [] and replayed.differing == []
     assert replayed.exit_codes_differ == ["step 1: recorded 1, replayed 0"]
-    assert "+reproduce.py" in result.output
+    assert ".traj.json: patch differs: +reproduce.py" in result.output
+    assert ".traj.json: step 1: recorded 1, replayed 0" in result.output
 
 
 def test_a_trajectory_that_cannot_be_replayed_is_named_and_the_others_go_on(replay_setup, tmp_path):

@@ -109,7 +109,7 @@ def test_a_swe_agent_trajectory_replays_to_its_patch_and_resolves_in_the_tasks_i
     assert result.source_format == "swe-agent" and result.replayed_steps == result.recorded_steps == len(CALLS) + 1
     prediction = layout.finished()[TASK.instance_id]
     assert prediction["resolved"] is True and "new file mode 100755" in prediction["model_patch"]
-    assert "identical" in done.stdout and "yes (-)" in done.stdout  # replayed verdict, none recorded
+    assert ".traj: patch identical" in done.stdout and "yes (-)" in done.stdout  # replayed verdict, none recorded
     assert all(row.cost == 0 for row in Ledger.read(layout.task(TASK.instance_id).ledger))
 
 

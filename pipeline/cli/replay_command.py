@@ -153,17 +153,23 @@ def _print_replays(layout, recorded: list) -> None:
     for column in ("trajectory", "format", "steps", "patch", "exit codes", "resolved (recorded)"):
         table.add_column(column, overflow="fold")
     verdicts = _verdicts(layout)
+    differences = []
     for trajectory in recorded:
         result = ReplayResult.read(layout.task(trajectory.instance_id).replay_files.result)
         if not isinstance(result, ReplayResult):
             table.add_row(literal(str(trajectory.source.name)), trajectory.format, "-", "not replayed (see above)",
                           "-", "-")
             continue
+        word = _patch_word(result)
         table.add_row(literal(trajectory.source.name), literal(str(result.source_format)),
-                      f"{result.replayed_steps} of {result.recorded_steps}", literal(_patch_word(result)),
-                      literal(f"{len(result.exit_codes_differ or [])} differ"),
+                      f"{result.replayed_steps} of {result.recorded_steps}", word.split(":")[0],
+                      f"{len(result.exit_codes_differ or [])} differ",
                       f"{_word(verdicts.get(trajectory.instance_id))} ({_word(result.recorded_resolved)})")
+        said = [f"patch {word}", *(result.exit_codes_differ or [])]
+        differences += [f"{trajectory.source.name}: {item}" for item in said]
     console.print(table)
+    for line in differences:  # below the table, whole: a cell folds them to its width
+        console.print(literal(line), soft_wrap=True)
     from pipeline.layout import TASK
 
     console.print(f"per trajectory: {layout.root / TASK.replay_files.result}", soft_wrap=True)
