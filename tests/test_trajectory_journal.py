@@ -148,3 +148,12 @@ def test_bytes_written_stay_within_twice_the_final_trajectory_at_fifty_steps(tmp
     assert final > 50 * 8000 and not trajectory_journal(trajectory).exists()
     assert set(written) <= {"trajectory.json", "trajectory.jsonl", "trajectory.reply"}
     assert sum(written.values()) <= 2 * final, (written, final)
+
+
+def test_a_whole_record_whose_messages_or_steps_are_no_list_folds_as_holding_none():
+    """Found by the 5000-example fuzz: {"whole": {"messages": 1}} stopped the fold with a TypeError."""
+    from pipeline.records.trajectory import fold_journal
+
+    state, problem = fold_journal({"steps": "x"}, ['{"whole": {"messages": 1, "name": "a"}}'])
+    assert problem is None and state["messages"] == [] and state["steps"] == [] and state["name"] == "a"
+    assert fold_journal({"messages": {"0": 1}}, [])[0]["messages"] == []

@@ -68,8 +68,7 @@ def read_trajectory(trajectory: Path, errors: str = "strict") -> Read:
 def fold_journal(base: dict[str, Any], lines: list[str]) -> tuple[dict[str, Any], str | None]:
     """``base`` with the journal ``lines`` applied in order (a copy; ``base`` is left as it was), or why the
     journal cannot be read (a newer format than this swepipe knows)."""
-    state: dict[str, Any] = {**base, "messages": list(base.get("messages") or []),
-                             "steps": list(base.get("steps") or [])} if base else {}
+    state: dict[str, Any] = _with_lists(base) if base else {}
     for line in lines:
         try:
             entry = json.loads(line)
@@ -85,11 +84,18 @@ def fold_journal(base: dict[str, Any], lines: list[str]) -> tuple[dict[str, Any]
     return state, None
 
 
+def _with_lists(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` whose messages and steps are lists of their own (a record someone else wrote may hold
+    anything there: what is no list is none)."""
+    return {**record, **{key: list(value) if isinstance(value := record.get(key), list) else []
+                         for key in ("messages", "steps")}}
+
+
 def apply_entry(state: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     """One journal line applied to ``state`` (changed in place, or replaced by a ``whole`` line)."""
     whole = entry.get("whole")
     if isinstance(whole, dict):
-        state = {**whole, "messages": list(whole.get("messages") or []), "steps": list(whole.get("steps") or [])}
+        state = _with_lists(whole)
     state.setdefault("messages", [])
     state.setdefault("steps", [])
     changed = entry.get("set")
