@@ -139,3 +139,21 @@ def test_a_replay_killed_mid_way_resumes_without_serving_a_reply_twice(tmp_path)
     assert len(rows) == len(CALLS) + 1  # each recorded reply served once, across both sessions
     result = ReplayResult.read(layout.task(TASK.instance_id).replay_files.result)
     assert isinstance(result, ReplayResult) and result.patch_identical is True
+
+
+def test_a_mini_swe_agent_trajectory_replays_to_the_gold_patch_in_the_tasks_image(tmp_path):
+    """mini-swe-agent 1.x's text actions in a container: a heredoc written under /tmp and applied under /testbed, a
+    reply mini refused (two blocks), and the submit echo followed by `git diff`."""
+    from test_replay import SUBMIT, mini_trajectory
+
+    write = f"cat <<'EOF' > /tmp/fix.diff\n{TASK.patch}EOF"
+    source = mini_trajectory(tmp_path / f"{TASK.instance_id}.traj.json", TASK.instance_id,
+                             [("ls /testbed/tinyq", 0), (None, None), (write, 0),
+                              ("cd /testbed && git apply /tmp/fix.diff", 0), (SUBMIT, None)], TASK.patch)
+    done = swepipe("replay", str(source), "--run-id", "mini", "--evaluate", cwd=tmp_path)
+    layout = RunLayout(tmp_path / "runs" / "mini")
+    result = ReplayResult.read(layout.task(TASK.instance_id).replay_files.result)
+    assert isinstance(result, ReplayResult), done.stdout[-3000:]
+    assert result.patch_identical is True, (result.differing, result.only_replayed, result.only_recorded)
+    assert result.exit_codes_differ == [] and result.replayed_steps == 5
+    assert layout.finished()[TASK.instance_id]["resolved"] is True
