@@ -245,3 +245,12 @@ def test_the_task_page_shows_the_replay_beside_its_record(replay_setup, tmp_path
     result.write_text("{not json")
     CliRunner().invoke(app, ["report", str(setup["runs"] / "r"), "--dataset", str(setup["dataset"])])
     assert "replay/result.json is not valid JSON" in page_text(page.read_text())
+
+
+def test_a_replay_with_nothing_of_the_dataset_says_so(replay_setup, tmp_path):
+    setup = replay_setup
+    source = mini_trajectory(tmp_path / "elsewhere.traj.json", "no-such-task", [(SUBMIT, None)], "")
+    result, layout = replay(setup, source)
+    assert isinstance(result.exception, SwepipeError) and "none that could be read is of a task in the dataset" \
+        in str(result.exception)
+    assert not layout.root.exists()

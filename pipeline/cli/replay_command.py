@@ -66,7 +66,8 @@ def replay(
     everything = dataclasses.replace(selection, instance_ids=None).load()
     recorded = _in_dataset(recorded, {task.instance_id for task in everything}, selection.instance_ids)
     if not recorded:
-        raise SwepipeError("no trajectory to replay (see above)")
+        raise SwepipeError("no trajectory to replay: none that could be read is of a task in the dataset"
+                           f"{' and in --instance-ids' if selection.instance_ids else ''} (the others are named above)")
     layout = RunLayout(runs_dir / run_id)
     for trajectory in recorded:
         _keep(layout, trajectory, write_recorded)
