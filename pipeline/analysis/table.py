@@ -18,7 +18,7 @@ class Table:
 
 
 def short_id(instance_id: str, width: int = 34) -> str:
-    name = instance_id.removeprefix("instance_")
+    name = instance_id.removeprefix("instance_") or instance_id  # an id that is only the prefix stays shown
     return name if len(name) <= width else name[: width - 1] + "…"
 
 

@@ -122,5 +122,5 @@ def dollars_of(value: object) -> str:
 
 def short_id(instance_id: str, width: int = 40) -> str:
     """An instance id short enough for an 80-column table: the long commit-hash tail cut."""
-    text = instance_id.removeprefix("instance_")
+    text = instance_id.removeprefix("instance_") or instance_id  # an id that is only the prefix stays shown
     return text if len(text) <= width else text[:width - 1] + "…"
