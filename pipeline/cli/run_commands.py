@@ -242,7 +242,8 @@ def _stopped(summary, settings, resume: str | None = None) -> None:
 
 def _print_run(summary, settings) -> bool:
     """The run's table and what went wrong; False when tasks could not run or no model answered."""
-    from pipeline.run.bookkeeping import dollars_of, short_id, verdict_word
+    from pipeline.analysis.table import short_id
+    from pipeline.run.bookkeeping import dollars_of, verdict_word
 
     table = Table(title=f"run {settings.layout.run_id}")
     stages = list(summary.roles)
@@ -251,7 +252,7 @@ def _print_run(summary, settings) -> bool:
     for instance_id, p in sorted(summary.predictions.items()):
         cost = p.get("cost") if isinstance(p.get("cost"), dict) else {}
         error = (p.get("error") or "").strip().split("\n")[0]  # (splitlines would also cut at \x1c, \x85, ...)
-        table.add_row(short_id(instance_id), p.get("source", ""), *(dollars_of(cost.get(s, 0))[1:] for s in stages),
+        table.add_row(short_id(instance_id, 40), p.get("source", ""), *(dollars_of(cost.get(s, 0))[1:] for s in stages),
                       verdict_word(p.get("resolved"), "yes", "no", "-"), error[:60])
     console.print(table)
     if any(p.get("error") for p in summary.predictions.values()):

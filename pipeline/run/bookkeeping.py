@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.analysis.table import short_id
 from pipeline.outages import BREAKERS
 from pipeline.printable import clean
 from pipeline.records import Prediction
@@ -102,7 +103,7 @@ def task_line(prediction: dict[str, Any], roles: tuple[str, ...]) -> str:
     status = "not run (infra error, retried by a rerun)" if prediction.get("infra_error") else \
         f"source {prediction.get('source', 'none')}"
     error = clean(prediction.get("error") or "").strip().splitlines()
-    parts = [f"task {short_id(prediction['instance_id'])}: {status}",
+    parts = [f"task {short_id(prediction['instance_id'], 40)}: {status}",
              ", ".join(f"{role} {dollars_of(cost.get(role, 0.0))}" for role in roles), resolved,
              f"error: {error[0][:100]}" if error else ""]
     return " | ".join(part for part in parts if part)
@@ -118,9 +119,3 @@ def dollars_of(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e15 < value < 1e15:
         return "$?"
     return f"${value:.4f}"
-
-
-def short_id(instance_id: str, width: int = 40) -> str:
-    """An instance id short enough for an 80-column table: the long commit-hash tail cut."""
-    text = instance_id.removeprefix("instance_") or instance_id  # an id that is only the prefix stays shown
-    return text if len(text) <= width else text[:width - 1] + "…"
