@@ -67,3 +67,11 @@ def file_sections(patch: str) -> dict[str, str]:
 def hunks(section: str) -> list[str]:
     """A file section's hunks (each from its ``@@`` line), after its header."""
     return [hunk for hunk in re.split(r"(?m)^(?=@@)", section)[1:]]
+
+
+_PATCHED_PATH = re.compile(r'(?m)^(?:(?:\+\+\+|---) "?[ab]/|rename (?:from|to) "?)(.*?)"?(?:\t.*)?$')
+
+
+def touched_paths(patch: str) -> list[str]:
+    """The paths a patch's file headers name (before and after, renames' too), each once, in order."""
+    return list(dict.fromkeys(_PATCHED_PATH.findall(patch or "")))

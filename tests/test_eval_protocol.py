@@ -46,11 +46,19 @@ def test_entry_script_runs_only_the_last_setup_line_and_joins_test_files():
     lines = script.splitlines()
     assert "git checkout def456 -- t.py" in lines and "git clean -fd" not in script
     assert lines.index("git reset --hard abc1234") < lines.index("git apply -v /workspace/patch.diff") \
-        < lines.index("git checkout def456 -- t.py") < lines.index('echo "MARKER $apply_status"')
+        < lines.index("git checkout def456 -- t.py") < lines.index("canary_status=none") \
+        < lines.index('echo "MARKER $apply_status $canary_status"')
     # the tests' output goes to the container's own streams, after the marker line on each
-    assert lines[-3:] == ['echo "MARKER $apply_status"', 'echo "MARKER $apply_status" >&2',
-                          "bash /workspace/run_script.sh t.py,u.py"]
+    marker = 'echo "MARKER $apply_status $canary_status"'
+    assert lines[-3:] == [marker, f"{marker} >&2", "bash /workspace/run_script.sh t.py,u.py"]
     assert lines[1] == "export A=1" and "parser.py" not in script
+
+
+def test_the_canaries_are_planted_after_the_hidden_tests_are_restored_and_run_after_the_selected_tests():
+    lines = entry_script(make_task(), [], "MARKER", "plant here\n", ["t.py::test_planted"]).splitlines()
+    assert lines.index("git checkout def456 -- t.py") < lines.index("plant here") \
+        < lines.index('echo "MARKER $apply_status $canary_status"')
+    assert lines[-1] == "bash /workspace/run_script.sh t.py,u.py,t.py::test_planted"
 
 
 def test_the_parser_runs_apart_as_the_official_last_step():

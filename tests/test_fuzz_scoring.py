@@ -6,12 +6,13 @@ never another exception, and the result it makes is a record that can be written
 import io
 import itertools
 import json
+import random
 
 from fuzzing import fuzz
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from pipeline.evaluation import integrity
+from pipeline.evaluation import canaries, integrity
 from pipeline.evaluation.capture import split_at_marker
 from pipeline.evaluation.protocol import OutputShapeError, parse_entries, read_output
 from pipeline.evaluation.runner import ScoringRun, _judge_outputs
@@ -24,8 +25,18 @@ PIECES = ("[", "]", "[/i]", "::", " | ", "\n", "\r", "\t", "\x00", "\x1b[31m", "
 NUMBERS = (0, -1, 2**31, 2**64, 10**400, -(10**300), 1e308, float("inf"), float("-inf"), float("nan"), 1.5)
 REQUIRED = ("tests/t.py::test_x[a/b]", "tests/t.py::test_y[\n]", "TestGo/sub case", "test ’quoted’")
 
+
+def task() -> Task:
+    return Task(instance_id="instance_fuzz__scoring-1", repo="fuzz/scoring", base_commit="abc1234",
+                problem_statement="p", repo_language="python", fail_to_pass=list(REQUIRED[:2]),
+                pass_to_pass=list(REQUIRED[2:]), selected_test_files_to_run=["tests/t.py"], before_repo_set_cmd="",
+                dockerhub_tag="x")
+
+
+PLAN = canaries.plan(task(), "python -m pytest -v", "", random.Random(0))  # its canaries' names are in the output
+PLANTED_NAMES = tuple(f"tests/t.py::{canary.name}" for canary in PLAN.canaries)
 text = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=6)), max_size=8).map("".join)
-name = st.one_of(st.sampled_from(REQUIRED), text)
+name = st.one_of(st.sampled_from(REQUIRED + PLANTED_NAMES), text)
 status = st.one_of(st.sampled_from(("PASSED", "FAILED", "ERROR", "SKIPPED", "passed", "PASSED ")), text)
 scalar = st.one_of(st.none(), st.booleans(), st.sampled_from(NUMBERS), st.integers(), st.floats(), text)
 json_value = st.recursive(scalar, lambda inner: st.one_of(st.lists(inner, max_size=4),
@@ -52,13 +63,6 @@ raw_output = st.one_of(
                      "{\"tests\": []}".encode("utf-16"), b'{"tests": [{"name": "\\ud800", "status": "PASSED"}]}')))
 
 
-def task() -> Task:
-    return Task(instance_id="instance_fuzz__scoring-1", repo="fuzz/scoring", base_commit="abc1234",
-                problem_statement="p", repo_language="python", fail_to_pass=list(REQUIRED[:2]),
-                pass_to_pass=list(REQUIRED[2:]), selected_test_files_to_run=["tests/t.py"], before_repo_set_cmd="",
-                dockerhub_tag="x")
-
-
 @fuzz
 @given(raw=raw_output)
 def test_output_json_of_any_bytes_is_entries_or_a_shape_error(raw):
@@ -80,20 +84,30 @@ def test_parse_entries_of_any_json_value_is_entries_or_a_shape_error(value):
 
 
 @fuzz
-@given(raw=raw_output, log=st.binary(max_size=300), grader=st.booleans(), timed_out=st.booleans())
-def test_any_output_and_logs_make_a_result_that_can_be_written(tmp_path_factory, raw, log, grader, timed_out):
-    """The whole reader (output.json, the runners' summaries, the integrity checks, the verdict): a record."""
+@given(raw=raw_output, log=st.binary(max_size=300), grader=st.booleans(), timed_out=st.booleans(),
+       canary_status=st.one_of(st.none(), st.sampled_from((canaries.PLANTED, "none", "target_missing")), text))
+def test_any_output_and_logs_make_a_result_that_can_be_written(tmp_path_factory, raw, log, grader, timed_out,
+                                                               canary_status):
+    """The whole reader (output.json, the runners' summaries, the canaries, the integrity checks, the verdict): a
+    record, whose statuses never hold a canary and whose canaries say how each was reported."""
     folder = tmp_path_factory.mktemp("scored")
     (folder / "output.json").write_bytes(raw)
     (folder / "stdout.log").write_bytes(log)
-    run = ScoringRun(apply_status="0", tests_started=True, timed_out=timed_out, output_size=len(raw),
-                     summaries=read_summaries(folder / "stdout.log"),
+    run = ScoringRun(apply_status="0", canary_status=canary_status, tests_started=True, timed_out=timed_out,
+                     output_size=len(raw), summaries=read_summaries(folder / "stdout.log"),
                      grader=[integrity.finding(integrity.GRADER_WRITTEN, "parser.py changed")] if grader else [])
-    result = {"instance_id": "i", "category": "tests_failed", "patch_empty": False, **_judge_outputs(task(), folder,
-                                                                                                     run)}
+    result = {"instance_id": "i", "category": "tests_failed", "patch_empty": False,
+              **_judge_outputs(task(), folder, run, PLAN)}
     EvalResult.of(result).write(folder / "result.json")
-    assert EvalResult.read(folder / "result.json").official_resolved is result["official_resolved"]
+    written = EvalResult.read(folder / "result.json")
+    assert written.official_resolved is result["official_resolved"]
     assert not (result["resolved"] and (grader or timed_out or "error" in result))
+    assert not any(canary.name in reported for canary in PLAN.canaries for reported in result["statuses"])
+    assert written.canaries.planted is (canary_status == canaries.PLANTED)
+    if result["resolved"] and written.canaries.planted:  # vouched for: the canaries came out as they must
+        for test in written.canaries.tests:
+            assert test.reported and ("PASSED" not in test.reported if test.must == "fail" else
+                                      set(test.reported) == {"PASSED"}), test
 
 
 summary_line = st.one_of(

@@ -139,12 +139,15 @@ def test_a_patch_changing_test_infrastructure_is_noted():
 
     patch = (added("conftest.py") + added("src/calc.py") + added("pkg/tests/conftest.py") + added("t.py")
              + added("pyproject.toml", "[tool.black]\n") + added("setup.cfg", "[tool:pytest]\n")
-             + added("lib/site-packages/hook.pth") + added("jest.config.js") + added("package.json", '"jest": {}\n'))
+             + added("lib/site-packages/hook.pth") + added("jest.config.js") + added("package.json", '"jest": {}\n')
+             + added("cron/zz_test.go", "func TestMain(m *testing.M) {\n") + added("cron/a_test.go", "func TestA(\n")
+             + added("src/setupTests.ts"))
     assert integrity.infrastructure_notes(make_task(), patch) == [
         "conftest.py: pytest configuration", "pkg/tests/conftest.py: pytest configuration",
         "t.py: a hidden test file, restored before the tests run", "setup.cfg: pytest configuration",
         "lib/site-packages/hook.pth: Python start-up hook", "jest.config.js: jest configuration",
-        "package.json: test runner configuration"]
+        "package.json: test runner configuration",
+        "cron/zz_test.go: a Go test main (TestMain runs the package's tests)", "src/setupTests.ts: jest configuration"]
     assert integrity.infrastructure_notes(make_task(), "") == []
 
 

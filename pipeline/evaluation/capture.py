@@ -50,11 +50,12 @@ def start_marker(instance_id: str, patch: str) -> str:
 @dataclass
 class Captured:
     """One stream of the tests' container: what the setup printed on it (bounded) and whether the marker line
-    was seen, with the word after it (git apply's exit status)."""
+    was seen, with the words after it (git apply's exit status, the canaries' status)."""
 
     setup: BoundedOutput
     found: bool = False
     apply_status: str | None = None
+    canary_status: str | None = None
 
 
 class Sink(Protocol):
@@ -94,7 +95,9 @@ class MarkerSplitter:
             del pending[: end + 1]
             if not self._in_long_line and line.startswith(self._prefix):
                 captured.found = True
-                captured.apply_status = line[len(self._prefix):].decode("ascii", "replace").strip()
+                words = line[len(self._prefix):].decode("ascii", "replace").split()
+                captured.apply_status = words[0] if words else ""
+                captured.canary_status = words[1] if len(words) > 1 else None
                 self._out.write(pending)
                 pending.clear()
             else:

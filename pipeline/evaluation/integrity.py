@@ -11,7 +11,17 @@ A finding is ``{"kind": ..., "detail": ...}``, of one of these kinds:
   counts it passed when any of its entries is PASSED);
 - ``summary_contradicts``: tests reported PASSED where the runner's own summary counts failures: the runners'
   summaries count more failed tests than output.json reports as not passing, or go test printed FAIL for a test
-  output.json reports PASSED (pipeline.evaluation.summaries).
+  output.json reports PASSED (pipeline.evaluation.summaries);
+- ``canary``: a planted test came out other than it must (pipeline.evaluation.canaries): the one that must fail
+  reported PASSED, the one that must pass reported otherwise, or either not reported while the required tests
+  passed;
+- ``summary_missing``: the required tests passed, but the runner's own end-of-run summary is not in the tests'
+  output (pytest's closing line, go test's ok/FAIL line, jest's "Tests:", mocha's "passing", node --test's
+  "# tests"), or a pytest session that started never printed one: the tests were reported by something that
+  ended the run before the runner did.
+
+``canary`` and ``summary_missing`` are asked only of a verdict the official protocol resolved, the only one they
+could change.
 
 A result with a finding never counts as resolved; the official protocol's verdict stays beside it
 (``official_resolved``). A note is no finding: real fixes change conftest.py or the runner's configuration too.
@@ -21,18 +31,25 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import re
 from typing import Any
 
 from pipeline import patchtext
+from pipeline.evaluation import canaries
+from pipeline.evaluation.canaries import CANARY
 from pipeline.evaluation.protocol import OUTPUT, TEST_LOGS, WORKSPACE
+from pipeline.evaluation.runners import Runner
 from pipeline.evaluation.summaries import RunnerSummaries
 from pipeline.tasks import Task
 
 GRADER_WRITTEN = "grader_written"
 CONFLICTING_STATUSES = "conflicting_statuses"
 SUMMARY_CONTRADICTS = "summary_contradicts"
-KINDS = (GRADER_WRITTEN, CONFLICTING_STATUSES, SUMMARY_CONTRADICTS)
+SUMMARY_MISSING = "summary_missing"
+KINDS = (GRADER_WRITTEN, CONFLICTING_STATUSES, SUMMARY_CONTRADICTS, CANARY, SUMMARY_MISSING)
+# The summaries (pipeline.evaluation.summaries' runner names) that end a run of each runner
+_ENDS_OF = {Runner.PYTEST: ("pytest",), Runner.GO: ("go test",), Runner.NODE_TEST: ("tap", "node --test"),
+            Runner.MOCHA: ("mocha", "tap"), Runner.JEST: ("jest",),
+            Runner.PACKAGE: ("jest", "mocha", "tap", "node --test")}
 GRADER_OUTPUTS = (*TEST_LOGS, OUTPUT, "apply_status")  # the official entry script's
 SHOWN = 3  # names given in a finding's detail
 _NAME_WIDTH = 200  # characters of a name shown in a detail
@@ -80,10 +97,12 @@ def conflicting_findings(task: Task, entries: list[tuple[str, str]]) -> list[dic
                                           f"different statuses: {shown}{more}")]
 
 
-def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passed: set[str]) -> list[dict[str, Any]]:
-    """Tests reported PASSED (``passed``) where the runners' summaries in the logs count failures."""
+def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passed: set[str],
+                     unreported_failures: int = 0) -> list[dict[str, Any]]:
+    """Tests reported PASSED (``passed``) where the runners' summaries in the logs count failures (beside
+    ``unreported_failures``: planted tests that must fail, which a parser may not report)."""
     findings = []
-    not_passing = sum(1 for name in statuses if name not in passed)
+    not_passing = sum(1 for name in statuses if name not in passed) + unreported_failures
     if passed and summaries.counted > not_passing:
         runners = ", ".join(f"{runner}: {count}" for runner, count in summaries.failed.items() if count)
         findings.append(finding(SUMMARY_CONTRADICTS, f"the runner's own summaries count {summaries.counted} failed "
@@ -96,9 +115,27 @@ def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passe
     return findings
 
 
+def canary_findings(outcome: canaries.CanaryOutcome) -> list[dict[str, Any]]:
+    return [finding(CANARY, detail) for detail in canaries.findings(outcome)]
+
+
+def summary_missing_findings(runner: Runner | None, summaries: RunnerSummaries) -> list[dict[str, Any]]:
+    """The runner's end-of-run summary absent from a run whose required tests passed (nothing to ask of a runner
+    swepipe does not know)."""
+    if runner is None:
+        return []
+    ended = sum(summaries.ended.get(name, 0) for name in _ENDS_OF[runner])
+    if not ended:
+        return [finding(SUMMARY_MISSING, f"the required tests were reported passed, but the tests' output holds no "
+                                         f"end-of-run summary of {runner.value}, the runner run_script.sh runs")]
+    if runner is Runner.PYTEST and summaries.started > ended:
+        return [finding(SUMMARY_MISSING, f"{summaries.started} pytest sessions started but {ended} printed their "
+                                         "closing summary: the others ended before their tests were done")]
+    return []
+
+
 # -- test infrastructure: notes, not findings -----------------------------------------------------------------
 
-_PATCHED_PATH = re.compile(r'(?m)^(?:(?:\+\+\+|---) "?[ab]/|rename (?:from|to) "?)(.*?)"?(?:\t.*)?$')
 # (file name pattern, what it is, words the file's part of the patch must hold for it to count: None for any)
 _INFRASTRUCTURE = (
     ("conftest.py", "pytest configuration", None),
@@ -111,9 +148,11 @@ _INFRASTRUCTURE = (
     ("*.pth", "Python start-up hook", None),
     ("jest.config.*", "jest configuration", None),
     ("jest.setup.*", "jest configuration", None),
+    ("setupTests.*", "jest configuration", None),
     ("vitest.config.*", "vitest configuration", None),
     (".mocharc*", "mocha configuration", None),
     ("package.json", "test runner configuration", ("jest", "mocha", "vitest", '"test"')),
+    ("*_test.go", "a Go test main (TestMain runs the package's tests)", ("func TestMain(",)),
 )
 
 
@@ -123,7 +162,7 @@ def infrastructure_notes(task: Task, patch: str) -> list[str]:
     hidden = _hidden_test_files(task)
     notes = []
     for section in patchtext.sections(patch or ""):
-        for path in dict.fromkeys(_PATCHED_PATH.findall(section)):
+        for path in patchtext.touched_paths(section):
             why = "a hidden test file, restored before the tests run" if path in hidden else \
                 _infrastructure(path.rpartition("/")[2], section)
             note = f"{_name(path)}: {why}" if why else None
@@ -142,7 +181,7 @@ def _infrastructure(file_name: str, section: str) -> str | None:
 def _hidden_test_files(task: Task) -> set[str]:
     files = {name.split("::", 1)[0] for name in task.selected_test_files_to_run}
     if task.test_patch:
-        files.update(_PATCHED_PATH.findall(task.test_patch))
+        files.update(patchtext.touched_paths(task.test_patch))
     return files
 
 

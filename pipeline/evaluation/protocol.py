@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pipeline import patchtext
@@ -29,7 +30,7 @@ OUTPUT = "output.json"
 TEST_LOGS = ("stdout.log", "stderr.log")
 GRADER_FILES = (ENTRY_SCRIPT, RUN_SCRIPT, PARSER, PATCH)  # what the tests' /workspace holds
 # The protocol as carried out here, on record in every result: raised when a change here could move a verdict.
-PROTOCOL_VERSION = "swe-bench-pro-os/2"  # 2: the parser in a second container
+PROTOCOL_VERSION = "swe-bench-pro-os/3"  # 2: the parser in a second container; 3: canaries beside the tests
 _BINARY_MARKERS = re.compile(r"(?m)^(Binary files .* differ|GIT binary patch)$")
 
 
@@ -52,12 +53,15 @@ def dockerfile_env_exports(*dockerfiles: str) -> list[str]:
     return exports
 
 
-def entry_script(task: Task, env_exports: list[str], marker: str) -> str:
-    """The script the tests' container runs: reset, apply, restore the hidden tests, run them. Once the setup is
-    done, a line ``<marker> <git apply's exit status>`` goes to stdout and to stderr: what follows it on each is
-    the tests' output, the official stdout.log and stderr.log."""
+def entry_script(task: Task, env_exports: list[str], marker: str, plant: str = "canary_status=none\n",
+                 planted_tests: Sequence[str] = ()) -> str:
+    """The script the tests' container runs: reset, apply, restore the hidden tests, plant the canaries (``plant``:
+    bash that sets ``canary_status``, pipeline.evaluation.canaries; ``planted_tests`` go to the run script after the
+    selected tests), run them. Once the setup is done, a line ``<marker> <git apply's exit status>
+    <canary_status>`` goes to stdout and to stderr: what follows it on each is the tests' output, the official
+    stdout.log and stderr.log."""
     restore_tests = task.before_repo_set_cmd.strip().split("\n")[-1]
-    test_files = ",".join(task.selected_test_files_to_run)
+    test_files = ",".join([*task.selected_test_files_to_run, *planted_tests])
     env_lines = "\n".join(env_exports)
     return f"""
 {env_lines}
@@ -68,9 +72,11 @@ git checkout {task.base_commit}
 git apply -v {WORKSPACE}/patch.diff
 apply_status=$?
 {restore_tests}
+# plant the canaries
+{plant}
 # run test: stdout and stderr go to the container's own streams, which swepipe reads out of it
-echo "{marker} $apply_status"
-echo "{marker} $apply_status" >&2
+echo "{marker} $apply_status $canary_status"
+echo "{marker} $apply_status $canary_status" >&2
 bash {WORKSPACE}/run_script.sh {test_files}
 """
 

@@ -18,15 +18,18 @@ from docker.errors import NotFound
 
 from pipeline import __version__, patchtext, stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
+from pipeline.evaluation import canaries
 from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
 from pipeline.evaluation.files import archive_digests, extract_archive, tar_of, tar_stream
 from pipeline.evaluation.integrity import (
     GRADER_OUTPUTS,
+    canary_findings,
     conflicting_findings,
     grader_findings,
     infrastructure_notes,
     summary_findings,
+    summary_missing_findings,
 )
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
 from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
@@ -96,6 +99,7 @@ class ScoringRun:
     exit_code: int | None = None  # the tests' container's
     timed_out: bool = False
     apply_status: str | None = None  # git apply's exit status, from the marker line
+    canary_status: str | None = None  # the canaries' status, from the marker line (pipeline.evaluation.canaries)
     tests_started: bool = False  # the marker line was seen: the setup ended and the tests ran
     grader: list[dict[str, Any]] = field(default_factory=list)  # grader_written findings
     parser_exit_code: int | None = None
@@ -124,7 +128,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
         record["scorer"]["seed"] = settings.seed
     try:
         marker = start_marker(task.instance_id, applied_patch)
-        workspace, parsing = _workspace_files(task, applied_patch, settings, marker)
+        workspace, parsing, plan = _workspace_files(task, applied_patch, settings, marker)
         saved.entry_script.write_bytes(workspace[ENTRY_SCRIPT])
         image = image_name(settings.image_template, task.to_row())
         record["image"] = image
@@ -135,7 +139,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
         record["parser_exit_code"] = run.parser_exit_code
         if run.output_dropped:
             record["tests_output_dropped"] = run.output_dropped
-        record.update(_judge_outputs(task, out_dir, run))
+        record.update(_judge_outputs(task, out_dir, run, plan))
         notes = infrastructure_notes(task, applied_patch)
         if notes:
             record["test_infrastructure"] = notes
@@ -147,8 +151,8 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
 
 
 def _workspace_files(task: Task, patch: str, settings: EvalSettings,
-                     marker: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """The files of the tests' /workspace, and those of the parser's (but the logs)."""
+                     marker: str) -> tuple[dict[str, bytes], dict[str, bytes], canaries.CanaryPlan]:
+    """The files of the tests' /workspace, those of the parser's (but the logs), and the canaries planted."""
     scripts = {}
     for name in (RUN_SCRIPT, PARSER):
         path = settings.run_scripts / task.instance_id / name if settings.run_scripts else None
@@ -165,9 +169,10 @@ def _workspace_files(task: Task, patch: str, settings: EvalSettings,
                 raise InfraError(f"no Dockerfile at {path}")
             contents.append(path.read_text(encoding="utf-8", errors="replace"))
         exports = dockerfile_env_exports(*contents)
-    tests = {**scripts, PATCH: patchtext.to_bytes(patch),
-             ENTRY_SCRIPT: entry_script(task, exports, marker).encode("utf-8")}
-    return tests, {PARSER: scripts[PARSER], PARSE_SCRIPT: parser_script(exports).encode("utf-8")}
+    plan = canaries.plan(task, scripts[RUN_SCRIPT].decode("utf-8", errors="replace"), patch)
+    entry = entry_script(task, exports, marker, canaries.plant_script(plan, patch), plan.arguments)
+    tests = {**scripts, PATCH: patchtext.to_bytes(patch), ENTRY_SCRIPT: entry.encode("utf-8")}
+    return tests, {PARSER: scripts[PARSER], PARSE_SCRIPT: parser_script(exports).encode("utf-8")}, plan
 
 
 def _run_containers(task: Task, image: str, workspace: dict[str, bytes], parsing: dict[str, bytes], marker: str,
@@ -206,6 +211,7 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
             streams = capture.finish()
             run.tests_started = all(captured.found for captured in streams.values())
             run.apply_status = streams["stdout"].apply_status
+            run.canary_status = streams["stdout"].canary_status
             run.grader = grader_findings(workspace, _workspace_digests(tests))
             run.summaries = read_summaries(*(spool / name for name in TEST_LOGS))
             run.output_dropped = capture.budget.dropped
@@ -323,8 +329,9 @@ def _wait(container: Any, timeout: float) -> tuple[int | None, bool]:
         return None, True
 
 
-def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict[str, Any]:
-    """The official verdict from output.json, the integrity findings beside it, and the verdict that counts."""
+def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun, plan: canaries.CanaryPlan) -> dict[str, Any]:
+    """The official verdict from output.json (the canaries' entries taken out), the integrity findings beside it,
+    and the verdict that counts."""
     result: dict[str, Any] = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
     entries = None
     if run.output_size is not None and run.output_size > OUTPUT_LIMIT:
@@ -338,18 +345,34 @@ def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun) -> dict[str, Any]
         result["error"] = "the tests' container never reached the tests (see entry.log)"
     elif not run.timed_out:
         result["error"] = "the parser wrote no output.json (see stdout.log, stderr.log, entry.log)"
+    every_entry = list(entries or [])
+    outcome = canaries.read_outcome(plan, run.canary_status, entries or [])
     statuses = dict(entries or [])
     passed = passed_names(entries or [])
     verdict = judge(task, statuses, passed)
     integrity = list(run.grader)
     if entries is not None:
-        integrity += conflicting_findings(task, entries) + summary_findings(run.summaries, statuses, passed)
+        integrity += conflicting_findings(task, entries) + summary_findings(
+            run.summaries, dict(every_entry), passed_names(every_entry), outcome.unreported_failures())
     # No output means no test passed: the official verdict is then "not resolved".
     official = verdict.resolved and entries is not None and not run.timed_out
+    if official:  # what only a verdict the official protocol resolved must answer for
+        integrity += canary_findings(outcome) + summary_missing_findings(plan.runner, run.summaries)
+    result["canaries"] = _canary_record(outcome)
     result.update(official_resolved=official, resolved=official and not integrity, integrity=integrity,
                   timed_out=run.timed_out, FAIL_TO_PASS=asdict(verdict.fail_to_pass),
                   PASS_TO_PASS=asdict(verdict.pass_to_pass), near_misses=verdict.near_misses, statuses=statuses)
     return result
+
+
+def _canary_record(outcome: canaries.CanaryOutcome) -> dict[str, Any]:
+    """What the result says of the canaries: where they were planted and how each was reported, or why none was."""
+    plan = outcome.plan
+    if not outcome.planted:
+        return {"planted": False, "runner": plan.runner.value if plan.runner else None, "reason": outcome.reason()}
+    return {"planted": True, "runner": plan.runner.value if plan.runner else None, "target": plan.target,
+            "tests": [{"name": c.name, "must": "pass" if c.must_pass else "fail",
+                       "reported": outcome.reported.get(c.name, [])} for c in plan.canaries]}
 
 
 def _category(record: dict[str, Any]) -> str:

@@ -38,9 +38,31 @@ class Finding(Part):
 
     kind: Text = absent("grader_written (the test run wrote to the grader's files or outputs), "
                         "conflicting_statuses (a required test reported more than once with "
-                        "different statuses) or summary_contradicts (tests reported PASSED where "
-                        "the runner's own summary counts failures)")
+                        "different statuses), summary_contradicts (tests reported PASSED where "
+                        "the runner's own summary counts failures), canary (a planted test came out "
+                        "other than it must) or summary_missing (the required tests passed, but the "
+                        "runner's own end-of-run summary is absent)")
     detail: Text = absent("what was found, in words")
+
+
+class PlantedTest(Part):
+    """One canary of a scoring (pipeline.evaluation.canaries)."""
+
+    name: Text = absent("its name as written in the test file (drawn afresh for each scoring)")
+    must: Text = absent("\"pass\" or \"fail\"")
+    reported: list[Text] = absent("the statuses output.json gave it (none: not reported)")
+
+
+class Canaries(Part):
+    """The tests planted beside the required ones, to vouch for the verdict (pipeline.evaluation.canaries)."""
+
+    planted: Flag = absent("they were planted and ran with the required tests")
+    runner: Text | None = absent("the runner run_script.sh runs the selected tests with (null: not one "
+                                 "swepipe knows)")
+    target: Text = absent("the test file they were written into (go test: the test beside which they "
+                          "were, in a file of their own)")
+    tests: list[PlantedTest] = absent("each, with how it was reported")
+    reason: Text = absent("why none was planted")
 
 
 class EvalResult(Record):
@@ -66,6 +88,8 @@ class EvalResult(Record):
     integrity: list[Finding] = absent("signs that the test run tampered with its verdict; any "
                                       "one keeps the result from counting as resolved (none: "
                                       "not checked, as before format 2)")
+    canaries: Canaries = absent("the tests planted beside the required ones and how they were reported, or "
+                                "why none was (absent: scored before canaries)")
     test_infrastructure: list[Text] = absent("test infrastructure the patch changes (conftest.py, "
                                              "a runner's configuration, a start-up hook, hidden "
                                              "test files): noted, not held against it")
