@@ -103,6 +103,8 @@ def test_a_plan_draws_new_names_every_time_and_says_why_when_it_cannot_plant():
         "no Python test file": canaries.plan(make_task(["/etc/passwd"]), "pytest", ""),
         "is no Go test name": canaries.plan(make_task(["tests/x.go"], "go"), "go test ./...", ""),
         "selects no test files": canaries.plan(make_task([]), "pytest", ""),
+        "required tests include the whole file": canaries.plan(
+            Task.from_row({**task.to_row(), "pass_to_pass": ["tests/test_b.py"]}), "pytest", ""),
     }
     for words, plan in refused.items():
         assert not plan.planned and words in plan.reason, (words, plan.reason)
@@ -144,6 +146,26 @@ def test_planted_pytest_canaries_run_last_and_come_out_as_they_must(tmp_path):
     outcome = canaries.read_outcome(plan, canaries.PLANTED, reported)
     assert canaries.findings(outcome) == [] and reported == [("tests/test_a.py::TestThing::test_in_class", "PASSED"),
                                                              ("tests/test_a.py::test_end", "PASSED")]
+
+
+def test_where_the_required_tests_are_methods_the_canaries_are_methods_of_a_class_of_their_own(tmp_path):
+    """A parser that reads only ``file::Class::test`` names (as some official ones do) reads them too."""
+    task = Task.from_row(dict(instance_id="instance_acme__calc-1", repo="acme/calc", base_commit="abc1234",
+                              problem_statement="p", repo_language="python", dockerhub_tag="calc-1",
+                              fail_to_pass=["tests/test_a.py::TestThing::test_in_class"],
+                              pass_to_pass=["tests/test_b.py::test_elsewhere"], before_repo_set_cmd="",
+                              selected_test_files_to_run=["tests/test_a.py::TestThing::test_in_class"]))
+    plan = canaries.plan(task, "pytest -v", "")
+    assert re.fullmatch(r"Test[A-Z][a-z]+[A-Z][a-z]+[A-Z0-9][a-z0-9]{7}", plan.suite)
+    assert plan.arguments == [f"tests/test_a.py::{plan.suite}::{c.name}" for c in plan.canaries]  # node ids run
+    root = git_repo(tmp_path, {"tests/test_a.py": PYTEST_FILE})
+    assert plant(root, plan) == canaries.PLANTED
+    done = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *plan.arguments],
+                          cwd=root, capture_output=True, text=True)
+    assert re.findall(r"^(\S+) (PASSED|FAILED)", done.stdout, re.M) == [(arg, status) for arg, status in zip(
+        plan.arguments, ("PASSED", "FAILED"), strict=True)]
+    mixed = Task.from_row({**task.to_row(), "pass_to_pass": ["tests/test_a.py::test_end"]})
+    assert canaries.plan(mixed, "pytest -v", "").suite == ""  # a parser that reads both: functions do
 
 
 def test_where_a_pytest_canary_cannot_go_the_entry_script_says_why(tmp_path):
@@ -195,8 +217,10 @@ def test_what_the_reported_statuses_make_of_the_canaries():
     twice = canaries.findings(canaries.read_outcome(plan, canaries.PLANTED, [*honest, (honest[1][0], "PASSED")]))
     assert len(twice) == 1 and "must fail" in twice[0]  # any PASSED entry of it counts
     unrun = canaries.findings(canaries.read_outcome(plan, canaries.PLANTED, []))
-    assert [f.split(", ")[0] for f in unrun] == ["the planted test that must pass", "the planted test that must fail"]
-    assert all("was not reported" in finding for finding in unrun)
+    assert unrun == [f"the planted test that must pass, {passing.name} (in tests/test_a.py), was not reported, though "
+                     "the required tests beside it passed"]
+    # many parsers keep only passes (a go test parser reading "--- PASS" lines alone): an unreported failure is none
+    assert canaries.findings(canaries.read_outcome(plan, canaries.PLANTED, [honest[0]])) == []
     broken = canaries.findings(canaries.read_outcome(plan, canaries.PLANTED, [(honest[0][0], "ERROR"), honest[1]]))
     assert broken == [f"the planted test that must pass, {passing.name} (in tests/test_a.py), was reported ERROR"]
     # a status the entry script never printed as "planted": no canary ran, nothing to hold against the run

@@ -121,7 +121,7 @@ def canary_findings(outcome: canaries.CanaryOutcome) -> list[dict[str, Any]]:
 
 def summary_missing_findings(runner: Runner | None, summaries: RunnerSummaries) -> list[dict[str, Any]]:
     """The runner's end-of-run summary absent from a run whose required tests passed (nothing to ask of a runner
-    swepipe does not know)."""
+    swepipe does not know, or of one run so that it prints none: ``canaries.CanaryPlan.summary``)."""
     if runner is None:
         return []
     ended = sum(summaries.ended.get(name, 0) for name in _ENDS_OF[runner])

@@ -357,7 +357,8 @@ def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun, plan: canaries.Ca
     # No output means no test passed: the official verdict is then "not resolved".
     official = verdict.resolved and entries is not None and not run.timed_out
     if official:  # what only a verdict the official protocol resolved must answer for
-        integrity += canary_findings(outcome) + summary_missing_findings(plan.runner, run.summaries)
+        integrity += canary_findings(outcome) + summary_missing_findings(plan.runner if plan.summary else None,
+                                                                         run.summaries)
     result["canaries"] = _canary_record(outcome)
     result.update(official_resolved=official, resolved=official and not integrity, integrity=integrity,
                   timed_out=run.timed_out, FAIL_TO_PASS=asdict(verdict.fail_to_pass),

@@ -58,6 +58,13 @@ _FAIL_FAST = {
 }
 _FAIL_FAST[Runner.PACKAGE] = re.compile("|".join(_FAIL_FAST[r].pattern for r in (Runner.JEST, Runner.MOCHA,
                                                                                  Runner.NODE_TEST)))
+# Options that leave out the runner's end-of-run summary
+_NO_SUMMARY = {
+    Runner.PYTEST: re.compile(r"(?:^|\s)(?:-qq|-q\s+-q|--quiet\s+--quiet)\b|-p\s*no:terminal\b"),
+    Runner.MOCHA: re.compile(r"(?:--reporter|-R)[=\s]+[\"']?(?!(?:spec|json|tap|dot|min|list|nyan)\b)"),
+    Runner.JEST: re.compile(r"--reporters[=\s]"),
+    Runner.NODE_TEST: re.compile(r"--test-reporter[=\s]+[\"']?(?!(?:tap|spec|dot)\b)"),
+}
 _FUNCTION = re.compile(r"(?m)^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\(\)\s*\{?\s*$")
 _ASSIGNMENT = re.compile(r"^\s*(?:local\s+|export\s+|readonly\s+)?([A-Za-z_][A-Za-z0-9_]*)=")
 _COMMENT = re.compile(r"(?m)(?:^|(?<=\s))#.*$")  # a comment, at a line's start or after a space
@@ -71,6 +78,7 @@ class RunScript:
     unknown: str = ""
     name_filter: bool = False  # it picks tests by name (a -k, -t, --grep, a fixed -run)
     fail_fast: bool = False  # it stops at the first failing test
+    summary: bool = True  # the runner prints its end-of-run summary (pytest -qq and some reporters print none)
 
 
 def read_run_script(text: str) -> RunScript:
@@ -79,8 +87,10 @@ def read_run_script(text: str) -> RunScript:
     for runner, command in _COMMANDS:
         if command.search(path):
             lines = _command_lines(path, command)
+            quiet = _NO_SUMMARY.get(runner)
             return RunScript(runner, name_filter=bool(_NAME_FILTERS[runner].search(lines)),
-                             fail_fast=bool(_FAIL_FAST[runner].search(lines)))
+                             fail_fast=bool(_FAIL_FAST[runner].search(lines)),
+                             summary=not (quiet and quiet.search(lines)))
     other = _OTHER_RUNNERS.search(path)
     if other:
         return RunScript(None, f"run_script.sh runs {other.group(0)}, a runner swepipe does not plant tests for")
