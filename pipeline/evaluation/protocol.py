@@ -82,10 +82,13 @@ bash {WORKSPACE}/run_script.sh {test_files}
 
 
 def parser_script(env_exports: list[str]) -> str:
-    """The script the parser's container runs, on the tests' output saved as stdout.log and stderr.log: the
-    official last step, in the same environment (the Dockerfiles' exports, /app as the working directory)."""
+    """The script the parser's container runs: it first takes the tests' output, stdout.log and stderr.log, as a tar
+    on its standard input (pipeline.evaluation.parsing), then runs the official last step on them, in the same
+    environment (the Dockerfiles' exports, /app as the working directory)."""
     env_lines = "\n".join(env_exports)
     return f"""
+# the tests' output, sent once they have ended
+tar -x -C / || exit 3
 {env_lines}
 cd /app
 # run parsing script

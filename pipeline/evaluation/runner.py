@@ -9,6 +9,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_trans
 from pipeline.evaluation import canaries
 from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
-from pipeline.evaluation.files import archive_digests, extract_archive, tar_of, tar_stream
+from pipeline.evaluation.files import archive_digests, tar_of
 from pipeline.evaluation.integrity import (
     GRADER_OUTPUTS,
     canary_findings,
@@ -32,11 +33,11 @@ from pipeline.evaluation.integrity import (
     summary_missing_findings,
 )
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
+from pipeline.evaluation.parsing import OUTPUT_LIMIT, ParserContainer
 from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
 from pipeline.evaluation.protocol import (
     ENTRY_SCRIPT,
     GRADER_FILES,
-    OUTPUT,
     PARSE_SCRIPT,
     PARSER,
     PATCH,
@@ -64,7 +65,6 @@ from pipeline.runtime.output import BoundedOutput
 from pipeline.storage import redact_file
 from pipeline.tasks import Task
 
-OUTPUT_LIMIT = 64 * 2**20  # bytes of output.json read at most
 PARSER_TIME = 60.0  # seconds the parser has at least, whatever the tests left of the time limit
 
 
@@ -199,6 +199,7 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
     run = ScoringRun(identity=image_identity(ensure_image(image, platform=settings.platform, show_progress=False)))
     started = time.monotonic()
     spool = Path(tempfile.mkdtemp(prefix=".tests-output-", dir=out_dir))  # the tests' whole output, for the parser
+    parser: ParserContainer | None = None
     try:
         tests = _container(task, image, ENTRY_SCRIPT, settings, limits, attached=True)
         capture = None
@@ -206,33 +207,42 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
             tests.put_archive("/", tar_of(workspace, WORKSPACE))
             capture = StreamCapture(tests, marker, spool, settings.log_limit, limits.disk or DEFAULT_DISK)
             tests.start()
+            parser = ParserContainer(_container(task, image, PARSE_SCRIPT, settings, limits, stdin=True), parsing)
             run.exit_code, run.timed_out = _wait(tests, settings.time_limit)
             _check_stop(task)
             streams = capture.finish()
             run.tests_started = all(captured.found for captured in streams.values())
             run.apply_status = streams["stdout"].apply_status
             run.canary_status = streams["stdout"].canary_status
-            run.grader = grader_findings(workspace, _workspace_digests(tests))
-            run.summaries = read_summaries(*(spool / name for name in TEST_LOGS))
             run.output_dropped = capture.budget.dropped
-        finally:
+        except BaseException:
             if capture is not None:
                 capture.close()
             containers.remove(tests)
-        printed = [captured.setup for captured in streams.values()]
-        if run.tests_started and not run.timed_out:
-            time_left = max(PARSER_TIME, settings.time_limit - (time.monotonic() - started))
-            printed.append(_parse(task, image, parsing, spool, out_dir, run, settings, limits, time_left))
+            raise
+        capture.close()
+        with ThreadPoolExecutor(1, thread_name_prefix="swepipe-tests-container") as aside:
+            # while the parser reads the output: what the tests left in /workspace, then their container removed
+            grader = aside.submit(_workspace_findings_and_removal, tests, workspace)
+            run.summaries = read_summaries(*(spool / name for name in TEST_LOGS))
+            printed = [captured.setup for captured in streams.values()]
+            if run.tests_started and not run.timed_out:
+                time_left = max(PARSER_TIME, settings.time_limit - (time.monotonic() - started))
+                printed.append(_parse(task, image, parser, spool, out_dir, run, settings, time_left))
+            run.grader = grader.result()
         _save_logs(out_dir, spool, printed, settings.log_limit)
         return run
     finally:
+        if parser is not None:
+            parser.remove()
         shutil.rmtree(spool, ignore_errors=True)
 
 
 def _container(task: Task, image: str, script: str, settings: EvalSettings, limits: ContainerLimits,
-               attached: bool = False) -> Any:  # a docker Container
+               attached: bool = False, stdin: bool = False) -> Any:  # a docker Container
     """A fresh container of ``image`` that runs ``script`` of its /workspace (not started); ``attached``: its
-    streams are read attached (``StreamCapture``), so the engine keeps no log of them."""
+    streams are read attached (``StreamCapture``), so the engine keeps no log of them; ``stdin``: its standard
+    input is open, to be written once (``ParserContainer``)."""
     client = containers.client()
     containers.install_cleanup_handlers()
     container = with_disk_quota(
@@ -240,7 +250,7 @@ def _container(task: Task, image: str, script: str, settings: EvalSettings, limi
         image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/{script}"],
         labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
         network_disabled=not settings.network, platform=settings.platform,
-        log_config=log_config(attached),
+        log_config=log_config(attached), stdin_open=stdin,
         **limits.docker_options(),
         environment={"SWEPIPE_SCORING_SEED": str(settings.seed)} if settings.seed is not None else None)
     containers.track(container)
@@ -250,6 +260,14 @@ def _container(task: Task, image: str, script: str, settings: EvalSettings, limi
 def _check_stop(task: Task) -> None:
     if stopping.requested():  # what this instance got so far is not a result
         raise stopping.Stopped(task.instance_id)
+
+
+def _workspace_findings_and_removal(container: Any, workspace: dict[str, bytes]) -> list[dict[str, Any]]:
+    """The grader_written findings of what the tests' container's /workspace holds; the container removed."""
+    try:
+        return grader_findings(workspace, _workspace_digests(container))
+    finally:
+        containers.remove(container)
 
 
 def _workspace_digests(container: Any) -> dict[str, str] | None:
@@ -263,33 +281,17 @@ def _workspace_digests(container: Any) -> dict[str, str] | None:
         raise InfraError(f"the tests' {WORKSPACE} cannot be read: {error}") from error
 
 
-def _parse(task: Task, image: str, parsing: dict[str, bytes], spool: Path, out_dir: Path, run: ScoringRun,
-           settings: EvalSettings, limits: ContainerLimits, time_left: float) -> BoundedOutput:
-    """Run the parser on the spooled output in a fresh container; output.json saved in ``out_dir`` (when it
+def _parse(task: Task, image: str, parser: ParserContainer | None, spool: Path, out_dir: Path, run: ScoringRun,
+           settings: EvalSettings, time_left: float) -> BoundedOutput:
+    """The parser run on the spooled output in its waiting container; output.json saved in ``out_dir`` (when it
     is no larger than OUTPUT_LIMIT); returns what the parser printed (bounded)."""
-    parser = _container(task, image, PARSE_SCRIPT, settings, limits)
-    printed = BoundedOutput(settings.log_limit)
-    try:
-        parser.put_archive("/", tar_stream({**parsing, **{name: spool / name for name in TEST_LOGS}}, WORKSPACE))
-        parser.start()
-        run.parser_exit_code, run.timed_out = _wait(parser, time_left)
-        _check_stop(task)
-        for chunk in parser.logs(stream=True, follow=False):
-            printed.feed(chunk)
-        try:
-            chunks, stat = parser.get_archive(f"{WORKSPACE}/{OUTPUT}")
-        except NotFound:
-            return printed
-        run.output_size = int(stat.get("size") or 0)
-        if run.output_size <= OUTPUT_LIMIT:
-            try:
-                # saved as ScoringFiles.output, which keeps the container's name
-                extract_archive(chunks, {OUTPUT}, out_dir)
-            except tarfile.TarError as error:  # a stream cut short: the engine went away while sending it
-                raise InfraError(f"the outputs of the container of {image} cannot be read: {error}") from error
-        return printed
-    finally:
-        containers.remove(parser)
+    assert parser is not None  # made before the tests ended
+    parser.send(spool)
+    run.parser_exit_code, run.timed_out = _wait(parser.container, time_left)
+    _check_stop(task)
+    printed = parser.printed(settings.log_limit)
+    run.output_size = parser.save_output(out_dir, image)
+    return printed
 
 
 def _pieces(output: BoundedOutput) -> list[bytes]:
