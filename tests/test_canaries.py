@@ -312,3 +312,15 @@ def test_a_plan_never_takes_its_names_from_the_patch_or_the_task():
     assert len(names) == 100
     seeded = [canaries.plan(task, "pytest", "", random.Random(7)).canaries for _ in range(2)]
     assert seeded[0] == seeded[1]  # the randomness is the only source
+
+
+script_piece = st.sampled_from(("run_selected_tests() {", "}", "run_all_tests() {", "pytest -x", "go test -run '^A$'",
+                                "npx mocha --grep x", "yarn test", "# pytest", "\\\n", "GO=(go test)", '"${GO[@]}"',
+                                "node --test", "-k not", "\x00", "\ud800", "$(", "'", '"'))
+
+
+@fuzz
+@given(st.lists(st.one_of(script_piece, st.text(max_size=20)), max_size=30).map("\n".join))
+def test_any_run_script_is_read_as_a_runner_or_a_reason_never_an_exception(text):
+    script = read_run_script(text)
+    assert (script.runner is None) == bool(script.unknown)
