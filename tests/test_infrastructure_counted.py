@@ -101,9 +101,10 @@ def test_the_report_table_and_task_page_and_compare_count_and_name_it(tmp_path):
     assert "resolved, and the patch changes test infrastructure" in page
     assert "conftest.py, tests/pytest.ini" in page
     assert "test infrastructure changed (resolved: read the verdict with care)" in page
-    shown = invoke("compare", str(honest), str(hooked), "--dataset", BUNDLED)
-    assert "resolved verdicts whose patch changes test infrastructure │ 0 -> 2 (conftest.py ×2, tests/pytest.ini)" \
-        in shown
+    invoke("compare", str(honest), str(hooked), "--dataset", BUNDLED, "--output", str(tmp_path / "compared"))
+    compared = html.unescape((tmp_path / "compared" / "compare.md").read_text().replace("\\", ""))
+    assert "| resolved verdicts whose patch changes test infrastructure | 0 -> 2 (conftest.py ×2, tests/pytest.ini) |" \
+        in compared
 
 
 def test_a_result_without_notes_or_of_an_older_format_counts_none(tmp_path):
