@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.analysis.load import RunData, TaskRecord, config_section, is_number
+from pipeline.analysis.sealing import SealCount, run_seal_count
 from pipeline.records.evaluation import CATEGORIES
 from pipeline.records.pool import Schedule
 
@@ -55,6 +56,7 @@ class RunStats:
     integrity: Counter = field(default_factory=Counter)  # finding kind -> verdicts with one of that kind
     # each resolved verdict's test infrastructure files, for those whose patch changes any (eval/result.json's notes)
     infrastructure: list = field(default_factory=list)
+    seal: SealCount = field(default_factory=SealCount)  # how the agents' containers were sealed (predictions)
     reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
     imported: Counter = field(default_factory=Counter)  # --juniors-from source -> tasks it gave a candidate to
     imported_cost: float | None = None  # dollars the sources recorded for those candidates (not this run's spend)
@@ -246,6 +248,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         flagged=sum(1 for t in tasks if t.eval_result is not None and t.eval_result.flagged),
         integrity=Counter(kind for t in tasks for kind in integrity_kinds(t)),
         infrastructure=[files for t in tasks if (files := changed_infrastructure(t))],
+        seal=run_seal_count(run),
         reused_juniors=Counter(t.prediction.juniors_reused_from for t in tasks if t.prediction.juniors_reused_from),
         imported=Counter(source for t in tasks for source in _texts(t.prediction.imported_from)),
         imported_cost=_imported_cost(tasks),
