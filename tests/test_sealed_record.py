@@ -226,3 +226,14 @@ def test_a_role_and_a_reason_are_shown_literally_in_the_warning(role, missing):
     console.print(warning, soft_wrap=True)
     assert in_terminal(f"t1 {role}: not known ({missing})", console.export_text())
     assert in_markdown(warning, markdown("r", [], {}, lead=[warning]))
+
+
+def test_rollouts_that_ran_elsewhere_are_said_to_be_left_out_of_the_count():
+    senior = {"role": "senior", "read_only": True, "runtime": "docker", "sanitised": True, "sealed": True,
+              "network": False, "commits": 3, "other_refs": 0, "remotes": 0, "reflogs": 0, "unreachable_objects": 0}
+    imported = Prediction.of({"instance_id": "t1", "model_patch": "", "imported_from": ["mini-runs"],
+                              "containers": [senior]})
+    assert sealed_words(seal_count([imported], False)) == (
+        "sealed: 1 of 1 containers; network off; 1 task(s) with rollouts that ran elsewhere (reused or imported), "
+        "whose containers are not counted")
+    assert seal_warnings("r", seal_count([imported], False)) == []

@@ -25,6 +25,7 @@ class SealCount:
     network_unknown: int = 0  # containers whose network is not on record
     local: int = 0  # local clones standing in for containers (the network setting not enforced)
     setting: bool | None = None  # the run's containers.network (None: its config does not say)
+    elsewhere: int = 0  # tasks whose rollouts (some or all) ran elsewhere: reused from a run, imported
     unsealed: list[str] = field(default_factory=list)  # "<task> <role>: why", for each container not sealed
 
     @property
@@ -41,6 +42,7 @@ def seal_count(predictions: list[Prediction], setting: object = None) -> SealCou
     """``predictions``: the run's finished tasks; ``setting``: its config's containers.network."""
     count = SealCount(tasks=len(predictions), setting=setting if isinstance(setting, bool) else None)
     for prediction in predictions:
+        count.elsewhere += bool(prediction.juniors_reused_from or prediction.imported_from)
         containers = prediction.containers
         if not isinstance(containers, list):
             count.not_recorded += 1
@@ -104,6 +106,9 @@ def sealed_words(count: SealCount) -> str:
         words += f"; {count.local} a local clone (no container: the network setting not enforced)"
     if count.not_recorded:
         words += f"; {count.not_recorded} task(s) not recorded"
+    if count.elsewhere:
+        words += (f"; {count.elsewhere} task(s) with rollouts that ran elsewhere (reused or imported), whose "
+                  "containers are not counted")
     return words
 
 
