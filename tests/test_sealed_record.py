@@ -63,10 +63,15 @@ def run(tmp_path, run_id: str) -> str:
 
 
 def report(tmp_path, run_id: str) -> list[str]:
+    """report.md's lines, as shown (Markdown's escapes read); what `swepipe report` printed opens with its
+    warnings."""
     done = CliRunner().invoke(app, ["report", str(tmp_path / "runs" / run_id), "--dataset",
                                     str(tmp_path / "tasks.jsonl")], env={"COLUMNS": "250"})
     assert done.exit_code == 0, done.output
-    return (tmp_path / "runs" / run_id / "report.md").read_text().replace("\\", "").splitlines()
+    lines = (tmp_path / "runs" / run_id / "report.md").read_text().replace("\\", "").splitlines()
+    warnings = [line for line in lines if line.startswith("Warning: ")]
+    assert [line for line in done.output.splitlines() if line.startswith("Warning: ")] == warnings
+    return lines
 
 
 def prediction(tmp_path, run_id: str, task) -> Prediction:
