@@ -18,6 +18,7 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec
 from pipeline.records import Record
+from pipeline.records.sealing import ContainerSeal
 from pipeline.tasks import Task
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class TaskJob:
     seconds: dict[str, float] = field(default_factory=dict)  # wall time by stage
     stage: str = ""  # the stage under way, named when the task fails
     log: Callable[[str], None] | None = None  # one plain line per finished stage, for logs (no progress bar)
+    # every workspace open_runtime gave this session: (role, read only, the runtime), for how each was sealed
+    opened: list[tuple[str, bool, Any]] = field(default_factory=list)
 
     def finished_stage(self, stage: str, summary: str) -> None:
         if self.log is not None:
@@ -70,7 +73,23 @@ class TaskJob:
             else open_runtime
         opened: OpenedRuntime = opener(self.task, role, self.config.containers, run_id=self.run_id,
                                        image_template=self.image_template, read_only=read_only, background=background)
+        self.opened.append((role, read_only, opened))
         return opened
+
+    def containers_sealed(self) -> list[ContainerSeal]:
+        """How each workspace this session opened was sealed (pipeline.runtime.seal), by role (the last of a role
+        opened again after an infrastructure fault); one whose start failed ran nothing and is left out, one whose
+        opener reports no seal says so."""
+        found: dict[str, ContainerSeal] = {}
+        for role, read_only, runtime in self.opened:
+            if getattr(runtime, "started", True) is False:
+                continue
+            seal = getattr(runtime, "seal", None)
+            facts = seal.record_fields() if seal is not None else {
+                "runtime": "unknown", "sanitised": False, "sealed": False, "network": None,
+                "missing": "its runtime opener reports no seal"}
+            found[role] = ContainerSeal.model_validate({"role": role, "read_only": read_only, **facts})
+        return list(found.values())
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` for the principal's model where litellm knows its tokenizer, else ~4 characters each."""

@@ -349,6 +349,12 @@ class TaskPaths:
         return self.root / "limits.json"
 
     @property
+    def containers(self) -> Path:
+        """how each container the task's sessions opened was sealed (its prediction's containers, carried from a
+        stopped session to the one that finishes it)"""
+        return self.root / "containers.json"
+
+    @property
     def junior(self) -> Path:
         return self.root / "junior"
 

@@ -31,6 +31,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.cli.app import console, err_console
+from pipeline.config import RunConfig
 
 texts = st.lists(hostile_text(), min_size=1, max_size=4)
 
@@ -82,7 +83,8 @@ def test_the_run_summary_prints_as_it_is(printed, run_id, instance_id, source, e
     prediction = {"instance_id": instance_id, "source": source, "cost": {"principal": cost}, "error": error,
                   "resolved": resolved}
     summary = RunSummary(roles=("principal",), predictions={instance_id: prediction}, infra_errors={"other": infra})
-    out = printed(lambda: _print_run(summary, SimpleNamespace(layout=RunLayout(Path("runs") / run_id))))
+    out = printed(lambda: _print_run(summary, SimpleNamespace(layout=RunLayout(Path("runs") / run_id),
+                                                              config=RunConfig())))
     assert all(in_terminal(text, out) for text in (run_id, instance_id, source, error.strip(), infra))
     assert summary.line() and task_line(prediction, ("principal",))  # the log's lines, whatever the file held
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.cli.app import console
+from pipeline.config import RunConfig
 
 REPLY_PATH = "tinyq/[/i]queue.py"
 TEST_NAME = "tests/test_p.py::test_norm[/usr/lib]"
@@ -41,7 +42,8 @@ def test_a_run_summary_prints_the_errors_a_reply_caused_as_they_are(printed, tmp
     summary = RunSummary(roles=("principal",), predictions={"tinyq-1": {
         "instance_id": "tinyq-1", "source": "principal", "cost": {"principal": 0.01},
         "error": f"principal: no such file {REPLY_PATH} :smile:"}}, infra_errors={"tinyq-2": "docker: [bold]gone"})
-    out = printed(lambda: _print_run(summary, SimpleNamespace(layout=RunLayout(tmp_path / "run-[red]1"))))
+    out = printed(lambda: _print_run(summary, SimpleNamespace(layout=RunLayout(tmp_path / "run-[red]1"),
+                                                              config=RunConfig())))
     assert f"principal: no such file {REPLY_PATH} :smile:" in out
     assert "tinyq-2: docker: [bold]gone" in out and "run run-[red]1" in out
 

@@ -30,6 +30,7 @@ from pipeline.records import (
     ReplayResult,
     Rollout,
     SoloResult,
+    TaskContainers,
     TeamDelegations,
     TeamResult,
     Unreadable,
@@ -265,7 +266,7 @@ def test_a_run_of_the_previous_version_reads_as_the_same_run_of_this_one(tmp_pat
 
 def test_the_records_package_names_every_record_type():
     assert set(records.RECORDS) == {Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult, SoloResult,
-                                    ReplayResult, TeamResult, TeamDelegations}
+                                    ReplayResult, TeamResult, TeamDelegations, TaskContainers}
     assert all(kind.FILE and kind.FORMAT >= 1 and kind.__doc__ for kind in records.RECORDS)
 
 

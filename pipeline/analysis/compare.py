@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from pipeline.analysis.load import RunData, TaskRecord, named_apart
-from pipeline.analysis.stats import BOOTSTRAP_RESAMPLES, file_editor, integrity_kinds
+from pipeline.analysis.stats import BOOTSTRAP_RESAMPLES, changed_infrastructure, file_editor, integrity_kinds
 from pipeline.analysis.table import Table, by_repository_and_language, money, percent
+from pipeline.records.evaluation import infrastructure_named
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Pair:
     groups: list[GroupRow] = field(default_factory=list)
     editors: tuple[str, str] = ("n/a", "n/a")  # whether each run's agents had the file editor
     flagged: tuple[str, str] = ("0", "0")  # each run's verdicts flagged by integrity checks, and why
+    infrastructure: tuple[str, str] = ("0", "0")  # each run's resolved verdicts that change test infrastructure
     left_out: dict[str, int] = field(default_factory=dict)  # run -> its scored tasks the other did not score
     scoring_warnings: list[str] = field(default_factory=list)  # the two runs were not scored the same way
 
@@ -123,6 +125,7 @@ def compare_pair(run_a: RunData, run_b: RunData, meta: dict[str, tuple[str, str]
         dollars_interval=dollars_interval, only_a_ids=only_a_ids, only_b_ids=only_b_ids,
         groups=_groups(shared, a, b, meta), editors=(file_editor(run_a.config), file_editor(run_b.config)),
         flagged=(flagged_words(run_a), flagged_words(run_b)),
+        infrastructure=(infrastructure_count(run_a), infrastructure_count(run_b)),
         left_out={run_a.run_id: len(scored_a.keys() - scored_b.keys()),
                   run_b.run_id: len(scored_b.keys() - scored_a.keys())},
         scoring_warnings=scored_differently(run_a, run_b))
@@ -133,6 +136,12 @@ def flagged_words(run: RunData) -> str:
     kinds = Counter(kind for task in run.tasks for kind in integrity_kinds(task))
     flagged = sum(1 for task in run.tasks if integrity_kinds(task))
     return f"{flagged} ({', '.join(f'{kind} {n}' for kind, n in sorted(kinds.items()))})" if flagged else "0"
+
+
+def infrastructure_count(run: RunData) -> str:
+    """How many of the run's resolved verdicts come from a patch that changes test infrastructure, and which files."""
+    count, files = infrastructure_named([changed_infrastructure(task) for task in run.tasks])
+    return f"{count} ({files})" if count else "0"
 
 
 def scoring(task: TaskRecord) -> tuple[str, str | None]:
@@ -196,6 +205,8 @@ def compare_tables(pairs: list[Pair]) -> list[Table]:
                  _difference(pair.dollars_a, pair.dollars_b, pair.dollars_interval)],
                 ["file editor", f"{pair.editors[0]} -> {pair.editors[1]}"],
                 ["verdicts flagged by integrity checks (not resolved)", f"{pair.flagged[0]} -> {pair.flagged[1]}"],
+                ["resolved verdicts whose patch changes test infrastructure",
+                 f"{pair.infrastructure[0]} -> {pair.infrastructure[1]}"],
                 [f"resolved only by {pair.a}", ", ".join(pair.only_a_ids) or "none"],
                 [f"resolved only by {pair.b}", ", ".join(pair.only_b_ids) or "none"]]
         notes = [f"Warning: {warning}" for warning in pair.scoring_warnings]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.analysis.load import RunData, TaskRecord, config_section, is_number
+from pipeline.analysis.sealing import SealCount, run_seal_count
 from pipeline.records.evaluation import CATEGORIES
 from pipeline.records.pool import Schedule
 
@@ -53,6 +54,9 @@ class RunStats:
     categories: Counter = field(default_factory=Counter)
     flagged: int = 0  # verdicts with an integrity finding (never counted as resolved)
     integrity: Counter = field(default_factory=Counter)  # finding kind -> verdicts with one of that kind
+    # each resolved verdict's test infrastructure files, for those whose patch changes any (eval/result.json's notes)
+    infrastructure: list = field(default_factory=list)
+    seal: SealCount = field(default_factory=SealCount)  # how the agents' containers were sealed (predictions)
     reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
     imported: Counter = field(default_factory=Counter)  # --juniors-from source -> tasks it gave a candidate to
     imported_cost: float | None = None  # dollars the sources recorded for those candidates (not this run's spend)
@@ -243,6 +247,8 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         categories=_categories(tasks),
         flagged=sum(1 for t in tasks if t.eval_result is not None and t.eval_result.flagged),
         integrity=Counter(kind for t in tasks for kind in integrity_kinds(t)),
+        infrastructure=[files for t in tasks if (files := changed_infrastructure(t))],
+        seal=run_seal_count(run),
         reused_juniors=Counter(t.prediction.juniors_reused_from for t in tasks if t.prediction.juniors_reused_from),
         imported=Counter(source for t in tasks for source in _texts(t.prediction.imported_from)),
         imported_cost=_imported_cost(tasks),
@@ -268,6 +274,14 @@ def integrity_kinds(task: TaskRecord) -> set[str]:
     if result is None or not result.flagged:
         return set()
     return {str(finding.kind) for finding in result.integrity if isinstance(finding.kind, str)} or {"unnamed"}
+
+
+def changed_infrastructure(task: TaskRecord) -> list[str]:
+    """The test infrastructure files a resolved task's patch changes (eval/result.json's test_infrastructure notes);
+    none for a task not resolved."""
+    if task.resolved is not True or task.eval_result is None:
+        return []
+    return task.eval_result.infrastructure_files
 
 
 def _categories(tasks: list[TaskRecord]) -> Counter:

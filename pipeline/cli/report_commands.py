@@ -12,6 +12,7 @@ from pipeline.cli.app import app, console, err_console
 from pipeline.cli.runs import Run, run_directories, run_directory, runs_or_repeats
 from pipeline.errors import SwepipeError
 from pipeline.layout import ReportFiles
+from pipeline.terminal import literal
 
 
 @app.command()
@@ -58,6 +59,9 @@ def report(
         patches = problems = meta = None
     built = build_report(list[str | Path](run_dirs), patches, baseline=baseline_dir, problems=problems, meta=meta,
                          subset=subset)
+    for note in built.notes:  # what report.md opens with as a warning (the network on, a container not sealed)
+        if note.startswith("Warning: "):
+            console.print(literal(note, "red"), soft_wrap=True)
     for table in built.tables(per_task=False):
         console.print(rich_table(table))
     written = write_report(built, output or run_dirs[0])

@@ -240,11 +240,25 @@ def _stopped(summary, settings, resume: str | None = None) -> None:
                           f"{resume} without paying twice for what was done")
 
 
+def _seal_count(summary, settings):
+    """How the containers of the run's finished tasks (this session's and earlier ones') were sealed."""
+    from pipeline.analysis.sealing import seal_count
+    from pipeline.records import Prediction
+
+    read = (Prediction.from_data(fields) for fields in summary.predictions.values())
+    return seal_count([p for p in read if isinstance(p, Prediction)], settings.config.containers.network)
+
+
 def _print_run(summary, settings) -> bool:
-    """The run's table and what went wrong; False when tasks could not run or no model answered."""
+    """The run's table and what went wrong; False when tasks could not run or no model answered. The warnings
+    that the agents could reach the answer (the network on, a container not sealed) come first."""
+    from pipeline.analysis.sealing import seal_warnings, sealed_words
     from pipeline.analysis.table import short_id
     from pipeline.run.bookkeeping import dollars_of, verdict_word
 
+    seal = _seal_count(summary, settings)
+    for warning in seal_warnings(settings.layout.run_id, seal):  # first: an answer may be retrieval, not repair
+        console.print(literal(warning, "red"), soft_wrap=True)
     table = Table(title=f"run {settings.layout.run_id}")
     stages = list(summary.roles)
     for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
@@ -261,6 +275,7 @@ def _print_run(summary, settings) -> bool:
     if summary.skipped:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
     console.print(f"spent: {summary.line()}; predictions in {settings.layout.predictions}")
+    console.print(literal(sealed_words(seal), "red" if seal.loud else ""), soft_wrap=True)
     for instance_id, error in sorted(summary.infra_errors.items()):
         console.print(literal("not run", "red"), f"{instance_id}: {error}", soft_wrap=True)
     if summary.no_model_answered:

@@ -15,7 +15,7 @@ from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import EvalOutput, ScoringFiles
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
-from pipeline.records.evaluation import CATEGORIES
+from pipeline.records.evaluation import CATEGORIES, infrastructure_files
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -45,13 +45,21 @@ class EvalSummary:
         """instance id -> the integrity findings of its result, for those with any."""
         return {i: r["integrity"] for i, r in self.results.items() if r.get("integrity")}
 
+    @property
+    def infrastructure(self) -> dict[str, list[str]]:
+        """instance id -> the test infrastructure files its patch changes, for the resolved results that change
+        any (a verdict to read with care: the patch touched what runs the tests)."""
+        changed = {i: infrastructure_files(r.get("test_infrastructure")) for i, r in self.results.items()
+                   if r["resolved"] is True}
+        return {i: files for i, files in changed.items() if files}
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "predictions_evaluated": len(self.results), "scored": self.scored, "resolved": self.resolved,
             "resolve_rate_scored": self.resolved / self.scored if self.scored else None,
             "resolve_rate_dataset": self.resolved / self.dataset_size if self.dataset_size else None,
             "dataset_size": self.dataset_size, "categories": {c: self.counts.get(c, 0) for c in CATEGORIES},
-            "flagged": len(self.flagged),
+            "flagged": len(self.flagged), "resolved_changing_test_infrastructure": self.infrastructure,
             "unknown_instances": self.unknown, "skipped_finished": self.skipped,
             "rescored_changed_patch": self.changed,
         }

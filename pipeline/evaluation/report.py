@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.evaluation.batch import EvalSummary
-from pipeline.records.evaluation import CATEGORIES
+from pipeline.records.evaluation import CATEGORIES, infrastructure_words
 from pipeline.terminal import literal
 
 
@@ -30,13 +30,20 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
         table.add_row(category, str(summary.counts.get(category, 0)))
     console.print(table)
     data = summary.as_dict()
+    changed = summary.infrastructure
     if data["resolve_rate_scored"] is not None:
-        console.print(f"resolved {summary.resolved} of {summary.scored} scored predictions "
-                      f"({data['resolve_rate_scored']:.1%}); {summary.resolved} of the dataset's "
-                      f"{summary.dataset_size} tasks ({data['resolve_rate_dataset']:.1%})")
+        infrastructure = infrastructure_words(list(changed.values()))
+        console.print(literal(f"resolved {summary.resolved} of {summary.scored} scored predictions "
+                              f"({data['resolve_rate_scored']:.1%}" + (f"; {infrastructure}" if infrastructure else "")
+                              + f"); {summary.resolved} of the dataset's {summary.dataset_size} tasks "
+                              f"({data['resolve_rate_dataset']:.1%})"))
     for instance_id, findings in summary.flagged.items():
         console.print(literal(f"integrity findings in {instance_id} (not resolved): "
                               + "; ".join(f"{f.get('kind')}: {f.get('detail')}" for f in findings), style="yellow"))
+    for instance_id in changed:
+        notes = summary.results[instance_id]["test_infrastructure"]
+        console.print(literal(f"test infrastructure changed by {instance_id} (resolved; read its verdict with care): "
+                              + "; ".join(map(str, notes)), style="yellow"))
     flaky = {i: r["flaky_tests"] for i, r in summary.results.items() if r.get("flaky_tests")}
     for instance_id, names in flaky.items():
         console.print(f"flaky in {instance_id}: {', '.join(names[:5])}", style="yellow")

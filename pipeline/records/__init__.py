@@ -10,6 +10,7 @@ pydantic model with its format version on disk (``"format": 1``).
 - ``SoloResult``: tasks/<id>/solo/result.json (the solo baseline)
 - ``ReplayResult``: tasks/<id>/replay/result.json (`swepipe replay`)
 - ``TeamResult``, ``TeamDelegations``: tasks/<id>/team/result.json and delegations.json (the team baseline)
+- ``TaskContainers``: tasks/<id>/containers.json (how the task's containers were sealed, carried between sessions)
 
 Writers build the record (``Rollout.of(data)``, checked strictly) and write it (``record.write(path)``, through
 pipeline.storage). Every reader reads it with ``Rollout.read(path)``: the record, an older format upgraded in the
@@ -27,13 +28,15 @@ from pipeline.records.prediction import Prediction, PredictionLines, read_predic
 from pipeline.records.principal import PrincipalResult
 from pipeline.records.replay import ReplayResult
 from pipeline.records.rollout import Rollout
+from pipeline.records.sealing import TaskContainers
 from pipeline.records.solo import SoloResult
 from pipeline.records.team import TeamDelegations, TeamResult
 from pipeline.records.trajectory import read_trajectory
 
 RECORDS: tuple[type[Record], ...] = (Rollout, Pool, Brief, PrincipalResult, Prediction, EvalResult, SoloResult,
-                                     ReplayResult, TeamResult, TeamDelegations)
+                                     ReplayResult, TeamResult, TeamDelegations, TaskContainers)
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "RECORDS", "Brief", "EvalResult", "Pool", "Prediction", "PredictionLines",
            "PrincipalResult", "Read", "Record", "RecordError", "ReplayResult", "Rollout", "SoloResult",
-           "TeamDelegations", "TeamResult", "Unreadable", "read_json", "read_predictions", "read_trajectory"]
+           "TaskContainers", "TeamDelegations", "TeamResult", "Unreadable", "read_json", "read_predictions",
+           "read_trajectory"]

@@ -142,3 +142,42 @@ class EvalResult(Record):
     def flagged(self) -> bool:
         """Whether an integrity finding is on record."""
         return isinstance(self.integrity, list) and bool(self.integrity)
+
+    @property
+    def infrastructure_files(self) -> list[str]:
+        """The files of the test infrastructure the scored patch changes (its ``test_infrastructure`` notes)."""
+        return infrastructure_files(self.test_infrastructure)
+
+
+SHOWN_FILES = 5  # files named in a count of results that change test infrastructure; the rest are counted
+
+
+def infrastructure_files(notes: object) -> list[str]:
+    """The files that a result's ``test_infrastructure`` notes ("<file>: <what it is>") name, each once, in order.
+    What it is never holds ": ", so a file whose own name does is kept whole."""
+    if not isinstance(notes, list):
+        return []
+    files = (note.rpartition(": ")[0] or note for note in notes if isinstance(note, str) and note)
+    return list(dict.fromkeys(files))
+
+
+def infrastructure_named(changed: list[list[str]]) -> tuple[int, str]:
+    """How many results change test infrastructure (``changed``: each result's files) and their files in words:
+    a file several results change is counted ("conftest.py ×2"); past ``SHOWN_FILES`` files, how many more."""
+    changed = [files for files in changed if files]
+    counts: dict[str, int] = {}
+    for files in changed:
+        for name in files:
+            counts[name] = counts.get(name, 0) + 1
+    ordered = sorted(counts, key=lambda name: (-counts[name], name))
+    shown = ", ".join(name + (f" ×{counts[name]}" if counts[name] > 1 else "") for name in ordered[:SHOWN_FILES])
+    more = f" and {len(ordered) - SHOWN_FILES} more" if len(ordered) > SHOWN_FILES else ""
+    return len(changed), shown + more
+
+
+def infrastructure_words(changed: list[list[str]]) -> str:
+    """"1 changes test infrastructure: conftest.py" (``infrastructure_named``); "" when no result does."""
+    count, files = infrastructure_named(changed)
+    if not count:
+        return ""
+    return f"{count} {'changes' if count == 1 else 'change'} test infrastructure: {files}"

@@ -13,6 +13,7 @@ from pydantic import Field
 from pipeline.layout import RUN
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable, absent
 from pipeline.records.brief import SkipDecision
+from pipeline.records.sealing import ContainerSeal
 
 
 class Tokens(Part):
@@ -70,6 +71,9 @@ class Prediction(Record):
     seconds: dict[str, Number] = absent("wall time by stage")
     resolved: Flag | None = absent("with --evaluate: the hidden tests' verdict")
     node: Text = absent("with the ray executor: the machine that ran the task")
+    containers: list[ContainerSeal] = absent("the agents' containers the task opened (earlier sessions' too), how "
+                                             "each was sealed and whether it had the network; absent: not recorded "
+                                             "(a run before swepipe recorded it)")
 
 
 @dataclass

@@ -11,6 +11,7 @@ from pipeline.analysis.compare import Pair, compare_pair, compare_tables, scored
 from pipeline.analysis.coverage import RunCoverage, run_coverage
 from pipeline.analysis.load import RunData, load_run, named_apart
 from pipeline.analysis.repeats import repeat_tables
+from pipeline.analysis.sealing import seal_warnings, sealed_words
 from pipeline.analysis.stats import RunStats, run_stats
 from pipeline.analysis.team.cells import lead_model_table, team_by_task, team_overview
 from pipeline.analysis.team.records import TeamRun, team_runs
@@ -141,6 +142,10 @@ def build_report(run_dirs: list[str | Path], patches: dict[str, str] | None, bas
         if base_run is not None else []
     if base_run is None:  # with a baseline, each pair's table warns
         notes += [f"Warning: {warning}" for run in runs[1:] for warning in scored_differently(runs[0], run)]
+    notes += [f"{run.run_id}: {sealed_words(stat.seal)}" for run, stat in zip(runs, stats, strict=True) if stat.tasks]
+    # first of all: a run whose agents could reach the answer (the network on, history beyond the base)
+    notes = [warning for run, stat in zip(runs, stats, strict=True) for warning in seal_warnings(run.run_id, stat.seal)
+             ] + notes
     return Report(runs, stats, base_stats, coverage, notes, team_runs(runs), gold=patches, problems=problems,
                   meta=meta, subset=str(subset) if subset is not None else None, full_stats=full_stats, pairs=pairs)
 

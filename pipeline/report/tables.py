@@ -6,8 +6,10 @@ from collections import Counter
 
 from pipeline.analysis.coverage import NEAR_LINES, RunCoverage
 from pipeline.analysis.load import RunData
+from pipeline.analysis.sealing import sealed_words
 from pipeline.analysis.stats import METRICS, STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
 from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds, short_id
+from pipeline.records.evaluation import infrastructure_named
 
 
 def resolved_cell(s: RunStats) -> str:
@@ -24,6 +26,14 @@ def flagged_cell(s: RunStats) -> str:
         return NA
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(s.integrity.items()))
     return f"{s.flagged} ({kinds})" if s.flagged else "0"
+
+
+def infrastructure_cell(s: RunStats) -> str:
+    """How many resolved verdicts came from a patch that changes test infrastructure, and which files."""
+    if not s.scored:
+        return NA
+    count, files = infrastructure_named(s.infrastructure)
+    return f"{count} ({files})" if count else "0"
 
 
 def cache_hits_cell(stats: RunStats) -> str:
@@ -101,6 +111,8 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
              *(resolved_cell(s) for s in stats)],
             *([["resolved (95% CI), on every task", *(resolved_cell(s) for s in full)]] if full else []),
             ["verdicts flagged by integrity checks (not resolved)", *(flagged_cell(s) for s in stats)],
+            ["resolved verdicts whose patch changes test infrastructure", *(infrastructure_cell(s) for s in stats)],
+            ["agents' containers", *(sealed_words(s.seal) for s in stats)],
             ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)],
             ["reward (tests passed)", *(reward_cell(s) for s in stats)]]
     if baseline is not None:
@@ -139,6 +151,13 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
              "Verdicts flagged: results whose test run showed signs of tampering (eval/result.json's integrity: "
              "grader_written, conflicting_statuses, summary_contradicts), never counted as resolved; the official "
              "protocol's verdict stays beside them (official_resolved).",
+             "Resolved verdicts whose patch changes test infrastructure (conftest.py, a test runner's configuration, "
+             "a start-up hook, the hidden test files: eval/result.json's test_infrastructure), counted and named: "
+             "they count as resolved, but the patch touched what runs the tests, so read them with care.",
+             "Agents' containers: how many of the finished tasks' containers were sealed (their repository holds the "
+             "base's history alone: no other ref, no remote, no reflog, no object the base does not reach, as found "
+             "right after the sanitise step) and whether they had the network (predictions.jsonl's containers); "
+             "not recorded: a run before swepipe recorded it.",
              "Pipeline variant, from the run's config.yaml: full, or the ablation (no juniors (k=0), no senior, "
              "no principal); other strategies by name.",
              "Time is the sum of a task's stage seconds; 'in all' adds tasks, so a parallel run took less wall time."]

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pipeline.analysis import table as tab
 from pipeline.analysis.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
-from pipeline.analysis.load import MISSING, RunData, TaskFiles, TaskRecord, read_json, read_text
+from pipeline.analysis.load import MISSING, RunData, TaskFiles, TaskRecord, config_section, read_json, read_text
+from pipeline.analysis.sealing import seal_count, sealed_words
+from pipeline.analysis.stats import changed_infrastructure
 from pipeline.analysis.team.records import ABSOLUTE
 from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
@@ -121,9 +123,17 @@ class _Builder:
             if view is not None:
                 sections.append(Section(anchor, title, view))
         task, prediction = self.task, self.task.prediction
+        seal = seal_count([prediction], config_section(self.run.config, "containers").get("network"))
         facts = [("run", self.run.run_id), ("strategy", prediction.strategy or tab.NA),
                  ("outcome", task.category), ("source", prediction.source or tab.NA),
-                 ("cost", tab.money(task.total_cost)), ("time", tab.seconds(task.seconds))]
+                 ("cost", tab.money(task.total_cost)), ("time", tab.seconds(task.seconds)),
+                 ("agents' containers", sealed_words(seal))]
+        if seal.unsealed:
+            facts.append(("not sealed", "; ".join(entry.removeprefix(f"{task.instance_id} ")
+                                                  for entry in seal.unsealed)))
+        changed = changed_infrastructure(task)
+        if changed:  # beside the outcome: a resolved verdict whose patch touched what runs the tests
+            facts.insert(3, ("resolved, and the patch changes test infrastructure", ", ".join(changed)))
         if task.fail_to_pass:
             facts.append(("FAIL_TO_PASS passed", f"{task.fail_to_pass[0]}/{task.fail_to_pass[1]}"))
         models = prediction.models or {}
@@ -332,7 +342,8 @@ class _Builder:
              if result.official_resolved is not None and result.official_resolved != result.resolved else None),
             ("integrity findings", "; ".join(f"{f.kind}: {f.detail}" for f in result.integrity)
              if result.flagged else None),
-            ("test infrastructure changed", "; ".join(map(str, result.test_infrastructure))
+            ("test infrastructure changed" + (" (resolved: read the verdict with care)" if result.resolved is True
+                                              else ""), "; ".join(map(str, result.test_infrastructure))
              if isinstance(result.test_infrastructure, list) and result.test_infrastructure else None),
             ("patch applied", result.patch_applied), ("patch empty", result.patch_empty),
             ("timed out", result.timed_out), ("network", result.network),

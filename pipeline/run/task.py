@@ -18,7 +18,8 @@ from pipeline.layout import RunLayout, TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.outages import BREAKERS
-from pipeline.records import EvalResult, Prediction, RecordError, Unreadable
+from pipeline.records import EvalResult, Prediction, RecordError, TaskContainers, Unreadable
+from pipeline.records.sealing import ContainerSeal
 from pipeline.storage import write_text_atomic
 from pipeline.strategies.answer import Spend, TaskAnswer
 from pipeline.strategies.base import Strategy, strategy_class
@@ -75,6 +76,10 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget,
         fields["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
         fields["infra_error"] = False
         write_text_atomic(paths.error, traceback.format_exc())
+    finally:  # a stop too: the next session's prediction still names the containers this one ran
+        containers = record_containers(job)
+        if containers is not None:
+            fields["containers"] = containers
     rows = Ledger.read(paths.ledger)
     fields.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
                   calls={"made": len(rows), "failed": sum(1 for row in rows if row.error)},
@@ -87,6 +92,23 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget,
             prediction.infra_error = True
             prediction.error = prediction.error or "scoring: " + _scoring_error(paths)
     return prediction
+
+
+def record_containers(job: TaskJob) -> list[dict[str, Any]] | None:
+    """How every container of the task was sealed: those earlier sessions recorded (tasks/<id>/containers.json),
+    with this session's (a role opened again replaces its earlier entry), written back for the next session; None
+    when that cannot be said (the record cannot be written: the prediction then says nothing of them)."""
+    earlier = TaskContainers.read(job.paths.containers)
+    kept = {} if isinstance(earlier, Unreadable) else {
+        str(entry.role): entry for entry in earlier.containers or [] if isinstance(entry, ContainerSeal)}
+    try:
+        kept.update((str(entry.role), entry) for entry in job.containers_sealed())
+        containers = [entry.to_dict() for entry in kept.values()]
+        if job.opened:
+            TaskContainers.of({"containers": containers}).write(job.paths.containers)
+    except Exception:  # noqa: BLE001 - bookkeeping: the task's answer must not be lost to it
+        return None
+    return containers
 
 
 def _as_answer(answer: TaskAnswer | dict[str, Any]) -> TaskAnswer:
@@ -107,7 +129,7 @@ def _checked(fields: dict[str, Any], stage: str) -> Prediction:
         return Prediction.of(fields)
     except RecordError as error:
         kept: dict[str, Any] = {key: fields[key] for key in ("instance_id", "strategy", "models", "cost", "tokens",
-                                                               "calls", "seconds") if key in fields}
+                                                               "calls", "seconds", "containers") if key in fields}
         return Prediction.of({**kept, "model_patch": "", "source": "none", "error": f"{stage} stage: {error}",
                               "infra_error": False})
 

@@ -58,5 +58,18 @@ class BackgroundRuntime:
             self._future.result().stop()
 
     @property
+    def started(self) -> bool:
+        """Whether its start finished and a workspace ran (False while it starts, or when the start failed)."""
+        return self._future.done() and self._future.exception() is None
+
+    @property
+    def seal(self):
+        """The started runtime's seal (pipeline.runtime.seal); None while it starts, or when it never did (no
+        container ran) or reports none."""
+        if not self.started:
+            return None
+        return getattr(self._future.result(), "seal", None)
+
+    @property
     def container(self):
         return getattr(self._runtime(), "container", None)

@@ -26,6 +26,7 @@ from pipeline.runtime.docker_session import SERVER_PATH, SERVER_SOURCE, CommandS
 from pipeline.runtime.docker_stream import FrameReader, StreamClosed
 from pipeline.runtime.limits import TMP_PATH, ContainerLimits, ResourceLimitHit, container_limits, with_disk_quota
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
+from pipeline.runtime.seal import SEAL_LABEL, Seal
 
 # Past the command's own timeout (enforced inside the container by coreutils `timeout`), the
 # client waits this long for the stream to close before it gives up on it.
@@ -41,7 +42,8 @@ class DockerRuntime:
     sanitised), and ``open_runtime`` (pipeline.runtime.factory) does both for a task.
     ``server_in_image`` says the image already carries the command server (sanitised images do).
     ``limits`` (pipeline.runtime.limits) bound what it may use; without them, the defaults for one
-    container (``cpus`` and ``memory`` win).
+    container (``cpus`` and ``memory`` win). ``seal`` says how it was sealed (its image's record of what its
+    sanitise step found: pipeline.runtime.seal) and whether it has the network.
     """
 
     def __init__(self, image: str, base_commit: str, *, run_id: str, workdir: str = "/app",
@@ -74,6 +76,14 @@ class DockerRuntime:
         self._sessions: list[CommandSession] = []  # every live command server, the first started first
         self._idle: list[CommandSession] = []  # those not running a command now
         self._use_session = command_server
+        self.seal = self._found_seal()
+
+    def _found_seal(self) -> Seal:
+        """How this container is sealed: what the sanitise step found in its image's repository (kept with the
+        image); an image no sanitise step of swepipe's made says so, and counts as not sealed."""
+        config = self.container.attrs.get("Config") or {}
+        seal = Seal.from_label((config.get("Labels") or {}).get(SEAL_LABEL))
+        return seal.with_network(not config.get("NetworkDisabled", False), "docker")
 
     @property
     def _session(self) -> CommandSession | None:

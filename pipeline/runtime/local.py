@@ -16,16 +16,22 @@ from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
+from pipeline.runtime.seal import SEAL_SCRIPT, Seal, found
 
 # Only these reach a command: never the caller's environment, which may hold API keys.
 _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
 class LocalRuntime:
-    """A throwaway clone of ``source`` at ``base_commit``; ``stop()`` deletes it."""
+    """A throwaway clone of ``source`` at ``base_commit``; ``stop()`` deletes it.
+
+    ``seal`` says what its repository holds once its own sanitise step is done (or, without one, as cloned), as a
+    container's does (pipeline.runtime.seal); ``network`` is the setting its opener was given, recorded as it is:
+    commands run on this machine, whose network a clone cannot cut.
+    """
 
     def __init__(self, source: str | Path, base_commit: str, *, env: dict[str, str] | None = None,
-                 sanitise: bool = True):
+                 sanitise: bool = True, network: bool = False):
         if shutil.which("git") is None or shutil.which("bash") is None:
             raise RuntimeUnavailable("the local runtime needs git and bash on PATH")
         self.base_commit = base_commit
@@ -33,8 +39,10 @@ class LocalRuntime:
         self.workdir = PurePosixPath(self._root / "repo")
         self._env = {k: os.environ[k] for k in _PASSED_THROUGH if k in os.environ}
         self._env.update(COMMAND_ENV, HOME=str(self._root), **(env or {}))
+        self.seal: Seal | None = None
         try:
             self._clone(Path(source), sanitise)
+            self.seal = self._found_seal(sanitise).with_network(network, "local")
         except BaseException:
             self.stop()
             raise
@@ -49,6 +57,11 @@ class LocalRuntime:
             result = self.run(f"git checkout -q --detach {self.base_commit}", timeout=600)
         if not result.ok:
             raise RuntimeUnavailable(f"cannot prepare {source} at {self.base_commit}: {result.output.strip()}")
+
+    def _found_seal(self, sanitised: bool) -> Seal:
+        script = self._root / "seal.sh"
+        script.write_text(SEAL_SCRIPT)
+        return found(self.run(f"bash {script}", timeout=600, output_limit=None).output, sanitised)
 
     def _clone_with_submodules(self, source: Path, target: Path, commit: str) -> None:
         """Clone ``source``, and each submodule ``commit`` records that is initialised in ``source`` (as an image's

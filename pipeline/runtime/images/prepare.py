@@ -28,6 +28,7 @@ from pipeline.runtime.images.names import error_text, local_image, rate_limited,
 from pipeline.runtime.limits import ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
+from pipeline.runtime.seal import SEAL_LABEL, SEAL_SCRIPT, found
 
 PULL_ATTEMPTS = 5  # tries of a pull a registry answers with its rate limit (429); other errors are not retried
 PULL_BACKOFF = 5.0  # seconds before the second try, doubled for each one after, times a jitter in [0.5, 1]
@@ -128,6 +129,7 @@ _sanitise_locks_guard = threading.Lock()
 # Outside /tmp, a tmpfs that the archive API cannot write into; the script's own scratch space (TMPDIR) is on
 # the container's layer too, next to the repository, so its fresh history moves into place without a copy.
 _SCRIPT_PATH = "/usr/local/share/swepipe/sanitise.sh"
+_SEAL_PATH = "/usr/local/share/swepipe/seal.sh"
 _SCRATCH_TMP = "/usr/local/share/swepipe/tmp"
 # Past the script's own timeout (enforced in the container by coreutils `timeout`), how long the
 # client waits for the exec's stream to close.
@@ -153,9 +155,10 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
 
     Sanitising rewrites the repository's history store, which costs seconds to minutes on a
     large repository, so it is done once per (image, base commit) and committed as an image that
-    every rollout of the task starts from.
+    every rollout of the task starts from. What the repository holds once it is done (``seal.sh``: commits, refs,
+    remotes, reflogs, objects beyond HEAD) is the image's ``SEAL_LABEL``, which its containers report.
     """
-    identity = f"{image.id}\0{base_commit}\0{SANITISE_SCRIPT}\0{SERVER_PATH}\0{SERVER_SOURCE}"
+    identity = f"{image.id}\0{base_commit}\0{SANITISE_SCRIPT}\0{SEAL_SCRIPT}\0{SERVER_PATH}\0{SERVER_SOURCE}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:24]
     name = f"{containers.SANITISED_REPOSITORY}:{key}"
     with _sanitise_locks_guard:
@@ -179,11 +182,13 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
             raise RuntimeUnavailable(f"cannot start a container of {image.id}: {exc}") from exc
         containers.track(scratch)
         try:
-            _put_files(scratch, {_SCRIPT_PATH: SANITISE_SCRIPT, SERVER_PATH: SERVER_SOURCE})
+            _put_files(scratch, {_SCRIPT_PATH: SANITISE_SCRIPT, _SEAL_PATH: SEAL_SCRIPT, SERVER_PATH: SERVER_SOURCE})
+            limit = f"timeout -k 2 {max(timeout, 0.1):.3f}"
             exit_code, output, timed_out = _exec(
-                scratch, f"mkdir -p {_SCRATCH_TMP} && TMPDIR={_SCRATCH_TMP} timeout -k 2 {max(timeout, 0.1):.3f} "
-                         f"bash {_SCRIPT_PATH} {base_commit}; status=$?; rm -rf {_SCRIPT_PATH} {_SCRATCH_TMP}; "
-                         "exit $status", workdir, timeout + _CLIENT_GRACE)
+                scratch, f"mkdir -p {_SCRATCH_TMP} && TMPDIR={_SCRATCH_TMP} {limit} bash {_SCRIPT_PATH} {base_commit} "
+                         f"&& {limit} bash {_SEAL_PATH}; status=$?; "
+                         f"rm -rf {_SCRIPT_PATH} {_SEAL_PATH} {_SCRATCH_TMP}; exit $status", workdir,
+                timeout + _CLIENT_GRACE)
             if exit_code != 0 or timed_out:
                 note = f" (timed out after {timeout:.0f} s)" if timed_out else ""
                 raise RuntimeUnavailable(
@@ -193,7 +198,7 @@ def sanitised_image(image, base_commit: str, workdir: str = "/app", timeout: flo
             scratch.commit(
                 repository=containers.SANITISED_REPOSITORY, tag=key,
                 conf={"Labels": {containers.LABEL: "1", "swepipe.source_image": image.id,
-                                 "swepipe.base_commit": base_commit,
+                                 "swepipe.base_commit": base_commit, SEAL_LABEL: found(output, True).label(),
                                  "swepipe.sanitise_seconds": f"{time.monotonic() - started:.1f}"}},
             )
         except DockerException as exc:
@@ -224,7 +229,7 @@ def _exec(container, command: str, workdir: str, wait: float) -> tuple[int, str,
     exec_id = api.exec_create(container.id, ["bash", "-c", command], workdir=workdir,
                               environment=COMMAND_ENV)["Id"]
     reader = FrameReader(api.exec_start(exec_id, socket=True))
-    output = BoundedOutput(8000)
+    output = BoundedOutput(64_000)  # the tail: seal.sh's lines, one per repository
     try:
         for chunk in reader.iter_payload(time.monotonic() + wait):
             output.feed(chunk)
