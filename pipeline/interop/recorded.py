@@ -24,11 +24,13 @@ class RecordedStep:
     ``path``, ``file_text``, ``old_str``, ``new_str``, ``insert_line``, ``view_range``; submit: none), or None when
     the reply held no action the source ran (its own format error): replayed as a reply without a call, so
     swepipe counts a format error at the same step. ``thought`` is the reply's text beside the action, as recorded.
-    ``exit_code`` is the exit status the source recorded for the step's command, when it did."""
+    ``exit_code`` is the exit status the source recorded for the step's command, when it did; ``output`` what the
+    source recorded it printed (its observation), when it did."""
 
     thought: str
     call: dict[str, Any] | None
     exit_code: int | None = None
+    output: str | None = None
 
 
 @dataclass
@@ -46,9 +48,11 @@ class RecordedTrajectory:
     model: str | None = None
     cost: float | None = None  # dollars the source recorded for this trajectory
     repo_root: str | None = None  # where the source had the repository ("/testbed"); mapped to the task's on replay
+    task_text: str | None = None  # the task as the source's agent was given it (the messages before its first reply)
     notes: list[str] = field(default_factory=list)  # what the reader had to leave out or read loosely
 
 
 class NotReplayable(ValueError):
     """A trajectory that cannot be replayed, and why (a tool swepipe has no counterpart for, a file that is no
     trajectory of a known format); the message names the file."""
+
