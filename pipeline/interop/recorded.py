@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.audit import AgentAction, Subject, audit, finding_dicts
+
 # The action format a replay runs in: every recorded step becomes one call of swepipe's tools.
 BASH, EDITOR, SUBMIT = "bash", "str_replace_editor", "submit"  # as pipeline.agent.actions names them
 
@@ -56,3 +58,35 @@ class NotReplayable(ValueError):
     """A trajectory that cannot be replayed, and why (a tool swepipe has no counterpart for, a file that is no
     trajectory of a known format); the message names the file."""
 
+
+def recorded_actions(recorded: RecordedTrajectory) -> list[AgentAction]:
+    """The actions of a recorded trajectory, for the retrieval audit (pipeline.audit): each bash step's command
+    and output, each editor step's path; steps numbered from 1, as replay's notes number them."""
+    actions = []
+    for number, step in enumerate(recorded.steps, start=1):
+        call = step.call or {}
+        given = call.get("arguments")
+        arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+        if call.get("name") == BASH and isinstance(arguments.get("command"), str):
+            actions.append(AgentAction(number, arguments["command"], output=step.output))
+        elif call.get("name") == EDITOR and isinstance(arguments.get("path"), str):
+            path = arguments["path"]
+            actions.append(AgentAction(number, f"{arguments.get('command')} {path}", path=path))
+    return actions
+
+
+def recorded_subject(recorded: RecordedTrajectory, repo: str | None = None, base_commit: str | None = None,
+                     task_text: str = "") -> Subject:
+    """What the audit knows of the task a recorded trajectory worked on: the dataset's task when it is read
+    (``repo``, ``base_commit``, its ``task_text``), and what the trajectory itself holds (its instance id, the task
+    as its agent was given it, where its repository was)."""
+    return Subject(instance_id=recorded.instance_id, repo=repo, base_commit=base_commit,
+                   task_text="\n\n".join(text for text in (task_text, recorded.task_text or "") if text),
+                   repo_root=recorded.repo_root)
+
+
+def audit_recorded(recorded: RecordedTrajectory, repo: str | None = None, base_commit: str | None = None,
+                   task_text: str = "") -> list[dict[str, Any]]:
+    """The retrieval audit's findings on a recorded trajectory (its source's harness was not sealed), as a record's
+    ``retrieval`` holds them; the task as ``recorded_subject`` knows it."""
+    return finding_dicts(audit(recorded_actions(recorded), recorded_subject(recorded, repo, base_commit, task_text)))
