@@ -266,6 +266,12 @@ def test_an_unknown_project_flags_any_repository_on_its_hosting_but_no_package_b
     assert [f.kind for f in findings_of("pip install widgets", subject=named)] == ["network"]
 
 
+def test_without_a_recorded_root_the_repository_s_usual_folders_are_the_repository():
+    subject = Subject(instance_id="future-architect__vuls-1234")  # Multi-SWE-bench clones to /home/<name>
+    assert findings_of("cat /home/vuls/main.go /vuls/go.mod /testbed/x /app/y", subject=subject) == []
+    assert [f.kind for f in findings_of("cat /home/alice/vuls.patch", subject=subject)] == ["outside"]
+
+
 def test_a_long_command_is_recorded_cut_with_the_mark():
     command = "git reflog; " + "echo x; " * 1000
     found = findings_of(command)

@@ -3,7 +3,9 @@ a copy of the project installed elsewhere.
 
 Read for every path-like word of the agent's commands (arguments, redirections' targets, ``--opt=/path`` values,
 the string literals of an inline program that start with ``/``) and every path of its editor calls. A path inside
-the repository (under its root: ``/app``, ``/testbed``, the subject's ``repo_root``) is never flagged. Flagged:
+the repository (under its root: the subject's ``repo_root``; without one, ``/app``, ``/testbed``, and ``/<name>``
+and ``/home/<name>`` for the project's name, where SWE-agent and Multi-SWE-bench clone it) is never flagged.
+Flagged:
 
 - a folder of the host: under ``/work``, ``/mnt``, ``/host``, ``/media``, ``/Users`` or a user's ``/home/<name>``
   (the container's own home, ``~`` or ``/root``, is not: tools keep their caches there);
@@ -84,7 +86,7 @@ def path_reason(path: str, subject: Subject, reads: bool) -> str | None:
         return None
     absolute = path.startswith("/")
     normal = posixpath.normpath(path) if absolute else path
-    roots = (subject.repo_root,) if subject.repo_root else _REPO_ROOTS
+    roots = (subject.repo_root,) if subject.repo_root else _default_roots(subject)
     if absolute and any(root and (normal == root.rstrip("/") or normal.startswith(root.rstrip("/") + "/"))
                         for root in roots):
         return None
@@ -104,6 +106,13 @@ def path_reason(path: str, subject: Subject, reads: bool) -> str | None:
     if absolute and reads:
         return _installed_copy(normal, subject, shown)
     return None
+
+
+def _default_roots(subject: Subject) -> tuple[str, ...]:
+    """Where a trajectory that did not record its repository's root may have had it: swepipe's and SWE-bench's
+    folders, SWE-agent's ``/<name>``, Multi-SWE-bench's ``/home/<name>``."""
+    name = subject.repo_name
+    return _REPO_ROOTS + ((f"/{name}", f"/home/{name}") if name and "/" not in name and name.strip(".") else ())
 
 
 def _installed_copy(path: str, subject: Subject, shown: str) -> str | None:

@@ -42,6 +42,7 @@ class Subject:
     repo_root: str | None = None
     names: frozenset[str] = field(init=False)
     owner: str | None = field(init=False)
+    repo_name: str | None = field(init=False)  # the repository's name as written (a folder a harness may clone to)
 
     def __post_init__(self) -> None:
         repo = self.repo or repo_of_instance_id(self.instance_id)
@@ -50,6 +51,7 @@ class Subject:
         names = {normalised(name)} if name else set()
         object.__setattr__(self, "names", frozenset(names))
         object.__setattr__(self, "owner", owner.lower() or None)
+        object.__setattr__(self, "repo_name", name or None)
 
     @property
     def known(self) -> bool:
