@@ -106,6 +106,25 @@ def test_the_solo_agent_s_trajectory_is_audited_and_counted(tmp_path, local_repo
     assert row("solo agent", result.retrieval[0]) in task_page(run, run.tasks[0])
 
 
+def test_a_reused_rollout_an_older_swepipe_did_not_audit_is_audited_when_copied(tmp_path, leaky_repo):
+    from conftest import demo_task
+
+    from pipeline.juniors.stage import copy_rollouts
+    from pipeline.layout import JuniorFiles
+
+    steps = [{"index": 0, "action": "bash", "command": "git log --all -S 'a + b'", "output": ""},
+             {"index": 1, "action": "bash", "command": RIGHT, "output": ""}]
+    older = {"index": 0, "patch": "", "exit_reason": "submitted", "model": 7,  # an odd value, kept as read
+             "trajectory": {"steps": steps}}
+    (tmp_path / "theirs").mkdir()
+    JuniorFiles(tmp_path / "theirs").rollout(0).write_text(json.dumps(older))
+
+    assert copy_rollouts(tmp_path / "theirs", tmp_path / "ours", 1, task=demo_task(leaky_repo)) == 1
+    copied = Rollout.load(JuniorFiles(tmp_path / "ours").rollout(0))
+    assert [(f.kind, f.step, f.command) for f in copied.retrieval] == [("history", 0, steps[0]["command"])]
+    assert copied.model == 7 and copied.reused_from == str(tmp_path / "theirs")
+
+
 # -- hostile findings: shown literally, never a crash ---------------------------------------------------------------
 
 finding = st.fixed_dictionaries({"kind": st.one_of(st.sampled_from(("history", "network", "outside")), hostile_line()),
