@@ -6,7 +6,10 @@ and any text at all, as a command, an output or a path, is read without an error
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from fuzzing import fuzz
@@ -371,3 +374,19 @@ def test_huge_and_unclosed_commands_are_read_in_bounded_time(text):
     audit([AgentAction(0, text, output=text)], SUBJECT)
     commands(text)
     assert time.monotonic() - started < 20
+
+
+def test_the_script_counts_per_kind_and_names_every_finding_and_every_file_it_could_not_read(tmp_path):
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    (folder / "acme__widgets-17.traj.json").write_text(json.dumps(MINI_TRAJECTORY))
+    (folder / "broken.traj.json").write_text("{not json")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "audit_trajectories.py"
+
+    done = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, check=True)
+
+    said = done.stdout
+    assert "2 file(s); 1 trajectories read (4 actions), 1 not readable; 1 flagged" in said
+    assert "history     2 finding(s) in    1 trajectories" in said and "network     0 finding(s)" in said
+    assert "step 3 [history] git log --all --oneline -S parse_header: walks every ref" in said
+    assert "command: git show feedbee1:src/app.py > /tmp/app.py" in said and "broken.traj.json" in said
