@@ -131,6 +131,7 @@ REACHING = {
         "ls /home/alice/swebench-runs",
         "cat /mnt/data/answers.txt",
         "cat /root/runs/r1/tasks/acme__widgets-17/principal/patch.diff",
+        "ls /root/swepipe/runs",
         "cat /tmp/acme__widgets-18/patch.diff",
         "cat /data/trajs/solver.traj.json",
         "grep -r parse_header /srv/harness/preds.json",

@@ -9,10 +9,10 @@ Flagged:
 
 - a folder of the host: under ``/work``, ``/mnt``, ``/host``, ``/media``, ``/Users`` or a user's ``/home/<name>``
   (the container's own home, ``~`` or ``/root``, is not: tools keep their caches there);
-- a harness's run files, anywhere: swepipe's run directories (``runs/<run>/tasks/``, ``rollout-NN.json``,
-  ``pool.json``, ``predictions.jsonl``, ``brief.json``), other harnesses' trajectories (``*.traj``,
-  ``*.traj.json``), predictions and evaluation logs (``preds.json``, ``all_preds.jsonl``, ``run_instance.log``,
-  ``report.json`` outside the repository);
+- a harness's run files, outside the repository: swepipe's run directories (``runs/<run>/tasks/``, a ``runs``
+  folder under ``/root``, ``rollout-NN.json``, ``pool.json``, ``predictions.jsonl``, ``brief.json``), other
+  harnesses' trajectories (``*.traj``, ``*.traj.json``), predictions and evaluation logs (``preds.json``,
+  ``all_preds.jsonl``, ``run_instance.log``);
 - a task's folder: a path segment that is a task's instance id (``django__django-11099``,
   ``instance_ansible__ansible-<sha>...``), another task's or this one's (a harness keeps its gold patch and
   verdicts there, never the agent's workspace);
@@ -40,6 +40,7 @@ _REPO_ROOTS = ("/app", "/testbed")
 _RUN_FILES = re.compile(r"(^|/)(rollout-\d+(\.trajectory)?\.jsonl?|pool\.json|predictions\.jsonl|brief\.json|"
                         r"[^/]+\.traj(\.json)?|preds\.json|all_preds\.jsonl|run_instance\.log)$")
 _RUN_FOLDER = re.compile(r"(^|/)runs/[^/]+/tasks(/|$)")
+_HOME_RUNS = re.compile(r"^/root/(?:[^/]+/)*runs(?:/|$)")  # a harness's runs folder in the container's home
 _READERS = frozenset({"cat", "head", "tail", "less", "more", "sed", "awk", "gawk", "grep", "egrep", "fgrep", "rg",
                       "ag", "diff", "cmp", "cp", "rsync", "install", "vim", "vi", "nano", "emacs", "view", "bat",
                       "nl", "od", "xxd", "strings", "tar", "zip", "patch", "python", "python3", "colordiff",
@@ -97,7 +98,7 @@ def path_reason(path: str, subject: Subject, reads: bool) -> str | None:
                 return f"reads the host's files ({shown})"
         if re.match(r"^/home/[^/]+(/|$)", normal):
             return f"reads a user's files on the host ({shown})"
-    if _RUN_FOLDER.search(normal) or (absolute and _RUN_FILES.search(normal)):
+    if _RUN_FOLDER.search(normal) or (absolute and (_RUN_FILES.search(normal) or _HOME_RUNS.match(normal))):
         return f"reads a harness's run files ({shown})"
     for segment in normal.split("/"):
         if len(segment) <= _LONGEST_ID and INSTANCE_ID.match(segment):
