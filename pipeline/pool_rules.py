@@ -42,6 +42,8 @@ class CandidateDraft:
     files: list[str] = field(default_factory=list)
     hunks: list[dict[str, Any]] = field(default_factory=list)  # file, old_start, old_lines, function
     functions: list[str] = field(default_factory=list)
+    # {rollout, findings}: its rollouts whose trajectories reached for the answer (pipeline.audit), and how
+    reached: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -64,6 +64,11 @@ def test_every_source_s_candidate_is_a_rollout_of_the_pool_and_its_cost_is_kept_
     assert "(swepipe run): a candidate for 1 of 1 task(s)" in done.output
     assert "(predictions file): a candidate for 1 of 1 task(s)" in done.output
     assert "(trajectories): a candidate for 1 of 1 task(s)" in done.output
+    # The retrieval audit: the folder's trajectory is audited (nothing found); the others hold none to audit.
+    said = " ".join(done.output.split())
+    assert f"--juniors-from {tmp_path / 'trajs'}: 0 of 1 candidate(s) from trajectories that reached" in said
+    assert "1 of 1 not audited: a predictions file holds no trajectory" in said
+    assert "1 of 1 not audited: the swepipe run holds no trajectory of the task" in said
 
     paths = RunLayout(tmp_path / "runs" / "pooled").task(sources.instance_id)
     rollouts = [Rollout.load(paths.junior_files.rollout(index)) for index in range(3)]
@@ -72,6 +77,9 @@ def test_every_source_s_candidate_is_a_rollout_of_the_pool_and_its_cost_is_kept_
     assert [r.patch for r in rollouts] == [FIX, HALF, FIX] and [r.imported_cost for r in rollouts] == [0.25, None,
                                                                                                      0.0123]
     assert all(r.cost == 0 and r.exit_reason == "imported" for r in rollouts)
+    assert [(r.retrieval, r.unaudited) for r in rollouts] == [
+        (None, "the swepipe run holds no trajectory of the task"), (None, "a predictions file holds no trajectory"),
+        ([], None)]
     pool = Pool.read(paths.junior_files.pool)
     assert pool.rollouts == 3 and sorted(c.votes for c in pool.candidates) == [1, 2]  # the fix twice, HALF once
     request = json.loads(paths.principal_files.request.read_text())
@@ -87,6 +95,33 @@ def test_every_source_s_candidate_is_a_rollout_of_the_pool_and_its_cost_is_kept_
     assert report.exit_code == 0, report.output
     assert "candidates imported from" in report.output and "imported spend" in report.output
     assert "$0.26" in report.output
+    assert "imported candidates not audited (no trajectory)" in report.output and "2 of 3" in report.output
+
+
+def test_an_imported_trajectory_that_reached_for_the_answer_is_named_marked_and_told_to_the_principal(
+        tmp_path, sources, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    reaching = tmp_path / "reaching"
+    reaching.mkdir()
+    steps = [("git log --all --oneline", 0),
+             ("curl -s https://raw.githubusercontent.com/demo/calc/main/calc.py > /tmp/calc.py", 0),
+             ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", None)]
+    mini_trajectory(reaching / f"{sources.instance_id}.traj.json", sources.instance_id, steps, FIX)
+    done = run(tmp_path, "--run-id", "reached", "--juniors-from", "reaching", "--juniors-from", "official.json")
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.output.split())
+    assert (f"--juniors-from {reaching}: 1 of 1 candidate(s) from trajectories that reached for the answer "
+            f"{sources.instance_id}: step 1 (history) git log --all --oneline (and 1 more)") in said
+
+    paths = RunLayout(tmp_path / "runs" / "reached").task(sources.instance_id)
+    imported = Rollout.load(paths.junior_files.rollout(0))
+    assert [(f.kind, f.step, f.command) for f in imported.retrieval] == [("history", 1, steps[0][0]),
+                                                                         ("network", 2, steps[1][0])]
+    pool = Pool.read(paths.junior_files.pool)
+    assert {tuple(c.rollouts): [r.rollout for r in c.reached or []] for c in pool.candidates} == {(0,): [0],
+                                                                                                  (1,): []}
+    request = paths.principal_files.request.read_text()
+    assert "rollout 0 at step 1 read history beyond the base commit: git log --all --oneline" in request
 
 
 def test_a_resumed_run_keeps_its_imports_and_a_source_with_no_candidate_stops_the_run_first(tmp_path, sources,

@@ -120,6 +120,33 @@ def test_differences_from_the_record_are_named_file_by_file_and_step_by_step(rep
     assert ".traj.json: step 1: recorded 1, replayed 0" in result.output
 
 
+def test_the_recorded_trajectory_is_audited_and_replay_names_each_step_that_reached_for_the_answer(
+        replay_setup, tmp_path):
+    """The source's harness was not sealed: its own commands that reached for the answer are named by the summary,
+    recorded beside the replay and counted by the report; its task's text and outputs are not read as actions."""
+    setup, task = replay_setup, replay_setup["task"]
+    steps = [("git log --oneline -2", 0), ("git log --all --oneline -S 'a + b'", 0),
+             ("cat /work/answers/demo__calc-1.patch 2>/dev/null || true", 0), (FIX, 0), (SUBMIT, None)]
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id, steps, "")
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert [(f.kind, f.step, f.command) for f in replayed.retrieval] == [
+        ("history", 2, steps[1][0]), ("outside", 3, steps[2][0])]
+    said = " ".join(result.output.split())
+    assert ("step 2 reached for the answer (history): git log --all --oneline -S a + b: walks every ref (--all), "
+            "not only the base's history; command: git log --all --oneline -S 'a + b'") in said
+    assert "step 3 reached for the answer (outside)" in said
+    from pipeline.cli.replay_command import _reached_word
+
+    assert _reached_word(replayed) == "history 1, outside 1"  # the table's column (a narrow console folds it)
+    report = CliRunner().invoke(app, ["report", str(setup["runs"] / "r")])
+    assert report.exit_code == 0, report.output
+    markdown = (setup["runs"] / "r" / "report.md").read_text()
+    assert "| candidates from trajectories that reached for the answer | 1 of 1 (history 1, outside 1) |" in markdown
+
+
 def test_a_trajectory_that_cannot_be_replayed_is_named_and_the_others_go_on(replay_setup, tmp_path):
     setup, task = replay_setup, replay_setup["task"]
     folder = tmp_path / "trajectories"

@@ -168,6 +168,19 @@ def test_worker_writes_outside_its_folders_are_reported_to_the_lead(tmp_path, wo
     assert result.writes_outside == {"worker-1": ["README"]}
 
 
+def test_the_lead_s_and_every_worker_s_trajectory_is_audited_for_reaching_for_the_answer(tmp_path, workspace):
+    script = {"lead": [bash("git reflog | head -3"),
+                       action("delegate", {"stage": "implementation", "task": "Fix calc.py.", "writable": ["calc.py"]}),
+                       SUBMIT],
+              "worker": [[bash("git log --oneline -2"), bash("git fetch origin && git log origin/fix -1"), bash(FIX),
+                          report("fixed calc.py")]]}
+    result, _, _ = team(tmp_path, workspace, script)
+    assert [(f.agent, f.kind, f.step, f.command) for f in result.retrieval] == [
+        ("lead", "history", 0, "git reflog | head -3"),
+        ("worker-0", "history", 1, "git fetch origin && git log origin/fix -1"),
+        ("worker-0", "network", 1, "git fetch origin && git log origin/fix -1")]
+
+
 def test_a_worker_must_submit_with_a_report(tmp_path, workspace):
     script = {"lead": [action("delegate", {"stage": "verification", "task": "Check calc.py."}), SUBMIT],
               "worker": [[SUBMIT, report("calc.py is still wrong")]]}

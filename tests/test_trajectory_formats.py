@@ -2,6 +2,7 @@
 each format, written here in the shape its harness saves, with the awkward parts real ones have; any file at all
 gives a trajectory or NotReplayable; finding trajectories in a folder tree."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -33,6 +34,11 @@ def editor(**arguments) -> dict:
 
 
 SUBMIT = {"name": "submit", "arguments": {}}
+
+
+def without_outputs(steps: list[RecordedStep]) -> list[RecordedStep]:
+    """The steps as the actions they stand for (what each printed is checked apart, where a test says so)."""
+    return [dataclasses.replace(step, output=None) for step in steps]
 
 
 # -- mini-swe-agent 1.x ------------------------------------------------------------------------------------------
@@ -81,7 +87,7 @@ def test_mini_1_replies_become_bash_steps_format_errors_and_the_submission(tmp_p
 
     trajectory = read_trajectory_file(path)
 
-    assert trajectory.steps == [
+    assert without_outputs(trajectory.steps) == [
         RecordedStep("THOUGHT: look around first.\n\n", bash("ls -la /testbed/src"), 0),
         RecordedStep("The `` ```bash `` block I sent listed it. Now the script:\n\n\n", bash("cat /testbed/bin/run.sh"),
                      1),
@@ -92,6 +98,11 @@ def test_mini_1_replies_become_bash_steps_format_errors_and_the_submission(tmp_p
     ]
     assert (trajectory.format, trajectory.instance_id, trajectory.source) == ("mini-swe-agent-1", INSTANCE, path)
     assert (trajectory.submission, trajectory.exit_status, trajectory.cost) == (PATCH, "Submitted", 0.42)
+    # What each command printed (the audit reads the hashes an honest git command showed), and the task as given.
+    assert [step.output for step in trajectory.steps] == [MINI_1_MESSAGES[3]["content"], MINI_1_MESSAGES[5]["content"],
+                                                          None, MINI_1_MESSAGES[9]["content"],
+                                                          MINI_1_MESSAGES[11]["content"], None]
+    assert trajectory.task_text == f"{MINI_1_MESSAGES[0]['content']}\n\n{MINI_1_MESSAGES[1]['content']}"
     assert (trajectory.model, trajectory.repo_root) == ("anthropic/claude-sonnet-4-5", "/testbed")
     assert trajectory.submitted_files is None  # git add -A: everything, no list
     assert trajectory.resolved is None
@@ -129,7 +140,7 @@ def test_mini_1_reads_the_action_regex_its_config_names_and_refuses_one_it_canno
     config = {"agent": {"action_regex": "```mswea_bash_command\\s*\\n(.*?)\\n```"}}
     data = mini_1_file(messages, exit_status="LimitsExceeded", config=config)
     trajectory = read_trajectory_file(write(tmp_path / "a.traj.json", data))
-    assert trajectory.steps == [RecordedStep("Look.\n\n```bash\nnot this\n```", bash("ls"), 0)]
+    assert without_outputs(trajectory.steps) == [RecordedStep("Look.\n\n```bash\nnot this\n```", bash("ls"), 0)]
     assert trajectory.exit_status == "LimitsExceeded"
 
     data["info"]["config"]["agent"]["action_regex"] = "(a+)+$(.*?)"
@@ -187,7 +198,7 @@ def test_mini_2_tool_calls_become_steps_and_the_listed_files_are_submitted(tmp_p
     ]
     trajectory = read_trajectory_file(write(tmp_path / INSTANCE / f"{INSTANCE}.traj.json", mini_2_file(messages)))
 
-    assert trajectory.steps == [
+    assert without_outputs(trajectory.steps) == [
         RecordedStep("Look around.", bash("ls /testbed"), 0),
         RecordedStep("", bash("grep -rn widget /testbed/src"), 1),
         RecordedStep("I will just think.", None),
@@ -200,6 +211,9 @@ def test_mini_2_tool_calls_become_steps_and_the_listed_files_are_submitted(tmp_p
     assert (trajectory.instance_id, trajectory.submission, trajectory.exit_status) == (INSTANCE, PATCH, "Submitted")
     assert (trajectory.cost, trajectory.model, trajectory.repo_root) == (0.07, "openai/gpt-5-mini", "/testbed")
     assert any("ran 2 commands" in note for note in trajectory.notes)
+    # Each command's own result, matched by its call's id whatever the order the results came in.
+    assert [step.output for step in trajectory.steps[:2]] == ["src\n[exit code 0]", "[exit code 1]"]
+    assert trajectory.task_text == "You are a helpful assistant.\n\nFix the widgets."
 
 
 def test_mini_2_responses_api_and_text_based_replies(tmp_path):
@@ -222,7 +236,7 @@ def test_mini_2_responses_api_and_text_based_replies(tmp_path):
     del data["info"]["exit_status"], data["info"]["submission"]
     trajectory = read_trajectory_file(write(tmp_path / "r.traj.json", data))
 
-    assert trajectory.steps == [RecordedStep("Listing.", bash("ls"), 0),
+    assert without_outputs(trajectory.steps) == [RecordedStep("Listing.", bash("ls"), 0),
                                 RecordedStep("Run it:\n\n", bash("./bin/tool --check"), 3),
                                 RecordedStep("```bash\nls\n```", None)]
     assert trajectory.exit_status == "LimitsExceeded" and trajectory.submitted_files is None
@@ -273,7 +287,7 @@ def test_swe_agent_text_actions_become_editor_bash_and_submit_calls(tmp_path):
 
     trajectory = read_trajectory_file(path)
 
-    assert trajectory.steps == [
+    assert without_outputs(trajectory.steps) == [
         RecordedStep("Look at it.", editor(command="view", path="/testbed/src/app.py", view_range=[1, 40])),
         RecordedStep("I think the bug is in f.", None),
         RecordedStep("Edit it.", None),
@@ -287,6 +301,8 @@ def test_swe_agent_text_actions_become_editor_bash_and_submit_calls(tmp_path):
         RecordedStep("Submit.", SUBMIT),
     ]
     assert all(step.exit_code is None for step in trajectory.steps)
+    assert [step.output for step in trajectory.steps][:2] == ["", None]  # the observation; none for a rejected step
+    assert trajectory.task_text == "SETTING\n\n<uploaded_files>/testbed</uploaded_files>"
     assert (trajectory.format, trajectory.instance_id, trajectory.repo_root) == ("swe-agent", INSTANCE, "/testbed")
     assert (trajectory.submission, trajectory.exit_status, trajectory.cost) == (PATCH, "submitted", 1.25)
     assert trajectory.model == "claude-3-7-sonnet"
@@ -311,7 +327,7 @@ def test_swe_agent_function_calls_give_the_editor_its_exact_strings(tmp_path):
     data = swe_agent_file(steps, ran, exit_status="submitted (exit_cost)")
     trajectory = read_trajectory_file(write(tmp_path / "fc.traj", data))
 
-    assert trajectory.steps == [RecordedStep("Fix the path.", editor(**arguments)),
+    assert without_outputs(trajectory.steps) == [RecordedStep("Fix the path.", editor(**arguments)),
                                 RecordedStep("List.", bash("ls /testbed/bin")),
                                 RecordedStep("", SUBMIT)]
     assert trajectory.instance_id == "fc"  # the file's name first
@@ -360,7 +376,7 @@ def test_swepipe_export_reads_the_actions_its_agent_recorded(tmp_path):
 
     trajectory = read_trajectory_file(exported(tmp_path, run))
 
-    assert trajectory.steps == [
+    assert without_outputs(trajectory.steps) == [
         RecordedStep("Look.\n\n", bash("ls /app/src"), 0),
         RecordedStep("No block here.", None),
         RecordedStep("View it.\n\n", editor(command="view", path="src/app.py", view_range=[1, 20])),
@@ -371,6 +387,7 @@ def test_swepipe_export_reads_the_actions_its_agent_recorded(tmp_path):
     assert (trajectory.format, trajectory.instance_id, trajectory.model) == ("swepipe", INSTANCE,
                                                                             "local/gemma-3-270m")
     assert (trajectory.submission, trajectory.exit_status, trajectory.cost) == (PATCH, "submitted", 0.03)
+    assert (trajectory.steps[0].output, trajectory.task_text) == ("exit code: 0", "S\n\nT")
 
 
 def test_swepipe_export_in_the_tool_call_format(tmp_path):
@@ -388,7 +405,7 @@ def test_swepipe_export_in_the_tool_call_format(tmp_path):
 
     trajectory = read_trajectory_file(exported(tmp_path, run, "senior"))
 
-    assert trajectory.steps == [RecordedStep("", editor(**arguments)), RecordedStep("", SUBMIT)]
+    assert without_outputs(trajectory.steps) == [RecordedStep("", editor(**arguments)), RecordedStep("", SUBMIT)]
 
 
 # -- files that are no trajectory --------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ from pipeline.records import (
     Read,
     ReplayResult,
     Rollout,
+    SoloResult,
+    TeamResult,
     Unreadable,
     read_json,
     read_predictions,
@@ -40,6 +42,7 @@ from pipeline.records import (
 )
 from pipeline.records.evaluation import TestOutcome
 from pipeline.records.ledger import read_ledger
+from pipeline.records.retrieval import RetrievalFinding
 from pipeline.records.trajectory import trajectory_journal, whole_trajectory
 from pipeline.tasks import check_instance_id
 
@@ -64,6 +67,8 @@ class TaskRecord:
     context_text: str | None = None  # senior/context.md
     unreadable: dict[str, str] = field(default_factory=dict)  # a file above (junior/pool.json, ...) -> why it is None
     edits: Counter = field(default_factory=Counter)  # (role, "calls" | "failed") -> editor calls in its trajectories
+    # solo, team, replay -> the retrieval audit's findings their result.json holds (a key only for an audited one)
+    agent_retrieval: dict[str, list[RetrievalFinding]] = field(default_factory=dict)
 
     @property
     def resolved(self) -> bool | None:
@@ -250,7 +255,22 @@ def _task(layout: RunLayout, root: Path, instance_id: str, prediction: Predictio
         rollouts=_rollouts(paths, unreadable, edits), pool=record(Pool, paths.junior_files.pool),
         brief=record(Brief, senior.brief), expansion_by_candidate=expansion.data,
         context_text=senior.context.read_text(encoding="utf-8", errors="replace") if senior.context.is_file()
-        else None, unreadable=unreadable, edits=edits + _agent_edits(paths))
+        else None, unreadable=unreadable, edits=edits + _agent_edits(paths), agent_retrieval=_agent_retrieval(paths))
+
+
+def _agent_retrieval(paths: TaskPaths) -> dict[str, list[RetrievalFinding]]:
+    """The retrieval audit's findings on the solo agent's, the team's and a replayed trajectory, as their
+    result.json records hold them; a record that cannot be read, or was not audited, is left out (the task page
+    names an unreadable one)."""
+    found: dict[str, list[RetrievalFinding]] = {}
+    records: tuple[tuple[str, type[SoloResult] | type[TeamResult] | type[ReplayResult], Path], ...] = (
+        ("solo", SoloResult, paths.solo_files.result), ("team", TeamResult, paths.team_files.result),
+        ("replay", ReplayResult, paths.replay_files.result))
+    for name, kind, path in records:
+        record = kind.read(path) if path.is_file() else None
+        if record is not None and not isinstance(record, Unreadable) and isinstance(record.retrieval, list):
+            found[name] = [finding for finding in record.retrieval if isinstance(finding, RetrievalFinding)]
+    return found
 
 
 def _ledger_spend(path: Path) -> dict:

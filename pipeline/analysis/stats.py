@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.analysis.load import RunData, TaskRecord, config_section, is_number
+from pipeline.analysis.retrieval import candidate_count, unaudited
 from pipeline.analysis.sealing import SealCount, run_seal_count
 from pipeline.records.evaluation import CATEGORIES
 from pipeline.records.pool import Schedule
@@ -60,6 +61,14 @@ class RunStats:
     reused_juniors: Counter = field(default_factory=Counter)  # run they came from -> tasks
     imported: Counter = field(default_factory=Counter)  # --juniors-from source -> tasks it gave a candidate to
     imported_cost: float | None = None  # dollars the sources recorded for those candidates (not this run's spend)
+    # The retrieval audit (pipeline.audit): the candidates of audited trajectories (pool candidates, or a solo, team
+    # or replayed prediction), those from a trajectory that reached for the answer, the kinds of reaching among
+    # them (kind -> candidates), and the imported candidates that came without a trajectory to audit.
+    audited_candidates: int = 0
+    reached_candidates: int = 0
+    reached_kinds: Counter = field(default_factory=Counter)
+    imported_rollouts: int = 0
+    unaudited_imports: int = 0
     schedule_stops: Counter = field(default_factory=Counter)  # juniors.schedule: how each task's waves ended -> tasks
     scheduled_rollouts: list = field(default_factory=list)  # (rollouts run, K) of each task the schedule ran
     unfinished: int = 0
@@ -223,6 +232,7 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
     seconds = [t.seconds for t in tasks]
     credits = [passed / required for passed, required in (t.fail_to_pass for t in tasks if t.fail_to_pass)]
     rewards = [passed / required for passed, required in (t.reward for t in tasks if t.reward)]
+    counts = [candidate_count(t) for t in tasks]
     return RunStats(
         run_id=run.run_id, strategies=run.strategies, tasks=len(tasks), scored=len(verdicts),
         resolved=sum(verdicts), rate=sum(verdicts) / len(verdicts) if verdicts else None,
@@ -252,6 +262,10 @@ def run_stats(run: RunData, seed: int = 0) -> RunStats:
         reused_juniors=Counter(t.prediction.juniors_reused_from for t in tasks if t.prediction.juniors_reused_from),
         imported=Counter(source for t in tasks for source in _texts(t.prediction.imported_from)),
         imported_cost=_imported_cost(tasks),
+        audited_candidates=sum(c.candidates for c in counts), reached_candidates=sum(c.reached for c in counts),
+        reached_kinds=sum((c.kinds for c in counts), Counter()),
+        imported_rollouts=sum(1 for t in tasks for r in t.rollouts if isinstance(r.imported_from, str)),
+        unaudited_imports=sum(len(unaudited(t)) for t in tasks),
         schedule_stops=Counter(schedule_stop(schedule) for schedule in _schedules(tasks)),
         scheduled_rollouts=[(schedule.rollouts_run, schedule.k) for schedule in _schedules(tasks)],
         unfinished=len(run.unfinished),

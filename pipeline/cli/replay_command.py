@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -140,18 +141,23 @@ def _keep(layout, trajectory, write) -> None:
     path = layout.task(trajectory.instance_id).replay_files.recorded
     if path.exists():
         earlier = read_recorded(path)
-        if earlier.source != trajectory.source or earlier.steps != trajectory.steps:
+        if earlier.source != trajectory.source or _actions(earlier) != _actions(trajectory):
             raise SwepipeError(f"run {layout.run_id} replays {earlier.source} for {trajectory.instance_id}, not "
                                f"{trajectory.source}; give another --run-id")
         return
     write(path, trajectory)
 
 
+def _actions(trajectory: RecordedTrajectory) -> list[tuple]:
+    """A trajectory's steps as what they do (an older swepipe kept no outputs on record)."""
+    return [(step.thought, step.call, step.exit_code) for step in trajectory.steps]
+
+
 def _print_replays(layout, recorded: list) -> None:
     from pipeline.records import ReplayResult
 
     table = Table(title=f"replay {layout.run_id}")
-    for column in ("trajectory", "format", "steps", "patch", "exit codes", "resolved (recorded)"):
+    for column in ("trajectory", "format", "steps", "patch", "exit codes", "reached", "resolved (recorded)"):
         table.add_column(column, overflow="fold")
     verdicts = _verdicts(layout)
     differences = []
@@ -159,14 +165,16 @@ def _print_replays(layout, recorded: list) -> None:
         result = ReplayResult.read(layout.task(trajectory.instance_id).replay_files.result)
         if not isinstance(result, ReplayResult):
             table.add_row(literal(str(trajectory.source.name)), trajectory.format, "-", "not replayed (see above)",
-                          "-", "-")
+                          "-", "-", "-")
             continue
         word = _patch_word(result)
         table.add_row(literal(trajectory.source.name), literal(str(result.source_format)),
                       f"{result.replayed_steps} of {result.recorded_steps}", word.split(":")[0],
-                      f"{len(result.exit_codes_differ or [])} differ",
+                      f"{len(result.exit_codes_differ or [])} differ", _reached_word(result),
                       f"{_word(verdicts.get(trajectory.instance_id))} ({_word(result.recorded_resolved)})")
-        said = [f"patch {word}", *(result.exit_codes_differ or [])]
+        said = [f"patch {word}", *(result.exit_codes_differ or []),
+                *(f"step {finding.step} reached for the answer ({finding.kind}): {finding.reason}; command: "
+                  f"{_first_line(finding.command)}" for finding in result.retrieval or [])]
         differences += [f"{trajectory.source.name}: {item}" for item in said]
     console.print(table)
     for line in differences:  # below the table, whole: a cell folds them to its width
@@ -174,6 +182,21 @@ def _print_replays(layout, recorded: list) -> None:
     from pipeline.layout import TASK
 
     console.print(f"per trajectory: {layout.root / TASK.replay_files.result}", soft_wrap=True)
+
+
+def _first_line(command: object, limit: int = 200) -> str:
+    text = str(command or "")
+    line = text.split("\n", 1)[0]
+    return line[:limit] + ("…" if len(line) > limit or "\n" in text else "")
+
+
+def _reached_word(result) -> str:
+    """The recorded trajectory's steps that reached for the answer (the retrieval audit), by kind."""
+    findings = result.retrieval if isinstance(result.retrieval, list) else None
+    if findings is None:
+        return "-"
+    kinds = Counter(str(finding.kind) for finding in findings)
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items())) or "none"
 
 
 def _patch_word(result) -> str:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.audit import AgentAction, Subject, audit, finding_dicts
+
 # The action format a replay runs in: every recorded step becomes one call of swepipe's tools.
 BASH, EDITOR, SUBMIT = "bash", "str_replace_editor", "submit"  # as pipeline.agent.actions names them
 
@@ -24,11 +26,13 @@ class RecordedStep:
     ``path``, ``file_text``, ``old_str``, ``new_str``, ``insert_line``, ``view_range``; submit: none), or None when
     the reply held no action the source ran (its own format error): replayed as a reply without a call, so
     swepipe counts a format error at the same step. ``thought`` is the reply's text beside the action, as recorded.
-    ``exit_code`` is the exit status the source recorded for the step's command, when it did."""
+    ``exit_code`` is the exit status the source recorded for the step's command, when it did; ``output`` what the
+    source recorded it printed (its observation), when it did."""
 
     thought: str
     call: dict[str, Any] | None
     exit_code: int | None = None
+    output: str | None = None
 
 
 @dataclass
@@ -46,9 +50,43 @@ class RecordedTrajectory:
     model: str | None = None
     cost: float | None = None  # dollars the source recorded for this trajectory
     repo_root: str | None = None  # where the source had the repository ("/testbed"); mapped to the task's on replay
+    task_text: str | None = None  # the task as the source's agent was given it (the messages before its first reply)
     notes: list[str] = field(default_factory=list)  # what the reader had to leave out or read loosely
 
 
 class NotReplayable(ValueError):
     """A trajectory that cannot be replayed, and why (a tool swepipe has no counterpart for, a file that is no
     trajectory of a known format); the message names the file."""
+
+
+def recorded_actions(recorded: RecordedTrajectory) -> list[AgentAction]:
+    """The actions of a recorded trajectory, for the retrieval audit (pipeline.audit): each bash step's command
+    and output, each editor step's path; steps numbered from 1, as replay's notes number them."""
+    actions = []
+    for number, step in enumerate(recorded.steps, start=1):
+        call = step.call or {}
+        given = call.get("arguments")
+        arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+        if call.get("name") == BASH and isinstance(arguments.get("command"), str):
+            actions.append(AgentAction(number, arguments["command"], output=step.output))
+        elif call.get("name") == EDITOR and isinstance(arguments.get("path"), str):
+            path = arguments["path"]
+            actions.append(AgentAction(number, f"{arguments.get('command')} {path}", path=path))
+    return actions
+
+
+def recorded_subject(recorded: RecordedTrajectory, repo: str | None = None, base_commit: str | None = None,
+                     task_text: str = "") -> Subject:
+    """What the audit knows of the task a recorded trajectory worked on: the dataset's task when it is read
+    (``repo``, ``base_commit``, its ``task_text``), and what the trajectory itself holds (its instance id, the task
+    as its agent was given it, where its repository was)."""
+    return Subject(instance_id=recorded.instance_id, repo=repo, base_commit=base_commit,
+                   task_text="\n\n".join(text for text in (task_text, recorded.task_text or "") if text),
+                   repo_root=recorded.repo_root)
+
+
+def audit_recorded(recorded: RecordedTrajectory, repo: str | None = None, base_commit: str | None = None,
+                   task_text: str = "") -> list[dict[str, Any]]:
+    """The retrieval audit's findings on a recorded trajectory (its source's harness was not sealed), as a record's
+    ``retrieval`` holds them; the task as ``recorded_subject`` knows it."""
+    return finding_dicts(audit(recorded_actions(recorded), recorded_subject(recorded, repo, base_commit, task_text)))

@@ -6,6 +6,11 @@ Each source's patch for a task becomes one rollout of that task, after this run'
 the source's place on the command line), named by its source and with the cost the source recorded for it, if
 any: spent there, kept apart from this run's spend. The files are written into the run before its tasks start, so a
 Ray node gets them with the task's folder, and a resumed run finds them in place.
+
+The trajectories behind a candidate are audited for reaching for the answer (pipeline.audit; their harnesses were
+not sealed): a folder's trajectory itself, a swepipe run's agents' trajectories of the task (its juniors, senior,
+solo agent or team). A predictions file holds none: its candidates are recorded as unaudited. Each source's
+findings are named when it is taken in.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+from pipeline.audit import audit_agent, task_subject
 from pipeline.errors import SwepipeError
+from pipeline.interop.recorded import RecordedTrajectory, audit_recorded
 from pipeline.layout import RunLayout
-from pipeline.records import Rollout, read_predictions
+from pipeline.records import Rollout, Unreadable, read_predictions, read_trajectory
 from pipeline.tasks import Task
 
 IMPORTED = "imported"  # the exit reason and patch source of an imported rollout
@@ -28,6 +35,7 @@ class ImportedCandidate:
     patch: str
     cost: float | None = None  # dollars the source recorded for it
     model: str | None = None
+    recorded: RecordedTrajectory | None = None  # the trajectory it came from, when the source holds one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +112,8 @@ def _from_trajectories(path: Path) -> ImportedSource:
         elif recorded.instance_id in candidates:
             notes.append(f"{file}: a second trajectory of {recorded.instance_id}; the first is kept")
         else:
-            candidates[recorded.instance_id] = ImportedCandidate(recorded.submission, recorded.cost, recorded.model)
+            candidates[recorded.instance_id] = ImportedCandidate(recorded.submission, recorded.cost, recorded.model,
+                                                                 recorded)
     return ImportedSource(path, "trajectories", candidates, tuple(notes))
 
 
@@ -121,18 +130,77 @@ def import_candidates(layout: RunLayout, tasks: list[Task], k: int, sources: lis
                      f"{len(tasks)} task(s)" + (f"; {lacking} task(s) have a smaller pool without it" if lacking
                                                 else "") + (f"; {len(source.notes)} file(s) left out, e.g. "
                                                             f"{source.notes[0]}" if source.notes else ""))
+        written = []
         for task in held:
             path = layout.task(task.instance_id).junior_files.rollout(k + place)
             if not path.exists():
                 imported_rollout(task, k + place, source).write(path)
+            written.append(Rollout.load(path))
+        if announce and written:
+            announce(audit_summary(source, written))
 
 
 def imported_rollout(task: Task, index: int, source: ImportedSource) -> Rollout:
     candidate = source.candidates[task.instance_id]
+    audited = _audited(task, source, candidate)
     return Rollout.of({"instance_id": task.instance_id, "index": index, "model": candidate.model or source.name,
                        "patch": candidate.patch, "patch_source": IMPORTED, "exit_reason": IMPORTED, "cost": 0.0,
                        "input_tokens": 0, "output_tokens": 0, "steps": 0, "imported_from": str(source.path),
-                       "imported_cost": candidate.cost})
+                       "imported_cost": candidate.cost, **audited})
+
+
+def _audited(task: Task, source: ImportedSource, candidate: ImportedCandidate) -> dict[str, object]:
+    """``retrieval``: the findings on the trajectories behind the candidate; or ``unaudited`` and why not."""
+    if candidate.recorded is not None:
+        return {"retrieval": audit_recorded(candidate.recorded, task.repo, task.base_commit,
+                                            task_subject(task).task_text)}
+    if source.kind == "swepipe run":
+        found = _run_findings(RunLayout(source.path), task)
+        if found is not None:
+            return {"retrieval": found}
+        return {"unaudited": "the swepipe run holds no trajectory of the task"}
+    return {"unaudited": f"a {source.kind} holds no trajectory"}
+
+
+def _run_findings(layout: RunLayout, task: Task) -> list[dict[str, object]] | None:
+    """The findings on a swepipe run's agents' trajectories of ``task`` (its junior rollouts, senior, solo agent,
+    team lead and workers), each naming its agent; None when it holds none."""
+    paths = layout.task(task.instance_id)
+    subject = task_subject(task)
+    trajectories: list[tuple[str, object]] = []
+    for index, path in sorted(paths.junior_files.rollouts().items()):
+        record = Rollout.read(path)
+        if not isinstance(record, Unreadable) and record.trajectory:
+            trajectories.append((f"rollout-{index:02d}", record.trajectory))
+    agents = [("senior", paths.senior_files.trajectory), ("solo", paths.solo_files.trajectory),
+              *((path.name.split(".")[0], path) for path in paths.team_files.trajectories())]
+    for name, path in agents:
+        read = read_trajectory(path)
+        if isinstance(read.data, dict):
+            trajectories.append((name, read.data))
+    if not trajectories:
+        return None
+    return [finding for name, trajectory in trajectories for finding in audit_agent(trajectory, subject, name)]
+
+
+def audit_summary(source: ImportedSource, rollouts: list[Rollout]) -> str:
+    """What the retrieval audit found on a source's candidates: how many came from trajectories that reached for
+    the answer (each task's first finding: its step, kind and command's first line), how many could not be
+    audited."""
+    reached = [rollout for rollout in rollouts if rollout.retrieval]
+    missing = [rollout for rollout in rollouts if rollout.unaudited]
+    said = (f"--juniors-from {source.path}: {len(reached)} of {len(rollouts)} candidate(s) from trajectories that "
+            "reached for the answer")
+    for rollout in reached[:10]:
+        first = (rollout.retrieval or [])[0]
+        command = str(first.command or "").split("\n", 1)[0][:160]
+        said += (f"\n  {rollout.instance_id}: step {first.step} ({first.kind}) {command}"
+                 + (f" (and {len(rollout.retrieval or []) - 1} more)" if len(rollout.retrieval or []) > 1 else ""))
+    if len(reached) > 10:
+        said += f"\n  ... and {len(reached) - 10} more (the task pages list every finding)"
+    if missing:
+        said += f"\n  {len(missing)} of {len(rollouts)} not audited: {missing[0].unaudited}"
+    return said
 
 
 def imported_rollouts(directory_rollouts: dict[int, Path], k: int) -> list[Rollout]:

@@ -236,6 +236,9 @@ def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
         kept.votes += 1
         kept.rollouts.append(index)
         kept.exit_reasons.append(rollout.get("exit_reason") or "unknown")
+        findings = rollout.get("retrieval")
+        if isinstance(findings, list) and findings:
+            kept.reached.append({"rollout": index, "findings": [f for f in findings if isinstance(f, dict)]})
     ordered = sorted(by_key.values(), key=lambda c: (-c.votes, c.rollouts[0]))
     return CandidatePool(instance_id, ordered, len(rollouts), sorted(empty), unparsable, failed, dropped)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.settings import AgentSettings
+from pipeline.audit import audit_agent, task_subject
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import layout_probe, probe_entries, without_scratch
@@ -94,6 +95,9 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]
     record.update(cost=steps.get("cost", 0.0), input_tokens=steps.get("input_tokens", 0),
                   output_tokens=steps.get("output_tokens", 0), seconds=steps.get("seconds", 0.0),
                   steps=len(steps.get("steps", [])))
+    if record.get("trajectory"):
+        record["retrieval"] = audit_agent(record["trajectory"], task_subject(
+            task, str(runtime.workdir) if runtime is not None else None))
     Rollout.of(record).write(files.rollout(index))
     if record.get("trajectory") and agent is not None:
         agent.journal.discard()  # now inside the rollout record

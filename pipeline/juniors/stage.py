@@ -11,6 +11,7 @@ from typing import Any
 
 from pipeline import pool_rules as waves
 from pipeline import stopping
+from pipeline.audit import audit_agent, task_subject
 from pipeline.config import ScheduleConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.imported import imported_rollouts
@@ -18,6 +19,8 @@ from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
 from pipeline.records import Pool, RecordError, Rollout, Unreadable
+from pipeline.records.retrieval import RetrievalFinding
+from pipeline.tasks import Task
 
 OnDone = Callable[[dict[str, Any]], object]  # told each rollout's record as it ends
 
@@ -60,7 +63,7 @@ def _run(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], di
     started = time.monotonic()
     if not juniors.schedule.enabled or k == 0:
         if job.reuse_juniors_from is not None:
-            copy_rollouts(job.reuse_juniors_from.junior, directory, k)
+            copy_rollouts(job.reuse_juniors_from.junior, directory, k, task=job.task)
         by_index, schedule = _rollouts(job, range(k), on_done), None
         records = [by_index[index] for index in range(k)]
         if juniors.imported:  # written into the run before it started (pipeline.juniors.imported)
@@ -88,7 +91,7 @@ def _run_waves(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any
     before: CandidatePool | None = None
     for wave, size in enumerate(waves.wave_sizes(settings, k), start=1):
         if job.reuse_juniors_from is not None:
-            copy_rollouts(job.reuse_juniors_from.junior, directory, size, start=len(records))
+            copy_rollouts(job.reuse_juniors_from.junior, directory, size, start=len(records), task=job.task)
         records.update(_rollouts(job, range(len(records), size), on_done, check_stop=True))
         so_far = [records[i] for i in range(size)]
         pool = build_pool(job.task.instance_id, so_far)
@@ -151,8 +154,9 @@ def _rollouts(job: TaskJob, indices: range, on_done: OnDone | None,
     return records
 
 
-def copy_rollouts(source: Path, target: Path, k: int, start: int = 0) -> int:
-    """Finished rollouts ``start``..k-1 of another run, taken as they are: their cost was paid there."""
+def copy_rollouts(source: Path, target: Path, k: int, start: int = 0, task: Task | None = None) -> int:
+    """Finished rollouts ``start``..k-1 of another run, taken as they are: their cost was paid there. One that an
+    older swepipe did not audit is audited here (``task``: the task it worked on)."""
     target.mkdir(parents=True, exist_ok=True)
     copied = 0
     for index in range(start, k):
@@ -160,6 +164,9 @@ def copy_rollouts(source: Path, target: Path, k: int, start: int = 0) -> int:
         if theirs.exists() and not ours.exists():
             record = Rollout.load(theirs)  # kept as it is, whatever format it was written in
             record.reused_from = str(source)
+            if task is not None and record.retrieval is None and isinstance(record.trajectory, dict):
+                record.retrieval = [RetrievalFinding.model_validate(finding)
+                                    for finding in audit_agent(record.trajectory, task_subject(task))]
             record.write(ours)
             copied += 1
     return copied

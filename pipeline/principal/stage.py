@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import patchtext
+from pipeline.audit import reached_line
 from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.errors import SwepipeError
@@ -284,7 +285,7 @@ def _candidate_block(number: int, candidate: CandidateDraft, lines: list[str], k
     ticks = max((len(line[1:]) - len(line[1:].lstrip("`")) for line in shown), default=0)  # ``` in the code
     return render("principal_candidate.md.j2", number=number, votes=candidate.votes, files=candidate.files,
                   endings=_endings(candidate.exit_reasons), fence="`" * max(3, ticks + 1), patch="\n".join(shown),
-                  cut=len(lines) - keep, total=len(lines)).strip() + "\n"
+                  cut=len(lines) - keep, total=len(lines), reached=reached_line(candidate.reached)).strip() + "\n"
 
 
 def _cut_to_fit(number: int, candidate: CandidateDraft, lines: list[str], room: int,

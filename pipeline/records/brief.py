@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipeline.layout import NN, TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
+from pipeline.records.retrieval import RetrievalFinding
 
 
 class Span(Part):
@@ -62,6 +63,9 @@ class Brief(Record):
     senior_exit: Text | None = absent("how the senior agent ended (null: no agent ran)")
     senior_cost: Number = absent("dollars the senior agent's calls cost")
     senior_steps: Int = absent("its steps")
+    senior_retrieval: list[RetrievalFinding] = absent("the retrieval audit's findings on the senior's exploration "
+                                                      "(pipeline.audit); [] when none; absent when no agent ran or "
+                                                      "it was not audited")
     context: Text = absent("the context text, as context.md holds it (absent when skipped, and in "
                            "analysis/senior-at-NN/)")
     skipped: SkipDecision = absent("when the skip rule held: its decision")

@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
+from pipeline.records.retrieval import ReachedRollout
 
 
 class Hunk(Part):
@@ -30,6 +31,9 @@ class Candidate(Part):
     files: list[Text] = absent("the source files it changes")
     hunks: list[Hunk] = absent("its source hunks")
     functions: list[Text] = absent("the functions its hunks are in")
+    reached: list[ReachedRollout] = absent("its rollouts whose trajectories reached for the answer (the retrieval "
+                                           "audit, pipeline.audit), and how; the candidate is kept as evidence, "
+                                           "and the senior and principal are told")
 
 
 class Decision(Part):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Record, Text, absent
+from pipeline.records.retrieval import RetrievalFinding
 
 
 class ReplayResult(Record):
@@ -31,5 +32,7 @@ class ReplayResult(Record):
     recorded_exit_status: Text | None = absent("how the source's agent ended, in its own words")
     recorded_resolved: Flag | None = absent("the source's verdict, when it recorded one")
     recorded_cost: float | None = absent("dollars the source recorded for the trajectory (none spent here)")
+    retrieval: list[RetrievalFinding] = absent("the retrieval audit's findings on the recorded trajectory "
+                                               "(pipeline.audit: its source's harness was not sealed); [] when none")
     notes: list[Text] = absent("what the reader or the replay had to leave out or change (a submit appended "
                                "after a trajectory that ended without one, paths mapped)")

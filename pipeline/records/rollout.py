@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline.layout import NN, TASK, rollout_file
 from pipeline.records.base import Int, Number, Record, Text, absent
+from pipeline.records.retrieval import RetrievalFinding
 
 
 class Rollout(Record):
@@ -54,6 +55,12 @@ class Rollout(Record):
                                  "predictions file or a folder of trajectories); not run here")
     imported_cost: Number | None = absent("dollars the source recorded for it: spent there, never counted as "
                                           "this run's spend; null when the source recorded none")
+    retrieval: list[RetrievalFinding] = absent("the retrieval audit's findings on its trajectory (pipeline.audit): the "
+                                               "steps that reached for the answer instead of deriving it; [] when "
+                                               "none; absent when it was not audited (an older record, an imported "
+                                               "candidate without a trajectory)")
+    unaudited: Text = absent("an imported candidate that could not be audited, and why (a predictions file holds "
+                             "no trajectory)")
 
     @classmethod
     def upgrade(cls, data: dict[str, Any], version: int, path: Path | None) -> dict[str, Any]:

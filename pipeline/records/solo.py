@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipeline.layout import TASK
 from pipeline.records.base import Int, Number, Record, Text, absent
+from pipeline.records.retrieval import RetrievalFinding
 
 
 class SoloResult(Record):
@@ -18,5 +19,7 @@ class SoloResult(Record):
     cost: Number = absent("dollars its calls cost")
     prompt: Text = absent("solo.prompt: the system prompt it was given")
     patch: Text = absent("the working tree's diff against the base commit; empty for none")
+    retrieval: list[RetrievalFinding] = absent("the retrieval audit's findings on the agent's trajectory "
+                                               "(pipeline.audit); [] when none; absent when not audited")
     scratch_left_out: dict[str, Text] = absent("with limits.leave_out_scratch: the files left out of the patch, each "
                                                "with the reason")

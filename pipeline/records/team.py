@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
+from pipeline.records.retrieval import RetrievalFinding
 
 
 class TeamResult(Record):
@@ -35,6 +36,9 @@ class TeamResult(Record):
     resumed: Flag = absent("whether the lead's run was continued from an earlier session")
     patch: Text = absent("the final patch: the tree as the lead submitted it, else the workspace's "
                          "diff")
+    retrieval: list[RetrievalFinding] = absent("the retrieval audit's findings on the lead's and the workers' "
+                                               "trajectories (pipeline.audit), each naming its agent; [] when none; "
+                                               "absent when not audited")
 
 
 class Counts(Part):

@@ -36,6 +36,20 @@ def infrastructure_cell(s: RunStats) -> str:
     return f"{count} ({files})" if count else "0"
 
 
+def reached_cell(s: RunStats) -> str:
+    """The candidates from trajectories that reached for the answer (the retrieval audit), of the audited ones, and
+    the kinds of reaching among them."""
+    if not s.audited_candidates:
+        return f"{NA} (no audited trajectory)" if s.tasks else NA
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(s.reached_kinds.items()))
+    return f"{s.reached_candidates} of {s.audited_candidates}" + (f" ({kinds})" if kinds else "")
+
+
+def unaudited_cell(s: RunStats) -> str:
+    """The imported candidates that came without a trajectory to audit, of those imported."""
+    return f"{s.unaudited_imports} of {s.imported_rollouts}" if s.imported_rollouts else "0"
+
+
 def cache_hits_cell(stats: RunStats) -> str:
     """The share of each stage's input tokens the provider read from its prompt cache (priced as cached)."""
     parts = [f"{stage} {percent(used['cached'] / used['input'])}" for stage in stats.stages
@@ -113,6 +127,9 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
             ["verdicts flagged by integrity checks (not resolved)", *(flagged_cell(s) for s in stats)],
             ["resolved verdicts whose patch changes test infrastructure", *(infrastructure_cell(s) for s in stats)],
             ["agents' containers", *(sealed_words(s.seal) for s in stats)],
+            ["candidates from trajectories that reached for the answer", *(reached_cell(s) for s in stats)],
+            *([["imported candidates not audited (no trajectory)", *(unaudited_cell(s) for s in stats)]]
+              if any(s.imported_rollouts for s in stats) else []),
             ["FAIL_TO_PASS tests passed (partial credit)", *(credit_cell(s) for s in stats)],
             ["reward (tests passed)", *(reward_cell(s) for s in stats)]]
     if baseline is not None:
@@ -158,6 +175,11 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
              "base's history alone: no other ref, no remote, no reflog, no object the base does not reach, as found "
              "right after the sanitise step) and whether they had the network (predictions.jsonl's containers); "
              "not recorded: a run before swepipe recorded it.",
+             "Candidates from trajectories that reached for the answer: the retrieval audit (pipeline.audit) reads "
+             "every trajectory's own commands for history beyond the base commit (history), fetching the project "
+             "over the network (network) or reading from outside the task (outside); a candidate counts when any "
+             "rollout that proposed it did (a solo, team or replayed prediction: its agent's trajectory). Such "
+             "candidates are kept and scored as any other; the task pages list each finding.",
              "Pipeline variant, from the run's config.yaml: full, or the ablation (no juniors (k=0), no senior, "
              "no principal); other strategies by name.",
              "Time is the sum of a task's stage seconds; 'in all' adds tasks, so a parallel run took less wall time."]
@@ -170,7 +192,8 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
                      "mean dollars per task over the baseline's.")
     if any(s.imported for s in stats):
         notes.append("Imported candidates (run --juniors-from) are rollouts of the pool that this run did not run: "
-                     "what their sources recorded they cost is shown apart and is in no other dollar figure.")
+                     "what their sources recorded they cost is shown apart and is in no other dollar figure. Those "
+                     "of a predictions file come without a trajectory: they could not be audited.")
     if any(s.reused_juniors for s in stats):
         notes.append("Reused junior rollouts keep their cost in the junior column, though the run they came from "
                      "paid it.")

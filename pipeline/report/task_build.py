@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from pipeline.analysis import table as tab
 from pipeline.analysis.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
 from pipeline.analysis.load import MISSING, RunData, TaskFiles, TaskRecord, config_section, read_json, read_text
+from pipeline.analysis.retrieval import rollout_name, task_findings, unaudited
 from pipeline.analysis.sealing import seal_count, sealed_words
 from pipeline.analysis.stats import changed_infrastructure
 from pipeline.analysis.team.records import ABSOLUTE
+from pipeline.audit import reached_line
 from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
 from pipeline.records.base import Part
@@ -44,6 +46,7 @@ from pipeline.report.task_view import (
     ProblemSection,
     ReplaySection,
     ResultSection,
+    RetrievalSection,
     RolloutPanel,
     Section,
     SeniorSection,
@@ -85,6 +88,11 @@ def _count(value) -> str:
     return f"{int(_num(value)):,}"
 
 
+def _reached_text(reached) -> str:
+    """A pool candidate's ``reached`` (its rollouts whose trajectories reached for the answer) in words."""
+    return reached_line([_plain(entry) for entry in reached]) if isinstance(reached, list) else ""
+
+
 def _plain(value):
     """A record's part as the dict it was read from (to be shown as text); any other value as it is."""
     return value.to_dict() if isinstance(value, Part) else value
@@ -105,6 +113,7 @@ class _Builder:
             ("problem", "Problem statement", self.problem_section),
             ("result", "Prediction and gold patch", self.result_section),
             ("eval", "Evaluation", self.eval_section),
+            ("retrieval", "Retrieval audit", self.retrieval_section),
             ("juniors", "Junior rollouts", self.juniors_section),
             ("pool", "Candidate pool", self.pool_section),
             ("senior", "Senior", self.senior_section),
@@ -382,6 +391,23 @@ class _Builder:
                 view.logs.append(self.block(text, log.name, self.files.relative(log), open_=False))
         return view
 
+    def retrieval_section(self) -> RetrievalSection | None:
+        """Every finding of the retrieval audit on the task's trajectories, and the imported candidates it could
+        not audit; None when none of the task's records was audited."""
+        task = self.task
+        audited = [rollout_name(r, n) for n, r in enumerate(task.rollouts) if isinstance(r.retrieval, list)]
+        if task.brief is not None and isinstance(task.brief.senior_retrieval, list):
+            audited.append("senior")
+        audited += [f"{name} trajectory" for name in task.agent_retrieval]
+        missing = unaudited(task)
+        if not audited and not missing:
+            return None
+        rows = [[reached.who, reached.finding.step, reached.finding.kind, self.cut(clean(reached.finding.command)),
+                 clean(reached.finding.reason)] for reached in task_findings(task)]
+        said = f"{len(audited)} trajectory(ies) audited: " + ", ".join(audited) if audited else "nothing audited"
+        return RetrievalSection(clean(said), self.rows(rows),
+                                [clean(f"{rollout_name(r, n)}: {r.unaudited}") for n, r in enumerate(missing)])
+
     def juniors_section(self) -> JuniorsSection | None:
         if not self.files.has(self.files.paths.junior):
             return None
@@ -443,7 +469,8 @@ class _Builder:
                 clean(", ".join(map(str, candidate.exit_reasons or []))),
                 clean(", ".join(map(str, candidate.files or []))),
                 self.diff(candidate.patch, where),
-                self.diff(candidate.test_patch, where) if candidate.test_patch else None))
+                self.diff(candidate.test_patch, where) if candidate.test_patch else None,
+                clean(_reached_text(candidate.reached))))
         return view
 
     def senior_section(self) -> SeniorSection | None:

@@ -153,6 +153,16 @@ class EvalSection:
 
 
 @dataclass
+class RetrievalSection:
+    """The retrieval audit's findings on the task's trajectories: whose, at which step, of which kind, the command
+    as recorded (cleaned and cut) and why; the imported candidates it could not audit."""
+
+    audited: str  # what was audited, in words
+    rows: list[list[str]]  # who, step, kind, command, reason
+    unaudited: list[str]
+
+
+@dataclass
 class RolloutPanel:
     facts: list[Fact]
     notes: list[str]
@@ -177,6 +187,7 @@ class CandidateView:
     files: str
     patch: Diff
     test_patch: Diff | None
+    reached: str = ""  # its rollouts whose trajectories reached for the answer, and how ("": none)
 
 
 @dataclass

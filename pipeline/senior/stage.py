@@ -14,6 +14,7 @@ from pipeline import patchtext, records
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.record import AgentRun
 from pipeline.agent.settings import AgentSettings
+from pipeline.audit import audit_agent, reached_line, task_subject
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import CandidatePool
@@ -134,6 +135,8 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
               "senior_exit": agent.record.exit_reason if agent else None,
               "senior_cost": agent.record.cost if agent else 0.0,
               "senior_steps": len(agent.record.steps) if agent else 0}
+    if agent is not None:
+        record["senior_retrieval"] = audit_agent(agent.record.to_dict(), task_subject(task, root))
     write_code_atomic(written.context, context.text)
     return records.Brief.of({**record, "context": context.text})
 
@@ -193,7 +196,8 @@ def _pool_variables(pool: CandidatePool, expansion_text: str) -> dict[str, Any]:
         candidates.append({"votes": candidate.votes, "files": candidate.files,
                            "exits": ", ".join(f"{reason} x{count}" if count > 1 else reason
                                               for reason, count in reasons.most_common()),
-                           "patch": patchtext.printable(patch) if shown else None})
+                           "patch": patchtext.printable(patch) if shown else None,
+                           "reached": reached_line(candidate.reached)})
     return {"candidates": candidates, "rollouts": pool.rollouts, "empty": len(pool.empty),
             "alone": not pool.candidates, "expansion": expansion_text or "(nothing found)"}
 

@@ -4,6 +4,8 @@ one, reading the replies written to tasks/<id>/replay/script.json from the traje
 
 from __future__ import annotations
 
+from pipeline.audit import task_subject
+from pipeline.interop.recorded import audit_recorded
 from pipeline.interop.replay import (
     compare_patches,
     exit_code_differences,
@@ -48,7 +50,7 @@ class ReplayStrategy(SoloStrategy):
         steps = (read_trajectory(job.paths.solo_files.trajectory).data or {}).get("steps") or []
         notes = (read_json(files.script).data or {}).get("notes") or []
         comparison = compare_patches(patch, recorded.submission)
-        return ReplayResult(
+        return ReplayResult.of(dict(
             source=str(recorded.source), source_format=recorded.format, recorded_steps=len(recorded.steps),
             replayed_steps=len(steps), patch_identical=comparison.identical, recorded_patch=recorded.submission,
             only_replayed=comparison.only_replayed, only_recorded=comparison.only_recorded,
@@ -56,4 +58,6 @@ class ReplayStrategy(SoloStrategy):
             not_submitted=not_submitted(patch, recorded.submitted_files, recorded.repo_root),
             exit_codes_differ=exit_code_differences(recorded.steps, steps),
             recorded_exit_status=recorded.exit_status, recorded_resolved=recorded.resolved,
-            recorded_cost=recorded.cost, notes=[*recorded.notes, *notes])
+            recorded_cost=recorded.cost, notes=[*recorded.notes, *notes],
+            retrieval=audit_recorded(recorded, job.task.repo, job.task.base_commit,
+                                     task_subject(job.task).task_text)))

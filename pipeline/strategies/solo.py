@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from pipeline import patchtext
+from pipeline.audit import audit_agent, task_subject
 from pipeline.job import TaskJob, once
 from pipeline.juniors.rollout import leave_out_scratch, task_agent
 from pipeline.models.client import ModelClient
@@ -38,8 +39,10 @@ class SoloStrategy(BaseStrategy):
                 runtime.stop()
             job.seconds["solo"] = round(time.monotonic() - started, 2)
             patchtext.write(files.patch, patch)
-            result = SoloResult(exit_reason=run.exit_reason, error=run.error, steps=len(run.steps), cost=run.cost,
-                                prompt=job.config.solo.prompt, patch=patch)
+            result = SoloResult.of({"exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps),
+                                    "cost": run.cost, "prompt": job.config.solo.prompt, "patch": patch,
+                                    "retrieval": audit_agent(run.to_dict(),
+                                                             task_subject(job.task, str(runtime.workdir)))})
             if left_out:
                 result.scratch_left_out = left_out
             return result

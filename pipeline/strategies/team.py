@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from pipeline import patchtext
+from pipeline.audit import task_subject
 from pipeline.job import TaskJob, once
 from pipeline.prompts import render_task_prompt
 from pipeline.records import TeamResult
@@ -30,7 +31,7 @@ class TeamStrategy(BaseStrategy):
             runtime = job.open_runtime("team", background=True)
             try:
                 result = run_team(render_task_prompt(job.task), runtime, lead, worker, job.budget, job.config,
-                                  files.root)
+                                  files.root, subject=task_subject(job.task, str(runtime.workdir)))
             finally:
                 runtime.stop()
             job.seconds["team"] = round(time.monotonic() - started, 2)

@@ -8,6 +8,7 @@ from pathlib import Path
 from pipeline import stopping
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.settings import AgentSettings
+from pipeline.audit import Subject, audit_agent
 from pipeline.config import RunConfig
 from pipeline.layout import TeamFiles
 from pipeline.models.budget import Budget
@@ -206,8 +207,9 @@ class Lead:
 
 
 def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_client: ModelClient,
-             budget: Budget, config: RunConfig, directory: Path) -> TeamResult:
-    """The lead and its workers on one workspace; the result holds the workspace's final diff.
+             budget: Budget, config: RunConfig, directory: Path, subject: Subject | None = None) -> TeamResult:
+    """The lead and its workers on one workspace; the result holds the workspace's final diff, and the retrieval
+    audit's findings on every member's trajectory (``subject``: the task, as pipeline.audit knows it).
 
     A task cut short by the end of a process goes on from its records: the workspace is rebuilt from
     the command journal, workers come back in the state they were in (running ones go on), and the
@@ -259,6 +261,10 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
         team.save()
     unread = sorted({item.sender for item in team.lead_inbox.peek() if item.kind == "report"})
     records = [w.record for w in team.workers.values()]
+    subject = subject or Subject(repo_root=str(workspace.workdir))
+    retrieval = audit_agent(run.to_dict(), subject, "lead") + [
+        finding for name, worker in team.workers.items()
+        for finding in audit_agent(worker.agent.record.to_dict(), subject, name)]
     return TeamResult.of({
         "exit_reason": run.exit_reason, "error": run.error, "steps": len(run.steps), "workers": len(records),
         "delegations": {stage: sum(1 for r in records if r["stage"] == stage)
@@ -269,7 +275,8 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
                                     if r.get("possible_writes_outside")},
         "submit_guard": team.settings.submit_guard, "lost_work": team.lost_work,
         "files_changed_after_submit": changed_after,
-        "resumed": run.resumed, "patch": submission["patch"] if submission else workspace.diff()})
+        "resumed": run.resumed, "patch": submission["patch"] if submission else workspace.diff(),
+        "retrieval": retrieval})
 
 
 def _restore(team: Team, lead: Lead, lead_agent: Agent) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,21 @@ def content_text(content: Any) -> str | None:
         parts = [part if isinstance(part, str) else as_dict(part).get("text") for part in content]
         return "\n\n".join(part for part in parts if isinstance(part, str) and part)
     return None
+
+
+def opening_text(messages: list[Any], is_reply: Callable[[dict[str, Any]], bool]) -> str | None:
+    """The task as the agent was given it: the texts of the messages before its first reply (``is_reply``), joined
+    by a blank line; None when there are none."""
+    parts = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if is_reply(message):
+            break
+        text = content_text(message.get("content"))
+        if text:
+            parts.append(text)
+    return "\n\n".join(parts) or None
 
 
 def as_exit_code(value: Any) -> int | None:

@@ -40,6 +40,7 @@ from pipeline.interop.trajectory_formats.common import (
     content_text,
     instance_id,
     model_name,
+    opening_text,
     parse_json_text,
     shown,
     submit_call,
@@ -70,6 +71,7 @@ _SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", ";;", "(", ")"})
 class _MiniAction:
     command: str
     exit_code: int | None = None
+    output: str | None = None
 
 
 @dataclass
@@ -96,7 +98,8 @@ def _mini_trajectory(path: Path, data: dict[str, Any], fmt: str, replies: list[_
     return RecordedTrajectory(
         source=path, format=fmt, instance_id=instance_id(path, data.get("instance_id")), steps=made.steps,
         submitted_files=_submitted_files(made.run, made.submitted), model=model_name(config),
-        repo_root=as_string(as_dict(config.get("environment")).get("cwd")) or None, notes=notes, **summary)
+        repo_root=as_string(as_dict(config.get("environment")).get("cwd")) or None, notes=notes,
+        task_text=opening_text(as_list(data.get("messages")), _is_reply), **summary)
 
 
 def _mini_steps(replies: list[_MiniReply], exit_status: str | None, notes: list[str]) -> _MiniSteps:
@@ -125,7 +128,7 @@ def _mini_steps(replies: list[_MiniReply], exit_status: str | None, notes: list[
                 notes.append(f"reply {number + 1} echoes the submission marker, but mini did not end there: "
                              "replayed as the bash command it was")
             made.run.append(action.command)
-            made.steps.append(RecordedStep(thought, bash_call(action.command), action.exit_code))
+            made.steps.append(RecordedStep(thought, bash_call(action.command), action.exit_code, action.output))
     if exit_status == "Submitted" and made.submitted is None and last is not None:
         made.submitted = made.run[-1]
         made.steps.append(RecordedStep("", submit_call()))
@@ -216,16 +219,17 @@ def read_mini_1(path: Path, data: dict[str, Any]) -> RecordedTrajectory:
             continue
         reply = _parse_text_action(text, pattern)
         if reply.actions:
-            reply.actions[0].exit_code = _exit_code_after(messages, index)
+            following = _observation_after(messages, index)
+            if following is not None:
+                reply.actions[0].exit_code = _observed_exit_code(following)
+                reply.actions[0].output = content_text(following.get("content"))
         replies.append(reply)
     return _mini_trajectory(path, data, MINI_1, replies, notes)
 
 
-def _exit_code_after(messages: list[Any], index: int) -> int | None:
+def _observation_after(messages: list[Any], index: int) -> dict[str, Any] | None:
     following = messages[index + 1] if index + 1 < len(messages) else None
-    if isinstance(following, dict) and following.get("role") == "user":
-        return _observed_exit_code(following)
-    return None
+    return following if isinstance(following, dict) and following.get("role") == "user" else None
 
 
 # -- mini-swe-agent 2.x -----------------------------------------------------------------------------------------
@@ -290,8 +294,11 @@ def _mini_2_reply(message: dict[str, Any], after: list[dict[str, Any]], regex: A
     if not commands:
         return _MiniReply(text, None)
     observations = _observations(after)
-    actions = [_MiniAction(command, _exit_code_of(call_id, position, observations))
-               for position, (command, call_id) in enumerate(commands)]
+    actions = []
+    for position, (command, call_id) in enumerate(commands):
+        observed = _observation_of(call_id, position, observations)
+        actions.append(_MiniAction(command, _observed_exit_code(observed) if observed is not None else None,
+                                   _observed_text(observed) if observed is not None else None))
     return _MiniReply(text, actions)
 
 
@@ -352,14 +359,21 @@ def _observations(after: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
-def _exit_code_of(call_id: str | None, position: int, observations: list[dict[str, Any]]) -> int | None:
-    """The exit code of a reply's ``position``-th command: its tool call's result, else the output in that place."""
+def _observation_of(call_id: str | None, position: int,
+                    observations: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The observation of a reply's ``position``-th command: its tool call's result, else the output in that
+    place."""
     if call_id is not None:
         for message in observations:
             if call_id in (message.get("tool_call_id"), message.get("call_id")):
-                return _observed_exit_code(message)
+                return message
         return None
-    return _observed_exit_code(observations[position]) if position < len(observations) else None
+    return observations[position] if position < len(observations) else None
+
+
+def _observed_text(message: dict[str, Any]) -> str | None:
+    text = content_text(message.get("content"))
+    return text if text is not None else as_string(message.get("output"))
 
 
 def _refused_reply_text(message: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ from pipeline.interop.trajectory_formats.common import (
     bash_call,
     editor_call,
     instance_id,
+    opening_text,
     parse_json_text,
     shorten,
     submit_call,
@@ -55,7 +56,8 @@ def read_swe_agent(path: Path, data: dict[str, Any]) -> RecordedTrajectory:
         source=path, format=SWE_AGENT, steps=steps, notes=notes, **summary,
         instance_id=instance_id(path) if path.name.endswith(".traj") else instance_id(path, *recorded_id),
         model=as_string(as_dict(as_dict(config.get("agent")).get("model")).get("name")) or None,
-        repo_root=_swe_agent_repo_root(config, as_list(attempt.get("trajectory"))))
+        repo_root=_swe_agent_repo_root(config, as_list(attempt.get("trajectory"))),
+        task_text=opening_text(as_list(attempt.get("history")), lambda message: message.get("role") == "assistant"))
 
 
 def _chosen_attempt(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -108,7 +110,9 @@ def _swe_agent_steps(trajectory: list[Any], history: list[Any], exit_status: str
                              "blocked command or bad syntax): replayed as a reply without a call")
             steps.append(RecordedStep(thought, None))
             continue
-        steps.append(RecordedStep(thought, _swe_agent_call(action, message, number, notes)))
+        observation = step.get("observation")
+        steps.append(RecordedStep(thought, _swe_agent_call(action, message, number, notes),
+                                  output=observation if isinstance(observation, str) else None))
     return _drop_early_submits(steps, notes)
 
 

@@ -21,6 +21,7 @@ from pipeline.interop.trajectory_formats.common import (
     content_text,
     editor_call,
     model_name,
+    opening_text,
     parse_json_text,
     submit_call,
     summary_of,
@@ -38,18 +39,25 @@ def read_swepipe(path: Path, data: dict[str, Any]) -> RecordedTrajectory:
     role = as_string(own.get("role")) or (as_string(config.get("agent_type")) or "").removeprefix("swepipe.")
     if role == "principal":
         raise Refused("is swepipe's principal: one model call that writes edits, no agent steps to replay")
-    replies = [message for message in data["messages"] if isinstance(message, dict)
-               and message.get("role") == "assistant"]
+    messages = [message for message in data["messages"] if isinstance(message, dict)]
     steps: list[RecordedStep] = []
-    for number, message in enumerate(replies, 1):
-        steps.extend(_swepipe_steps(message, number, notes))
+    number = 0
+    for position, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            number += 1
+            following = messages[position + 1] if position + 1 < len(messages) else {}
+            output = content_text(following.get("content")) if following.get("role") != "assistant" else None
+            steps.extend(_swepipe_steps(message, number, notes, output))
     # Its files are <instance_id>/<agent>.traj.json: the file's name is the agent's.
     instance_id = as_string(own.get("instance_id")) or path.parent.name or path.stem
     return RecordedTrajectory(source=path, format=SWEPIPE, instance_id=instance_id, steps=steps, notes=notes,
-                              model=model_name(config), **summary_of(info, notes))
+                              model=model_name(config), task_text=opening_text(
+                                  messages, lambda message: message.get("role") == "assistant"),
+                              **summary_of(info, notes))
 
 
-def _swepipe_steps(message: dict[str, Any], number: int, notes: list[str]) -> list[RecordedStep]:
+def _swepipe_steps(message: dict[str, Any], number: int, notes: list[str],
+                   output: str | None = None) -> list[RecordedStep]:
     """The steps a reply of swepipe's agent stands for, from what the agent recorded it read (its ``extra``)."""
     extra = as_dict(message.get("extra"))
     text = content_text(message.get("content")) or ""
@@ -64,7 +72,8 @@ def _swepipe_steps(message: dict[str, Any], number: int, notes: list[str]) -> li
         return [RecordedStep(text, None)]
     thought = text if message.get("tool_calls") else _without_block(text, action, command)
     exit_code = as_exit_code(extra.get("exit_code"))
-    return [RecordedStep(thought if index == 0 else "", call, exit_code if call["name"] == BASH else None)
+    return [RecordedStep(thought if index == 0 else "", call, exit_code if call["name"] == BASH else None,
+                         output if index == 0 else None)
             for index, call in enumerate(calls)]
 
 

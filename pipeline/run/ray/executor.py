@@ -80,7 +80,7 @@ class RayRun(RayDriver[Task]):
 
             # Another run's rollouts are copied here, where they are, so no node needs that run.
             copy_rollouts(self.run.reuse_juniors_from.task(instance_id).junior,
-                          self.run.layout.task(instance_id).junior, self.run.config.juniors.k)
+                          self.run.layout.task(instance_id).junior, self.run.config.juniors.k, task=task)
         paths = self.run.layout.task(instance_id)
         shipment = TaskShipment(task=task, run=self.run, key=key, session=self.session,
                                 files=snapshot(paths.root, f"tasks/{instance_id}"),
