@@ -324,3 +324,18 @@ script_piece = st.sampled_from(("run_selected_tests() {", "}", "run_all_tests() 
 def test_any_run_script_is_read_as_a_runner_or_a_reason_never_an_exception(text):
     script = read_run_script(text)
     assert (script.runner is None) == bool(script.unknown)
+
+
+def test_how_canaries_are_said_on_a_task_page_and_in_evals_summary():
+    from pipeline.records.evaluation import EvalResult, canary_coverage, canary_words
+
+    planted = {"planted": True, "runner": "pytest", "target": "tests/[b]a.py", "tests": [
+        {"name": "test_a", "must": "pass", "reported": ["PASSED"]}, {"name": "test_b", "must": "fail", "reported": []}]}
+    none = {"planted": False, "runner": None, "reason": "run_script.sh runs no test runner swepipe knows"}
+    assert canary_words(EvalResult.of({"canaries": planted}).canaries) == \
+        "planted in tests/[b]a.py: test_a (must pass): PASSED; test_b (must fail): not reported"
+    assert canary_words(EvalResult.of({"canaries": none}).canaries) == f"none planted: {none['reason']}"
+    assert canary_words(EvalResult.of({}).canaries) is None  # scored before canaries
+    assert canary_coverage([{"canaries": planted}, {"canaries": none}, {"canaries": none}, {}]) == \
+        f"canaries planted in 1 of 3 scored; none in 2: {none['reason']} (2)"
+    assert canary_coverage([{}]) == ""

@@ -8,6 +8,7 @@ resolved: the planted tests (canaries) and the runner's own summary say why, in 
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -81,6 +82,7 @@ def test_forged_verdicts_of_every_runner_are_not_resolved_by_eval_nor_run_evalua
     for task, _ in chosen:
         assert f"integrity findings in {task.instance_id} (not resolved): canary" in shown
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["flagged"] == 3
+    assert "canaries planted in 3 of 3 scored" in shown
 
     # `swepipe run --evaluate`: a solo agent applies the task's forgery and submits
     marks = {"tinyq": "tinyq/__init__.py", "flagpole": "src/hash.js", "cronlite": "cron/parser.go"}
@@ -104,3 +106,5 @@ def test_forged_verdicts_of_every_runner_are_not_resolved_by_eval_nor_run_evalua
     assert "| resolved (95% CI) | 0/3 = 0.0%" in report
     page = html.unescape(next(tmp_path.rglob(f"{TASKS['cronlite'].instance_id}.html")).read_text())
     assert "integrity findings" in page and "canary: the planted test that must fail" in page
+    assert re.search(r"planted beside TestJoinValues: Test\w+ \(must pass\): PASSED; Test\w+ \(must fail\): "
+                     r"PASSED", page)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.evaluation.batch import EvalSummary
-from pipeline.records.evaluation import CATEGORIES, infrastructure_words
+from pipeline.records.evaluation import CATEGORIES, canary_coverage, infrastructure_words
 from pipeline.terminal import literal
 
 
@@ -37,6 +37,9 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
                               f"({data['resolve_rate_scored']:.1%}" + (f"; {infrastructure}" if infrastructure else "")
                               + f"); {summary.resolved} of the dataset's {summary.dataset_size} tasks "
                               f"({data['resolve_rate_dataset']:.1%})"))
+    planted = canary_coverage([r for r in summary.results.values() if r.get("category") != "infra_error"])
+    if planted:
+        console.print(literal(planted))
     for instance_id, findings in summary.flagged.items():
         console.print(literal(f"integrity findings in {instance_id} (not resolved): "
                               + "; ".join(f"{f.get('kind')}: {f.get('detail')}" for f in findings), style="yellow"))

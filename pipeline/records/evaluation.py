@@ -3,6 +3,7 @@ and pipeline.evaluation.candidates' candidate fields)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,31 @@ def infrastructure_words(changed: list[list[str]]) -> str:
     if not count:
         return ""
     return f"{count} {'changes' if count == 1 else 'change'} test infrastructure: {files}"
+
+
+def canary_words(canaries: Canaries | None) -> str | None:
+    """How a result's canaries came out, in words: where they were planted and how each was reported, or why none
+    was; None for a result scored before canaries."""
+    if not isinstance(canaries, Canaries) or canaries.planted is None:
+        return None
+    if not canaries.planted:
+        return f"none planted: {canaries.reason or 'no reason recorded'}"
+    tests = [f"{test.name} (must {test.must}): {', '.join(map(str, test.reported or [])) or 'not reported'}"
+             for test in canaries.tests or []]
+    where = "beside" if canaries.runner == "go test" else "in"  # a Go test's name: they are in a file of their own
+    return f"planted {where} {canaries.target}: " + "; ".join(tests)
+
+
+def canary_coverage(results: list[dict[str, Any]]) -> str:
+    """"canaries planted in 13 of 15 scored; none in 2: <reason> (2)" over results' ``canaries``; "" when no result
+    has any on record."""
+    recorded = [r["canaries"] for r in results if isinstance(r.get("canaries"), dict)]
+    if not recorded:
+        return ""
+    planted = sum(1 for c in recorded if c.get("planted") is True)
+    reasons = Counter(str(c.get("reason") or "no reason recorded") for c in recorded if c.get("planted") is not True)
+    words = f"canaries planted in {planted} of {len(recorded)} scored"
+    if reasons:
+        words += f"; none in {sum(reasons.values())}: " + "; ".join(f"{reason} ({count})" for reason, count in
+                                                                    reasons.most_common())
+    return words

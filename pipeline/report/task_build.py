@@ -25,7 +25,7 @@ from pipeline.audit import reached_line
 from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
 from pipeline.records.base import Part
-from pipeline.records.evaluation import TestOutcome
+from pipeline.records.evaluation import TestOutcome, canary_words
 from pipeline.report.task_view import (
     AgentPanel,
     Block,
@@ -351,6 +351,7 @@ class _Builder:
              if result.official_resolved is not None and result.official_resolved != result.resolved else None),
             ("integrity findings", "; ".join(f"{f.kind}: {f.detail}" for f in result.integrity)
              if result.flagged else None),
+            ("canaries", canary_words(result.canaries)),
             ("test infrastructure changed" + (" (resolved: read the verdict with care)" if result.resolved is True
                                               else ""), "; ".join(map(str, result.test_infrastructure))
              if isinstance(result.test_infrastructure, list) and result.test_infrastructure else None),
