@@ -46,8 +46,14 @@ _NAME_FILTERS = {
     Runner.NODE_TEST: re.compile(r"--test-name-pattern\b|--test-only\b"),
     Runner.GO: re.compile(r"-run[\s=]+(?:\"[^\"$]*\"|'[^']*'|[^\s\"'$]+)(?=\s|$)"),  # not built from the arguments
 }
-_NAME_FILTERS[Runner.PACKAGE] = re.compile("|".join(_NAME_FILTERS[r].pattern for r in (Runner.JEST, Runner.MOCHA,
-                                                                                       Runner.NODE_TEST)))
+_PACKAGE_RUNNERS = (Runner.JEST, Runner.MOCHA, Runner.NODE_TEST)  # what `npm test` may run
+
+
+def _any_of(table: dict[Runner, re.Pattern[str]], runners: tuple[Runner, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(table[runner].pattern for runner in runners))
+
+
+_NAME_FILTERS[Runner.PACKAGE] = _any_of(_NAME_FILTERS, _PACKAGE_RUNNERS)
 # Options that end a run at the first failure, so a test that must fail could stop the required ones
 _FAIL_FAST = {
     Runner.PYTEST: re.compile(r"(?:^|\s)(?:-x\b|--exitfirst\b|--maxfail[= ]+[1-9]\b(?!\d))"),
@@ -56,8 +62,7 @@ _FAIL_FAST = {
     Runner.NODE_TEST: re.compile(r"--test-fail-fast\b"),
     Runner.GO: re.compile(r"-failfast\b"),
 }
-_FAIL_FAST[Runner.PACKAGE] = re.compile("|".join(_FAIL_FAST[r].pattern for r in (Runner.JEST, Runner.MOCHA,
-                                                                                 Runner.NODE_TEST)))
+_FAIL_FAST[Runner.PACKAGE] = _any_of(_FAIL_FAST, _PACKAGE_RUNNERS)
 # Options that leave out the runner's end-of-run summary
 _NO_SUMMARY = {
     Runner.PYTEST: re.compile(r"(?:^|\s)(?:-qq|-q\s+-q|--quiet\s+--quiet)\b|-p\s*no:terminal\b"),
