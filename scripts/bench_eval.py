@@ -1,7 +1,8 @@
 """How much `swepipe eval` adds to the tests themselves, on the bundled tasks, in one run.
 
 Baseline: for every task, a bare `docker run` of the task image that restores the hidden tests and
-runs run_script.sh, nothing else, with the same number of workers (a first pass warms the page cache
+runs run_script.sh, nothing else, without the network as scorings run (``--bare-network``: with Docker's default
+bridge network, as a plain `docker run` has it), with the same number of workers (a first pass warms the page cache
 and is not counted). Then the gold patches are scored as `swepipe eval --workers N` scores them (fresh
 output directories), under each scoring profile (pipeline.evaluation.profiles). Prints the wall times
 and their ratios to the bare runs. A round is the bare pass and then each profile's; with ``--rounds N`` each
@@ -42,15 +43,18 @@ from pipeline.runtime.limits import container_limits
 from pipeline.tasks import load_tasks
 
 
-def bare_run(task, scripts: Path) -> float:
-    """The test script alone: same image, same hidden tests, no patch handling, no parsing, no copying."""
+def bare_run(task, scripts: Path, network: bool = False) -> float:
+    """The test script alone: same image, same hidden tests, no patch handling, no parsing, no copying; without the
+    network, as scoring runs (``network``: with Docker's default bridge network, whose set-up alone takes a few
+    hundred milliseconds a container)."""
     started = time.monotonic()
     restore = task.before_repo_set_cmd.strip().split("\n")[-1]
     script = (scripts / task.instance_id / "run_script.sh").read_text()
     command = (f"cd /app && {restore} && cat > /tmp/run_script.sh <<'SWEPIPE_EOF'\n{script}\nSWEPIPE_EOF\n"
                f"bash /tmp/run_script.sh {','.join(task.selected_test_files_to_run)} > /dev/null 2>&1; true")
     containers.client().containers.run(image_name(defaults_for(BUNDLED).image_template, task.to_row()),
-                                       entrypoint=["/bin/bash", "-c"], command=[command], remove=True)
+                                       entrypoint=["/bin/bash", "-c"], command=[command], remove=True,
+                                       network_disabled=not network)
     return time.monotonic() - started
 
 
@@ -58,7 +62,7 @@ TIMED = {Container: ("put_archive", "attach_socket", "start", "wait", "logs", "g
          ContainerCollection: ("create",)}
 
 
-def phases(tasks, defaults) -> None:
+def phases(tasks, defaults, bare_network: bool) -> None:
     """Each task scored once, alone, its Docker calls timed (on the scoring's own thread, and on others)."""
     spent: dict[tuple[bool, str], float] = defaultdict(float)
     main_thread = threading.get_ident()
@@ -84,7 +88,7 @@ def phases(tasks, defaults) -> None:
             setattr(owner, name, timed(original, name))
         try:
             for task in tasks:
-                bare += bare_run(task, defaults.run_scripts)
+                bare += bare_run(task, defaults.run_scripts, bare_network)
                 started = time.monotonic()
                 scoring_now.set()
                 evaluate(task, task.patch, Path(out) / task.instance_id, settings)
@@ -109,6 +113,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--phases", action="store_true", help="then time each Docker call of one scoring a task")
+    parser.add_argument("--bare-network", action="store_true", help="the bare runs with the network on")
     args = parser.parse_args()
     tasks = load_tasks(BUNDLED)[: args.limit]
     defaults = defaults_for(BUNDLED)
@@ -116,7 +121,7 @@ def main() -> None:
     def bare_pass() -> tuple[float, list[float]]:
         started = time.monotonic()
         with ThreadPoolExecutor(args.workers) as pool:
-            each = list(pool.map(lambda t: bare_run(t, defaults.run_scripts), tasks))
+            each = list(pool.map(lambda t: bare_run(t, defaults.run_scripts, args.bare_network), tasks))
         return time.monotonic() - started, each
 
     def eval_pass(profile) -> tuple[float, float, int]:
@@ -145,7 +150,7 @@ def main() -> None:
         print(f"profile {name:<9}: median {statistics.median(values):.2f}x of the bare runs "
               f"(rounds: {', '.join(f'{v:.2f}' for v in values)})")
     if args.phases:
-        phases(tasks, defaults)
+        phases(tasks, defaults, args.bare_network)
 
 if __name__ == "__main__":
     main()
