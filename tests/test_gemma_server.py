@@ -277,6 +277,17 @@ def test_kept_alive_requests_are_each_answered_and_a_bad_json_body_keeps_the_con
     connection.close()
 
 
+def test_a_client_that_waits_for_100_continue_gets_it_and_then_its_answer(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=SECONDS + 3) as connection:
+        connection.sendall(post("/v1/chat/completions", b"", f"Content-Length: {len(GOOD)}", "Expect: 100-continue"))
+        received = b""
+        while b"\r\n\r\n" not in received:
+            received += connection.recv(4096)
+        assert received.startswith(b"HTTP/1.1 100 ")
+        connection.sendall(GOOD)
+        assert connection.recv(4096).startswith(b"HTTP/1.1 200 ")
+
+
 def test_a_refusal_names_what_is_wrong(port):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=SECONDS + 3)
     connection.putrequest("POST", "/v1/chat/completions")

@@ -235,6 +235,9 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = default_request_version = "HTTP/1.1"  # every answer has a status line
         timeout = request_seconds  # for writing an answer: a client that does not read it is let go
+        # an answer goes out in one write, without Nagle's wait: a status line and headers written apart from the
+        # body wait for the client's delayed ACK of them (40 ms on Linux) before the body leaves
+        wbufsize, disable_nagle_algorithm = -1, True
         deadline = 0.0
 
         def setup(self) -> None:
@@ -262,6 +265,11 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
             if self.request_version.split("/", 1)[1].split(".")[0].lstrip("0") == "":  # HTTP/0.x
                 self.send_error(400, f"{self.request_version[:20]} is not served; send HTTP/1.1")
                 return False
+            return True
+
+        def handle_expect_100(self) -> bool:
+            super().handle_expect_100()
+            self.wfile.flush()  # the client waits for it before it sends the body
             return True
 
         def __getattr__(self, name: str) -> Any:
@@ -351,6 +359,7 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
                 self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
+            self.wfile.flush()
 
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
             pass  # llama.cpp logs each completion already
