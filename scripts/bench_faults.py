@@ -9,8 +9,9 @@ Scenarios (each its own run; --only NAME,NAME runs some of them):
              faults settings (an endpoint failing 300 s stops the run): the short ones are waited out, the
              long one stops the run, which is rerun once the provider is back.
   server-killed
-             the local model server (Gemma 3 270M) killed mid-run: the run stops past the outage time
-             (faults.outage_seconds 20 here), the rerun starts a new server and finishes.
+             the run's local model server (Gemma 3 270M) killed mid-run (SIGKILL of its pid): the run stops past
+             the outage time (faults.outage_seconds 20 here), the same command again starts a new server and
+             finishes.
   docker-scoring
              `swepipe eval` of the gold patches while Docker's API raises ConnectionError under the scoring:
              a few times (retried), then for good (the scoring stops past --outage-seconds); the rerun.
@@ -244,7 +245,8 @@ def outage(work: Path, tasks: list, seconds: float, name: str) -> Row:
 
 
 def server_killed(work: Path, tasks: list) -> Row:
-    """The local model's server killed once the run has paid for some replies; the run stops, the rerun finishes."""
+    """The local model's server of this run (its pid, SIGKILL) killed once the run has paid for some replies; the
+    run stops, and the same command again starts a new server and finishes."""
     (work / "config.yaml").write_text(yaml.safe_dump({
         "juniors": {"k": 2}, "limits": {"max_steps": 4, "command_timeout": 60, "observation_limit": 2000},
         "senior": {"max_steps": 2, "context_tokens": 2000, "expansion_tokens": 1000},
@@ -252,16 +254,34 @@ def server_killed(work: Path, tasks: list) -> Row:
     env, ids, run_id = bench_env(), tasks[0].instance_id, "server-killed"
     layout = RunLayout(work / "runs" / run_id)
     proc = swepipe(work, env, ids, run_id, workers=1)
-    killed = wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 600) and proc.poll() is None
-    if killed:
-        subprocess.run(["pkill", "-KILL", "-f", "pipeline.models.gemma_server"], check=False)
+    server = None
+    if wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 600) and proc.poll() is None:
+        server = local_model_server_of(proc.pid)  # this run's own: another run's server is not touched
+        if server is not None:
+            os.kill(server, signal.SIGKILL)
     proc.wait(timeout=900)
     first_exit = proc.returncode
     proc = swepipe(work, env, ids, run_id, workers=1)
     proc.wait(timeout=1800)
     row = measure("server-killed", layout, tasks[:1], run_id)
-    row.notes = f"server killed: {killed}; first session exit {first_exit}, second {proc.returncode}"
+    row.notes = (f"server killed: {server is not None} (pid {server}); first session exit {first_exit}, second "
+                 f"{proc.returncode}")
     return row
+
+
+def local_model_server_of(pid: int) -> int | None:
+    """The pid of the local model server that process ``pid`` started (its child running the server's module)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # ended since the listing
+        if parent == pid and b"pipeline.models.gemma_server" in command:
+            return int(entry.name)
+    return None
 
 
 def docker_scoring(work: Path, tasks: list) -> Row:
