@@ -206,14 +206,29 @@ def _normal(value):
     return value
 
 
+def _canary_names(root: Path) -> list[str]:
+    """The names of the canaries planted in the run's scorings: drawn afresh for each (pipeline.evaluation.canaries)."""
+    names = []
+    for result in root.rglob("result.json"):
+        canaries = json.loads(result.read_text()).get("canaries") or {}
+        names += [test["name"] for test in canaries.get("tests") or []]
+    return names
+
+
 def _contents(root: Path) -> dict[str, object]:
-    """The run directory's files, timings taken out; ledger rows as a multiset (rollouts run side by side)."""
+    """The run directory's files, timings taken out, the canaries' names and planting (random) as placeholders;
+    ledger rows as a multiset (rollouts run side by side)."""
     found = {}
+    canaries = _canary_names(root)
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
         if not path.is_file() or path.name in (".lock", "stdout.log", "stderr.log", "limits.json"):
             continue
         text = path.read_text(encoding="utf-8")
+        if path.name == "entryscript.sh":
+            text = re.sub(r"(?s)# plant the canaries\n.*?(?=# run test)", "<planting>\n", text)
+        for number, name in enumerate(canaries):
+            text = text.replace(name, f"<canary {number % 2}>")
         if path.suffix == ".jsonl":
             rows = [_normal(json.loads(line)) for line in text.splitlines()]
             found[relative] = sorted(json.dumps(r, sort_keys=True) for r in rows)
