@@ -1,10 +1,11 @@
 """A Ray driver killed outright mid-juniors loses no paid reply and pays none twice, as a user meets it: a two-node
 cluster started with `ray start` on 127.0.0.1 (token authentication on, as the Ray setup installs it; the second node
-through tests/ray_start_node.py, Ray's own `ray start` kept on loopback), a run of K=4
-juniors on the scripted model, the driver frozen for a few seconds while its nodes go on paying replies (so writes
-the driver has not applied are in flight: held only by the queue actor and the nodes), then SIGKILLed; the same
-command run again. Every reply the provider gave is one ledger row, no rollout is lost, and the predictions are
-those of a run nobody killed."""
+through tests/ray_start_node.py, Ray's own `ray start` kept on loopback), a run of K=4 juniors on the scripted model,
+the driver frozen for a few seconds while its nodes go on paying replies (so writes the driver has not applied are in
+flight: held only by the queue actor and the nodes), then SIGKILLed between two model calls (Ray kills a dead
+driver's workers within a moment: a reply still on its way to a worker then is lost as in a node's crash); the same
+command run again. Every reply the provider gave is one ledger row, no rollout is lost, and the predictions are those
+of a run nobody killed. The same for the run's write queue actor killed under a driver that lives on."""
 
 from __future__ import annotations
 
@@ -142,6 +143,15 @@ def _served(path: Path) -> list[tuple]:
             for row in map(json.loads, path.read_text().splitlines())]
 
 
+def _settled(served: Path, quiet: float = 1.0, most: float = 30.0) -> None:
+    """Until the provider gave no reply for ``quiet`` seconds: every agent sits in a command, none is in a call."""
+    end, count, since = time.monotonic() + most, len(_served(served)), time.monotonic()
+    while time.monotonic() < end and time.monotonic() - since < quiet:
+        time.sleep(0.1)
+        if len(_served(served)) != count:
+            count, since = len(_served(served)), time.monotonic()
+
+
 def _answered(layout: RunLayout) -> list:
     return [row for t in TASKS for row in Ledger.read(layout.task(t.instance_id).ledger) if row.error is None]
 
@@ -205,6 +215,7 @@ def test_a_driver_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays_none
             deadline = time.monotonic() + 60
             while len(_served(served)) < frozen + 2 * K and time.monotonic() < deadline:
                 time.sleep(0.2)
+            _settled(served)  # between two calls: a call in flight when Ray kills the workers is a crash's loss
             paid_while_frozen = len(_served(served)) - frozen
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)

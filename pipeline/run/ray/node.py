@@ -35,6 +35,7 @@ from pipeline.tasks import Task
 
 if TYPE_CHECKING:
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.run.ray.kept import KeptCopy
 
 STOP_POLL = 0.5  # seconds between a worker's looks at the run's stop flag
 TEMP_SUFFIX = ".tmp"
@@ -412,10 +413,10 @@ class _StopWatcher:
 
 
 def _reconcile(scratch: Path, folder: str, sent: dict[str, Any], put: Callable[[Write], None], key: str,
-               kept: Any = None) -> None:
+               kept: KeptCopy | None = None) -> None:
     """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
     sent whole, and files that went (a trajectory folded into its rollout record) are removed there too;
-    ``kept`` (a pipeline.run.ray.kept.KeptCopy) is told the names sent."""
+    ``kept`` is told the names sent."""
     if not scratch.is_dir():
         return  # removed under the task by someone else: what it wrote went already, and the driver keeps it
     root = scratch / folder
