@@ -233,6 +233,7 @@ def test_a_driver_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays_none
     assert kept, "the nodes kept nothing of what the killed driver had not applied"
     assert "took back" in said, said[-3000:]
     assert not scratch_left("killed") and not list(layout.root.glob("tasks/*/ray_attempt.json"))
+    assert not run_folder("killed").exists()  # nothing of the run is left on its nodes
 
 
 def _queue_actor(two_nodes_pids: set[int]) -> int:
@@ -269,3 +270,4 @@ def test_a_write_queue_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     _nothing_lost_or_paid_twice(layout, served, before, expected)
     assert not scratch_left("queue") and not list(layout.root.glob("tasks/*/ray_attempt.json"))
+    assert not run_folder("queue").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.run.ray.actors import WriteQueueActor
-from pipeline.run.ray.kept import ATTEMPT, KeptCopy, kept_attempts, marker, restore
+from pipeline.run.ray.kept import ATTEMPT, KeptCopy, forget_attempts, kept_attempts, marker, restore
 from pipeline.run.ray.node import remove_scratch, run_folder, session_folder
 
 
@@ -94,6 +94,8 @@ def test_restoring_brings_the_task_folder_to_the_kept_state_and_touches_nothing_
     assert (root / "tasks/a/junior/imported.json").read_bytes() == b"theirs"  # never the attempt's to remove
     assert (root / "tasks/b/ledger.jsonl").read_bytes() == ROW1  # another task's folder: not this attempt's
     assert restore(root, kept) == 0  # taken back twice (a driver killed before the node forgot it): no change
+    forget_attempts([kept["attempt"]])
+    assert not run_folder("r").exists()  # nothing of the run is left on the node
 
 
 def test_a_cleanup_keeps_the_attempts_a_rerun_takes_back(node_tmp):

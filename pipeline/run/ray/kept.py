@@ -124,13 +124,15 @@ def kept_attempts(run_id: str, session: str, own: bool, wanted: dict[str, str],
 
 
 def forget_attempts(attempts: list[str]) -> None:
-    """On one node: kept attempt folders the driver has applied, removed (those of another machine are not here)."""
-    for attempt in attempts:
-        path = Path(attempt)
+    """On one node: kept attempt folders the driver has applied, removed (those of another machine are not here),
+    then their session's and run's folders when nothing else is left in them."""
+    paths = [Path(attempt) for attempt in attempts]
+    for path in paths:
         if (path / ATTEMPT).is_file():
             remove_tree(path)
+    for folder in sorted({p.parent for p in paths} | {p.parent.parent for p in paths}, key=lambda f: -len(f.parts)):
         with contextlib.suppress(OSError):
-            path.parent.rmdir()  # the session's folder, when nothing else of it is left
+            folder.rmdir()
 
 
 def restore(root: Path, kept: KeptAttempt) -> int:
