@@ -59,6 +59,11 @@ class ClusterFault(InfrastructureFault):
     """A cluster service (Ray's head, an actor of the run) timed out or died under the work."""
 
 
+class StorageFault(InfrastructureFault):
+    """A file of the run could not be written (the disk full, an I/O error), so the work in hand cannot be kept: it
+    stops there, what was saved before stays, and a rerun resumes from it. The message says what the write met."""
+
+
 def is_transport_error(error: BaseException) -> bool:
     """Docker's API, an HTTP transport or a socket failing: infrastructure wherever it surfaces."""
     import requests

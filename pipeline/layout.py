@@ -355,6 +355,12 @@ class TaskPaths:
         return self.root / "containers.json"
 
     @property
+    def ray_attempt(self) -> Path:
+        """on a Ray cluster, until the task is done: the attempt the driver last sent it to a node as (its driver
+        session and key); a driver started after one that was killed takes back from that node what it wrote"""
+        return self.root / "ray_attempt.json"
+
+    @property
     def junior(self) -> Path:
         return self.root / "junior"
 

@@ -52,7 +52,10 @@ A paid model reply is journaled before its trajectory holds it (`<trajectory>.re
 trajectory, `principal/reply.journal`), so a run killed in between never pays for it twice.
 
 A run killed mid-write is repaired when it is started again: a last line of a `.jsonl` file that
-was cut short moves to `<name>.torn` (one message says so), and abandoned temporary files go."""
+was cut short moves to `<name>.torn` (one message says so), and abandoned temporary files go. A write
+that fails (the disk full, an I/O error) leaves no half line: the file is cut back to its last whole
+line, and a trajectory that cannot be saved stops its agent as an infrastructure fault naming what the
+write met; the next good save writes the whole trajectory, so its journal never falls out of step."""
 
 
 def entries(folder, shown: str) -> tuple[list[tuple[str, str]], dict[str, str]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import json
 import os
 import re
@@ -218,8 +219,9 @@ def redact_file(path: Path, block: int = 1 << 20) -> None:
 def append_jsonl(path: Path, record: dict) -> None:
     """One line (secrets redacted), written with a single call so concurrent appenders never interleave.
 
-    A last line cut short by a killed process is repaired first (``repair_jsonl``), so this line never
-    glues onto it."""
+    A last line cut short (a killed process, a failed write) is repaired first (``repair_jsonl``), so this line
+    never glues onto it. A write that fails (the disk full, an I/O error) raises its OSError with the file cut
+    back to where it ended, so no half line is left behind; ``write_failure`` says what it met."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(redact_data(record)) + "\n").encode("utf-8")
     with _mirrored(path) as mirror, _append_lock, open(path, "a+b", buffering=0) as handle:
@@ -228,10 +230,42 @@ def append_jsonl(path: Path, record: dict) -> None:
             handle.seek(size - 1)
             if handle.read(1) != b"\n":
                 _repair(path, handle, size)
-        written = 0
-        while written < len(line):
-            written += handle.write(line[written:])
+                size = handle.seek(0, os.SEEK_END)
+        try:
+            written = 0
+            while written < len(line):
+                written += handle.write(line[written:])
+        except OSError as error:
+            _take_back(path, handle, size, error)
+            raise
+        _failed_appends.pop(str(path), None)
         mirror("append", line)
+
+
+_failed_appends: dict[str, str] = {}  # file -> what its last failed append met, while a half line may be left
+
+
+def _take_back(path: Path, handle, size: int, error: OSError) -> None:
+    """A failed append's bytes removed (the file ends where it did before); when even that fails, what the write
+    met is remembered, so the repair of the half line names it instead of guessing a kill."""
+    try:
+        handle.truncate(size)
+    except OSError:
+        _failed_appends[str(path)] = write_failure(error)
+
+
+_WRITE_FAILURES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error",
+                   errno.EROFS: "read-only file system", errno.EFBIG: "file too large"}
+
+
+def write_failure(error: OSError) -> str:
+    """What a failed write met, in words and by its errno's name: ``disk full (ENOSPC: No space left on
+    device)``."""
+    name = errno.errorcode.get(error.errno, "") if isinstance(error.errno, int) else ""
+    reason = error.strerror or str(error) or type(error).__name__
+    detail = f"{name}: {reason}" if name else reason
+    what = _WRITE_FAILURES.get(error.errno) if isinstance(error.errno, int) else None
+    return f"{what} ({detail})" if what else detail
 
 
 def repair_jsonl(path: Path) -> str | None:
@@ -268,7 +302,10 @@ def _repair(path: Path, handle, size: int) -> str:
         with open(torn, "ab") as side:
             side.write(tail + b"\n")
         handle.truncate(start)
-        note = (f"{path}: its last line was cut short by a killed process ({len(tail)} bytes); it was moved to "
+        failed = _failed_appends.pop(str(path), None)
+        cause = (f"by a write that failed ({failed})" if failed else
+                 "by a write that did not finish (a process killed while writing, or a write that failed)")
+        note = (f"{path}: its last line was cut short {cause} ({len(tail)} bytes); it was moved to "
                 f"{torn.name} and the file ends at the line before")
     print(clean(f"swepipe: {note}"), file=sys.stderr, flush=True)
     return note

@@ -19,9 +19,23 @@ Scenarios (each its own run; --only NAME,NAME runs some of them):
              on a local Ray cluster (127.0.0.1), the run's budget actor killed mid-run; the rerun finishes.
   second-run on a local Ray cluster, run exp runs beside run exp-2 and is cleaned up while exp-2 runs: no
              file of exp-2 may vanish or shrink.
+  journal-fails
+             trajectory journals that cannot be written (tests/faulty_journal.py: disk full and I/O errors in
+             turn) from the run's 6th append on, until the "disk" is back: the agents stop as infrastructure
+             faults, the tasks stay unfinished; the rerun resumes every rollout from its last save.
+  driver-killed
+             on a local Ray cluster (127.0.0.1), the driver frozen (SIGSTOP) once its juniors are under way, so
+             its nodes go on paying replies whose writes wait in the queue, then SIGKILLed between two calls (Ray
+             kills a dead driver's workers at once: a call in flight then is lost as in a node's crash);
+             `swepipe cleanup --executor ray`; the same command again takes back what the nodes kept and finishes.
+  queue-killed
+             on a local Ray cluster, the run's write queue actor SIGKILLed mid-juniors: the tasks stay unfinished,
+             the driver takes back what its nodes kept as it ends, and the rerun finishes.
 Prints one table: tasks, finished, tasks lost, conversation positions paid twice, faults recorded as
 results (a rollout ended model_error by a fault, a prediction or verdict holding an infrastructure error),
-dollars over each budget, containers left. Every "must be 0" column must be 0.
+dollars over each budget, containers left. Every "must be 0" column must be 0. The last three scenarios also count
+every reply the scripted provider gave (its served log): a reply given beyond the ledger's answered rows (paid but
+lost from the ledger, or paid again) counts as paid twice.
 
     python scripts/bench_faults.py [--tasks 3] [--only sessions,outage-10s] [--keep DIR]
 """
@@ -384,6 +398,131 @@ def second_run_cleanup(work: Path, tasks: list) -> Row:
     return row
 
 
+CALM_JUNIORS = [[bash("echo looking && ls"), bash("sleep 2 && git status --short"), bash("echo checked"),
+                 bash("submit")]] * 2
+
+
+def journal_fails(work: Path, tasks: list) -> Row:
+    """Trajectory journals that cannot be written (disk full, I/O errors: tests/faulty_journal.py) from the run's 6th
+    append on: every agent stops at its first failed save (an infrastructure fault, retried, then left unfinished);
+    the "disk" is freed and the rerun resumes each rollout from its last save and its reply journal."""
+    served = work / "served.jsonl"
+    scripted_config(work, {**SCRIPT, "junior": CALM_JUNIORS, "served": str(served)})
+    flag = work / "disk-full"
+    flag.write_text("full")
+    env, ids, run_id = bench_env(SWEPIPE_FAULT_FILE=str(flag), SWEPIPE_FAULT_AFTER="6"), ",".join(
+        t.instance_id for t in tasks), "journal-fails"
+    layout = RunLayout(work / "runs" / run_id)
+    command = [sys.executable, "-c", "import faulty_journal; faulty_journal.main()", "run", "--instance-ids", ids,
+               "--config", "config.yaml", "--run-id", run_id, "--workers", "3"]
+    with open(work / "sessions.log", "a") as log:
+        first = subprocess.run(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
+        unfinished = len(tasks) - len(layout.finished())
+        flag.unlink()  # the disk is back
+        rerun = subprocess.run(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
+    row = measure("journal-fails", layout, tasks, run_id)
+    given, answered = _given(served), _answered(layout, tasks)
+    row.paid_twice += max(0, given - answered)
+    said = (work / "sessions.log").read_text()
+    row.notes = (f"first session exit {first.returncode} ({unfinished} task(s) left unfinished; "
+                 f"{said.count('could not be saved')} failed save(s) named), rerun exit {rerun.returncode}; "
+                 f"{given} replies given, {answered} ledger rows")
+    return row
+
+
+def driver_killed(work: Path, tasks: list) -> Row:
+    """On a Ray cluster, the driver frozen once its juniors are under way (its nodes go on paying replies whose
+    writes wait in the queue), then SIGKILLed; `swepipe cleanup --executor ray`; the same command again."""
+    served = work / "served.jsonl"
+    scripted_config(work, {**SCRIPT, "junior": SLOW_JUNIORS, "served": str(served)})
+    ids, run_id = ",".join(t.instance_id for t in tasks), "driver-killed"
+    layout = RunLayout(work / "runs" / run_id)
+    frozen_for = 0
+    with _cluster() as cluster:
+        command = [sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", ids, "--config", "config.yaml",
+                   "--run-id", run_id, "--executor", "ray", "--ray-address", cluster.address]
+        with open(work / "sessions.log", "a") as log:
+            proc = subprocess.Popen(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+            killed = wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 300) \
+                and proc.poll() is None
+            if killed:
+                proc.send_signal(signal.SIGSTOP)
+                frozen = _given(served)
+                wait_until(lambda: _given(served) >= frozen + 2, 60)
+                _settled(served)  # no call in flight: one Ray kills with the workers is a node crash's loss
+                frozen_for = _given(served) - frozen
+                proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=900)
+            subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", run_id, "--executor", "ray",
+                            "--ray-address", cluster.address], cwd=work, env=bench_env(), stdout=log,
+                           stderr=subprocess.STDOUT)
+            rerun = subprocess.run(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+    row = measure("driver-killed", layout, tasks, run_id)
+    given, answered = _given(served), _answered(layout, tasks)
+    row.paid_twice += max(0, given - answered)
+    said = (work / "sessions.log").read_text()
+    row.notes = (f"driver SIGKILLed: {killed} ({frozen_for} replies paid while it was frozen); "
+                 f"{said.count('took back')} task(s) taken back; rerun exit {rerun.returncode}; "
+                 f"{given} replies given, {answered} ledger rows")
+    return row
+
+
+def queue_killed(work: Path, tasks: list) -> Row:
+    """On a Ray cluster, the run's write queue actor SIGKILLed once its juniors are under way; the rerun finishes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from ray_cluster import cluster_pids
+
+    served = work / "served.jsonl"
+    scripted_config(work, {**SCRIPT, "junior": SLOW_JUNIORS, "served": str(served)})
+    ids, run_id = ",".join(t.instance_id for t in tasks), "queue-killed"
+    layout = RunLayout(work / "runs" / run_id)
+    with _cluster() as cluster:
+        command = [sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", ids, "--config", "config.yaml",
+                   "--run-id", run_id, "--executor", "ray", "--ray-address", cluster.address]
+        with open(work / "sessions.log", "a") as log:
+            proc = subprocess.Popen(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+            wait_until(lambda: paid_replies(layout) >= 2 or proc.poll() is not None, 300)
+            queue = [pid for pid in cluster_pids(cluster) if _cmdline(pid).startswith(b"ray::WriteQueueActor")]
+            for pid in queue:
+                os.kill(pid, signal.SIGKILL)
+            proc.wait(timeout=900)
+            first_exit = proc.returncode
+            rerun = subprocess.run(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+    row = measure("queue-killed", layout, tasks, run_id)
+    given, answered = _given(served), _answered(layout, tasks)
+    row.paid_twice += max(0, given - answered)
+    said = (work / "sessions.log").read_text()
+    row.notes = (f"queue actor killed: {bool(queue)}; first session exit {first_exit}, "
+                 f"{said.count('took back')} task(s) taken back; rerun exit {rerun.returncode}; "
+                 f"{given} replies given, {answered} ledger rows")
+    return row
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _settled(served: Path, quiet: float = 1.0, most: float = 30.0) -> None:
+    """Until the scripted provider gave no reply for ``quiet`` seconds (its callers sit in commands)."""
+    end, count, since = time.monotonic() + most, _given(served), time.monotonic()
+    while time.monotonic() < end and time.monotonic() - since < quiet:
+        time.sleep(0.1)
+        if _given(served) != count:
+            count, since = _given(served), time.monotonic()
+
+
+def _given(served: Path) -> int:
+    """Replies the scripted provider gave (its served log: what a provider would bill)."""
+    return len(served.read_text().splitlines()) if served.exists() else 0
+
+
+def _answered(layout: RunLayout, tasks: list) -> int:
+    return sum(1 for t in tasks for row in Ledger.read(layout.task(t.instance_id).ledger) if row.error is None)
+
+
 def _replaced_by_design(name: str, after: dict[str, int]) -> bool:
     """A file the run itself retires as it goes: a rollout's trajectory once its record holds it, a reply journal
     once the trajectory holds the reply."""
@@ -438,6 +577,9 @@ SCENARIOS = {
     "docker-scoring": docker_scoring,
     "budget-killed": budget_actor_killed,
     "second-run": second_run_cleanup,
+    "journal-fails": journal_fails,
+    "driver-killed": driver_killed,
+    "queue-killed": queue_killed,
 }
 
 
@@ -481,7 +623,7 @@ def _faults_as_results(layout: RunLayout, instance_id: str, prediction: dict | N
     paths, count = layout.task(instance_id), 0
     for record_path in paths.junior_files.rollouts().values():
         record = json.loads(record_path.read_text())
-        if record.get("exit_reason") == "model_error" and any(
+        if record.get("exit_reason") in ("model_error", "runtime_error") and any(
                 kind in (record.get("error") or "") for kind in INFRA_ERRORS):
             count += 1
     if prediction is not None and any(kind in (prediction.get("error") or "") for kind in INFRA_ERRORS):
@@ -493,7 +635,8 @@ def _faults_as_results(layout: RunLayout, instance_id: str, prediction: dict | N
 
 
 INFRA_ERRORS = ("RateLimitError", "Timeout", "InternalServerError", "APIConnectionError", "ServiceUnavailable",
-                "ModelUnavailable", "RuntimeUnavailable", "ClusterFault", "Connection error")
+                "ModelUnavailable", "RuntimeUnavailable", "ClusterFault", "Connection error", "StorageFault",
+                "No space left on device", "Input/output error")
 
 
 def _format_errors(paths) -> int:

@@ -32,7 +32,7 @@ def _docker_ready() -> str | None:
 # another. Groups go to the workers in the order of the collection (--no-loadscope-reorder): the longest start
 # first, so the rest fill in around them (a real model on the CPU; the Ray files), then those with most slow tests.
 SHARED_GROUPS = {"ray": ("test_eval_candidates", "test_ray_eval", "test_ray_executor", "test_ray_faults",
-                         "test_ray_start")}
+                         "test_ray_start", "test_ray_driver_killed")}
 STARTED_FIRST = ("test_local_model", "ray")
 
 

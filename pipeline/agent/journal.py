@@ -15,9 +15,10 @@ from typing import Any
 
 from pipeline.agent.record import AgentRun
 from pipeline.agent.transcript import Transcript
+from pipeline.errors import StorageFault
 from pipeline.layout import reply_journal
 from pipeline.records.trajectory import JOURNAL_FORMAT, read_trajectory, trajectory_journal
-from pipeline.storage import append_jsonl, remove, write_json_atomic
+from pipeline.storage import append_jsonl, remove, write_failure, write_json_atomic
 
 _LISTS = ("messages", "steps")
 
@@ -32,6 +33,7 @@ class TrajectoryJournal:
         self.steps_journal = trajectory_journal(path) if path is not None else None
         self.reply_journal = reply_journal(path) if path is not None else None
         self._written: _Written | None = None  # what the files hold, once this process wrote or read them
+        self._unsure = False  # a save failed: the journal may hold less than ``_written`` says
 
     def load(self) -> AgentRun | None:
         """The trajectory an earlier session saved, marked resumed; None when there is none worth going on from."""
@@ -41,26 +43,37 @@ class TrajectoryJournal:
         if saved.problem is not None or not isinstance(saved.data, dict) or not saved.data.get("messages"):
             return None
         record = AgentRun.from_dict(saved.data)
-        self._written = _Written.of(record)
+        self._written, self._unsure = _Written.of(record), False
         record.resumed = True
         return record
 
     def save(self, transcript: Transcript, seconds: float) -> None:
-        """What changed since the last save, appended to the journal."""
+        """What changed since the last save, appended to the journal; StorageFault when the journal cannot be
+        written (the disk full, an I/O error): the record keeps what was not saved, and the next save writes the
+        whole record, so the journal never falls out of step with the agent."""
         with transcript.lock:
-            transcript.record.seconds = round(seconds, 3)
+            record = transcript.record
+            record.seconds = round(seconds, 3)
             if self.steps_journal is None:
                 return
             if self._written is None:  # a new trajectory: whatever an older one left is replaced
                 remove(self.steps_journal)
-                self._written = _Written()
-                entry: dict[str, Any] = {"whole": transcript.record.to_dict()}
-                self._written.take(transcript.record)
+            if self._written is None or self._unsure:
+                entry: dict[str, Any] = {"whole": record.to_dict()}
+                written = _Written.of(record)
             else:
-                entry = self._written.changes(transcript.record)
+                entry, written = self._written.changes(record), self._written
             if entry:
                 first = not self.steps_journal.exists()
-                append_jsonl(self.steps_journal, {"journal": JOURNAL_FORMAT, **entry} if first else entry)
+                try:
+                    append_jsonl(self.steps_journal, {"journal": JOURNAL_FORMAT, **entry} if first else entry)
+                except OSError as error:
+                    # What the journal holds is not what ``written`` says now: the next save states it whole.
+                    self._unsure = self._written is not None
+                    raise StorageFault(f"the trajectory {self.steps_journal} could not be saved: "
+                                       f"{write_failure(error)}. Its steps since the last save are not on disk; "
+                                       "a rerun of the same run id resumes from that save") from error
+            self._written, self._unsure = written, False
 
     def end_session(self, transcript: Transcript, seconds: float) -> None:
         """The session's last save; with ``whole_at_end`` the whole trajectory then goes to ``path`` and the
@@ -69,7 +82,11 @@ class TrajectoryJournal:
         if self.path is None or self.steps_journal is None or not self.whole_at_end:
             return
         with transcript.lock:
-            write_json_atomic(self.path, transcript.record.to_dict())
+            try:
+                write_json_atomic(self.path, transcript.record.to_dict())
+            except OSError as error:  # the journal holds it all: a rerun finds the session ended
+                raise StorageFault(f"the trajectory {self.path} could not be written: {write_failure(error)}; "
+                                   "its journal holds every step") from error
         remove(self.steps_journal)
 
     def discard(self) -> None:

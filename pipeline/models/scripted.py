@@ -12,6 +12,8 @@ Model string: ``scripted/<path to a YAML or JSON file>``. The file maps a role t
       after_calls: 0   # calls this process makes with this file before it begins
       seconds: 10      # how long it lasts from there, in this process; or:
       while_exists: /path/to/flag  # as long as this file exists (a test ends the outage by deleting it)
+    served: /path/to/file  # optional: every reply given (not the faults) is a JSON line there (scope, role, agent,
+                           # position), appended by whichever process gives it: what a provider would bill
 
 A reply is a string (the assistant's content) or an object with ``content``, optional ``tool_calls``
 (``[{name, arguments}]``, for the tool-call action format; arguments an object, or the raw text a provider
@@ -140,6 +142,10 @@ class ScriptedModel(CustomLLM):
         max_tokens = (kwargs.get("optional_params") or {}).get("max_tokens")
         if max_tokens and completion > int(max_tokens):  # as a provider does: no more output than asked for
             completion, finish = int(max_tokens), "length"
+        if script.get("served"):
+            line = json.dumps({"scope": scope, "role": role, "agent": agent, "position": position}) + "\n"
+            with open(str(script["served"]), "a", encoding="utf-8") as log:
+                log.write(line)  # one short append: whole lines from any number of processes
         return ModelResponse(
             model=model,
             choices=[{"index": 0, "finish_reason": finish, "message": message}],

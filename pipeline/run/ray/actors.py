@@ -39,13 +39,35 @@ def ray_reason(error: BaseException) -> str:
 class WriteQueueActor:
     """The run's writes in the order the nodes sent them (an async Ray actor on the head): each node puts one write
     at a time and waits until it is held; the driver takes them in batches (``take``), one call for many writes,
-    so the queue keeps up with many nodes' small writes (scripts/bench_driver.py)."""
+    so the queue keeps up with many nodes' small writes (scripts/bench_driver.py).
+
+    Held is not applied: the queue lives in memory and goes with the driver. A node that wants to know its writes
+    are on the driver's disk puts an ``ack`` after them and waits (``applied``) until the driver, having applied
+    everything before it, says so (``acknowledge``); until then it keeps its own copy (pipeline.run.ray.node)."""
 
     def __init__(self) -> None:
         self.items: asyncio.Queue[Any] = asyncio.Queue()
+        self.acks: dict[str, asyncio.Event] = {}
 
     async def put(self, item: Any) -> None:
         self.items.put_nowait(item)
+
+    def _ack(self, token: str) -> asyncio.Event:
+        return self.acks.setdefault(token, asyncio.Event())
+
+    async def acknowledge(self, token: str) -> None:
+        """The driver applied every write queued before the ack ``token``."""
+        self._ack(token).set()
+
+    async def applied(self, token: str, timeout: float) -> bool:
+        """Whether the driver applied every write queued before the ack ``token`` within ``timeout`` seconds."""
+        try:
+            await asyncio.wait_for(self._ack(token).wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self.acks.pop(token, None)
 
     async def take(self, most: int, timeout: float) -> list[Any]:
         """Up to ``most`` writes, as soon as there is one; none after ``timeout`` seconds without any."""

@@ -16,7 +16,7 @@ from pipeline import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
 from pipeline.run.ray.actors import StopFlag, WriteQueue, ask, ray_reason
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
-from pipeline.run.ray.node import TEMP_SUFFIX, AttemptOutcome, Write, remove_run_containers
+from pipeline.run.ray.node import AttemptOutcome, Write, remove_run_containers, snapshot
 from pipeline.run.task import RunSettings
 from pipeline.tasks import Task
 
@@ -28,17 +28,8 @@ STOP_GRACE = 15.0  # seconds running tasks get, once the run stops, to notice an
 FLUSH_TIMEOUT = CALL_TIMEOUT  # seconds a finished item's writes may take to reach the driver before it reruns
 STOP_FLUSH_TIMEOUT = 10.0  # the same, once the run is stopping
 DRAIN_BATCH = 1000  # writes the driver takes from the queue in one call at most
+OWN_ATTEMPTS_WAIT = 10.0  # seconds the session's end waits for its attempts cancelled at a stop to end
 STAGE_FOLDERS = ("junior", "senior", "principal", "eval", "solo", "team", "analysis")
-
-
-def snapshot(root: Path, prefix: str) -> dict[str, bytes]:
-    """Every file under ``root`` (temporary files left out), keyed by ``prefix``/its path under root."""
-    files: dict[str, bytes] = {}
-    if root.is_dir():
-        for path in sorted(root.rglob("*")):
-            if path.is_file() and not (path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)):
-                files[f"{prefix}/{path.relative_to(root).as_posix()}"] = path.read_bytes()
-    return files
 
 
 def eval_inputs(task: Task, evaluation: EvalSettings | None) -> dict[str, bytes]:
@@ -145,6 +136,21 @@ class RayDriver(Generic[Item]):
     def summary_line(self) -> str:
         return ""
 
+    # Nodes keep what an attempt wrote until the driver applied it (pipeline.run.ray.kept): a subclass that has
+    # them do so names the attempt each item was last sent as (item id -> marker), and takes back what they kept.
+    keeps_attempts = False
+
+    def recorded_attempts(self) -> dict[str, str]:
+        return {}
+
+    def take_back(self, own: bool, wait: float | None = None) -> list[str]:
+        """What the nodes kept of attempts whose writes may not have reached this run directory, taken back: of the
+        run's other driver sessions (before anything is sent), or of this one (once its writes stopped coming)."""
+        from pipeline.run.ray.kept import WAIT_FOR_ENDED, take_back
+
+        return take_back(self.ray, self.root, self.run_id, self.session, self.recorded_attempts(), own=own,
+                         say=self.say, wait=WAIT_FOR_ENDED if wait is None else wait)
+
     # ---- writes from the workers
 
     def _drain(self) -> None:
@@ -169,6 +175,9 @@ class RayDriver(Generic[Item]):
         key, op, relative, data = item
         if op == "flush":
             self.flushes.pop(key).set()
+            return
+        if op == "ack":  # a node's writes before it are applied: it may drop its own copy (pipeline.run.ray.kept)
+            self.queue.actor.acknowledge.remote(relative)
             return
         item_id = key.rpartition("#")[0]
         with self.lock:
@@ -255,6 +264,12 @@ class RayDriver(Generic[Item]):
         finally:
             self.draining.set()
             self.drainer.join(timeout=2)
+            if self.keeps_attempts and not self.drainer.is_alive():  # no write of this session can come after it
+                try:
+                    self.take_back(own=True, wait=OWN_ATTEMPTS_WAIT)
+                except Exception as error:  # noqa: BLE001 - the next session of the run takes them back
+                    self.say(f"ray: could not take back what the nodes kept ({describe(error)}); the next session "
+                             "of the run does")
         return not self.stopped
 
     def finish(self, ref: Any) -> bool:
@@ -352,9 +367,9 @@ class RayDriver(Generic[Item]):
         self.cleanup_nodes()
         self.flush(timeout=10)
 
-    def cleanup_nodes(self) -> dict[str, list[str]]:
+    def cleanup_nodes(self) -> dict[str, tuple[list[str], int]]:
         removed = cleanup_nodes(self.ray, self.run_id, session=self.session)
-        for node, names in removed.items():
+        for node, (names, _) in removed.items():
             if names:
                 self.say(f"ray: removed {len(names)} container(s) of run {self.run_id} on {node}")
         return removed
@@ -362,9 +377,11 @@ class RayDriver(Generic[Item]):
 
 
 
-def cleanup_nodes(ray: Any, run_id: str, timeout: float = 120.0, session: str | None = None) -> dict[str, list[str]]:
+def cleanup_nodes(ray: Any, run_id: str, timeout: float = 120.0,
+                  session: str | None = None) -> dict[str, tuple[list[str], int]]:
     """The run's containers and scratch removed on every alive node (a Ray task pinned to each), of one driver
-    session when given, else of every session of the run (`swepipe cleanup`); node label -> container names."""
+    session when given, else of every session of the run (`swepipe cleanup`); node label -> (container names,
+    attempt folders kept there for the next driver of the run: pipeline.run.ray.kept)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = alive_nodes(ray)
@@ -372,11 +389,11 @@ def cleanup_nodes(ray: Any, run_id: str, timeout: float = 120.0, session: str | 
     remote = ray.remote(remove_run_containers)
     refs = {remote.options(num_cpus=0, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
         node["NodeID"], soft=False)).remote(run_id, session): labels[node["NodeID"]] for node in nodes}
-    removed: dict[str, list[str]] = {}
+    removed: dict[str, tuple[list[str], int]] = {}
     for ref, label in refs.items():
         try:
-            _, names = ray.get(ref, timeout=timeout)
+            _, names, kept = ray.get(ref, timeout=timeout)
         except Exception as error:  # noqa: BLE001 - one node that does not answer: say so, go on
-            names = [f"(no answer: {type(error).__name__})"]
-        removed[label] = names
+            names, kept = [f"(no answer: {type(error).__name__})"], 0
+        removed[label] = (names, kept)
     return removed

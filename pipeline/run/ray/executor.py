@@ -28,18 +28,23 @@ it starts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import SwepipeError
+from pipeline.layout import TaskPaths
 from pipeline.records import Prediction
 from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
+from pipeline.run.ray import driver as driver_module
 from pipeline.run.ray.actors import RunBudgetKeeper
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, connect, head_affinity
-from pipeline.run.ray.driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots_per_task, snapshot
-from pipeline.run.ray.node import AttemptOutcome, TaskShipment, work_on_node
+from pipeline.run.ray.driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots_per_task
+from pipeline.run.ray.kept import marker
+from pipeline.run.ray.node import AttemptOutcome, TaskShipment, snapshot, work_on_node
 from pipeline.run.task import RunSettings, seeded_run_budget
+from pipeline.storage import remove, write_json_atomic
 from pipeline.tasks import Task
 
 if TYPE_CHECKING:
@@ -61,6 +66,8 @@ class RayRun(RayDriver[Task]):
         self.total = len(tasks)
         super().__init__(ray, run.layout.root, run.layout.run_id, slots_per_task(run), show_progress, log,
                          has_work=bool(self.todo), hint=", or set executor.slots_per_task")
+        # What a killed driver of this run had not applied is on the nodes: taken back before anything is counted.
+        self.take_back(own=False)
         limit = run.config.budgets.per_run
         self.keeper = None
         if limit is not None:  # no budget, no actor: no call is made for it
@@ -73,6 +80,19 @@ class RayRun(RayDriver[Task]):
     def item_id(self, task: Task) -> str:
         return task.instance_id
 
+    keeps_attempts = True
+
+    def recorded_attempts(self) -> dict[str, str]:
+        """Each unfinished task's attempt last sent to a node (TaskPaths.ray_attempt), as kept attempts name it."""
+        recorded = {}
+        for path in self.run.layout.tasks.glob(f"*/{TaskPaths(Path()).ray_attempt.name}"):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                recorded[path.parent.name] = marker(str(data["session"]), str(data["key"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # unreadable: none of its kept attempts is taken back, and the task reruns from here
+        return recorded
+
     def ship(self, task: Task, key: str) -> Any:
         instance_id = task.instance_id
         if self.run.reuse_juniors_from is not None and self.attempts[instance_id] == 1:
@@ -82,10 +102,12 @@ class RayRun(RayDriver[Task]):
             copy_rollouts(self.run.reuse_juniors_from.task(instance_id).junior,
                           self.run.layout.task(instance_id).junior, self.run.config.juniors.k, task=task)
         paths = self.run.layout.task(instance_id)
+        write_json_atomic(paths.ray_attempt, {"session": self.session, "key": key})  # before the node has any of it
         shipment = TaskShipment(task=task, run=self.run, key=key, session=self.session,
                                 files=snapshot(paths.root, f"tasks/{instance_id}"),
                                 eval_files=eval_inputs(task, self.run.evaluation), queue=self.queue,
-                                budget=self.keeper, run_limit=self.run.config.budgets.per_run, stop=self.stop_flag)
+                                budget=self.keeper, run_limit=self.run.config.budgets.per_run, stop=self.stop_flag,
+                                ack_timeout=driver_module.FLUSH_TIMEOUT)
         return self.remote_task.remote(shipment)
 
     def stage_of(self, parts: list[str]) -> str | None:
@@ -113,6 +135,7 @@ class RayRun(RayDriver[Task]):
         if node is not None:
             prediction.node = node
         record_prediction(self.summary, self.run, prediction, self.log)
+        remove(self.run.layout.task(task.instance_id).ray_attempt)  # all it wrote is here: nothing to take back
 
     def give_up(self, task: Task, error: str) -> None:
         record_prediction(self.summary, self.run, Prediction.of({
@@ -178,5 +201,8 @@ class RayExecutor:
 
         if not run_id:
             raise SwepipeError("swepipe cleanup --executor ray needs --run-id (the run whose containers go)")
-        for node, names in cleanup_nodes(connect(self.config.ray_address), run_id).items():
+        for node, (names, kept) in cleanup_nodes(connect(self.config.ray_address), run_id).items():
             say(f"{node}: removed {len(names)} container(s)" + (f": {', '.join(names)}" if names else ""))
+            if kept:
+                say(f"{node}: kept {kept} task attempt(s) of run {run_id} holding writes its driver may not have "
+                    f"applied; rerun run {run_id} to take them back")

@@ -16,6 +16,7 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -34,6 +35,7 @@ from pipeline.tasks import Task
 
 if TYPE_CHECKING:
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.run.ray.kept import KeptCopy
 
 STOP_POLL = 0.5  # seconds between a worker's looks at the run's stop flag
 TEMP_SUFFIX = ".tmp"
@@ -78,6 +80,7 @@ class TaskShipment:
     budget: object | None  # RunBudgetKeeper actor, None when the run has no budget
     run_limit: float | None
     stop: object  # StopFlag actor
+    ack_timeout: float = 60.0  # seconds the attempt waits, at its end, for the driver to apply what it sent
 
 
 @dataclasses.dataclass
@@ -98,12 +101,16 @@ class OnNode:
 
 @contextlib.contextmanager
 def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: dict[str, bytes], folder: str,
-            name: str | None = None) -> Iterator[OnNode]:
+            name: str | None = None, keep_until_applied: float | None = None) -> Iterator[OnNode]:
     """A Ray task's work on its node, for the driver's attempt ``key``: ``files`` (paths relative to the driver's
     folder) copied into a scratch folder named ``name`` (default ``run_id``), every write under it sent to the
     driver through ``queue`` as it is made, the driver's ``stop`` flag watched (a stop stops this process's work
     as a signal would); afterwards what else changed under ``folder`` is sent, and the scratch goes. The scratch
-    and the containers started meanwhile belong to the driver's ``session`` of ``run_id``."""
+    and the containers started meanwhile belong to the driver's ``session`` of ``run_id``.
+
+    With ``keep_until_applied`` (seconds), the scratch goes only once the driver says it applied everything sent
+    (waiting that long at most); until then it is kept, marked, for the next driver of the run to take back
+    (pipeline.run.ray.kept), so nothing this attempt saved is lost with a driver or a queue that went away."""
     import ray
 
     from pipeline import storage
@@ -122,8 +129,16 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         sent[relative] = hashlib.sha256(data)
+    kept = None
+    if keep_until_applied is not None:
+        from pipeline.run.ray.kept import KeptCopy
+
+        kept = KeptCopy(base, run_id=run_id, session=session, key=key, item=key.rpartition("#")[0], folder=folder,
+                        scratch=scratch, shipped=list(files))
 
     def sink(op: str, relative: str, data: bytes) -> None:  # under the mirror's lock, after the local write
+        if kept is not None and op != "unlink":
+            kept.wrote(relative)
         put((key, op, relative, data))
         if op == "unlink":
             sent.pop(relative, None)
@@ -145,11 +160,27 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
         storage.clear_mirror()
         watcher.close()
         with contextlib.suppress(Exception, InfrastructureFault):
-            _reconcile(scratch, folder, sent, put, key)
-        left = remove_tree(base)
-        if left:
-            with contextlib.suppress(Exception, InfrastructureFault):
-                put((key, "log", "", f"ray: could not remove this attempt's scratch {base}: {left}".encode()))
+            _reconcile(scratch, folder, sent, put, key, kept)
+        done = kept is None or applied(queue, put, key, keep_until_applied or 0.0)
+        if kept is not None:
+            kept.close()  # the attempt is over: a take-back may have what it kept from here on
+        if done:
+            left = remove_tree(base)
+            if left:
+                with contextlib.suppress(Exception, InfrastructureFault):
+                    put((key, "log", "", f"ray: could not remove this attempt's scratch {base}: {left}".encode()))
+
+
+def applied(queue: Any, put: Callable[[Write], None], key: str, timeout: float) -> bool:
+    """Whether the driver has applied every write attempt ``key`` sent (an ack put after them comes back), within
+    ``timeout`` seconds; False also when the queue or the driver is gone."""
+    token = f"{key}@{uuid.uuid4().hex}"
+    try:
+        put((key, "ack", token, b""))
+        return bool(ask(queue.actor.applied, token, timeout, what="the run's write queue (a Ray actor on the head)",
+                        timeout=timeout + CALL_TIMEOUT))
+    except (Exception, InfrastructureFault):  # noqa: BLE001 - gone: the scratch stays for the next driver
+        return False
 
 
 def work_on_node(shipment: TaskShipment) -> AttemptOutcome:
@@ -163,7 +194,7 @@ def work_on_node(shipment: TaskShipment) -> AttemptOutcome:
     task = shipment.task
     try:
         with on_node(shipment.run.layout.run_id, shipment.session, shipment.key, shipment.queue, shipment.stop,
-                     shipment.files, f"tasks/{task.instance_id}") as node:
+                     shipment.files, f"tasks/{task.instance_id}", keep_until_applied=shipment.ack_timeout) as node:
             run = _local_settings(shipment, node)
             remote = RemoteRunBudget(shipment.budget, shipment.key) if shipment.budget is not None else None
             run_budget = Budget("run", shipment.run_limit, remote=remote)
@@ -381,9 +412,11 @@ class _StopWatcher:
         self.done.set()
 
 
-def _reconcile(scratch: Path, folder: str, sent: dict[str, Any], put: Callable[[Write], None], key: str) -> None:
+def _reconcile(scratch: Path, folder: str, sent: dict[str, Any], put: Callable[[Write], None], key: str,
+               kept: KeptCopy | None = None) -> None:
     """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
-    sent whole, and files that went (a trajectory folded into its rollout record) are removed there too."""
+    sent whole, and files that went (a trajectory folded into its rollout record) are removed there too;
+    ``kept`` is told the names sent."""
     if not scratch.is_dir():
         return  # removed under the task by someone else: what it wrote went already, and the driver keeps it
     root = scratch / folder
@@ -396,10 +429,22 @@ def _reconcile(scratch: Path, folder: str, sent: dict[str, Any], put: Callable[[
         data = path.read_bytes()
         held = sent.get(relative)
         if held is None or held.hexdigest() != _digest(data):
+            if kept is not None:
+                kept.wrote(relative)
             put((key, "write", relative, data))
     for relative in sorted(set(sent) - seen):
         if relative.startswith(folder + "/"):
             put((key, "unlink", relative, b""))
+
+
+def snapshot(root: Path, prefix: str) -> dict[str, bytes]:
+    """Every file under ``root`` (temporary files left out), keyed by ``prefix``/its path under root."""
+    files: dict[str, bytes] = {}
+    if root.is_dir():
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not (path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)):
+                files[f"{prefix}/{path.relative_to(root).as_posix()}"] = path.read_bytes()
+    return files
 
 
 def _digest(data: bytes) -> str:
@@ -431,16 +476,45 @@ def session_folder(run_id: str, session: str) -> Path:
     return run_folder(run_id) / quote(session, safe="").replace(".", "%2E")
 
 
-def remove_run_containers(run_id: str, session: str | None = None) -> tuple[str, list[str]]:
+def remove_run_containers(run_id: str, session: str | None = None) -> tuple[str, list[str], int]:
     """A Ray task pinned to one node: the containers of the run there removed (of one driver session, when given)
-    and the scratch folders a worker that was killed left (call it when none of those tasks runs there)."""
+    and the scratch folders a worker that was killed left (call it when none of those tasks runs there), but those
+    kept with writes the driver may not have applied (pipeline.run.ray.kept: the next driver of the run takes them
+    back). Returns the node's host name, the containers removed and how many kept folders stay."""
     from pipeline.runtime import containers
 
-    remove_tree(session_folder(run_id, session) if session else run_folder(run_id))
+    kept = remove_scratch(session_folder(run_id, session) if session else run_folder(run_id))
     with contextlib.suppress(OSError):
         run_folder(run_id).rmdir()  # when no other session of the run has scratch here
     try:
-        return socket.gethostname(), containers.remove_labelled(run_id, session)
+        return socket.gethostname(), containers.remove_labelled(run_id, session), kept
     except (Exception, RuntimeUnavailable) as error:  # noqa: BLE001 - a node without Docker: say so, the others
         # go on
-        return socket.gethostname(), [f"(failed: {type(error).__name__}: {error})"]
+        return socket.gethostname(), [f"(failed: {type(error).__name__}: {error})"], kept
+
+
+def remove_scratch(folder: Path) -> int:
+    """``folder`` (a run's or a session's scratch) removed, but for the attempt folders kept for the next driver
+    (each with its record); returns how many stay."""
+    from pipeline.run.ray.kept import ATTEMPT
+
+    kept = {path.parent for path in folder.glob(f"**/attempt-*/{ATTEMPT}")}
+
+    def prune(directory: Path) -> None:
+        for child in list(directory.iterdir()):
+            if child in kept:
+                continue
+            if any(child in attempt.parents for attempt in kept):
+                prune(child)
+            elif child.is_dir() and not child.is_symlink():
+                remove_tree(child)
+            else:
+                with contextlib.suppress(OSError):
+                    child.unlink()
+
+    if not kept:
+        remove_tree(folder)
+    else:
+        with contextlib.suppress(OSError):
+            prune(folder)
+    return len(kept)
