@@ -95,15 +95,16 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget,
 
 
 def record_containers(job: TaskJob) -> list[dict[str, Any]] | None:
-    """How every container of the task was sealed: those earlier sessions recorded (tasks/<id>/containers.json),
-    with this session's (a role opened again replaces its earlier entry), written back for the next session; None
+    """How every container of the task was sealed, by role: those earlier sessions recorded
+    (tasks/<id>/containers.json), with this session's (a role opened again replaces its earlier entry), written back
+    for the next session; None
     when that cannot be said (the record cannot be written: the prediction then says nothing of them)."""
     earlier = TaskContainers.read(job.paths.containers)
     kept = {} if isinstance(earlier, Unreadable) else {
         str(entry.role): entry for entry in earlier.containers or [] if isinstance(entry, ContainerSeal)}
     try:
         kept.update((str(entry.role), entry) for entry in job.containers_sealed())
-        containers = [entry.to_dict() for entry in kept.values()]
+        containers = [kept[role].to_dict() for role in sorted(kept)]  # by role: not in the order rollouts started
         if job.opened:
             TaskContainers.of({"containers": containers}).write(job.paths.containers)
     except Exception:  # noqa: BLE001 - bookkeeping: the task's answer must not be lost to it
