@@ -131,7 +131,7 @@ def test_a_container_that_is_not_sealed_is_reported_as_not_sealed(tmp_path, task
     found = prediction(tmp_path, "leaky", task)
     assert [c.sealed for c in found.containers] == [False] * 4
     warning = shown.index("Warning: leaky: 4 of 4 containers were not sealed (history beyond the base within an "
-                          f"agent's reach): {task.instance_id} rollout-0")
+                          f"agent's reach): {task.instance_id} principal")
     assert warning < shown.index("┏") and re.search(f"rollout-00: {why}(;| run leaky)", shown)
     assert "sealed: 0 of 4 containers; network off" in shown
     lines = report(tmp_path, "leaky")
