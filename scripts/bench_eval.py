@@ -1,7 +1,8 @@
 """How much `swepipe eval` adds to the tests themselves, on the bundled tasks, in one run.
 
-Baseline: for every task, a bare `docker run` of the task image that restores the hidden tests and
-runs run_script.sh, nothing else, without the network as scorings run (``--bare-network``: with Docker's default
+Baseline: for every task, a bare `docker run` of the task image that applies the gold patch, restores the hidden
+tests and runs run_script.sh, nothing else (the same code the scoring tests: a Go package the patch changes is
+compiled again in both), without the network as scorings run (``--bare-network``: with Docker's default
 bridge network, as a plain `docker run` has it), with the same number of workers (a first pass warms the page cache
 and is not counted). Then the gold patches are scored as `swepipe eval --workers N` scores them (fresh
 output directories), under each scoring profile (pipeline.evaluation.profiles). Prints the wall times
@@ -44,13 +45,15 @@ from pipeline.tasks import load_tasks
 
 
 def bare_run(task, scripts: Path, network: bool = False) -> float:
-    """The test script alone: same image, same hidden tests, no patch handling, no parsing, no copying; without the
-    network, as scoring runs (``network``: with Docker's default bridge network, whose set-up alone takes a few
-    hundred milliseconds a container)."""
+    """The test script alone on the same code: same image, the gold patch applied, the same hidden tests; no
+    grader, no parsing, no checks; without the network, as scoring runs (``network``: with Docker's default bridge
+    network, whose set-up alone takes a few hundred milliseconds a container)."""
     started = time.monotonic()
     restore = task.before_repo_set_cmd.strip().split("\n")[-1]
     script = (scripts / task.instance_id / "run_script.sh").read_text()
-    command = (f"cd /app && {restore} && cat > /tmp/run_script.sh <<'SWEPIPE_EOF'\n{script}\nSWEPIPE_EOF\n"
+    command = (f"cd /app && cat > /tmp/gold.diff <<'SWEPIPE_PATCH_EOF'\n{task.patch}SWEPIPE_PATCH_EOF\n"
+               f"git apply /tmp/gold.diff && {restore} && "
+               f"cat > /tmp/run_script.sh <<'SWEPIPE_EOF'\n{script}\nSWEPIPE_EOF\n"
                f"bash /tmp/run_script.sh {','.join(task.selected_test_files_to_run)} > /dev/null 2>&1; true")
     containers.client().containers.run(image_name(defaults_for(BUNDLED).image_template, task.to_row()),
                                        entrypoint=["/bin/bash", "-c"], command=[command], remove=True,
