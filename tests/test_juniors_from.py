@@ -136,3 +136,49 @@ def test_a_resumed_run_keeps_its_imports_and_a_source_with_no_candidate_stops_th
     assert not (tmp_path / "runs" / "other").exists()
     solo = run(tmp_path, "--run-id", "solo", "--strategy", "solo", "--juniors-from", "official.json")
     assert isinstance(solo.exception, SwepipeError) and "has no juniors" in str(solo.exception)
+
+
+def _run_source(tmp_path, task, cost) -> None:
+    """A swepipe run under runs/earlier whose one prediction records ``cost`` as its total."""
+    earlier = RunLayout(tmp_path / "runs" / "earlier")
+    earlier.root.mkdir(parents=True, exist_ok=True)
+    earlier.predictions.write_text(json.dumps({"instance_id": task.instance_id, "model_patch": FIX,
+                                               "source": "solo", "cost": {"total": cost}}) + "\n")
+
+
+def test_a_swepipe_run_s_cost_that_is_no_amount_of_dollars_is_left_out_of_the_records_and_said(
+        tmp_path, sources, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _run_source(tmp_path, sources, float("nan"))
+    done = run(tmp_path, "--run-id", "nan-cost", "--juniors-from", "earlier")
+    assert done.exit_code == 0, done.output
+    assert f"{sources.instance_id}: the recorded cost nan is no amount of dollars; left out" in \
+        " ".join(done.output.split())
+    paths = RunLayout(tmp_path / "runs" / "nan-cost").task(sources.instance_id)
+    assert Rollout.load(paths.junior_files.rollout(0)).imported_cost is None
+    assert "NaN" not in paths.junior_files.rollout(0).read_text()
+    prediction = read_predictions(RunLayout(tmp_path / "runs" / "nan-cost").predictions).records[sources.instance_id]
+    assert prediction.imported_cost is None
+
+
+@pytest.mark.parametrize("cost", [float("nan"), float("inf"), float("-inf"), -0.25, True, False, "0.25", 10 ** 400],
+                         ids=["nan", "inf", "-inf", "negative", "true", "false", "text", "10**400"])
+def test_every_source_path_takes_a_recorded_cost_only_when_it_is_an_amount_of_dollars(tmp_path, sources, cost):
+    """The swepipe run's predictions, as a folder of trajectories's: NaN, infinities, negative numbers, booleans,
+    text and numbers too large for a float are no amount."""
+    from pipeline.juniors.imported import read_source
+
+    _run_source(tmp_path, sources, cost)
+    taken = read_source(tmp_path / "runs" / "earlier")
+    assert taken.candidates[sources.instance_id].cost is None
+    assert any("is no amount of dollars; left out" in note and sources.instance_id in note for note in taken.notes)
+    folder = tmp_path / "costly"
+    folder.mkdir()
+    trajectory = mini_trajectory(folder / f"{sources.instance_id}.traj.json", sources.instance_id,
+                                 [("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", None)], FIX)
+    data = json.loads(trajectory.read_text())
+    data["info"]["model_stats"]["instance_cost"] = cost
+    trajectory.write_text(json.dumps(data))
+    assert read_source(folder).candidates[sources.instance_id].cost is None
+    _run_source(tmp_path / "fine", sources, 0.5)
+    assert read_source(tmp_path / "fine" / "runs" / "earlier").candidates[sources.instance_id].cost == 0.5

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pipeline.audit import audit_agent, task_subject
 from pipeline.errors import SwepipeError
-from pipeline.interop.recorded import RecordedTrajectory, audit_recorded
+from pipeline.interop.recorded import RecordedTrajectory, audit_recorded, recorded_cost
 from pipeline.layout import RunLayout
 from pipeline.records import Rollout, Unreadable, read_predictions, read_trajectory
 from pipeline.tasks import Task
@@ -73,14 +73,14 @@ def _read_source(path: Path) -> ImportedSource:
 
 def _from_run(path: Path) -> ImportedSource:
     lines = read_predictions(RunLayout(path).predictions)
-    candidates = {}
+    candidates, notes = {}, list[str]()
     for instance_id, prediction in lines.records.items():
         cost = prediction.cost.get("total") if isinstance(prediction.cost, dict) else None
         model = (prediction.models or {}).get("principal") if isinstance(prediction.models, dict) else None
         candidates[instance_id] = ImportedCandidate(
-            patch=prediction.model_patch or "", cost=float(cost) if isinstance(cost, (int, float)) else None,
+            patch=prediction.model_patch or "", cost=recorded_cost(cost, notes, instance_id),
             model=model if isinstance(model, str) else None)
-    return ImportedSource(path, "swepipe run", candidates)
+    return ImportedSource(path, "swepipe run", candidates, tuple(notes))
 
 
 def _from_predictions_file(path: Path) -> ImportedSource:
@@ -128,8 +128,7 @@ def import_candidates(layout: RunLayout, tasks: list[Task], k: int, sources: lis
             lacking = len(tasks) - len(held)
             announce(f"--juniors-from {source.path} ({source.kind}): a candidate for {len(held)} of "
                      f"{len(tasks)} task(s)" + (f"; {lacking} task(s) have a smaller pool without it" if lacking
-                                                else "") + (f"; {len(source.notes)} file(s) left out, e.g. "
-                                                            f"{source.notes[0]}" if source.notes else ""))
+                                                else "") + _notes_said(source.notes))
         written = []
         for task in held:
             path = layout.task(task.instance_id).junior_files.rollout(k + place)
@@ -138,6 +137,15 @@ def import_candidates(layout: RunLayout, tasks: list[Task], k: int, sources: lis
             written.append(Rollout.load(path))
         if announce and written:
             announce(audit_summary(source, written))
+
+
+def _notes_said(notes: tuple[str, ...], shown: int = 10) -> str:
+    """What reading a source left out or read loosely (files, costs), a line each; the first ``shown``."""
+    if not notes:
+        return ""
+    lines = [f"\n  {note}" for note in notes[:shown]]
+    more = f"\n  ... and {len(notes) - shown} more" if len(notes) > shown else ""
+    return f"; {len(notes)} note(s):" + "".join(lines) + more
 
 
 def imported_rollout(task: Task, index: int, source: ImportedSource) -> Rollout:

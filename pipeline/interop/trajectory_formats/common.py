@@ -5,12 +5,11 @@ end."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT
+from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, recorded_cost
 
 TRAJECTORY_SUFFIXES = (".traj.json", ".traj")
 
@@ -102,20 +101,6 @@ def as_exit_code(value: Any) -> int | None:
     return None
 
 
-def _cost(value: Any, notes: list[str]) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            cost = float(value)
-        except OverflowError:
-            cost = math.inf
-        if math.isfinite(cost) and cost >= 0:
-            return cost
-    notes.append(f"the recorded cost {shown(value)} is no amount of dollars; left out")
-    return None
-
-
 def parse_json_text(value: Any) -> Any:
     """JSON that a field holds as text (SWE-agent's replay_config, a tool call's arguments); None when it is none."""
     if not isinstance(value, (str, bytes)):
@@ -158,7 +143,7 @@ def summary_of(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     stats = as_dict(info.get("model_stats"))
     submission, status = info.get("submission"), info.get("exit_status")
     return {"submission": as_string(submission), "exit_status": as_string(status) or None,
-            "cost": _cost(stats.get("instance_cost"), notes)}
+            "cost": recorded_cost(stats.get("instance_cost"), notes)}
 
 
 def model_name(config: dict[str, Any]) -> str | None:
