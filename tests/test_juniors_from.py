@@ -182,3 +182,37 @@ def test_every_source_path_takes_a_recorded_cost_only_when_it_is_an_amount_of_do
     assert read_source(folder).candidates[sources.instance_id].cost is None
     _run_source(tmp_path / "fine", sources, 0.5)
     assert read_source(tmp_path / "fine" / "runs" / "earlier").candidates[sources.instance_id].cost == 0.5
+
+
+def test_a_run_that_names_itself_as_a_source_is_refused_by_any_name(tmp_path, sources, monkeypatch):
+    """By its run id (before it exists, and after), its directory, a symbolic link to it, a file inside it, a folder
+    holding it, a repeat's id: refused before anything runs, naming the source and the run."""
+    monkeypatch.chdir(tmp_path)
+    assert run(tmp_path, "--run-id", "mine", "--juniors-from", "official.json").exit_code == 0
+    (tmp_path / "alias").symlink_to(tmp_path / "runs" / "mine")
+    before = sorted(str(p) for p in (tmp_path / "runs" / "mine").rglob("*"))
+    for given, why in [("mine", "is this run itself"), (str(tmp_path / "runs" / "mine"), "is this run itself"),
+                       ("alias", "is this run itself"), ("runs/mine/predictions.jsonl", "lies inside this run"),
+                       ("runs", "holds this run's directory")]:
+        refused = run(tmp_path, "--run-id", "mine", "--juniors-from", "official.json", "--juniors-from", given)
+        assert isinstance(refused.exception, SwepipeError), (given, refused.output)
+        assert f"--juniors-from {given}: {why}" in str(refused.exception), str(refused.exception)
+    assert sorted(str(p) for p in (tmp_path / "runs" / "mine").rglob("*")) == before
+    fresh = run(tmp_path, "--run-id", "fresh", "--juniors-from", "fresh")
+    assert isinstance(fresh.exception, SwepipeError) and "--juniors-from fresh: is this run itself" in \
+        str(fresh.exception)
+    repeat = run(tmp_path, "--run-id", "group", "--repeats", "2", "--juniors-from", "group-r2")
+    assert isinstance(repeat.exception, SwepipeError) and "is this run itself" in str(repeat.exception)
+    assert not (tmp_path / "runs" / "fresh").exists() and not (tmp_path / "runs" / "group-r1").exists()
+
+
+def test_a_run_whose_default_id_is_its_source_is_refused_when_its_candidates_are_taken_in(tmp_path, sources):
+    """The command's own check cannot know a default run id; taking the candidates in checks the run itself."""
+    from pipeline.juniors.imported import import_candidates
+
+    layout = RunLayout(tmp_path / "runs" / "run-1")
+    layout.root.mkdir(parents=True)
+    layout.predictions.write_text(json.dumps({"instance_id": sources.instance_id, "model_patch": FIX}) + "\n")
+    with pytest.raises(SwepipeError, match="is this run itself"):
+        import_candidates(layout, [sources], 0, [str(layout.root)])
+    assert not layout.task(sources.instance_id).junior.exists()

@@ -50,6 +50,23 @@ class ImportedSource:
         return self.path.name
 
 
+def refuse_own_run(given: str, source: Path, run_root: Path) -> None:
+    """SwepipeError when ``source`` (named ``given`` on the command line) is the run at ``run_root`` itself, lies
+    inside it (its predictions file, a task's folder) or holds it (a folder of trajectories above it): its own
+    files would be read as candidates from elsewhere, and would change under the run. Paths are compared resolved,
+    symbolic links followed, so another name for the same folder is refused too."""
+    mine, theirs = run_root.resolve(), source.resolve()
+    if theirs == mine:
+        raise SwepipeError(f"--juniors-from {given}: is this run itself ({run_root}); a run cannot take its own "
+                           "predictions in as candidates (give another run, or another --run-id)")
+    if mine in theirs.parents:
+        raise SwepipeError(f"--juniors-from {given}: lies inside this run's directory ({run_root}); a run cannot "
+                           "take its own files in as candidates")
+    if theirs in mine.parents:
+        raise SwepipeError(f"--juniors-from {given}: holds this run's directory ({run_root}), whose own files would "
+                           "be read as candidates; give the folder of the trajectories alone")
+
+
 def read_source(path: Path) -> ImportedSource:
     """The candidates ``path`` holds, by instance id; SwepipeError naming the path when it holds none."""
     return _read_source(path.resolve())
@@ -122,6 +139,7 @@ def import_candidates(layout: RunLayout, tasks: list[Task], k: int, sources: lis
     """Write each source's candidate for each of ``tasks`` as rollout K + i (i: the source's place), unless it is
     there already (a resumed run); say per source how many tasks it has a candidate for."""
     for place, text in enumerate(sources):
+        refuse_own_run(text, Path(text), layout.root)
         source = read_source(Path(text))
         held = [task for task in tasks if task.instance_id in source.candidates]
         if announce:
