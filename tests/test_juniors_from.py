@@ -216,3 +216,21 @@ def test_a_run_whose_default_id_is_its_source_is_refused_when_its_candidates_are
     with pytest.raises(SwepipeError, match="is this run itself"):
         import_candidates(layout, [sources], 0, [str(layout.root)])
     assert not layout.task(sources.instance_id).junior.exists()
+
+
+def test_a_trajectory_named_for_another_task_is_left_out_of_the_imports_naming_both(tmp_path, sources, monkeypatch):
+    """The replay's rule for the task of a trajectory: a file named for another task that records this one is not
+    taken in (it sorts first), and this task's own trajectory is."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    mini_trajectory(folder / "a-other-task.traj.json", sources.instance_id,
+                    [("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", None)], HALF)
+    mini_trajectory(folder / f"{sources.instance_id}.traj.json", sources.instance_id,
+                    [("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", None)], FIX)
+    done = run(tmp_path, "--run-id", "mixed", "--juniors-from", "mixed")
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.output.split())
+    assert f"a-other-task.traj.json: is named for task 'a-other-task' but records task '{sources.instance_id}'" in said
+    paths = RunLayout(tmp_path / "runs" / "mixed").task(sources.instance_id)
+    assert Rollout.load(paths.junior_files.rollout(0)).patch == FIX

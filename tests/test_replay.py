@@ -152,7 +152,7 @@ def test_a_trajectory_that_cannot_be_replayed_is_named_and_the_others_go_on(repl
     folder = tmp_path / "trajectories"
     folder.mkdir()
     (folder / "broken.traj.json").write_text("{not json")
-    mini_trajectory(folder / "elsewhere.traj.json", "no-such-task", [(SUBMIT, None)], "")
+    mini_trajectory(folder / "no-such-task.traj.json", "no-such-task", [(SUBMIT, None)], "")
     mini_trajectory(folder / f"{task.instance_id}.traj.json", task.instance_id, [(FIX, 0)], "", "LimitsExceeded")
     result, layout = replay(setup, folder)
     assert result.exit_code == 0, result.output
@@ -170,7 +170,9 @@ def test_a_finished_replay_resumes_as_done_and_refuses_another_trajectory_for_it
     again, layout = replay(setup, source)
     assert again.exit_code == 0 and "skipped" in again.output
     assert len(Ledger.read(layout.task(task.instance_id).ledger)) == 2  # nothing replayed twice
-    other = mini_trajectory(tmp_path / "other.traj.json", task.instance_id, [(SUBMIT, None)], "")
+    (tmp_path / "other").mkdir()
+    other = mini_trajectory(tmp_path / "other" / f"{task.instance_id}.traj.json", task.instance_id, [(SUBMIT, None)],
+                            "")
     refused, _ = replay(setup, other)
     assert isinstance(refused.exception, SwepipeError) and "give another --run-id" in str(refused.exception)
 
@@ -281,3 +283,25 @@ def test_a_replay_with_nothing_of_the_dataset_says_so(replay_setup, tmp_path):
     assert isinstance(result.exception, SwepipeError) and "none that could be read is of a task in the dataset" \
         in str(result.exception)
     assert not layout.root.exists()
+
+
+def test_a_file_named_for_one_task_recording_another_is_refused_and_that_task_s_own_trajectory_replays(
+        replay_setup, tmp_path):
+    """One rule for the task of a trajectory (the recorded id, else the file's name): a file named for another task
+    that records this one (it sorts first) is named with both and left out; it neither replays as this task under
+    its own name nor pushes this task's own trajectory out as "a second trajectory"."""
+    setup, task = replay_setup, replay_setup["task"]
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    stray = mini_trajectory(folder / "a-other-task.traj.json", task.instance_id, [(SCRATCH, 0), (SUBMIT, None)], "")
+    own = mini_trajectory(folder / f"{task.instance_id}.traj.json", task.instance_id, [(FIX, 0), (SUBMIT, None)], "")
+    result, layout = replay(setup, folder)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (f"not replayable {stray}: is named for task 'a-other-task' but records task '{task.instance_id}'"
+            in said), said
+    assert "a second trajectory" not in said
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.source == str(own)
+    patch = read_predictions(layout.predictions).records[task.instance_id].model_patch
+    assert "return a + b" in patch and "reproduce.py" not in patch

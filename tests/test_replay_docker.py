@@ -74,7 +74,10 @@ def swe_agent_trajectory(path: Path, submission: str) -> Path:
                  "function": {"name": name, "arguments": json.dumps(arguments)}}]
         steps.append({"action": action, "thought": thought})
         ran.append({"action": action, "thought": thought, "tool_calls": call})
-    path.write_text(json.dumps(swe_agent_file(steps, ran, submission=submission)))
+    data = swe_agent_file(steps, ran, submission=submission)
+    config = json.loads(data["replay_config"])
+    config["problem_statement"]["id"] = TASK.instance_id  # as SWE-agent records the task its file is named for
+    path.write_text(json.dumps({**data, "replay_config": json.dumps(config)}))
     return path
 
 
@@ -157,3 +160,4 @@ def test_a_mini_swe_agent_trajectory_replays_to_the_gold_patch_in_the_tasks_imag
     assert result.patch_identical is True, (result.differing, result.only_replayed, result.only_recorded)
     assert result.exit_codes_differ == [] and result.replayed_steps == 5
     assert layout.finished()[TASK.instance_id]["resolved"] is True
+

@@ -164,11 +164,11 @@ def _print_replays(layout, recorded: list) -> None:
     for trajectory in recorded:
         result = ReplayResult.read(layout.task(trajectory.instance_id).replay_files.result)
         if not isinstance(result, ReplayResult):
-            table.add_row(literal(str(trajectory.source.name)), trajectory.format, "-", "not replayed (see above)",
+            table.add_row(literal(_named(trajectory)), trajectory.format, "-", "not replayed (see above)",
                           "-", "-", "-")
             continue
         word = _patch_word(result)
-        table.add_row(literal(trajectory.source.name), literal(str(result.source_format)),
+        table.add_row(literal(_named(trajectory)), literal(str(result.source_format)),
                       f"{result.replayed_steps} of {result.recorded_steps}", word.split(":")[0],
                       f"{len(result.exit_codes_differ or [])} differ", _reached_word(result),
                       f"{_word(verdicts.get(trajectory.instance_id))} ({_word(result.recorded_resolved)})")
@@ -182,6 +182,13 @@ def _print_replays(layout, recorded: list) -> None:
     from pipeline.layout import TASK
 
     console.print(f"per trajectory: {layout.root / TASK.replay_files.result}", soft_wrap=True)
+
+
+def _named(trajectory: RecordedTrajectory) -> str:
+    """A trajectory as the table lists it: its file's name, and its task when the name does not give it (swepipe's
+    files are named for their agent)."""
+    name = trajectory.source.name
+    return name if name.startswith(trajectory.instance_id) else f"{name} ({trajectory.instance_id})"
 
 
 def _first_line(command: object, limit: int = 200) -> str:

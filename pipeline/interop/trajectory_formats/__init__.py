@@ -13,6 +13,9 @@ write them, with the references to the harnesses' repositories):
 
 What they share (the file's JSON, the values a file may hold, the tool calls a step becomes) is ``common``'s.
 
+Which task a file is of: the id it records, else the task its name gives, else its folder's (``common.instance_id``,
+one rule for every format); a file named for one task that records another is refused, naming both.
+
 Paths are kept as written; ``repo_root`` says where the source had the repository (mini's environment ``cwd``,
 SWE-agent's repository ``/<repo_name>``), for the replay to map. A reply's text beside its action is kept byte for
 byte (a text-format reply's action block cut out of it). A file of any other shape, or none that can be read,

@@ -111,16 +111,27 @@ def parse_json_text(value: Any) -> Any:
         return None
 
 
-def instance_id(path: Path, *recorded: Any) -> str:
-    """The first recorded id that is a non-empty string, else the file's name without its suffix when it has a
-    trajectory's, else its folder's name."""
+def instance_id(path: Path, *recorded: Any, named_for_task: bool = True) -> str:
+    """The task a trajectory belongs to, by one rule for every format: the id the file records (the first of
+    ``recorded`` that is a non-empty string), else the task its name gives (the name without a trajectory's suffix,
+    ``<instance_id>.traj.json`` or ``.traj``), else its folder's name. A file whose name gives one task while it
+    records another is refused, naming both: replayed as either, it would be listed or counted as the other.
+    ``named_for_task``: False for a format whose files are named otherwise (swepipe's ``<agent>.traj.json``)."""
+    named = _named_task(path) if named_for_task else None
     for value in recorded:
         if isinstance(value, str) and value.strip():
+            if named is not None and named != value:
+                raise Refused(f"is named for task {shown(named)} but records task {shown(value)}: which task it "
+                              "belongs to is not clear, so it is left out (rename the file or correct its id)")
             return value
+    return named or path.parent.name or path.stem
+
+
+def _named_task(path: Path) -> str | None:
     for suffix in TRAJECTORY_SUFFIXES:
         if path.name.endswith(suffix) and len(path.name) > len(suffix):
             return path.name[:-len(suffix)]
-    return path.parent.name or path.stem
+    return None
 
 
 # -- what the readers make of them: swepipe's tool calls, the end of a run ------------------------------------
