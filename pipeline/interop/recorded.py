@@ -8,6 +8,8 @@ actions back to swepipe's agent, in the tool-call format, as the model's replies
 from __future__ import annotations
 
 import math
+import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,32 @@ def _shown_amount(value: Any) -> str:
         return text if len(text) <= 80 else text[:80] + "..."
     return "(a list)" if isinstance(value, list) else "(an object)" if isinstance(value, dict) else \
         f"({type(value).__name__})"
+
+
+# A source's repository root is read as a path's root component only: at the start of a word (the text's start,
+# whitespace, or what the shell and tools put before a path: quotes, =, :, ;, &, |, parentheses, <, >, a backquote,
+# a brace or comma of a brace expansion), and followed by the end of that path or a deeper part (/). So /testbed,
+# /testbed/x, "cd /testbed && ...", "/testbed" and PATH=/x:/testbed are the root; /testbed-old, /testbed.bak,
+# /home/u/testbed and ${R}/testbed are other paths.
+_PATH_START = r"(?<![^\s'\"=:;&|()<>`{,])"
+_PATH_END = r"(?=$|[/\s'\":;&|()<>`},])"
+
+
+def root_pattern(root: str | None) -> re.Pattern[str] | None:
+    """What finds ``root`` (an absolute folder, "/testbed") as the root component of paths in a text; None for a
+    root no path can be read under: none, a relative one, "/" itself."""
+    if not root or not root.startswith("/"):
+        return None
+    folder = posixpath.normpath(root)
+    if folder in ("/", "//"):
+        return None
+    return re.compile(_PATH_START + re.escape(folder) + _PATH_END)
+
+
+def names_root(text: str, root: str | None) -> bool:
+    """Whether ``text`` holds a path under ``root`` (the folder itself or below it)."""
+    pattern = root_pattern(root)
+    return pattern is not None and pattern.search(text) is not None
 
 
 class NotReplayable(ValueError):

@@ -24,13 +24,12 @@ raises NotReplayable naming the file and why; so does a step no swepipe tool can
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import NotReplayable, RecordedTrajectory
+from pipeline.interop.recorded import NotReplayable, RecordedTrajectory, names_root
 from pipeline.interop.trajectory_formats.common import (
     TRAJECTORY_SUFFIXES,
     Refused,
@@ -59,12 +58,18 @@ SWE_BENCH_ROOT = "/testbed"  # where SWE-bench's images, and the harnesses run o
 
 def _with_repo_root(recorded: RecordedTrajectory) -> RecordedTrajectory:
     """A trajectory whose source did not record its repository root, read as SWE-bench's when its calls name it."""
-    if recorded.repo_root is None and any(SWE_BENCH_ROOT in json.dumps(step.call) for step in recorded.steps
-                                          if step.call is not None):
+    if recorded.repo_root is None and any(names_root(text, SWE_BENCH_ROOT) for step in recorded.steps
+                                          for text in _call_paths(step.call)):
         recorded.repo_root = SWE_BENCH_ROOT
         recorded.notes.append(f"the source recorded no repository root; taken as {SWE_BENCH_ROOT}, which its "
                               "calls name")
     return recorded
+
+
+def _call_paths(call: dict[str, Any] | None) -> list[str]:
+    """The texts of a step's call that name paths: a bash command, an editor's path."""
+    arguments = as_dict((call or {}).get("arguments"))
+    return [text for text in (arguments.get("command"), arguments.get("path")) if isinstance(text, str)]
 
 
 def find_trajectories(paths: list[Path]) -> list[Path]:
