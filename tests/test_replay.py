@@ -388,3 +388,20 @@ def test_a_replay_maps_the_root_in_its_commands_and_keeps_every_other_path(repla
     assert commands[0] == f"ls -d /testbed-old /home/u/testbed {workdir} 2>&1; true"
     assert commands[1] == FIX.replace("/testbed", workdir)
     assert "return a + b" in read_predictions(layout.predictions).records[task.instance_id].model_patch
+
+
+def test_a_replay_s_containers_never_get_the_network_whatever_the_config_says(replay_setup, tmp_path):
+    """The recorded commands are untrusted: containers.network: true in the user's config is not used, and the
+    replay says so where it reports its settings."""
+    setup, task = replay_setup, replay_setup["task"]
+    config = yaml.safe_load(setup["config"].read_text())
+    setup["config"].write_text(yaml.safe_dump({**config, "containers": {**config["containers"], "network": True}}))
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [(FIX, 0), (SUBMIT, None)], "")
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(layout.config.read_text())["containers"]["network"] is False
+    prediction = read_predictions(layout.predictions).records[task.instance_id]
+    assert [seal.network for seal in prediction.containers] == [False]
+    assert ("containers without the network, whatever containers.network says (the recorded commands are "
+            "untrusted)") in " ".join(result.output.split())

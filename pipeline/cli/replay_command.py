@@ -19,7 +19,10 @@ from pipeline.errors import SwepipeError
 from pipeline.interop.recorded import RecordedTrajectory
 from pipeline.terminal import literal
 
-REPLAY_SETTINGS = (("strategy", "replay"), ("limits.action_format", "tools"), ("limits.editor", True))
+# What a replay sets, whatever the config says. The recorded commands come from a file, not from a model swepipe
+# called: they are untrusted, so a replay's containers never get the network (containers.network is not used).
+REPLAY_SETTINGS = (("strategy", "replay"), ("limits.action_format", "tools"), ("limits.editor", True),
+                   ("containers.network", False))
 
 
 @app.command()
@@ -47,7 +50,9 @@ def replay(
     """Replay other tools' trajectories, compared with their records.
 
     Each recorded reply is fed back in order as the model's (bash commands, str_replace_editor calls, submit);
-    paths under the source's repository root (/testbed) are read as the task's. Per trajectory it says whether
+    paths under the source's repository root (/testbed) are read as the task's. The recorded commands are
+    untrusted: the replay's containers never get the network, whatever containers.network says. Per trajectory it
+    says whether
     the patch is the recorded submission, which files and hunks differ, the steps whose exit status differs, and
     with --evaluate the verdict beside the recorded one. The run directory is like any other (report, eval,
     compare, task pages); the same --run-id resumes it."""
@@ -80,6 +85,9 @@ def replay(
                 flag("limits.max_format_errors", steps, "swepipe replay"),
                 flag("models.solo", {"model": "scripted/replay", "free": True}, "swepipe replay")]
     cfg = resolve_config(config, [*opt.config_assignments(assignments), *overlay])
+    console.print(literal(f"replay {run_id}: the recorded replies as the model (nothing is called or paid), as "
+                          f"swepipe's tool calls, at most {steps} step(s); containers without the network, whatever "
+                          "containers.network says (the recorded commands are untrusted)"), soft_wrap=True)
     chosen = dataclasses.replace(selection, instance_ids=",".join(trajectory.instance_id for trajectory in recorded))
     request = _Request(selection=chosen, scoring=scoring, evaluate=evaluate, image_template=image_template,
                        runs_dir=runs_dir, workers=workers, reuse_juniors_from=None, check_images=True)
