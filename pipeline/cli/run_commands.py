@@ -191,6 +191,11 @@ def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, gr
             where.check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
         summary = where.run_tasks(selected, settings, workers=request.workers, show_progress=interactive,
                                   log=None if interactive else _log_line)
+        if settings.config.juniors.imported:
+            from pipeline.juniors.imported import not_applying
+
+            for line in not_applying(settings.layout, selected, settings.config.juniors.k):
+                console.print(literal(line), soft_wrap=True)
     finally:
         if server is not None:
             server.stop()

@@ -23,6 +23,7 @@ from pathlib import Path
 from pipeline.audit import audit_agent, task_subject
 from pipeline.errors import SwepipeError
 from pipeline.interop.recorded import RecordedTrajectory, audit_recorded, recorded_cost
+from pipeline.juniors.imported_checks import BINARY, DOES_NOT_APPLY, GIT_DIR, left_out, left_out_lines, unusable_patch
 from pipeline.layout import RunLayout
 from pipeline.records import Rollout, Unreadable, read_predictions, read_trajectory
 from pipeline.tasks import Task
@@ -154,7 +155,17 @@ def import_candidates(layout: RunLayout, tasks: list[Task], k: int, sources: lis
                 imported_rollout(task, k + place, source).write(path)
             written.append(Rollout.load(path))
         if announce and written:
+            for line in left_out_lines(written, (GIT_DIR, BINARY)):
+                announce(line)
             announce(audit_summary(source, written))
+
+
+def not_applying(layout: RunLayout, tasks: list[Task], k: int) -> list[str]:
+    """A line per imported candidate the junior stage found does not apply to its task's base commit (left out of
+    the pool), for the command to say once the tasks ran."""
+    return [line for task in tasks
+            for line in left_out_lines(imported_rollouts(layout.task(task.instance_id).junior_files.rollouts(), k),
+                                       (DOES_NOT_APPLY,))]
 
 
 def _notes_said(notes: tuple[str, ...], shown: int = 10) -> str:
@@ -169,10 +180,12 @@ def _notes_said(notes: tuple[str, ...], shown: int = 10) -> str:
 def imported_rollout(task: Task, index: int, source: ImportedSource) -> Rollout:
     candidate = source.candidates[task.instance_id]
     audited = _audited(task, source, candidate)
-    return Rollout.of({"instance_id": task.instance_id, "index": index, "model": candidate.model or source.name,
-                       "patch": candidate.patch, "patch_source": IMPORTED, "exit_reason": IMPORTED, "cost": 0.0,
-                       "input_tokens": 0, "output_tokens": 0, "steps": 0, "imported_from": str(source.path),
-                       "imported_cost": candidate.cost, **audited})
+    rollout = Rollout.of({"instance_id": task.instance_id, "index": index, "model": candidate.model or source.name,
+                          "patch": candidate.patch, "patch_source": IMPORTED, "exit_reason": IMPORTED, "cost": 0.0,
+                          "input_tokens": 0, "output_tokens": 0, "steps": 0, "imported_from": str(source.path),
+                          "imported_cost": candidate.cost, **audited})
+    unusable = unusable_patch(candidate.patch)
+    return left_out(rollout, *unusable) if unusable else rollout
 
 
 def _audited(task: Task, source: ImportedSource, candidate: ImportedCandidate) -> dict[str, object]:
