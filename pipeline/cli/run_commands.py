@@ -94,7 +94,8 @@ def run(
                                                         worker_model=worker_model, strategy=strategy, k=k,
                                                         executor=executor, ray_address=ray_address))
     if juniors_from:
-        cfg = _with_imports(cfg, juniors_from, runs_dir)
+        own = [runs_dir / repeat.run_id for repeat in group] if repeats > 1 else [runs_dir / run_id] if run_id else []
+        cfg = _with_imports(cfg, juniors_from, runs_dir, own)
     if print_config:
         print(commented_yaml(cfg), end="")
         return
@@ -115,10 +116,11 @@ def run(
         raise typer.Exit(1)
 
 
-def _with_imports(cfg, sources: list[str], runs_dir: Path):
+def _with_imports(cfg, sources: list[str], runs_dir: Path, own: list[Path]):
     """The config with juniors.imported: each source as an absolute path (a run id found under ``runs_dir``), each
-    read once now, so a source that holds no candidate stops the run before it starts."""
-    from pipeline.juniors.imported import read_source
+    read once now, so a source that holds no candidate stops the run before it starts, and one that is a run this
+    command writes (``own``: the run's directory, each repeat's) is refused, named by path or by run id."""
+    from pipeline.juniors.imported import read_source, refuse_own_run
     from pipeline.strategies.base import strategy_class
 
     if "junior" not in strategy_class(cfg.strategy).roles:
@@ -127,6 +129,9 @@ def _with_imports(cfg, sources: list[str], runs_dir: Path):
     paths = []
     for text in sources:
         path = Path(text) if Path(text).exists() or not (runs_dir / text).is_dir() else runs_dir / text
+        named = path if Path(text).exists() else runs_dir / text  # a run id: the run, whether it exists yet or not
+        for root in own:
+            refuse_own_run(text, named, root)
         read_source(path)
         paths.append(str(path.resolve()))
     from pydantic import ValidationError
@@ -186,6 +191,11 @@ def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, gr
             where.check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
         summary = where.run_tasks(selected, settings, workers=request.workers, show_progress=interactive,
                                   log=None if interactive else _log_line)
+        if settings.config.juniors.imported:
+            from pipeline.juniors.imported import not_applying
+
+            for line in not_applying(settings.layout, selected, settings.config.juniors.k):
+                console.print(literal(line), soft_wrap=True)
     finally:
         if server is not None:
             server.stop()

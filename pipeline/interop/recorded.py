@@ -7,6 +7,9 @@ actions back to swepipe's agent, in the tool-call format, as the model's replies
 
 from __future__ import annotations
 
+import math
+import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,61 @@ class RecordedTrajectory:
     repo_root: str | None = None  # where the source had the repository ("/testbed"); mapped to the task's on replay
     task_text: str | None = None  # the task as the source's agent was given it (the messages before its first reply)
     notes: list[str] = field(default_factory=list)  # what the reader had to leave out or read loosely
+
+
+def recorded_cost(value: Any, notes: list[str], whose: str = "") -> float | None:
+    """Dollars a source recorded (a trajectory's cost, a swepipe run's prediction's total), as an amount: a finite
+    number, 0 or more; None when it recorded none. Anything else (NaN, an infinity, a number too large for a
+    float, a negative number, a boolean, text) is left out, and ``notes`` says so, naming ``whose`` it was. Every
+    reader of another tool's costs takes them through here, so no record holds an amount that is none."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            cost = float(value)
+        except OverflowError:
+            cost = math.inf
+        if math.isfinite(cost) and cost >= 0:
+            return cost
+    notes.append(f"{whose + ': ' if whose else ''}the recorded cost {_shown_amount(value)} is no amount of dollars; "
+                 "left out")
+    return None
+
+
+def _shown_amount(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return "(a number too large for a float)"  # its digits may be more than Python shows
+    if isinstance(value, (str, int, float, bool)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:80] + "..."
+    return "(a list)" if isinstance(value, list) else "(an object)" if isinstance(value, dict) else \
+        f"({type(value).__name__})"
+
+
+# A source's repository root is read as a path's root component only: at the start of a word (the text's start,
+# whitespace, or what the shell and tools put before a path: quotes, =, :, ;, &, |, parentheses, <, >, a backquote,
+# a brace or comma of a brace expansion), and followed by the end of that path or a deeper part (/). So /testbed,
+# /testbed/x, "cd /testbed && ...", "/testbed" and PATH=/x:/testbed are the root; /testbed-old, /testbed.bak,
+# /home/u/testbed and ${R}/testbed are other paths.
+_PATH_START = r"(?<![^\s'\"=:;&|()<>`{,])"
+_PATH_END = r"(?=$|[/\s'\":;&|()<>`},])"
+
+
+def root_pattern(root: str | None) -> re.Pattern[str] | None:
+    """What finds ``root`` (an absolute folder, "/testbed") as the root component of paths in a text; None for a
+    root no path can be read under: none, a relative one, "/" itself."""
+    if not root or not root.startswith("/"):
+        return None
+    folder = posixpath.normpath(root)
+    if folder in ("/", "//"):
+        return None
+    return re.compile(_PATH_START + re.escape(folder) + _PATH_END)
+
+
+def names_root(text: str, root: str | None) -> bool:
+    """Whether ``text`` holds a path under ``root`` (the folder itself or below it)."""
+    pattern = root_pattern(root)
+    return pattern is not None and pattern.search(text) is not None
 
 
 class NotReplayable(ValueError):

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from pipeline import patchtext
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedStep, RecordedTrajectory
+from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedStep, RecordedTrajectory, root_pattern
 from pipeline.storage import write_json_atomic
 
 
@@ -33,6 +32,9 @@ def script_replies(recorded: RecordedTrajectory, workdir: str) -> tuple[list[dic
         replies.append({"content": step.thought, **({"tool_calls": [call]} if call is not None else {})})
     if mapped:
         notes.append(f"{recorded.repo_root} mapped to {workdir} in {mapped} step(s)")
+    elif recorded.repo_root and root_pattern(recorded.repo_root) is None:
+        notes.append(f"the source's repository root {recorded.repo_root!r} is no absolute folder below /: its paths "
+                     "are replayed as written")
     if not recorded.steps or (recorded.steps[-1].call or {}).get("name") != SUBMIT:
         replies.append({"content": "", "tool_calls": [{"name": SUBMIT, "arguments": {}}]})
         notes.append(f"the source ended without a submit ({recorded.exit_status or 'no exit status'}): the replay "
@@ -55,8 +57,14 @@ def map_call(call: dict[str, Any], root: str, workdir: str) -> dict[str, Any]:
 
 
 def map_root(text: str, root: str, workdir: str) -> str:
-    root = root.rstrip("/") or "/"
-    return re.sub(re.escape(root) + r"(?=/|\b|$)", lambda _: workdir.rstrip("/") or "/", text)
+    """``text`` with ``root`` read as ``workdir`` where it is the root component of a path (``root_pattern``):
+    ``/testbed``, ``/testbed/x``, ``cd /testbed && ...``, ``"/testbed"``; ``/testbed-old`` and ``/home/u/testbed``
+    are kept as they are, and so is everything for a root no path can be read under."""
+    pattern = root_pattern(root)
+    if pattern is None:
+        return text
+    target = workdir.rstrip("/") or "/"
+    return pattern.sub(lambda _: target, text)
 
 
 def max_steps(recorded: RecordedTrajectory) -> int:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from pipeline.audit import audit_agent, task_subject
 from pipeline.errors import SwepipeError
-from pipeline.interop.recorded import RecordedTrajectory, audit_recorded
+from pipeline.interop.recorded import RecordedTrajectory, audit_recorded, recorded_cost
+from pipeline.juniors.imported_checks import BINARY, DOES_NOT_APPLY, GIT_DIR, left_out, left_out_lines, unusable_patch
 from pipeline.layout import RunLayout
 from pipeline.records import Rollout, Unreadable, read_predictions, read_trajectory
 from pipeline.tasks import Task
@@ -50,6 +51,23 @@ class ImportedSource:
         return self.path.name
 
 
+def refuse_own_run(given: str, source: Path, run_root: Path) -> None:
+    """SwepipeError when ``source`` (named ``given`` on the command line) is the run at ``run_root`` itself, lies
+    inside it (its predictions file, a task's folder) or holds it (a folder of trajectories above it): its own
+    files would be read as candidates from elsewhere, and would change under the run. Paths are compared resolved,
+    symbolic links followed, so another name for the same folder is refused too."""
+    mine, theirs = run_root.resolve(), source.resolve()
+    if theirs == mine:
+        raise SwepipeError(f"--juniors-from {given}: is this run itself ({run_root}); a run cannot take its own "
+                           "predictions in as candidates (give another run, or another --run-id)")
+    if mine in theirs.parents:
+        raise SwepipeError(f"--juniors-from {given}: lies inside this run's directory ({run_root}); a run cannot "
+                           "take its own files in as candidates")
+    if theirs in mine.parents:
+        raise SwepipeError(f"--juniors-from {given}: holds this run's directory ({run_root}), whose own files would "
+                           "be read as candidates; give the folder of the trajectories alone")
+
+
 def read_source(path: Path) -> ImportedSource:
     """The candidates ``path`` holds, by instance id; SwepipeError naming the path when it holds none."""
     return _read_source(path.resolve())
@@ -73,14 +91,14 @@ def _read_source(path: Path) -> ImportedSource:
 
 def _from_run(path: Path) -> ImportedSource:
     lines = read_predictions(RunLayout(path).predictions)
-    candidates = {}
+    candidates, notes = {}, list[str]()
     for instance_id, prediction in lines.records.items():
         cost = prediction.cost.get("total") if isinstance(prediction.cost, dict) else None
         model = (prediction.models or {}).get("principal") if isinstance(prediction.models, dict) else None
         candidates[instance_id] = ImportedCandidate(
-            patch=prediction.model_patch or "", cost=float(cost) if isinstance(cost, (int, float)) else None,
+            patch=prediction.model_patch or "", cost=recorded_cost(cost, notes, instance_id),
             model=model if isinstance(model, str) else None)
-    return ImportedSource(path, "swepipe run", candidates)
+    return ImportedSource(path, "swepipe run", candidates, tuple(notes))
 
 
 def _from_predictions_file(path: Path) -> ImportedSource:
@@ -122,14 +140,14 @@ def import_candidates(layout: RunLayout, tasks: list[Task], k: int, sources: lis
     """Write each source's candidate for each of ``tasks`` as rollout K + i (i: the source's place), unless it is
     there already (a resumed run); say per source how many tasks it has a candidate for."""
     for place, text in enumerate(sources):
+        refuse_own_run(text, Path(text), layout.root)
         source = read_source(Path(text))
         held = [task for task in tasks if task.instance_id in source.candidates]
         if announce:
             lacking = len(tasks) - len(held)
             announce(f"--juniors-from {source.path} ({source.kind}): a candidate for {len(held)} of "
                      f"{len(tasks)} task(s)" + (f"; {lacking} task(s) have a smaller pool without it" if lacking
-                                                else "") + (f"; {len(source.notes)} file(s) left out, e.g. "
-                                                            f"{source.notes[0]}" if source.notes else ""))
+                                                else "") + _notes_said(source.notes))
         written = []
         for task in held:
             path = layout.task(task.instance_id).junior_files.rollout(k + place)
@@ -137,16 +155,37 @@ def import_candidates(layout: RunLayout, tasks: list[Task], k: int, sources: lis
                 imported_rollout(task, k + place, source).write(path)
             written.append(Rollout.load(path))
         if announce and written:
+            for line in left_out_lines(written, (GIT_DIR, BINARY)):
+                announce(line)
             announce(audit_summary(source, written))
+
+
+def not_applying(layout: RunLayout, tasks: list[Task], k: int) -> list[str]:
+    """A line per imported candidate the junior stage found does not apply to its task's base commit (left out of
+    the pool), for the command to say once the tasks ran."""
+    return [line for task in tasks
+            for line in left_out_lines(imported_rollouts(layout.task(task.instance_id).junior_files.rollouts(), k),
+                                       (DOES_NOT_APPLY,))]
+
+
+def _notes_said(notes: tuple[str, ...], shown: int = 10) -> str:
+    """What reading a source left out or read loosely (files, costs), a line each; the first ``shown``."""
+    if not notes:
+        return ""
+    lines = [f"\n  {note}" for note in notes[:shown]]
+    more = f"\n  ... and {len(notes) - shown} more" if len(notes) > shown else ""
+    return f"; {len(notes)} note(s):" + "".join(lines) + more
 
 
 def imported_rollout(task: Task, index: int, source: ImportedSource) -> Rollout:
     candidate = source.candidates[task.instance_id]
     audited = _audited(task, source, candidate)
-    return Rollout.of({"instance_id": task.instance_id, "index": index, "model": candidate.model or source.name,
-                       "patch": candidate.patch, "patch_source": IMPORTED, "exit_reason": IMPORTED, "cost": 0.0,
-                       "input_tokens": 0, "output_tokens": 0, "steps": 0, "imported_from": str(source.path),
-                       "imported_cost": candidate.cost, **audited})
+    rollout = Rollout.of({"instance_id": task.instance_id, "index": index, "model": candidate.model or source.name,
+                          "patch": candidate.patch, "patch_source": IMPORTED, "exit_reason": IMPORTED, "cost": 0.0,
+                          "input_tokens": 0, "output_tokens": 0, "steps": 0, "imported_from": str(source.path),
+                          "imported_cost": candidate.cost, **audited})
+    unusable = unusable_patch(candidate.patch)
+    return left_out(rollout, *unusable) if unusable else rollout
 
 
 def _audited(task: Task, source: ImportedSource, candidate: ImportedCandidate) -> dict[str, object]:

@@ -15,6 +15,7 @@ from pipeline.audit import audit_agent, task_subject
 from pipeline.config import ScheduleConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.imported import imported_rollouts
+from pipeline.juniors.imported_checks import checked_against_base
 from pipeline.juniors.pool import CandidatePool, build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
@@ -67,7 +68,9 @@ def _run(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], di
         by_index, schedule = _rollouts(job, range(k), on_done), None
         records = [by_index[index] for index in range(k)]
         if juniors.imported:  # written into the run before it started (pipeline.juniors.imported)
-            records += [record.to_dict() for record in imported_rollouts(JuniorFiles(directory).rollouts(), k)]
+            written = JuniorFiles(directory).rollouts()
+            records += [record.to_dict() for record in checked_against_base(job, imported_rollouts(written, k),
+                                                                            written)]
     else:
         records, schedule = _run_waves(job, on_done)
     job.seconds["junior"] = round(time.monotonic() - started, 2)

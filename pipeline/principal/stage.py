@@ -25,7 +25,7 @@ from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.prompts import render, render_task_prompt
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt
-from pipeline.runtime.base import Runtime
+from pipeline.runtime.base import Runtime, apply_check
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -172,10 +172,9 @@ def _check_writable(edits: list[Edit]) -> None:
 def check_applies(patch: str, runtime: Runtime) -> str | None:
     """`git apply --check` of ``patch`` against a clean base checkout; None when it applies."""
     _reset(runtime)
-    runtime.write_file(CHECK_PATH, patch)
-    result = runtime.run(f"git apply --check {shlex.quote(CHECK_PATH)}", timeout=120)
+    problem = apply_check(runtime, patch, CHECK_PATH)
     _reset(runtime)
-    return None if result.ok else result.output.strip()[:2000] or f"exit code {result.exit_code}"
+    return problem
 
 
 def _fallback(pool: CandidatePool, runtime: Runtime, fallback: str) -> tuple[str, str | None]:

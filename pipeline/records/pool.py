@@ -89,7 +89,8 @@ class Pool(Record):
     rollouts: Int = absent("the rollouts pooled")
     empty: list[Int] = absent("rollouts that left no source edit")
     unparsable: list[Int] = absent("rollouts whose diff does not parse")
-    failed: list[Int] = absent("rollouts whose diff could not be taken (patch_error)")
+    failed: list[Int] = absent("rollouts whose diff could not be taken, or was kept out (patch_error: an "
+                               "imported patch that touches .git/, is binary or does not apply)")
     dropped: list[Dropped | Text] = absent("what cleaning left out, and why (an entry that is "
                                              "text is kept as a note)")
     schedule: Schedule = absent("with juniors.schedule on: its decisions")

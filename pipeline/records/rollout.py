@@ -35,7 +35,9 @@ class Rollout(Record):
                                                "when no agent ran")
     traceback: Text = absent("an unexpected failure's traceback")
     patch_error: Text = absent("why the diff could not be taken (or was dropped)")
-    patch_dropped: Text = absent("\"too_large\": a diff over juniors.max_patch_bytes, dropped")
+    patch_dropped: Text = absent("\"too_large\": a diff over juniors.max_patch_bytes, dropped; an imported patch "
+                                 "kept out of the pool: \"git_dir\" (it touches .git/), \"binary\" (a binary "
+                                 "diff), \"does_not_apply\" (not to the base commit)")
     agent_exit_reason: Text | None = absent("with a patch_error: the agent's own exit reason")
     submodule_changes: list[Text] = absent("submodules edited inside, which a patch to the parent "
                                            "repository cannot carry")

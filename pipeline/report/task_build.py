@@ -455,7 +455,7 @@ class _Builder:
         view = PoolSection(rollouts=clean(pool.rollouts if "rollouts" in pool.model_fields_set else tab.NA),
                            candidate_count=len(pool.candidates or []))
         for key, what in (("empty", "left no source edit"), ("unparsable", "left a diff that does not parse"),
-                          ("failed", "whose diff could not be taken")):
+                          ("failed", "whose diff could not be taken or was kept out")):
             if getattr(pool, key):
                 view.notes.append(f"rollouts that {what}: {clean(', '.join(map(str, getattr(pool, key))))}")
         if pool.dropped:

@@ -56,6 +56,16 @@ class OpenedRuntime(Runtime, Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def apply_check(runtime: Runtime, patch: str, scratch: str) -> str | None:
+    """`git apply --check` of ``patch`` against ``runtime``'s working tree, the patch written to ``scratch`` (a file
+    outside the repository, removed afterwards); None when it applies, else what git said. Writes nothing in the
+    repository, so a read-only workspace will do."""
+    runtime.write_file(scratch, patch)
+    quoted = shlex.quote(scratch)
+    result = runtime.run(f"git apply --check {quoted}; status=$?; rm -f {quoted}; exit $status", timeout=120)
+    return None if result.ok else result.output.strip()[:2000] or f"exit code {result.exit_code}"
+
+
 # Every command runs with these: no pager, no colour codes, no progress bars in the observation.
 COMMAND_ENV = {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PIP_PROGRESS_BAR": "off"}
 

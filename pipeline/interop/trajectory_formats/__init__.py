@@ -13,6 +13,9 @@ write them, with the references to the harnesses' repositories):
 
 What they share (the file's JSON, the values a file may hold, the tool calls a step becomes) is ``common``'s.
 
+Which task a file is of: the id it records, else the task its name gives, else its folder's (``common.instance_id``,
+one rule for every format); a file named for one task that records another is refused, naming both.
+
 Paths are kept as written; ``repo_root`` says where the source had the repository (mini's environment ``cwd``,
 SWE-agent's repository ``/<repo_name>``), for the replay to map. A reply's text beside its action is kept byte for
 byte (a text-format reply's action block cut out of it). A file of any other shape, or none that can be read,
@@ -21,13 +24,12 @@ raises NotReplayable naming the file and why; so does a step no swepipe tool can
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import NotReplayable, RecordedTrajectory
+from pipeline.interop.recorded import NotReplayable, RecordedTrajectory, names_root
 from pipeline.interop.trajectory_formats.common import (
     TRAJECTORY_SUFFIXES,
     Refused,
@@ -56,12 +58,18 @@ SWE_BENCH_ROOT = "/testbed"  # where SWE-bench's images, and the harnesses run o
 
 def _with_repo_root(recorded: RecordedTrajectory) -> RecordedTrajectory:
     """A trajectory whose source did not record its repository root, read as SWE-bench's when its calls name it."""
-    if recorded.repo_root is None and any(SWE_BENCH_ROOT in json.dumps(step.call) for step in recorded.steps
-                                          if step.call is not None):
+    if recorded.repo_root is None and any(names_root(text, SWE_BENCH_ROOT) for step in recorded.steps
+                                          for text in _call_paths(step.call)):
         recorded.repo_root = SWE_BENCH_ROOT
         recorded.notes.append(f"the source recorded no repository root; taken as {SWE_BENCH_ROOT}, which its "
                               "calls name")
     return recorded
+
+
+def _call_paths(call: dict[str, Any] | None) -> list[str]:
+    """The texts of a step's call that name paths: a bash command, an editor's path."""
+    arguments = as_dict((call or {}).get("arguments"))
+    return [text for text in (arguments.get("command"), arguments.get("path")) if isinstance(text, str)]
 
 
 def find_trajectories(paths: list[Path]) -> list[Path]:

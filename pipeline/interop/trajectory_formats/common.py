@@ -5,12 +5,11 @@ end."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT
+from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, recorded_cost
 
 TRAJECTORY_SUFFIXES = (".traj.json", ".traj")
 
@@ -102,20 +101,6 @@ def as_exit_code(value: Any) -> int | None:
     return None
 
 
-def _cost(value: Any, notes: list[str]) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            cost = float(value)
-        except OverflowError:
-            cost = math.inf
-        if math.isfinite(cost) and cost >= 0:
-            return cost
-    notes.append(f"the recorded cost {shown(value)} is no amount of dollars; left out")
-    return None
-
-
 def parse_json_text(value: Any) -> Any:
     """JSON that a field holds as text (SWE-agent's replay_config, a tool call's arguments); None when it is none."""
     if not isinstance(value, (str, bytes)):
@@ -126,16 +111,27 @@ def parse_json_text(value: Any) -> Any:
         return None
 
 
-def instance_id(path: Path, *recorded: Any) -> str:
-    """The first recorded id that is a non-empty string, else the file's name without its suffix when it has a
-    trajectory's, else its folder's name."""
+def instance_id(path: Path, *recorded: Any, named_for_task: bool = True) -> str:
+    """The task a trajectory belongs to, by one rule for every format: the id the file records (the first of
+    ``recorded`` that is a non-empty string), else the task its name gives (the name without a trajectory's suffix,
+    ``<instance_id>.traj.json`` or ``.traj``), else its folder's name. A file whose name gives one task while it
+    records another is refused, naming both: replayed as either, it would be listed or counted as the other.
+    ``named_for_task``: False for a format whose files are named otherwise (swepipe's ``<agent>.traj.json``)."""
+    named = _named_task(path) if named_for_task else None
     for value in recorded:
         if isinstance(value, str) and value.strip():
+            if named is not None and named != value:
+                raise Refused(f"is named for task {shown(named)} but records task {shown(value)}: which task it "
+                              "belongs to is not clear, so it is left out (rename the file or correct its id)")
             return value
+    return named or path.parent.name or path.stem
+
+
+def _named_task(path: Path) -> str | None:
     for suffix in TRAJECTORY_SUFFIXES:
         if path.name.endswith(suffix) and len(path.name) > len(suffix):
             return path.name[:-len(suffix)]
-    return path.parent.name or path.stem
+    return None
 
 
 # -- what the readers make of them: swepipe's tool calls, the end of a run ------------------------------------
@@ -158,7 +154,7 @@ def summary_of(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     stats = as_dict(info.get("model_stats"))
     submission, status = info.get("submission"), info.get("exit_status")
     return {"submission": as_string(submission), "exit_status": as_string(status) or None,
-            "cost": _cost(stats.get("instance_cost"), notes)}
+            "cost": recorded_cost(stats.get("instance_cost"), notes)}
 
 
 def model_name(config: dict[str, Any]) -> str | None:

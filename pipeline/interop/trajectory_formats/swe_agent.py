@@ -54,7 +54,7 @@ def read_swe_agent(path: Path, data: dict[str, Any]) -> RecordedTrajectory:
     recorded_id = as_dict(config.get("problem_statement")).get("id"), info.get("instance_id")
     return RecordedTrajectory(
         source=path, format=SWE_AGENT, steps=steps, notes=notes, **summary,
-        instance_id=instance_id(path) if path.name.endswith(".traj") else instance_id(path, *recorded_id),
+        instance_id=instance_id(path, *recorded_id),
         model=as_string(as_dict(as_dict(config.get("agent")).get("model")).get("name")) or None,
         repo_root=_swe_agent_repo_root(config, as_list(attempt.get("trajectory"))),
         task_text=opening_text(as_list(attempt.get("history")), lambda message: message.get("role") == "assistant"))

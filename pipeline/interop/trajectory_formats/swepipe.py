@@ -20,6 +20,7 @@ from pipeline.interop.trajectory_formats.common import (
     bash_call,
     content_text,
     editor_call,
+    instance_id,
     model_name,
     opening_text,
     parse_json_text,
@@ -48,9 +49,9 @@ def read_swepipe(path: Path, data: dict[str, Any]) -> RecordedTrajectory:
             following = messages[position + 1] if position + 1 < len(messages) else {}
             output = content_text(following.get("content")) if following.get("role") != "assistant" else None
             steps.extend(_swepipe_steps(message, number, notes, output))
-    # Its files are <instance_id>/<agent>.traj.json: the file's name is the agent's.
-    instance_id = as_string(own.get("instance_id")) or path.parent.name or path.stem
-    return RecordedTrajectory(source=path, format=SWEPIPE, instance_id=instance_id, steps=steps, notes=notes,
+    # Its files are <instance_id>/<agent>.traj.json: the file's name is the agent's, not a task's.
+    task = instance_id(path, own.get("instance_id"), named_for_task=False)
+    return RecordedTrajectory(source=path, format=SWEPIPE, instance_id=task, steps=steps, notes=notes,
                               model=model_name(config), task_text=opening_text(
                                   messages, lambda message: message.get("role") == "assistant"),
                               **summary_of(info, notes))
