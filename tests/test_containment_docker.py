@@ -175,21 +175,21 @@ def test_scoring_has_no_network_unless_asked_and_is_limited(tmp_path, run_id, mo
     assert offline["limits"]["pids"] == 512 and offline["limits"]["memory"] == "2g"
     image_id = containers.client().images.get(image_name(TEMPLATE, TASK.to_row())).id
     assert offline["scorer"] == {"swepipe": pipeline.__version__, "protocol": PROTOCOL_VERSION, "profile": "local",
-                                 "timeout": 1800, "image_id": image_id, "image_digest": None}  # built here, not pulled
+                                 "timeout": 1800, "image_id": image_id, "image_digest": None,
+                                 "parser": "this machine's Python"}  # built here, not pulled; a text-program parser
     assert image_id.startswith("sha256:")
     assert graded["scorer"] == {**offline["scorer"], "profile": "official", "timeout": 3600, "seed": 7}
-    assert len(seen) == 6  # each scoring: the tests' container, then the parser's
-    assert all(attrs["Config"].get("NetworkDisabled") is True for attrs in seen[:2])
-    assert not any(attrs["Config"].get("NetworkDisabled") for attrs in seen[2:4])
+    assert len(seen) == 3  # each scoring: the tests' container (the bundled parsers run on this machine's Python)
+    assert seen[0]["Config"].get("NetworkDisabled") is True
+    assert not seen[1]["Config"].get("NetworkDisabled")
     local = dataclasses.replace(chosen, cpus=float(os.cpu_count()))  # the local profile: no CPU cap
-    for attrs in seen[:4]:
+    for attrs in seen[:2]:
         assert_contained(attrs["HostConfig"], local)
     # the official profile: up to 4 CPUs and 30 GiB, capped at this machine; the seed reaches the tests
     graded_limits = dataclasses.replace(chosen, cpus=float(min(4, os.cpu_count())),
                                         memory=min(30 * 1024 * MIB, int(machine_memory() * MEMORY_SHARE)))
-    for attrs in seen[4:]:
-        assert_contained(attrs["HostConfig"], graded_limits)
-    assert graded["limits"]["cpus"] == graded_limits.cpus and "SWEPIPE_SCORING_SEED=7" in seen[4]["Config"]["Env"]
+    assert_contained(seen[2]["HostConfig"], graded_limits)
+    assert graded["limits"]["cpus"] == graded_limits.cpus and "SWEPIPE_SCORING_SEED=7" in seen[2]["Config"]["Env"]
     assert not any(e.startswith("SWEPIPE_SCORING_SEED") for e in seen[0]["Config"]["Env"] or [])
 
 

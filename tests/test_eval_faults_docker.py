@@ -1,5 +1,5 @@
 """Docker failing under scoring, in real containers: the SDK call that sends a scoring's files in raises
-``requests.exceptions.ConnectionError`` (tests/faulty_scoring.py), as when dockerd restarts during put_archive.
+``requests.exceptions.ConnectionError`` (tests/faulty_scoring.py), as when dockerd restarts as a container starts.
 Such a fault is an infra_error, never a verdict and never an exception that ends the run; a rerun scores it again;
 and Docker failing past the outage time stops the scoring as a stop does."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from docker.models.containers import Container
-from faulty_scoring import faulty_put_archive
+from faulty_scoring import faulty_start
 from leftovers import run_containers
 
 from pipeline import stopping
@@ -44,7 +44,7 @@ def left_behind(run_id):
 def failing(monkeypatch, tmp_path, times, instance_id=None):
     counter = tmp_path / "faults"
     counter.write_text(str(times))
-    monkeypatch.setattr(Container, "put_archive", faulty_put_archive(counter, instance_id))
+    monkeypatch.setattr(Container, "start", faulty_start(counter, instance_id))
     return counter
 
 

@@ -7,6 +7,7 @@ whose id starts the same, touches none of them."""
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -187,16 +188,25 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[SUBMIT]]}))
     write_config(tmp_path / "config.yaml", tmp_path / "script.yaml", juniors={"k": 1},
                  executor={"kind": "ray", "ray_address": "auto"})
-    # The driver's write queue falls behind: each ledger row takes 3 s to apply, longer than a flush may wait.
+    # The driver's write queue falls behind: the ledger row is not applied until the task has returned and the
+    # driver waits for its last writes, and then takes 3 s, longer than a flush (and the node's wait for its
+    # acknowledgement) may wait. Held until then, not merely slow: a slow machine's rollout outlasts any fixed delay.
     monkeypatch.setattr(ray_driver, "FLUSH_TIMEOUT", 1.0)
-    apply = storage.apply_mirrored
+    apply, flush = storage.apply_mirrored, RayRun.flush
+    finishing = threading.Event()
 
     def slow_ledger(root, op, relative, data):
         if relative.endswith("ledger.jsonl"):
+            finishing.wait(120)
             time.sleep(3)
         apply(root, op, relative, data)
 
+    def flush_at_the_end(self, timeout=None):
+        finishing.set()
+        return flush(self, timeout)
+
     monkeypatch.setattr(storage, "apply_mirrored", slow_ledger)
+    monkeypatch.setattr(RayRun, "flush", flush_at_the_end)
     config = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=vote")])
     settings, _ = prepare_run(dataset="bundled", config=config, run_id="behind", runs_dir=tmp_path / "runs")
     lines = []

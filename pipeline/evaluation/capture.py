@@ -160,16 +160,35 @@ class _Capped:
         self.budget.dropped += len(data) - len(kept)
 
 
+def raw_socket(attached: Any) -> Any:
+    """The socket under an attach socket (docker-py hands a SocketIO over it)."""
+    return getattr(attached, "_sock", None) or attached
+
+
+def write_input(attached: Any, pieces: Iterable[bytes], timeout: float) -> None:
+    """``pieces`` written to an attached container's standard input, which is then closed (its reader sees the end
+    of it); OSError when the engine does not take them."""
+    raw = raw_socket(attached)
+    raw.settimeout(timeout)
+    for piece in pieces:
+        raw.sendall(piece)
+    raw.shutdown(socket.SHUT_WR)
+    raw.settimeout(None)
+
+
 class StreamCapture:
     """The tests' container's stdout and stderr, attached before it starts (``attach``), read by a thread into
     ``spool``/stdout.log and ``spool``/stderr.log (the tests' part of each, ``spool_limit`` bytes of both at the
-    most: ``dropped`` counts the rest) until they close (``finish``)."""
+    most: ``dropped`` counts the rest) until they close (``finish``); with ``stdin``, its standard input attached
+    too, to be written once (``send``)."""
 
-    def __init__(self, container: Any, marker: str, spool: Path, setup_limit: int, spool_limit: int):
+    def __init__(self, container: Any, marker: str, spool: Path, setup_limit: int, spool_limit: int,
+                 stdin: bool = False):
         from docker.utils.socket import read
 
         self._read_socket = read
-        self._socket = container.attach_socket(params={"stdout": 1, "stderr": 1, "stream": 1})
+        self._socket = container.attach_socket(params={"stdout": 1, "stderr": 1, "stream": 1,
+                                                       **({"stdin": 1} if stdin else {})})
         self._files = {name: open(spool / f"{name}.log", "wb") for name in STREAMS.values()}
         self.budget = SpoolBudget(spool_limit)
         self._splitters = {stream: MarkerSplitter(marker, self.budget.writer(self._files[name]), setup_limit)
@@ -200,6 +219,13 @@ class StreamCapture:
             for file in self._files.values():
                 file.close()
 
+    def send(self, pieces: Iterable[bytes], timeout: float) -> None:
+        """Write ``pieces`` to the container's standard input and close it (the reading goes on)."""
+        try:
+            write_input(self._socket, pieces, timeout)
+        except OSError as error:
+            raise InfraError(f"the tests' files could not be sent to their container: {error}") from error
+
     def finish(self, drain_time: float = DRAIN_TIME) -> dict[str, Captured]:
         """Once the container has ended: each stream's Captured. When the streams did not close within
         ``drain_time``, or reading them failed (the engine went away: its own error), the scoring has no result."""
@@ -218,7 +244,7 @@ class StreamCapture:
         if self._closed:
             return
         self._closed = True
-        raw = getattr(self._socket, "_sock", None) or self._socket  # docker-py hands a SocketIO over a socket
+        raw = raw_socket(self._socket)
         for end in (lambda: raw.shutdown(socket.SHUT_RDWR), self._socket.close):
             try:
                 end()

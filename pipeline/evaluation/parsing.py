@@ -1,5 +1,6 @@
 """The parser's container: a fresh container of the task's image, made ready while the tests run and handed their
-output once they have ended (pipeline.evaluation.protocol says why the parser runs apart).
+output once they have ended (pipeline.evaluation.protocol says why the parser runs apart), for a parser that does
+not run on this machine's Python (pipeline.evaluation.host_parser says which do).
 
 It is created, given parser.py and its script, and started before the tests end; its script first reads a tar of
 the tests' stdout.log and stderr.log from its standard input, so it waits there until swepipe sends them (the
@@ -9,13 +10,13 @@ not a container's creation and start.
 
 from __future__ import annotations
 
-import socket
 import tarfile
 from pathlib import Path
 from typing import Any
 
 from docker.errors import NotFound
 
+from pipeline.evaluation.capture import write_input
 from pipeline.evaluation.engine import InfraError
 from pipeline.evaluation.files import extract_archive, tar_of, tar_stream
 from pipeline.evaluation.protocol import OUTPUT, TEST_LOGS, WORKSPACE
@@ -38,12 +39,8 @@ class ParserContainer:
 
     def send(self, spool: Path) -> None:
         """Hand it the tests' output (``spool``/stdout.log and stderr.log): its script goes on to the parser."""
-        raw = getattr(self._stdin, "_sock", None) or self._stdin  # docker-py hands a SocketIO over a socket
         try:
-            raw.settimeout(SEND_TIME)
-            for piece in tar_stream({name: spool / name for name in TEST_LOGS}, WORKSPACE):
-                raw.sendall(piece)
-            raw.shutdown(socket.SHUT_WR)
+            write_input(self._stdin, tar_stream({name: spool / name for name in TEST_LOGS}, WORKSPACE), SEND_TIME)
         except OSError as error:
             raise InfraError(f"the tests' output could not be sent to the parser's container: {error}") from error
         finally:

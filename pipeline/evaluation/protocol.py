@@ -5,10 +5,13 @@ The official entry script runs the tests and then ``python /workspace/parser.py`
 /workspace writable: the tests can rewrite the parser, its input and its output. Here the same steps are split in
 two (pipeline.evaluation.runner): the tests' container runs the entry script up to and including the tests, whose
 stdout and stderr go to the container's own streams (which the Docker engine streams out to swepipe as they are
-written: nothing in the container can rewrite them, pipeline.evaluation.capture); then the parser runs in a second,
-fresh container of the same image, from the host's copy of parser.py, on those streams. The exit status of
-`git apply` is printed on a marker line before the tests start (so a result can say whether the patch applied),
-and that line ends what the setup printed on each stream. Nothing else the verdict depends on changes.
+written: nothing in the container can rewrite them, pipeline.evaluation.capture); then the parser runs apart, from
+the host's copy of parser.py, on those streams: on this machine's Python when it is a plain text program, as every
+official parser is (pipeline.evaluation.host_parser), else in a second, fresh container of the same image
+(pipeline.evaluation.parsing). The exit status of `git apply` and the canaries' status are printed on a marker line
+before the tests start (so a result can say whether the patch applied), and that line ends what the setup printed
+on each stream; the canaries (pipeline.evaluation.canaries) are planted after the hidden tests are restored.
+Nothing else the verdict depends on changes.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ OUTPUT = "output.json"
 TEST_LOGS = ("stdout.log", "stderr.log")
 GRADER_FILES = (ENTRY_SCRIPT, RUN_SCRIPT, PARSER, PATCH)  # what the tests' /workspace holds
 # The protocol as carried out here, on record in every result: raised when a change here could move a verdict.
-PROTOCOL_VERSION = "swe-bench-pro-os/3"  # 2: the parser in a second container; 3: canaries beside the tests
+# 2: the parser in a second container; 3: canaries beside the tests; 4: a text-program parser on this machine's Python
+PROTOCOL_VERSION = "swe-bench-pro-os/4"
 _BINARY_MARKERS = re.compile(r"(?m)^(Binary files .* differ|GIT binary patch)$")
 
 

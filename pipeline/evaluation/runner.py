@@ -1,4 +1,5 @@
-"""Scoring one prediction: the tests in a fresh container of the task's image, then the parser in another, on the
+"""Scoring one prediction: the tests in a fresh container of the task's image (their /workspace sent on its standard
+input, the canaries planted beside them), then the parser apart from them, here or in another container, on the
 tests' output as Docker recorded it (pipeline.evaluation.protocol says why), with integrity checks beside the
 official verdict (pipeline.evaluation.integrity)."""
 
@@ -19,10 +20,10 @@ from docker.errors import NotFound
 
 from pipeline import __version__, patchtext, stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
-from pipeline.evaluation import canaries
+from pipeline.evaluation import canaries, host_parser
 from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
-from pipeline.evaluation.files import archive_digests, tar_of
+from pipeline.evaluation.files import archive_digests, tar_stream
 from pipeline.evaluation.integrity import (
     GRADER_OUTPUTS,
     canary_findings,
@@ -33,7 +34,7 @@ from pipeline.evaluation.integrity import (
     summary_missing_findings,
 )
 from pipeline.evaluation.logs import LOG_LIMIT, save_capped
-from pipeline.evaluation.parsing import OUTPUT_LIMIT, ParserContainer
+from pipeline.evaluation.parsing import OUTPUT_LIMIT, SEND_TIME, ParserContainer
 from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
 from pipeline.evaluation.protocol import (
     ENTRY_SCRIPT,
@@ -104,6 +105,7 @@ class ScoringRun:
     grader: list[dict[str, Any]] = field(default_factory=list)  # grader_written findings
     parser_exit_code: int | None = None
     output_size: int | None = None  # bytes of output.json; None: the parser wrote none
+    parser_unfit_here: str | None = None  # why the parser ran in the task's image (None: on this machine, host_parser)
     summaries: RunnerSummaries = field(default_factory=RunnerSummaries)  # read from the tests' whole output
     output_dropped: int = 0  # bytes of the tests' output past the spool's limit (capture.SpoolBudget)
 
@@ -137,6 +139,8 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
         record["scorer"].update(run.identity)
         record["entry_exit_code"] = run.exit_code
         record["parser_exit_code"] = run.parser_exit_code
+        record["scorer"]["parser"] = f"the task's image: {run.parser_unfit_here}" if run.parser_unfit_here else \
+            "this machine's Python"
         if run.output_dropped:
             record["tests_output_dropped"] = run.output_dropped
         record.update(_judge_outputs(task, out_dir, run, plan))
@@ -200,14 +204,16 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
     started = time.monotonic()
     spool = Path(tempfile.mkdtemp(prefix=".tests-output-", dir=out_dir))  # the tests' whole output, for the parser
     parser: ParserContainer | None = None
+    run.parser_unfit_here = host_parser.unfit(parsing[PARSER])
     try:
-        tests = _container(task, image, ENTRY_SCRIPT, settings, limits, attached=True)
+        tests = _container(task, image, ENTRY_SCRIPT, settings, limits, attached=True, stdin=True, receives=True)
         capture = None
         try:
-            tests.put_archive("/", tar_of(workspace, WORKSPACE))
-            capture = StreamCapture(tests, marker, spool, settings.log_limit, limits.disk or DEFAULT_DISK)
+            capture = StreamCapture(tests, marker, spool, settings.log_limit, limits.disk or DEFAULT_DISK, stdin=True)
             tests.start()
-            parser = ParserContainer(_container(task, image, PARSE_SCRIPT, settings, limits, stdin=True), parsing)
+            capture.send(tar_stream(workspace, WORKSPACE), SEND_TIME)
+            if run.parser_unfit_here:  # made ready while the tests run
+                parser = _parser_container(task, image, parsing, settings, limits)
             run.exit_code, run.timed_out = _wait(tests, settings.time_limit)
             _check_stop(task)
             streams = capture.finish()
@@ -228,7 +234,17 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
             printed = [captured.setup for captured in streams.values()]
             if run.tests_started and not run.timed_out:
                 time_left = max(PARSER_TIME, settings.time_limit - (time.monotonic() - started))
-                printed.append(_parse(task, image, parser, spool, out_dir, run, settings, time_left))
+                if not run.parser_unfit_here:
+                    parsed = host_parser.parse_here(parsing[PARSER], spool, out_dir, time_left, settings.log_limit,
+                                                    OUTPUT_LIMIT, limits.memory)
+                    printed.append(parsed.printed)
+                    run.parser_exit_code, run.timed_out, run.output_size = (parsed.exit_code, parsed.timed_out,
+                                                                            parsed.output_size)
+                    if not parsed.timed_out and (parsed.exit_code != 0 or parsed.output_size is None):
+                        run.parser_unfit_here = f"it failed here (exit status {parsed.exit_code})"
+                        parser = _parser_container(task, image, parsing, settings, limits)
+                if parser is not None:
+                    printed.append(_parse(task, image, parser, spool, out_dir, run, settings, time_left))
             run.grader = grader.result()
         _save_logs(out_dir, spool, printed, settings.log_limit)
         return run
@@ -239,15 +255,18 @@ def _in_containers(task: Task, image: str, workspace: dict[str, bytes], parsing:
 
 
 def _container(task: Task, image: str, script: str, settings: EvalSettings, limits: ContainerLimits,
-               attached: bool = False, stdin: bool = False) -> Any:  # a docker Container
+               attached: bool = False, stdin: bool = False, receives: bool = False) -> Any:  # a docker Container
     """A fresh container of ``image`` that runs ``script`` of its /workspace (not started); ``attached``: its
     streams are read attached (``StreamCapture``), so the engine keeps no log of them; ``stdin``: its standard
-    input is open, to be written once (``ParserContainer``)."""
+    input is open, to be written once (``StreamCapture.send``, ``ParserContainer``); ``receives``: it takes its
+    /workspace as a tar on its standard input before it runs ``script`` (one call less than `put_archive`, which
+    has the engine mount the container's file system)."""
+    run = f"bash {WORKSPACE}/{script}"
     client = containers.client()
     containers.install_cleanup_handlers()
     container = with_disk_quota(
         client.containers.create, limits, client,
-        image=image, entrypoint=["/bin/bash"], command=["-c", f"bash {WORKSPACE}/{script}"],
+        image=image, entrypoint=["/bin/bash"], command=["-c", f"tar -x -C / && {run}" if receives else run],
         labels=containers.labels(settings.run_id, **{"swepipe.instance_id": task.instance_id[:200]}),
         network_disabled=not settings.network, platform=settings.platform,
         log_config=log_config(attached), stdin_open=stdin,
@@ -255,6 +274,12 @@ def _container(task: Task, image: str, script: str, settings: EvalSettings, limi
         environment={"SWEPIPE_SCORING_SEED": str(settings.seed)} if settings.seed is not None else None)
     containers.track(container)
     return container
+
+
+def _parser_container(task: Task, image: str, parsing: dict[str, bytes], settings: EvalSettings,
+                      limits: ContainerLimits) -> ParserContainer:
+    """The parser's container of the task's image, started, waiting for the tests' output."""
+    return ParserContainer(_container(task, image, PARSE_SCRIPT, settings, limits, stdin=True), parsing)
 
 
 def _check_stop(task: Task) -> None:

@@ -104,7 +104,9 @@ class EvalResult(Record):
     image: Text = absent("the task's image")
     scorer: dict[str, Any] = absent("how it was scored, beside network and limits: swepipe's "
                                     "version, the protocol's (pipeline.evaluation.protocol), the "
-                                    "scoring profile (pipeline.evaluation.profiles), the tests' "
+                                    "scoring profile (pipeline.evaluation.profiles), where the "
+                                    "parser ran (parser: this machine's Python, or the task's "
+                                    "image and why), the tests' "
                                     "time limit in seconds, the seed the tests were given "
                                     "(validate's replicas), the image's id (the digest of its "
                                     "config) and its registry digest (repo@sha256:..., null "
