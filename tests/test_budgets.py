@@ -24,10 +24,10 @@ from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import RunLayout, TaskPaths
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import DEFAULT_MAX_TOKENS, ModelClient, count_input_tokens
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
 
 TESTS = Path(__file__).parent
 LOCAL = Containers(impl="local_opener:open_local")

@@ -19,8 +19,8 @@ from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.engine import TRIES
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import RunLayout
 from pipeline.outages import BREAKERS, Settings
 from pipeline.run.task import score_prediction

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline import patchtext
 from pipeline.agent.record import AgentRun, AgentStep
-from pipeline.evaluation.predictions import load_predictions
+from pipeline.interop.predictions import load_predictions
 from pipeline.layout import RunLayout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"

@@ -18,10 +18,10 @@ from pipeline.config import PrincipalConfig
 from pipeline.datasets import BUNDLED_TASKS_DIR
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
 from pipeline.principal.stage import nearby_files, run_principal, select_candidates
 from pipeline.records import Brief
 from pipeline.runtime.local import LocalRuntime

@@ -17,9 +17,9 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10}
 

@@ -16,7 +16,7 @@ import yaml
 
 from pipeline import patchtext
 from pipeline.errors import DatasetError
-from pipeline.evaluation.predictions import load_predictions
+from pipeline.interop.predictions import load_predictions
 from pipeline.layout import RunLayout, RunLocked
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.storage import append_jsonl, repair_jsonl, write_json_atomic, write_text_atomic

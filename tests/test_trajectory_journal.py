@@ -17,10 +17,10 @@ from pipeline.agent.record import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.config import Limits
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import Completion, ModelClient, Usage
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec
 from pipeline.records.trajectory import fold_journal, read_trajectory, trajectory_journal
 from pipeline.runtime.local import LocalRuntime
 from tests.fuzzing import fuzz

@@ -70,9 +70,9 @@ def eval_(
     scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.datasets import defaults_for
-    from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.interop.predictions import load_predictions
     from pipeline.runtime.limits import container_limits
 
     _one_source(run, predictions, candidates)

@@ -263,7 +263,7 @@ def _print_run(summary, settings) -> bool:
     """The run's table and what went wrong; False when tasks could not run or no model answered. The warnings
     that the agents could reach the answer (the network on, a container not sealed) come first."""
     from pipeline.analysis.sealing import seal_warnings, sealed_words
-    from pipeline.analysis.table import short_id
+    from pipeline.printable import short_id
     from pipeline.run.bookkeeping import dollars_of, verdict_word
 
     seal = _seal_count(summary, settings)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pipeline import patchtext
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.protocol import strip_binary_sections
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import EvalOutput, ScoringFiles
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable

@@ -8,7 +8,8 @@ from pipeline.analysis.coverage import NEAR_LINES, RunCoverage
 from pipeline.analysis.load import RunData
 from pipeline.analysis.sealing import sealed_words
 from pipeline.analysis.stats import METRICS, STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
-from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds, short_id
+from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds
+from pipeline.printable import short_id
 from pipeline.records.evaluation import infrastructure_named
 
 

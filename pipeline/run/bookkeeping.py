@@ -8,9 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.analysis.table import short_id
 from pipeline.outages import BREAKERS
-from pipeline.printable import clean
+from pipeline.printable import clean, short_id
 from pipeline.records import Prediction
 from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings

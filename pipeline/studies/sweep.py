@@ -28,7 +28,7 @@ from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.evaluation.profiles import DEFAULT_PROFILE
 from pipeline.layout import RunLayout, SweepLayout
-from pipeline.models.spec import ModelSpec
+from pipeline.model_spec import ModelSpec
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
 from pipeline.studies.manifest import read_manifest
