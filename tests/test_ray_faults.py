@@ -25,6 +25,7 @@ from pipeline.config_overlay import parse_set
 from pipeline.errors import ClusterFault
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.run.lock import unlock_run
 from pipeline.run.ray import driver as ray_driver
 from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper, ray_reason
 from pipeline.run.ray.connect import RESOURCE
@@ -213,7 +214,7 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
     driver = RayRun(on_cluster, [task], settings, False, lines.append)
     summary = driver.execute()
     driver.drainer.join(timeout=30)
-    settings.layout.unlock()
+    unlock_run(settings.layout)
     layout = settings.layout
     assert layout.finished() == {} and not layout.predictions.exists(), lines
     infra = [json.loads(line) for line in (layout.root / "infra_errors.jsonl").read_text().splitlines()]

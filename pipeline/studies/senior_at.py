@@ -32,6 +32,7 @@ from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.run.lock import lock_run, repair_run
 from pipeline.tasks import Task
 
 STAGE = "analysis"  # the ledger's stage of every call made here
@@ -88,8 +89,8 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
     if config.senior.impl:
         raise SwepipeError(f"{run_dir}: the run's senior is a plug-in ({config.senior.impl}); --senior-at replays "
                            "the built-in senior stage only")
-    layout.lock()  # no `swepipe run` (or a second analysis) writes the same files meanwhile
-    layout.repair()
+    lock_run(layout)  # no `swepipe run` (or a second analysis) writes the same files meanwhile
+    repair_run(layout)
     summary = SeniorAtSummary()
     items = _plan(layout, tasks, ks, summary)
     for note in summary.notes:
