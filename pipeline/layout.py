@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -569,21 +568,6 @@ class RunLayout:
         """The ledger of every task that has one."""
         ledgers = (TaskPaths(folder).ledger for folder in sorted(self.tasks.glob("*")))
         return [ledger for ledger in ledgers if ledger.is_file()]
-
-    def finished(self) -> dict[str, dict]:
-        """Predictions already written, by instance id (a line cut short by a crash is ignored), as the dicts the
-        run's bookkeeping holds (no ``format``: that is the file's). Lenient on purpose: a task with any line is
-        not run (and paid for) again; the reports read the file through pipeline.records.read_predictions."""
-        done = {}
-        if self.predictions.exists():
-            for line in self.predictions.read_text(encoding="utf-8").splitlines():
-                try:
-                    record = json.loads(line)
-                    done[record["instance_id"]] = record
-                    record.pop("format", None)
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    continue
-        return done
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pipeline.errors import DatasetError
 from pipeline.interop.predictions import load_predictions
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger, LedgerRow
+from pipeline.records.prediction import finished_predictions
 from pipeline.run.lock import RunLocked, lock_run, repair_run, unlock_run
 from pipeline.storage import append_jsonl, repair_jsonl, write_json_atomic, write_text_atomic
 from pipeline.tasks import load_tasks
@@ -196,7 +197,7 @@ def test_swepipe_run_and_rollouts_on_a_busy_run_exit_2_naming_the_holder(tmp_pat
     scripted_config(tmp_path, ["```bash\necho looking\n```", "```bash\nsubmit\n```"])  # no delay now
     third = swepipe(*command[3:], cwd=tmp_path, env=env)
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
-    assert TASK.instance_id in RunLayout(tmp_path / "runs" / "busy").finished()
+    assert TASK.instance_id in finished_predictions(RunLayout(tmp_path / "runs" / "busy").predictions)
 
 
 # -- atomic writes -----------------------------------------------------------------------------------
