@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.config import RunConfig
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec
 from pipeline.records import Record
 from pipeline.records.sealing import ContainerSeal
 from pipeline.tasks import Task

@@ -24,3 +24,9 @@ def clean(value) -> str:
     text = _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
                           else "\ufffd", text)
     return _CONTROL.sub("\ufffd", _ANSI.sub("", text))
+
+
+def short_id(instance_id: str, width: int = 34) -> str:
+    """A task's id as a table shows it: without the ``instance_`` prefix, cut to ``width`` characters."""
+    name = instance_id.removeprefix("instance_") or instance_id  # an id that is only the prefix stays shown
+    return name if len(name) <= width else name[: width - 1] + "…"

@@ -11,10 +11,10 @@ from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.compact import compact_history
 from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
 from pipeline.records import read_trajectory
 from pipeline.runtime.local import LocalRuntime
 

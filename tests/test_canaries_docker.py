@@ -21,6 +21,7 @@ from scripted_pipeline import SUBMIT, apply_patch_command, bash
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker
@@ -94,7 +95,7 @@ def test_forged_verdicts_of_every_runner_are_not_resolved_by_eval_nor_run_evalua
     swepipe("run", "--strategy", "solo", "--instance-ids", ",".join(task.instance_id for task, _ in chosen),
             "--config", "config.yaml", "--run-id", "forged", "--evaluate", cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "forged")
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     for task, patch in chosen:
         assert patch.splitlines()[-1] in finished[task.instance_id]["model_patch"]  # the agent's diff has it
         assert finished[task.instance_id]["resolved"] is False, finished[task.instance_id]

@@ -24,8 +24,8 @@ from pipeline.job import TaskJob
 from pipeline.juniors.rollout import _take_patch
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
 from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.images.names import image_name

@@ -19,10 +19,11 @@ from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.engine import TRIES
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import RunLayout
 from pipeline.outages import BREAKERS, Settings
+from pipeline.records.prediction import finished_predictions
 from pipeline.run.task import score_prediction
 from pipeline.tasks import load_tasks
 
@@ -165,7 +166,7 @@ def test_swepipe_run_evaluate_waits_out_a_docker_fault_then_resumes_scoring_with
     assert down.returncode == 1, down.stdout[-3000:] + down.stderr[-3000:]
     assert "docker has been failing for" in down.stdout + down.stderr
     layout = RunLayout(tmp_path / "runs" / "scorefault")
-    assert task.instance_id not in layout.finished()  # no verdict: the task stays unfinished
+    assert task.instance_id not in finished_predictions(layout.predictions)  # no verdict: the task stays unfinished
     assert not (layout.task(task.instance_id).eval / "result.json").exists()
     paid = len(Ledger.read(layout.task(task.instance_id).ledger))
     assert left_behind("scorefault") == []
@@ -173,5 +174,5 @@ def test_swepipe_run_evaluate_waits_out_a_docker_fault_then_resumes_scoring_with
     counter.write_text("0")
     back = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert back.returncode == 0, back.stdout[-3000:] + back.stderr[-3000:]
-    assert layout.finished()[task.instance_id]["resolved"] is True
+    assert finished_predictions(layout.predictions)[task.instance_id]["resolved"] is True
     assert len(Ledger.read(layout.task(task.instance_id).ledger)) == paid  # the solo agent was not paid again

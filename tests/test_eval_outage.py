@@ -13,7 +13,7 @@ from pipeline import patchtext
 from pipeline.errors import RuntimeUnavailable
 from pipeline.evaluation.batch import plan_eval
 from pipeline.evaluation.engine import engine_down
-from pipeline.evaluation.predictions import PatchToScore
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import ScoringFiles
 from pipeline.tasks import load_tasks
 

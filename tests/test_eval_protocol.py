@@ -3,7 +3,6 @@ import json
 import pytest
 
 from pipeline.errors import DatasetError
-from pipeline.evaluation.predictions import load_predictions
 from pipeline.evaluation.protocol import (
     dockerfile_env_exports,
     entry_script,
@@ -12,6 +11,7 @@ from pipeline.evaluation.protocol import (
     parser_script,
     strip_binary_sections,
 )
+from pipeline.interop.predictions import load_predictions
 from pipeline.tasks import Task
 
 TEXT_SECTION = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -112,8 +112,8 @@ def test_bad_predictions_name_the_entry(tmp_path):
 
 def test_attempts_report_flaky_tests_and_keep_the_first_verdict(tmp_path, monkeypatch):
     from pipeline.evaluation import batch
-    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.interop.predictions import PatchToScore
 
     task = make_task()
     outcomes = iter([

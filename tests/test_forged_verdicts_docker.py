@@ -19,6 +19,7 @@ from scripted_pipeline import SUBMIT, apply_patch_command, bash
 from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 from pipeline.run.task import score_prediction
 from pipeline.tasks import load_tasks
 
@@ -182,7 +183,7 @@ def test_forged_verdicts_are_not_resolved_by_eval_nor_by_run_evaluate_nor_in_the
             "--config", "config.yaml", "--run-id", "forged", "--evaluate", "--run-scripts", str(scripts),
             cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "forged")
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     for task, patch in FORGED:
         assert patch.splitlines()[-1] in finished[task.instance_id]["model_patch"]  # the agent's diff has the hook
         assert finished[task.instance_id]["resolved"] is False, finished[task.instance_id]

@@ -16,9 +16,9 @@ from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import _take_patch, rollout_temperature, spread_temperature
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import METADATA_KEY, ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.litellm_setup import litellm
-from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.runtime.base import DiffFailed
 from pipeline.tasks import Task
 

@@ -15,8 +15,8 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 

@@ -13,6 +13,7 @@ import yaml
 from test_coverage import GOLD, make_run
 
 from pipeline.errors import SwepipeError
+from pipeline.run.lock import unlock_run
 from pipeline.run.run_dataset import recorded_dataset
 from pipeline.run.setup import prepare_run, resolve_config
 from pipeline.tasks import load_tasks
@@ -71,7 +72,7 @@ def test_a_run_begun_before_runs_recorded_their_dataset_gets_no_record_it_cannot
     (old / "tasks" / "some-task").mkdir(parents=True)
     settings, _ = prepare_run(dataset="bundled", config=resolve_config(scripted_config(tmp_path)), run_id="old",
                               runs_dir=tmp_path / "runs")
-    settings.layout.unlock()
+    unlock_run(settings.layout)
     assert not settings.layout.dataset.exists() and recorded_dataset(old) is None
 
 
@@ -79,7 +80,7 @@ def test_a_resume_that_names_another_dataset_is_refused_before_anything_runs(tmp
     task_file(tmp_path)
     settings, _ = prepare_run(dataset=str(tmp_path / "tasks.jsonl"), config=resolve_config(scripted_config(tmp_path)),
                               run_id="r", runs_dir=tmp_path / "runs")
-    settings.layout.unlock()  # as when that run's process ended
+    unlock_run(settings.layout)  # as when that run's process ended
     tinyq = next(t.instance_id for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
     done = swepipe("run", "-d", "bundled", "--instance-ids", tinyq, "--run-id", "r", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -5,6 +5,7 @@ import pytest
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
+from pipeline.run.lock import unlock_run
 from pipeline.run.setup import prepare_run
 
 
@@ -23,7 +24,7 @@ def config(tmp_path, **changes) -> RunConfig:
 
 def prepare(tmp_path, cfg: RunConfig, run_id: str = "r"):
     settings, _ = prepare_run(dataset="bundled", config=cfg, run_id=run_id, runs_dir=tmp_path / "runs")
-    settings.layout.unlock()  # as when the session's process ended
+    unlock_run(settings.layout)  # as when the session's process ended
     return settings
 
 
@@ -101,14 +102,14 @@ def test_the_image_template_given_by_flag_or_by_the_dataset_is_recorded_and_kept
     cfg = config(tmp_path)
     settings, _ = prepare_run(dataset="bundled", config=cfg, run_id="r", runs_dir=tmp_path / "runs",
                               image_template="mirror.example/{dockerhub_tag}")
-    settings.layout.unlock()
+    unlock_run(settings.layout)
     assert "image_template: mirror.example/{dockerhub_tag}" in settings.layout.config.read_text()
     started(settings)
     with pytest.raises(SwepipeError, match=r"containers.image_template: mirror.example/\{dockerhub_tag\} -> "):
         prepare(tmp_path, cfg)  # the flag forgotten: the dataset's default template is another one
     settings, _ = prepare_run(dataset="bundled", config=cfg, run_id="r", runs_dir=tmp_path / "runs",
                               image_template="mirror.example/{dockerhub_tag}")
-    settings.layout.unlock()
+    unlock_run(settings.layout)
 
 
 def test_a_run_from_before_the_template_was_recorded_takes_the_one_given_now(tmp_path):
@@ -123,7 +124,7 @@ def test_scoring_with_another_network_than_the_scored_tasks_had_is_refused(tmp_p
     def session(**options):
         settings, _ = prepare_run(dataset="bundled", config=config(tmp_path), run_id="r", runs_dir=tmp_path / "runs",
                                   **options)
-        settings.layout.unlock()
+        unlock_run(settings.layout)
         return settings
 
     settings = session(evaluate=True)
@@ -142,7 +143,7 @@ def test_scoring_under_another_profile_than_the_scored_tasks_had_is_refused(tmp_
     def session(**options):
         settings, _ = prepare_run(dataset="bundled", config=config(tmp_path), run_id="r", runs_dir=tmp_path / "runs",
                                   **options)
-        settings.layout.unlock()
+        unlock_run(settings.layout)
         return settings
 
     settings = session(evaluate=True, scoring_profile="official")

@@ -26,6 +26,7 @@ from pipeline.layout import RunLayout
 from pipeline.records import Prediction, TaskContainers, read_predictions
 from pipeline.records.sealing import ContainerSeal
 from pipeline.report.render import markdown
+from pipeline.run.lock import unlock_run
 from pipeline.runtime.seal import Seal, read_facts
 from pipeline.terminal import literal_console
 
@@ -172,7 +173,7 @@ def test_a_resumed_task_keeps_the_containers_an_earlier_session_ran(tmp_path, ta
         pass
     assert [(c["role"], c["commits"]) for c in record_containers(job)] == [("rollout-00", 9), ("senior", 2)]
     assert [c.role for c in TaskContainers.read(paths.containers).containers] == ["rollout-00", "senior"]
-    settings.layout.unlock()
+    unlock_run(settings.layout)
 
 
 def test_the_seal_script_counts_what_a_repository_holds_beyond_head(tmp_path, leaky_repo):

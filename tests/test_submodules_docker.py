@@ -16,8 +16,8 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
 from pipeline.runtime.base import changed_submodules
 from pipeline.runtime.docker import DockerRuntime

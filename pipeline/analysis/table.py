@@ -1,5 +1,5 @@
 """An analysis's result as a table of plain strings, so Markdown, HTML and the terminal show the same thing, and the
-cell formats every table shares (money, percent, seconds, counts, short task ids, n/a)."""
+cell formats every table shares (money, percent, seconds, counts, n/a; a short task id is pipeline.printable's)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,6 @@ class Table:
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
     row_tasks: list[tuple[int, str]] | None = None  # (run number in the report, instance id) per row: its task page
-
-
-def short_id(instance_id: str, width: int = 34) -> str:
-    name = instance_id.removeprefix("instance_") or instance_id  # an id that is only the prefix stays shown
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def money(value: float | None) -> str:

@@ -87,9 +87,9 @@ class Pricer:
         from pydantic import ValidationError
 
         from pipeline.errors import SwepipeError
+        from pipeline.model_spec import ModelSpec, Prices
         from pipeline.models.pricing import resolve_prices
         from pipeline.models.prompt_cache import caches_at_markers
-        from pipeline.models.spec import ModelSpec, Prices
 
         configured = config.get("models")
         models = configured if isinstance(configured, dict) else {}

@@ -17,7 +17,9 @@ from pipeline.cli.help import EXECUTION, OUTPUT, SCORING, STRATEGY, TASKS
 from pipeline.cli.runs import run_directory
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
+from pipeline.layout import TASK
 from pipeline.printable import clean
+from pipeline.run.lock import unlock_run
 from pipeline.terminal import literal
 
 
@@ -199,7 +201,7 @@ def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, gr
     finally:
         if server is not None:
             server.stop()
-        settings.layout.unlock()
+        unlock_run(settings.layout)
     if summary.stopped:
         _stopped(summary, settings, resume)
     return _print_run(summary, settings)
@@ -263,7 +265,7 @@ def _print_run(summary, settings) -> bool:
     """The run's table and what went wrong; False when tasks could not run or no model answered. The warnings
     that the agents could reach the answer (the network on, a container not sealed) come first."""
     from pipeline.analysis.sealing import seal_warnings, sealed_words
-    from pipeline.analysis.table import short_id
+    from pipeline.printable import short_id
     from pipeline.run.bookkeeping import dollars_of, verdict_word
 
     seal = _seal_count(summary, settings)
@@ -280,7 +282,7 @@ def _print_run(summary, settings) -> bool:
                       verdict_word(p.get("resolved"), "yes", "no", "-"), error[:60])
     console.print(table)
     if any(p.get("error") for p in summary.predictions.values()):
-        console.print(f"full errors: {settings.layout.root}/tasks/<id>/error.txt and predictions.jsonl",
+        console.print(f"full errors: {settings.layout.root / TASK.error} and {settings.layout.predictions.name}",
                       soft_wrap=True)
     if summary.skipped:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
@@ -291,7 +293,7 @@ def _print_run(summary, settings) -> bool:
     if summary.no_model_answered:
         made, _ = summary.calls()
         console.print(f"no model answered: every one of the {made} model call(s) of these tasks failed (see "
-                      "error in each tasks/<id>/ledger.jsonl row), so what was resolved says nothing about the "
+                      f"error in each {TASK.ledger} row), so what was resolved says nothing about the "
                       "models. Check the endpoints and keys, then rerun with a new --run-id.", style="red",
                       soft_wrap=True)
     if summary.infra_errors:

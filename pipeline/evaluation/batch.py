@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pipeline import patchtext
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.protocol import strip_binary_sections
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import EvalOutput, ScoringFiles
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
@@ -170,7 +170,7 @@ def _reattempt(task: Task, patch: str, instance_dir: Path, settings: EvalSetting
     history = [{"attempt": 1, "resolved": first["resolved"], "category": first["category"],
                 "statuses": first.get("statuses", {})}]
     for number in range(2, attempts + 1):
-        again = evaluate(task, patch, instance_dir / f"attempt-{number}", settings)
+        again = evaluate(task, patch, ScoringFiles(instance_dir).attempt(number).root, settings)
         history.append({"attempt": number, "resolved": again["resolved"], "category": again["category"],
                         "statuses": again.get("statuses", {})})
         if again["resolved"]:

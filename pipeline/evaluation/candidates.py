@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.evaluation.batch import has_verdict, read_result, score_one
 from pipeline.evaluation.runner import EvalSettings
-from pipeline.layout import RunLayout, TaskPaths, is_candidate_key
+from pipeline.layout import TASK, RunLayout, TaskPaths, is_candidate_key
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Pool, Unreadable, read_json
 from pipeline.storage import write_json_atomic
@@ -237,7 +237,7 @@ def summary_lines(summary: CandidatesSummary) -> list[str]:
             counted += f": {', '.join(entry.resolved)}"
         lines.append(f"  {instance_id}: {counted}")
     if summary.no_pool:
-        lines.append(f"no junior/pool.json yet (skipped): {', '.join(summary.no_pool)}")
+        lines.append(f"no {TASK.relative(TASK.junior_files.pool)} yet (skipped): {', '.join(summary.no_pool)}")
     if summary.unknown:
         lines.append(f"not in the dataset (skipped; pass the run's --dataset): {', '.join(summary.unknown)}")
     return lines

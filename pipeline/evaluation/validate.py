@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.evaluation.batch import has_verdict
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings
+from pipeline.interop.predictions import PatchToScore
 from pipeline.prompts import render_task_prompt
 from pipeline.storage import write_text_atomic
 from pipeline.tasks import Task

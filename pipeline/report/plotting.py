@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import io
 
-from pipeline.analysis.table import short_id
-from pipeline.printable import clean
+from pipeline.printable import clean, short_id
 
 
 def new_figure(width: float, height: float):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from pipeline.analysis.table import short_id
 from pipeline.analysis.team.records import DIRECTIONS, OTHER, STAGES, TeamRun, TeamTask
 from pipeline.analysis.team.summaries import by_lead_model, summarise, timeline
+from pipeline.printable import short_id
 from pipeline.report.plotting import distinct_labels, new_figure, png_bytes
 
 MAX_TIMELINE_TASKS = 6  # small multiples per run; the rest are in the per-task table

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.analysis.table import short_id
 from pipeline.outages import BREAKERS
-from pipeline.printable import clean
+from pipeline.printable import clean, short_id
 from pipeline.records import Prediction
+from pipeline.records.prediction import finished_predictions
 from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings
 from pipeline.storage import append_jsonl, write_json_atomic
@@ -63,7 +63,7 @@ class RunSummary:
 def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
     """The run's summary with the tasks an earlier session finished, and the tasks left to run."""
     summary = RunSummary(roles=run.roles)
-    finished = run.layout.finished()
+    finished = finished_predictions(run.layout.predictions)
     todo = []
     for task in tasks:
         if task.instance_id in finished:

@@ -17,6 +17,7 @@ from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
 from pipeline.run.executors import executor_for
+from pipeline.run.lock import lock_run, repair_run
 from pipeline.run.run_dataset import record_dataset
 from pipeline.run.same_config import check_same_config
 from pipeline.run.task import RunSettings
@@ -66,9 +67,9 @@ def prepare_run(*, dataset: str, config: RunConfig, run_id: str | None, runs_dir
         if not spec.is_none:  # a role switched off is never called, so it needs no price
             resolve_prices(spec, role)  # an unpriced model stops the run before its directory exists
     layout = RunLayout(runs_dir / (run_id or time.strftime("run-%Y%m%d-%H%M%S")))
-    layout.lock()  # a second process on the same run stops here (RunLocked), before anything is written
+    lock_run(layout)  # a second process on the same run stops here (RunLocked), before anything is written
     record_dataset(layout, dataset, split)  # a resume naming another dataset stops here
-    layout.repair()  # lines a killed session cut short, its temporary files
+    repair_run(layout)  # lines a killed session cut short, its temporary files
     local_server = None
     # Roles with no model are played by the local model; a role switched off (model none) is not needed at all.
     unset = [role for role in needed_roles(strategy_class(config.strategy), config)

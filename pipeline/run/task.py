@@ -241,7 +241,8 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
     except Exception as error:  # noqa: BLE001 - one task's scoring failure is recorded; the run goes on
         write_text_atomic(paths.eval_files.error, traceback.format_exc())
         result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
-                  "error": f"scoring crashed: {type(error).__name__}: {error} (eval/error.txt)"}
+                  "error": f"scoring crashed: {type(error).__name__}: {error} "
+                           f"({paths.relative(paths.eval_files.error)})"}
         record = EvalResult.of(result)
     if record.category == "infra_error":
         record.write(paths.eval_files.infra_error)

@@ -32,6 +32,8 @@ from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
+from pipeline.run.lock import lock_run, repair_run
 from pipeline.tasks import Task
 
 STAGE = "analysis"  # the ledger's stage of every call made here
@@ -88,8 +90,8 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
     if config.senior.impl:
         raise SwepipeError(f"{run_dir}: the run's senior is a plug-in ({config.senior.impl}); --senior-at replays "
                            "the built-in senior stage only")
-    layout.lock()  # no `swepipe run` (or a second analysis) writes the same files meanwhile
-    layout.repair()
+    lock_run(layout)  # no `swepipe run` (or a second analysis) writes the same files meanwhile
+    repair_run(layout)
     summary = SeniorAtSummary()
     items = _plan(layout, tasks, ks, summary)
     for note in summary.notes:
@@ -136,7 +138,7 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
 
 def _plan(layout: RunLayout, tasks: list[Task], ks: list[int], summary: SeniorAtSummary) -> list[Item]:
     """The (task, k) still to run; what is reused or skipped goes into ``summary``."""
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     items = []
     for task in tasks:
         if task.instance_id not in finished:

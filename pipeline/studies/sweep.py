@@ -28,7 +28,8 @@ from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.evaluation.profiles import DEFAULT_PROFILE
 from pipeline.layout import RunLayout, SweepLayout
-from pipeline.models.spec import ModelSpec
+from pipeline.model_spec import ModelSpec
+from pipeline.run.lock import lock_run, unlock_run
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
 from pipeline.studies.manifest import read_manifest
@@ -458,7 +459,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
     from pipeline.run.setup import prepare_run
 
     sweep_layout = RunLayout(plan.root)
-    sweep_layout.lock()  # one process per sweep (each cell is locked as well)
+    lock_run(sweep_layout)  # one process per sweep (each cell is locked as well)
     record_dataset(sweep_layout, dataset, split)  # its cells, and a resumed sweep, use the same tasks
     manifest = _manifest(plan, read_manifest(plan.root))
     write_json_atomic(SweepLayout(plan.root).manifest, manifest)
@@ -483,7 +484,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
             finally:
                 if server is not None:
                     server.stop()
-                settings.layout.unlock()
+                unlock_run(settings.layout)
             if len(summary.skipped) < len(plan.tasks):
                 outcome.ran.append(cell.name)
             entry["finished"] = len(summary.predictions)

@@ -19,8 +19,8 @@ from typing import Any, Generic, TypeVar
 from pipeline import stopping
 from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.batch import EvalSummary, _rate, finish_eval, plan_eval, record_result, score_one
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings
+from pipeline.interop.predictions import PatchToScore
 from pipeline.run.ray.connect import RESOURCE, connect
 from pipeline.run.ray.driver import Item, RayDriver, eval_inputs
 from pipeline.run.ray.node import AttemptOutcome, ended_by, local_eval_settings, node_sizing, on_node, stopped_here
