@@ -26,6 +26,7 @@ from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
 from pipeline.models.budget import Budget
 from pipeline.models.spec import ModelSpec
+from pipeline.records import Rollout
 from pipeline.runtime import containers
 from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.images.names import image_name
@@ -278,10 +279,10 @@ def test_a_limit_hit_between_commands_ends_the_rollout_that_left_its_cause_behin
         started = runtime.run(LATE_FORKS, timeout=30)
         assert started.output.strip() == "started"
         time.sleep(8)  # the forks happen, and end, while no command runs
-        record = {"exit_reason": "submitted", "error": None}
+        record = Rollout(exit_reason="submitted", error=None)
         _take_patch(runtime, record, max_bytes=1_000_000)
-        assert record["exit_reason"] == "resource_limit" and record["agent_exit_reason"] == "submitted"
-        assert "process limit (64 processes" in record["error"] and record["patch"] == ""
+        assert record.exit_reason == "resource_limit" and record.agent_exit_reason == "submitted"
+        assert "process limit (64 processes" in record.error and record.patch == ""
         assert runtime.run("echo alive", timeout=30).output == "alive\n"  # reported once, not again
     assert labelled(run_id) == []
 

@@ -23,7 +23,7 @@ from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.spec import ModelSpec, Prices
 from pipeline.principal.stage import nearby_files, run_principal, select_candidates
-from pipeline.records import Brief
+from pipeline.records import Brief, Rollout
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task, load_tasks
 
@@ -42,7 +42,7 @@ def words(text: str) -> int:
 
 def pool_of(*rollouts: tuple[str, str]):
     """A pool from (patch, exit reason) rollouts, in rollout order."""
-    return build_pool("t", [{"index": n, "patch": patch, "exit_reason": reason}
+    return build_pool("t", [Rollout(index=n, patch=patch, exit_reason=reason)
                             for n, (patch, reason) in enumerate(rollouts)])
 
 

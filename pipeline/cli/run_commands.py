@@ -343,7 +343,7 @@ def rollouts(
     try:
         job = task_job(chosen, settings, seeded_run_budget(settings))
         records, pool = junior_stage(job, on_done=lambda r: console.print(
-            f"rollout {r['index']:02d}: {r['exit_reason']}, {r['steps']} steps, ${r['cost']:.4f}"))
+            f"rollout {r.index:02d}: {r.exit_reason}, {r.steps} steps, ${r.cost:.4f}"))
     finally:
         if server is not None:
             server.stop()

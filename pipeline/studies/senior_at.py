@@ -177,7 +177,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     if isinstance(spent, (int, float)):
         budget.seed(float(spent))  # an earlier session's steps count against this (task, k)'s limit
     before = _analysis_spend(paths.ledger)
-    rollouts = [records.Rollout.load(paths.junior_files.rollout(i)).to_dict() for i in range(k)]
+    rollouts = [records.Rollout.load(paths.junior_files.rollout(i)) for i in range(k)]
     pool = build_pool(task.instance_id, rollouts)
     started = time.monotonic()
     failure = None
