@@ -165,12 +165,12 @@ def test_scoring_has_no_network_unless_asked_and_is_limited(tmp_path, run_id, mo
     chosen = container_limits(Containers(memory="2g", pids_limit=512, cpus=1))
     settings = EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id,
                             limits=chosen)
-    offline = evaluate(TASK, TASK.patch, tmp_path / "offline", settings)
+    offline = evaluate(TASK, TASK.patch, tmp_path / "offline", settings).to_dict()
     settings.network = True
-    online = evaluate(TASK, TASK.patch, tmp_path / "online", settings)
+    online = evaluate(TASK, TASK.patch, tmp_path / "online", settings).to_dict()
     official = EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id,
                             limits=chosen, profile="official", seed=7)
-    graded = evaluate(TASK, TASK.patch, tmp_path / "official", official)
+    graded = evaluate(TASK, TASK.patch, tmp_path / "official", official).to_dict()
     assert offline["resolved"] and online["resolved"] and graded["resolved"]  # the gold patch scores under them
     assert offline["network"] is False and online["network"] is True
     assert offline["limits"]["pids"] == 512 and offline["limits"]["memory"] == "2g"
@@ -258,7 +258,7 @@ def test_fork_bomb_and_disk_fillers_end_their_own_rollouts_while_another_submits
     assert records[0].patch and labelled(run_id) == []
     result = evaluate(TASK, records[0].patch, tmp_path / "eval",
                       EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts,
-                                   run_id=run_id))
+                                   run_id=run_id)).to_dict()
     assert result["resolved"] and result["network"] is False
 
 

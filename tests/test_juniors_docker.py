@@ -109,7 +109,7 @@ def test_parallel_rollouts_each_end_their_own_way(tmp_path, run_id):
     # The candidate is a real fix: the hidden tests pass with it.
     result = evaluate(TASK, records[0].patch, tmp_path / "eval",
                       EvalSettings(image_template=defaults_for(BUNDLED).image_template,
-                                   run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id))
+                                   run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id)).to_dict()
     assert result["resolved"], result.get("category")
     assert run_containers(run_id) == []
 
