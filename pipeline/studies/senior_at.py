@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pipeline import records, stopping
 from pipeline.config import RunConfig, load_config
@@ -182,7 +181,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     started = time.monotonic()
     failure = None
 
-    def make() -> dict[str, Any]:
+    def make() -> records.Brief:
         nonlocal failure
         _require_image(job)
         client = job.client("senior", stage=STAGE)
@@ -193,8 +192,8 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
             raise _NotSaved
         record = brief.to_dict()
         record.pop("context", None)  # context.md holds it
-        return {**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
-                                       "seconds": round(time.monotonic() - started, 2)}}
+        return records.Brief.of({**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
+                                                        "seconds": round(time.monotonic() - started, 2)}})
 
     try:
         record = once(paths.senior_at_files(k).brief, make, records.Brief)
