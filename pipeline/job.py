@@ -18,6 +18,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.records import Record
+from pipeline.records.base import expect_record
 from pipeline.records.sealing import ContainerSeal
 from pipeline.tasks import Task
 
@@ -102,14 +103,11 @@ class TaskJob:
             return max(1, len(text) // 4)
 
 
-def once(path: Path, make: Callable[[], R | dict[str, Any]], record: type[R]) -> R:
+def once(path: Path, make: Callable[[], R], record: type[R]) -> R:
     """The record at ``path`` if an earlier session finished it, else ``make()``'s, saved there. ``record``: its
-    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one;
-    ``make`` returns the record, or its fields (checked strictly as the record is built)."""
+    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one."""
     if path.exists():
         return record.load(path)
-    made = make()
-    if isinstance(made, dict):
-        made = record.of(made)
+    made = expect_record(make(), record)
     made.write(path)
     return made

@@ -19,7 +19,7 @@ from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.principal.choice import choose
-from pipeline.records import Brief
+from pipeline.records import Brief, Rollout
 from pipeline.records.prediction import finished_predictions
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
@@ -59,7 +59,7 @@ def pool_of(*patches_and_votes):
     records, index = [], 0
     for patch, votes in patches_and_votes:
         for _ in range(votes):
-            records.append({"index": index, "patch": patch, "exit_reason": "submitted"})
+            records.append(Rollout(index=index, patch=patch, exit_reason="submitted"))
             index += 1
     return build_pool("demo__calc-1", records)
 

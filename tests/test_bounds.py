@@ -145,7 +145,7 @@ def test_rollout_over_the_patch_cap_is_recorded_and_its_patch_dropped(outputs_re
     assert records[0].patch == "" and records[0].patch_dropped == "too_large"
     assert "20000-byte limit" in records[0].patch_error and "juniors.max_patch_bytes" in records[0].patch_error
     assert records[1].exit_reason == "submitted" and changed_paths(records[1].patch) == ["calc.py"]
-    pool = build_pool(task.instance_id, [record.to_dict() for record in records])
+    pool = build_pool(task.instance_id, records)
     assert pool.failed == [0] and [c.rollouts for c in pool.candidates] == [[1]]
 
 

@@ -248,7 +248,7 @@ def test_parallel_tasks_never_spend_more_than_the_run_budget(tmp_path, local_rep
     assert len(summary.predictions) == 3
     rows = [row for task in tasks for row in Ledger.read(settings.layout.task(task.instance_id).ledger)]
     assert sum(r.cost for r in rows) <= 1.00 and len(rows) == 3  # six rollouts at once, three calls paid
-    assert sum(p["cost"]["total"] for p in summary.predictions.values()) == pytest.approx(sum(r.cost for r in rows))
+    assert sum(p.cost["total"] for p in summary.predictions.values()) == pytest.approx(sum(r.cost for r in rows))
 
 
 # -- the principal's reserve ------------------------------------------------------------------------

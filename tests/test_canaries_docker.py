@@ -39,7 +39,7 @@ def settings(run_id):
 @pytest.mark.parametrize("forgery", sorted(FORGED))
 def test_a_forged_verdict_resolves_by_the_official_protocol_but_does_not_count(tmp_path, run_id, forgery):
     task, patch = FORGED[forgery]
-    result = evaluate(task, patch, tmp_path / "eval", settings(run_id))
+    result = evaluate(task, patch, tmp_path / "eval", settings(run_id)).to_dict()
     assert result["patch_applied"] is True and result["official_resolved"] is True, result
     assert result["resolved"] is False and result["category"] == "flagged"
     assert {finding["kind"] for finding in result["integrity"]} == {"canary", *ALSO.get(forgery, ())}
@@ -56,7 +56,7 @@ def test_a_forged_verdict_resolves_by_the_official_protocol_but_does_not_count(t
 def test_the_gold_patch_of_each_runner_vouched_for_by_its_canaries(tmp_path, run_id):
     for name in ("tinyq", "flagpole", "cronlite"):
         task = TASKS[name]
-        result = evaluate(task, task.patch, tmp_path / name, settings(run_id))
+        result = evaluate(task, task.patch, tmp_path / name, settings(run_id)).to_dict()
         assert result["resolved"] is True and result["integrity"] == [], result
         statuses = {test["must"]: test["reported"] for test in result["canaries"]["tests"]}
         assert statuses == {"pass": ["PASSED"], "fail": ["FAILED"]}, (name, result["canaries"])

@@ -23,7 +23,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.principal.stage import nearby_files, run_principal, select_candidates
-from pipeline.records import Brief
+from pipeline.records import Brief, Rollout
 from pipeline.records.prediction import finished_predictions
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task, load_tasks
@@ -43,7 +43,7 @@ def words(text: str) -> int:
 
 def pool_of(*rollouts: tuple[str, str]):
     """A pool from (patch, exit reason) rollouts, in rollout order."""
-    return build_pool("t", [{"index": n, "patch": patch, "exit_reason": reason}
+    return build_pool("t", [Rollout(index=n, patch=patch, exit_reason=reason)
                             for n, (patch, reason) in enumerate(rollouts)])
 
 

@@ -304,3 +304,17 @@ def test_a_runs_finished_tasks_are_read_by_the_one_lenient_reader(tmp_path):
     assert finished["a"] == {"instance_id": "a", "model_patch": "new", "source": "principal", "extra": 1}
     assert finished["b"]["instance_id"] == "b" and finished["b"]["error"].startswith("predictions.jsonl line 3: ")
     assert set(finished) == {"a", "b"}
+
+
+def test_a_stage_that_hands_back_a_dict_is_told_which_record_it_must_return(tmp_path):
+    from pipeline.job import once
+    from pipeline.records.base import expect_record
+    from pipeline.strategies.answer import TaskAnswer
+
+    with pytest.raises(RecordError, match="expected a Brief record .* got dict"):
+        once(tmp_path / "brief.json", lambda: {"context": "the fields, not the record"}, records.Brief)
+    assert not (tmp_path / "brief.json").exists()  # nothing written: a rerun asks the stage again
+    made = once(tmp_path / "brief.json", lambda: records.Brief.of({"context": "kept"}), records.Brief)
+    assert made.context == "kept" and records.Brief.load(tmp_path / "brief.json").context == "kept"
+    with pytest.raises(RecordError, match="expected a TaskAnswer record"):
+        expect_record({"model_patch": ""}, TaskAnswer)

@@ -172,7 +172,7 @@ def test_rollout_in_a_repository_with_a_submodule_lands_its_fix_in_the_pool(subm
     saved = json.loads((tmp_path / "junior" / "rollout-02.json").read_text())
     assert saved["exit_reason"] == "patch_error"
 
-    pool = build_pool(job.task.instance_id, [record.to_dict() for record in records])
+    pool = build_pool(job.task.instance_id, records)
     assert len(pool.candidates) == 1 and pool.candidates[0].rollouts == [0, 1]
     assert pool.candidates[0].files == ["app.py"]
     assert pool.failed == [2] and pool.empty == []

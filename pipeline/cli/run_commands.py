@@ -255,10 +255,8 @@ def _stopped(summary, settings, resume: str | None = None) -> None:
 def _seal_count(summary, settings):
     """How the containers of the run's finished tasks (this session's and earlier ones') were sealed."""
     from pipeline.analysis.sealing import seal_count
-    from pipeline.records import Prediction
 
-    read = (Prediction.from_data(fields) for fields in summary.predictions.values())
-    return seal_count([p for p in read if isinstance(p, Prediction)], settings.config.containers.network)
+    return seal_count(list(summary.predictions.values()), settings.config.containers.network)
 
 
 def _print_run(summary, settings) -> bool:
@@ -276,12 +274,12 @@ def _print_run(summary, settings) -> bool:
     for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
         table.add_column(column, overflow="fold")
     for instance_id, p in sorted(summary.predictions.items()):
-        cost = p.get("cost") if isinstance(p.get("cost"), dict) else {}
-        error = (p.get("error") or "").strip().split("\n")[0]  # (splitlines would also cut at \x1c, \x85, ...)
-        table.add_row(short_id(instance_id, 40), p.get("source", ""), *(dollars_of(cost.get(s, 0))[1:] for s in stages),
-                      verdict_word(p.get("resolved"), "yes", "no", "-"), error[:60])
+        cost = p.cost if isinstance(p.cost, dict) else {}
+        error = str(p.error or "").strip().split("\n")[0]  # (splitlines would also cut at \x1c, \x85, ...)
+        table.add_row(short_id(instance_id, 40), str(p.source or ""), *(dollars_of(cost.get(s, 0))[1:] for s in stages),
+                      verdict_word(p.resolved, "yes", "no", "-"), error[:60])
     console.print(table)
-    if any(p.get("error") for p in summary.predictions.values()):
+    if any(p.error for p in summary.predictions.values()):
         console.print(f"full errors: {settings.layout.root / TASK.error} and {settings.layout.predictions.name}",
                       soft_wrap=True)
     if summary.skipped:
@@ -345,7 +343,7 @@ def rollouts(
     try:
         job = task_job(chosen, settings, seeded_run_budget(settings))
         records, pool = junior_stage(job, on_done=lambda r: console.print(
-            f"rollout {r['index']:02d}: {r['exit_reason']}, {r['steps']} steps, ${r['cost']:.4f}"))
+            f"rollout {r.index:02d}: {r.exit_reason}, {r.steps} steps, ${r.cost:.4f}"))
     finally:
         if server is not None:
             server.stop()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from posixpath import basename, dirname, splitext
 from typing import Any
 
@@ -30,6 +30,7 @@ from unidiff.patch import Line
 
 from pipeline.pool_rules import CandidateDraft as CandidateDraft  # re-exported: the stages import them from here
 from pipeline.pool_rules import CandidatePool as CandidatePool
+from pipeline.records import Rollout
 
 # Files that are tests by their name, in any folder.
 _TEST_NAME = re.compile(r"(^|/)test_[^/]*\.(py|rb)$|_test\.(py|go|rb)$|_spec\.(rb|[cm]?[jt]sx?)$|"
@@ -204,7 +205,7 @@ def probe_entries(listing: str, test_listing: str) -> list[str]:
     return sorted(set(entries))
 
 
-def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
+def build_pool(instance_id: str, rollouts: Sequence[Rollout],
                base_files: Iterable[str] | None = None) -> CandidatePool:
     """The pool of ``rollouts`` (their records). ``base_files``: the base commit's files, when the caller has them
     (else what the records' ``base_entries`` and the patches show)."""
@@ -213,20 +214,20 @@ def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
     parsed = []
     known = set(base_files or ())
     for rollout in rollouts:
-        index = rollout.get("index", 0)
-        if rollout.get("patch_error"):
+        index = rollout.index or 0
+        if rollout.patch_error:
             failed.append(index)
             continue
         try:
-            files = list(PatchSet(rollout.get("patch") or ""))
+            files = list(PatchSet(rollout.patch or ""))
         except UnidiffParseError:
             unparsable.append(index)
             continue
-        known.update(rollout.get("base_entries") or ())
+        known.update(rollout.base_entries or ())
         known.update(f.path for f in files if not f.is_added_file)  # the base commit has what a patch modifies
         parsed.append((index, rollout, files))
     for index, rollout, files in parsed:
-        layout = _Layout(known, listed=base_files is not None or bool(rollout.get("base_entries")))
+        layout = _Layout(known, listed=base_files is not None or bool(rollout.base_entries))
         candidate, why = _normalise(files, layout)
         dropped += [{"rollout": index, **drop} for drop in why]
         if candidate is None:
@@ -235,10 +236,9 @@ def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
         kept = by_key.setdefault(candidate.key, candidate)
         kept.votes += 1
         kept.rollouts.append(index)
-        kept.exit_reasons.append(rollout.get("exit_reason") or "unknown")
-        findings = rollout.get("retrieval")
-        if isinstance(findings, list) and findings:
-            kept.reached.append({"rollout": index, "findings": [f for f in findings if isinstance(f, dict)]})
+        kept.exit_reasons.append(rollout.exit_reason or "unknown")
+        if rollout.retrieval:
+            kept.reached.append({"rollout": index, "findings": [f.to_dict() for f in rollout.retrieval]})
     ordered = sorted(by_key.values(), key=lambda c: (-c.votes, c.rollouts[0]))
     return CandidatePool(instance_id, ordered, len(rollouts), sorted(empty), unparsable, failed, dropped)
 

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pipeline import records, stopping
 from pipeline.config import RunConfig, load_config
@@ -179,12 +178,12 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     if isinstance(spent, (int, float)):
         budget.seed(float(spent))  # an earlier session's steps count against this (task, k)'s limit
     before = _analysis_spend(paths.ledger)
-    rollouts = [records.Rollout.load(paths.junior_files.rollout(i)).to_dict() for i in range(k)]
+    rollouts = [records.Rollout.load(paths.junior_files.rollout(i)) for i in range(k)]
     pool = build_pool(task.instance_id, rollouts)
     started = time.monotonic()
     failure = None
 
-    def make() -> dict[str, Any]:
+    def make() -> records.Brief:
         nonlocal failure
         _require_image(job)
         client = job.client("senior", stage=STAGE)
@@ -195,8 +194,8 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
             raise _NotSaved
         record = brief.to_dict()
         record.pop("context", None)  # context.md holds it
-        return {**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
-                                       "seconds": round(time.monotonic() - started, 2)}}
+        return records.Brief.of({**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
+                                                        "seconds": round(time.monotonic() - started, 2)}})
 
     try:
         record = once(paths.senior_at_files(k).brief, make, records.Brief)

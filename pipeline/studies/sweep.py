@@ -488,7 +488,7 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
             if len(summary.skipped) < len(plan.tasks):
                 outcome.ran.append(cell.name)
             entry["finished"] = len(summary.predictions)
-            entry["spent"] = round(sum(p.get("cost", {}).get("total", 0.0) for p in summary.predictions.values()), 8)
+            entry["spent"] = round(sum((p.cost or {}).get("total", 0.0) for p in summary.predictions.values()), 8)
             if summary.stopped:
                 entry["status"] = "stopped"
                 outcome.stopped = True
