@@ -8,9 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.analysis.table import short_id
 from pipeline.outages import BREAKERS
-from pipeline.printable import clean
+from pipeline.printable import clean, short_id, whole_paragraphs
 from pipeline.records import Prediction
 from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings
@@ -97,15 +96,16 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: Predict
 
 
 def task_line(prediction: dict[str, Any], roles: tuple[str, ...]) -> str:
-    """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
+    """One line for a log: the task, how it ended, what it cost, and its error's first paragraph (with the one it
+    introduces, when it ends in ":")."""
     cost = given if isinstance(given := prediction.get("cost"), dict) else {}
     resolved = verdict_word(prediction.get("resolved"), "resolved", "not resolved", "")
     status = "not run (infra error, retried by a rerun)" if prediction.get("infra_error") else \
         f"source {prediction.get('source', 'none')}"
-    error = clean(prediction.get("error") or "").strip().splitlines()
-    parts = [f"task {short_id(prediction['instance_id'], 40)}: {status}",
+    error, _ = whole_paragraphs(clean(prediction.get("error") or ""), lines=1)
+    parts = [f"task {short_id(prediction['instance_id'])}: {status}",
              ", ".join(f"{role} {dollars_of(cost.get(role, 0.0))}" for role in roles), resolved,
-             f"error: {error[0][:100]}" if error else ""]
+             "error: " + " ".join(error.split()) if error else ""]
     return " | ".join(part for part in parts if part)
 
 
