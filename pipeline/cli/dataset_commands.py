@@ -157,14 +157,15 @@ def cleanup(
 @images_app.command("build")
 def images_build(
     ctx: typer.Context,
-    dataset: opt.Dataset = opt.DEFAULT_DATASET, instance_ids: opt.InstanceIds = None,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, instance_ids: opt.InstanceIds = None, limit: opt.Limit = None,
     force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
 ) -> None:
     """Build the Debian base image and the bundled tasks' images.
 
-    The base comes from debootstrap and docker import. Cached: an image is rebuilt only when what it is built
-    from changed."""
-    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, instance_ids=instance_ids)
+    All of them, or those of the tasks --instance-ids and --limit select (as `swepipe run` selects them: the main
+    command builds only its run's first). The base comes from debootstrap and docker import. Cached: an image is
+    rebuilt only when what it is built from changed."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, instance_ids=instance_ids, limit=limit)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -190,7 +191,8 @@ def images_build(
             label = item if isinstance(item, str) else item.name
             progress.update(bar, total=total, completed=number, description=f"{kind}: {label}")
 
-        built = build_images([t.instance_id for t in ids] if selection.instance_ids else None, force=force,
+        narrowed = selection.instance_ids is not None or selection.limit is not None
+        built = build_images([t.instance_id for t in ids] if narrowed else None, force=force,
                              on_step=on_step)
     for image in built:
         print(f"{image.image}: " + ("up to date" if image.cached else f"built in {image.seconds:.1f} s"))
