@@ -31,7 +31,7 @@ _TASK_ID = re.compile(r"(?:instance_)?(?P<owner>.+?)__(?P<repo>.+)-(?P<commit>[0
 _SHORT_HASH = 7
 _LONGEST = 40  # an id of no known shape is shown whole up to this many characters
 # what would break an id over lines or hide part of it, as the escapes a reader can type back
-_ON_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_ON_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def short_id(instance_id: str) -> str:

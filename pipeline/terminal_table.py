@@ -45,9 +45,11 @@ class TerminalTable:
         grid = self._grid()
         if self._fits(grid, console, options, width):
             yield grid
-        elif len(self.headers) == 2:
-            yield from _pairs(console, [literal(row[0]).plain for row in self.rows],
-                              [literal(row[1]) for row in self.rows], width, 0)
+        elif not self.rows:
+            yield from _wrapped(console, literal("columns: " + " | ".join(self.headers) + " (no rows)"), 0, width)
+        elif len(self.headers) == 2:  # a list of pairs: the headers, then each row, on one line where they fit
+            yield from _pairs(console, [literal(self.headers[0]).plain, *(literal(row[0]).plain for row in self.rows)],
+                              [literal(self.headers[1], "bold"), *(literal(row[1]) for row in self.rows)], width, 0)
         else:
             yield from self._turned(console, width)
             if self.notes:

@@ -117,6 +117,6 @@ def test_only_real_terminal_codes_are_taken_out_of_shown_text():
 
 def test_an_instance_id_that_is_only_the_usual_prefix_is_still_shown():
     """Found by the suite's fuzz in CI: "instance_" shortened to nothing in the run's table."""
-    from pipeline.analysis.table import short_id
+    from pipeline.printable import short_id
 
     assert short_id("instance_") == "instance_" and short_id("instance_abc") == "abc"

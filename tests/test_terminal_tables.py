@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 
 from pipeline.printable import clean, short_id, short_ids, whole_paragraphs
-from pipeline.terminal import literal_console
+from pipeline.terminal import literal, literal_console
 from pipeline.terminal_table import TerminalTable
 from tests.fuzzing import fuzz
 from tests.hostile import hostile_line, hostile_text, in_terminal
@@ -59,7 +59,8 @@ def assert_readable(out: str, width: int, headers=(), ids=(), messages=()) -> No
             if cell_len(word) < width - 4:
                 assert any(word in line for line in lines), f"header word {word!r} split over lines:\n{out}"
     for shown in ids:
-        assert any(shown in line for line in lines), f"id {shown!r} not whole on a line:\n{out}"
+        as_printed = literal(shown).plain  # a tab as the spaces it takes
+        assert any(as_printed in line for line in lines), f"id {shown!r} not whole on a line:\n{out}"
     for message in messages:
         assert in_terminal(message, out), f"message {message!r} not whole:\n{out}"
 

@@ -132,7 +132,7 @@ def _print_validation(checks, unsound, dataset: str, replicas: int) -> None:
     if unsound:
         shown = short_ids([c.instance_id for c in unsound])
         console.print(TerminalTable("tasks that are not sound", ["instance", "status", "problems"],
-                                    [[shown[c.instance_id], c.status, "\n".join(c.problems)] for c in unsound]))
+                                    [[shown[c.instance_id], c.status, "; ".join(c.problems)] for c in unsound]))
 
 
 @app.command()
