@@ -17,6 +17,7 @@ from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
+from pipeline.printable import short_id
 from pipeline.records import Record
 from pipeline.records.base import expect_record
 from pipeline.records.sealing import ContainerSeal
@@ -48,7 +49,7 @@ class TaskJob:
 
     def finished_stage(self, stage: str, summary: str) -> None:
         if self.log is not None:
-            self.log(f"task {self.task.instance_id.removeprefix('instance_')[:40]}: {stage} done: {summary}")
+            self.log(f"task {short_id(self.task.instance_id)}: {stage} done: {summary}")
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.paths.ledger)

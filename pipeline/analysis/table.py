@@ -17,6 +17,12 @@ class Table:
     row_tasks: list[tuple[int, str]] | None = None  # (run number in the report, instance id) per row: its task page
 
 
+def elided(label: str, width: int) -> str:
+    """A label (a run id, a model's name, a title) cut to ``width`` characters for a figure; a task's id is
+    shortened by printable.short_id instead, the same way everywhere."""
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
 def money(value: float | None) -> str:
     if value is None:
         return NA

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from pipeline.evaluation.batch import EvalSummary
 from pipeline.records.evaluation import CATEGORIES, canary_coverage, infrastructure_words
 from pipeline.terminal import literal
+from pipeline.terminal_table import TerminalTable
 
 
 def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> None:
@@ -23,12 +23,9 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
                               f"before: {shown}"), style="yellow")
     if summary.skipped:
         console.print(f"{len(summary.skipped)} instance(s) already had a result (use --redo to score them again)")
-    table = Table(title=f"evaluation: {output_dir}")
-    table.add_column("category")
-    table.add_column("instances", justify="right")
-    for category in CATEGORIES:
-        table.add_row(category, str(summary.counts.get(category, 0)))
-    console.print(table)
+    console.print(TerminalTable(f"evaluation: {output_dir}", ["category", "instances"],
+                                [[category, str(summary.counts.get(category, 0))] for category in CATEGORIES],
+                                right=["instances"]))
     data = summary.as_dict()
     changed = summary.infrastructure
     if data["resolve_rate_scored"] is not None:

@@ -10,7 +10,7 @@ from pipeline.analysis.sealing import sealed_words
 from pipeline.analysis.stats import METRICS, STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
 from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds
 from pipeline.layout import TASK
-from pipeline.printable import short_id
+from pipeline.printable import short_ids
 from pipeline.records.evaluation import infrastructure_named
 
 EVAL_RESULT = TASK.relative(TASK.eval_files.result)  # how the notes name a task's verdict
@@ -359,10 +359,11 @@ def _senior_cell(point: tuple[float | None, float | None, int] | None, metric: s
 
 def coverage_by_task(coverage: RunCoverage) -> Table:
     rows = []
+    shown = short_ids([t.instance_id for t in coverage.tasks])
     for t in coverage.tasks:
         last_hunks, last_expansion = t.hunks[-1], t.expansion[-1]
         senior = t.senior.get(t.rollouts)
-        rows.append([short_id(t.instance_id, 48), str(t.rollouts), f"{t.gold_removed}/{t.gold_added}/{t.gold_files}",
+        rows.append([shown[t.instance_id], str(t.rollouts), f"{t.gold_removed}/{t.gold_added}/{t.gold_files}",
                      percent(last_hunks.removed), percent(last_expansion.removed),
                      percent(senior.removed) if senior else NA, percent(t.final.removed) if t.final else NA,
                      percent(last_hunks.added), percent(last_expansion.added),

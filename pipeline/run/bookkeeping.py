@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.outages import BREAKERS
-from pipeline.printable import clean, short_id
+from pipeline.printable import clean, short_id, whole_paragraphs
 from pipeline.records import Prediction, read_predictions
 from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings
@@ -101,15 +101,16 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: Predict
 
 
 def task_line(prediction: Prediction, roles: tuple[str, ...]) -> str:
-    """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
+    """One line for a log: the task, how it ended, what it cost, and its error's first paragraph (with the one it
+    introduces, when it ends in ":")."""
     cost = prediction.cost if isinstance(prediction.cost, dict) else {}
     resolved = verdict_word(prediction.resolved, "resolved", "not resolved", "")
     status = "not run (infra error, retried by a rerun)" if prediction.infra_error else \
         f"source {prediction.source if 'source' in prediction.model_fields_set else 'none'}"
-    error = clean(prediction.error or "").strip().splitlines()
-    parts = [f"task {short_id(prediction.instance_id, 40)}: {status}",
+    error, _ = whole_paragraphs(clean(prediction.error or ""), lines=1)
+    parts = [f"task {short_id(prediction.instance_id)}: {status}",
              ", ".join(f"{role} {dollars_of(cost.get(role, 0.0))}" for role in roles), resolved,
-             f"error: {error[0][:100]}" if error else ""]
+             "error: " + " ".join(error.split()) if error else ""]
     return " | ".join(part for part in parts if part)
 
 

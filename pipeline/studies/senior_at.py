@@ -31,6 +31,7 @@ from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.printable import short_id
 from pipeline.records.prediction import finished_predictions
 from pipeline.run.lock import lock_run, repair_run
 from pipeline.tasks import Task
@@ -232,5 +233,5 @@ def _analysis_spend(ledger: Path) -> float:
 
 
 def _short(task: Task) -> str:
-    return task.instance_id.removeprefix("instance_")[:48]
+    return short_id(task.instance_id)
 

@@ -140,7 +140,7 @@ def team_by_task(run: TeamRun):
             lost = "none"
         else:
             lost = "; ".join(f"{w.worker}: {w.commands} cmd, {len(w.files)} file(s)" for w in t.lost_work)
-        rows.append([short_id(t.instance_id, 48), t.lead_model, *counts, messages, malformed, blocked, lost])
+        rows.append([short_id(t.instance_id), t.lead_model, *counts, messages, malformed, blocked, lost])
     return tab.Table(f"Team tasks of {run.run_id}",
                      ["instance", "lead model", "planning", "implementation", "verification", "delegations",
                       "messages w→l / w→w / l→w", "malformed", "lead blocked (share)", "lost work"], rows)
