@@ -440,6 +440,11 @@ def shaped(value):
     return st.one_of(shape, json_value)
 
 
+WINDOWED_STEPS = [{"action": "open src/a.py 20", "thought": "a"}, {"action": "edit 2:3\nx\nend_of_edit", "thought": ""},
+                  {"action": "insert 'y' 4", "thought": ""}, {"action": "search_file 'x'", "thought": ""},
+                  {"action": "submit", "thought": ""}]
+
+
 SKELETONS = [
     {**mini_1_file(MINI_1_MESSAGES[2:7]), "instance_id": INSTANCE},
     mini_2_file([tool_reply("Look.", ("ls", "c1"), ("pwd", "c2")), tool_result("c1", 0),
@@ -456,6 +461,13 @@ SKELETONS = [
                   {"role": "assistant", "content": "x", "extra": {"action": "str_replace_editor",
                                                                   "command": "{\"command\": \"view\"}"}}],
      "trajectory_format": "mini-swe-agent-1"},
+    swe_agent_file(WINDOWED_STEPS, WINDOWED_STEPS),
+    {"history": [{"role": "user", "content": "Fix it."},
+                 {"role": "assistant", "content": "a", "thought": "a", "action": "open 'src/a.py' 3",
+                  "message_type": "action"},
+                 {"role": "tool", "content": "x\n(Open file: /r/src/a.py)\n(Current directory: /r)\nbash-$"},
+                 {"role": "assistant", "content": "b", "thought": "b", "action": "submit", "message_type": "action"},
+                 {"role": "tool", "content": "\r\ndiff --git a/x b/x\r\n"}]},
 ]
 
 
