@@ -302,3 +302,25 @@ def test_any_text_as_an_imported_patch_is_read_without_a_crash(text):
 
     found = unusable_patch(text)
     assert found is None or (found[0] in (GIT_DIR, BINARY_KIND) and isinstance(found[1], str))
+
+
+def test_a_vote_and_the_senior_s_choice_run_over_imported_candidates_alone(tmp_path, sources, monkeypatch):
+    """-k 0 with --juniors-from: the imported candidates count as the juniors, so a vote over them (no model at
+    all) and the senior's choice among them (--principal-model none) run; without imports both are refused."""
+    monkeypatch.chdir(tmp_path)
+    imports = ["--juniors-from", "earlier", "--juniors-from", "official.json", "--juniors-from", "trajs"]
+    voted = run(tmp_path, "--strategy", "vote", "--run-id", "voted", *imports)
+    assert voted.exit_code == 0, voted.output
+    prediction = RunLayout(tmp_path / "runs" / "voted").finished()[sources.instance_id]
+    assert prediction["model_patch"] == FIX and prediction["source"] == "vote" and prediction["votes"] == 2
+    assert prediction["imported_from"] == ["earlier", "official.json", "trajs"]
+
+    chosen = run(tmp_path, "--principal-model", "none", "--run-id", "chosen", *imports)
+    assert chosen.exit_code == 0, chosen.output
+    prediction = RunLayout(tmp_path / "runs" / "chosen").finished()[sources.instance_id]
+    assert prediction["model_patch"] == FIX and prediction["cost"].get("principal", 0) == 0
+
+    refused = run(tmp_path, "--strategy", "vote", "--run-id", "alone")
+    assert refused.exit_code != 0 and "nothing to vote on" in str(refused.exception)
+    refused = run(tmp_path, "--principal-model", "none", "--run-id", "alone")
+    assert refused.exit_code != 0 and "no junior proposes a patch" in str(refused.exception)

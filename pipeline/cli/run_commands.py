@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 from pathlib import Path
@@ -90,14 +91,14 @@ def run(
     from pipeline.run.setup import resolve_config
 
     group = plan_repeats(run_id or time.strftime("run-%Y%m%d-%H%M%S"), repeats)  # --repeats 0 stops here
+    own = [runs_dir / repeat.run_id for repeat in group] if repeats > 1 else [runs_dir / run_id] if run_id else []
+    imports = functools.partial(_with_imports, sources=juniors_from, runs_dir=runs_dir, own=own) \
+        if juniors_from else None
     cfg = resolve_config(config, opt.config_assignments(assignments, junior_model=junior_model,
                                                         senior_model=senior_model, principal_model=principal_model,
                                                         solo_model=solo_model, lead_model=lead_model,
                                                         worker_model=worker_model, strategy=strategy, k=k,
-                                                        executor=executor, ray_address=ray_address))
-    if juniors_from:
-        own = [runs_dir / repeat.run_id for repeat in group] if repeats > 1 else [runs_dir / run_id] if run_id else []
-        cfg = _with_imports(cfg, juniors_from, runs_dir, own)
+                                                        executor=executor, ray_address=ray_address), imports)
     if print_config:
         print(commented_yaml(cfg), end="")
         return

@@ -7,7 +7,7 @@ write them, with the references to the harnesses' repositories):
 ``mini-swe-agent-1``, ``mini-swe-agent-2`` (``mini``): mini-swe-agent 1.x's and 2.x's ``<instance_id>.traj.json``,
     tagged ``"trajectory_format": "mini-swe-agent-1"`` and ``"mini-swe-agent-1.1"`` (2.x's messages are 2.x's under
     either tag).
-``swe-agent`` (``swe_agent``): SWE-agent's ``<instance_id>.traj``.
+``swe-agent`` (``swe_agent``): SWE-agent's ``<instance_id>.traj``, or its demonstrations that hold only ``history``.
 ``swepipe`` (``swepipe``): ``swepipe export --format trajectories`` (pipeline.interop.export), mini-swe-agent 1.x's
     shape with ``info.swepipe``.
 
@@ -105,7 +105,8 @@ def _holds_trajectory(path: Path) -> bool:
 
 def _format_of(data: dict[str, Any]) -> str | None:
     """The format ``data`` is written in, from its keys; None for none this package reads."""
-    if isinstance(data.get("trajectory"), list) or isinstance(data.get("attempts"), list):
+    if isinstance(data.get("trajectory"), list) or isinstance(data.get("attempts"), list) or \
+            (isinstance(data.get("history"), list) and not isinstance(data.get("messages"), list)):
         return SWE_AGENT
     if not isinstance(data.get("messages"), list):
         return None
