@@ -22,6 +22,7 @@ from pipeline.cli import app
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.records import Pool, Rollout, read_predictions
+from pipeline.records.prediction import finished_predictions
 
 HEADER = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
 FIX = HEADER + " def add(a, b):\n-    return a - b\n+    return a + b\n"
@@ -311,13 +312,13 @@ def test_a_vote_and_the_senior_s_choice_run_over_imported_candidates_alone(tmp_p
     imports = ["--juniors-from", "earlier", "--juniors-from", "official.json", "--juniors-from", "trajs"]
     voted = run(tmp_path, "--strategy", "vote", "--run-id", "voted", *imports)
     assert voted.exit_code == 0, voted.output
-    prediction = RunLayout(tmp_path / "runs" / "voted").finished()[sources.instance_id]
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "voted").predictions)[sources.instance_id]
     assert prediction["model_patch"] == FIX and prediction["source"] == "vote" and prediction["votes"] == 2
     assert prediction["imported_from"] == ["earlier", "official.json", "trajs"]
 
     chosen = run(tmp_path, "--principal-model", "none", "--run-id", "chosen", *imports)
     assert chosen.exit_code == 0, chosen.output
-    prediction = RunLayout(tmp_path / "runs" / "chosen").finished()[sources.instance_id]
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "chosen").predictions)[sources.instance_id]
     assert prediction["model_patch"] == FIX and prediction["cost"].get("principal", 0) == 0
 
     refused = run(tmp_path, "--strategy", "vote", "--run-id", "alone")

@@ -118,13 +118,13 @@ def test_a_vote_and_the_senior_s_choice_over_imported_runs_alone_are_scored_and_
 
     swepipe("run", "--strategy", "vote", "-k", "0", "--instance-ids", task.instance_id, "--config", "config.yaml",
             "--run-id", "voted", *imports, "--evaluate", cwd=tmp_path)
-    voted = RunLayout(tmp_path / "runs" / "voted").finished()[task.instance_id]
+    voted = finished_predictions(RunLayout(tmp_path / "runs" / "voted").predictions)[task.instance_id]
     assert voted["source"] == "vote" and voted["votes"] == 2 and voted["resolved"] is True
     assert voted["imported_from"] == ["A", "B.json", "C.json"] and voted["cost"].get("total", 0) == 0
 
     swepipe("run", "-k", "0", "--principal-model", "none", "--instance-ids", task.instance_id, "--config",
             "config.yaml", "--run-id", "chosen", *imports, "--evaluate", cwd=tmp_path)
-    chosen = RunLayout(tmp_path / "runs" / "chosen").finished()[task.instance_id]
+    chosen = finished_predictions(RunLayout(tmp_path / "runs" / "chosen").predictions)[task.instance_id]
     assert chosen["resolved"] is True and chosen["model_patch"] == task.patch
     assert chosen["cost"].get("principal", 0) == 0 and chosen["cost"]["senior"] > 0
 

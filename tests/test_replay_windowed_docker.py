@@ -18,6 +18,7 @@ from test_run_docker import swepipe
 
 from pipeline.layout import RunLayout
 from pipeline.records import ReplayResult
+from pipeline.records.prediction import finished_predictions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IMPORT_OLD, IMPORT_NEW = "from .errors import UnknownTaskError", "from .errors import RetryLater, UnknownTaskError"
@@ -55,7 +56,7 @@ def replayed(tmp_path: Path, source: Path, run_id: str) -> tuple[ReplayResult, d
     layout = RunLayout(tmp_path / "runs" / run_id)
     result = ReplayResult.read(layout.task(TASK.instance_id).replay_files.result)
     assert isinstance(result, ReplayResult), done.stdout[-3000:]
-    return result, layout.finished()[TASK.instance_id]
+    return result, finished_predictions(layout.predictions)[TASK.instance_id]
 
 
 def test_a_0_x_trajectory_with_windowed_tools_replays_to_its_submission_and_resolves(tmp_path):
