@@ -25,7 +25,7 @@ from pipeline.interop.recorded import NotReplayable
 from pipeline.interop.trajectory_formats import read_trajectory_file
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.records import Pool, ReplayResult, Rollout, read_predictions
+from pipeline.records import Pool, ReplayResult, Rollout, read_predictions, read_trajectory
 
 
 @pytest.fixture
@@ -231,3 +231,50 @@ def test_the_submit_echo_of_mini_is_a_submit_and_its_printed_diff_the_submission
     recorded = read_trajectory_file(source)
     assert recorded.submission == "diff --git a/x b/x\n" and recorded.steps[-1].call["name"] == "submit"
     assert SUBMIT_COMMAND.startswith("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+
+
+# -- round trip: swepipe's own run, exported as ATIF, replayed -----------------------------------------------------
+
+
+@pytest.mark.parametrize("action_format", ["text", "tools"])
+def test_a_solo_run_exported_as_atif_replays_to_the_run_s_own_patch(atif_setup, tmp_path, action_format):
+    """A text-format run (a bash step, an ```edit block, a format error, submit) and a tool-call one (bash, the
+    editor, a call of no tool, submit), each exported as ATIF and replayed: the same patch, the same format error."""
+    setup, task = atif_setup, atif_setup["task"]
+    if action_format == "text":
+        edit = "calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n"
+        replies = [{"content": "Look.\n```bash\ncat calc.py\n```"}, {"content": f"Fix.\n```edit\n{edit}```"},
+                   {"content": "No block at all."}, {"content": "Note.\n```bash\nprintf 'ok\\n' > NOTES.txt\n```"},
+                   {"content": "Done.\n```bash\nsubmit\n```"}]
+    else:
+        def call(name, **arguments):
+            return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+        replies = [call("bash", command="cat calc.py"),
+                   call("str_replace_editor", command="str_replace", path="calc.py", old_str="    return a - b",
+                        new_str="    return a + b"),
+                   {"content": "Thinking, no call."}, call("bash", command="printf 'ok\\n' > NOTES.txt"),
+                   call("submit")]
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"solo": [replies]}))
+    config = yaml.safe_load(setup["config"].read_text()) | {
+        "models": {"solo": {"model": f"scripted/{script}", "prices": {"input": 1.0, "output": 2.0}}},
+        "limits": {"action_format": action_format}}
+    setup["config"].write_text(yaml.safe_dump(config))
+    runner = CliRunner()
+    ran = runner.invoke(app, ["run", "--strategy", "solo", "--dataset", str(setup["dataset"]), "--config",
+                              str(setup["config"]), "--run-id", "orig", "--runs-dir", str(setup["runs"])])
+    assert ran.exit_code == 0, ran.output
+    original = read_predictions(RunLayout(setup["runs"] / "orig").predictions).records[task.instance_id]
+    assert "return a + b" in original.model_patch and "NOTES.txt" in original.model_patch
+    exported = runner.invoke(app, ["export", str(setup["runs"] / "orig"), "--format", "atif", "--output",
+                                   str(tmp_path / "atif")])
+    assert exported.exit_code == 0, exported.output
+
+    result, layout = replay(setup, tmp_path / "atif")
+    assert result.exit_code == 0, result.output
+    replayed = ReplayResult.read(layout.task(task.instance_id).replay_files.result)
+    assert replayed.source_format == "atif" and replayed.patch_identical is True, replayed
+    assert replayed.recorded_cost == pytest.approx(original.cost["total"])
+    assert read_predictions(layout.predictions).records[task.instance_id].model_patch == original.model_patch
+    steps = read_trajectory(layout.task(task.instance_id).solo_files.trajectory).data["steps"]
+    assert [bool(step["format_error"]) for step in steps] == [False, False, True, False, False]
