@@ -30,6 +30,8 @@ ALLOWED = {
     ("pipeline/report/render.py", "report.html"),
     # The lock of a Ray node's own image-cache state (its session folder on the node), not of a run directory.
     ("pipeline/run/ray/node.py", ".lock"),
+    # Harbor's trial result beside an imported ATIF trajectory (<trial>/result.json), not a run's.
+    ("pipeline/interop/trajectory_formats/atif_format.py", "result.json"),
 }
 
 

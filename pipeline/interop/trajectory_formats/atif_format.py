@@ -58,6 +58,7 @@ NO_EFFECT_TOOLS = frozenset({"think", "task_tracker"})
 EDITOR_COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
 EDITOR_ARGUMENTS = ("command", "path", "file_text", "old_str", "new_str", "insert_line", "view_range")
 SWEPIPE_ACTIONS = (BASH, EDITOR, SUBMIT, "edit", "view")  # a swepipe agent's own actions a replay can run
+HARBOR_TRIAL_RESULT = "result.json"  # Harbor's <trial>/result.json: the task's name, the verifier's reward
 SUBMISSION_KEYS = ("submission", "git_patch", "model_patch", "patch")
 
 
@@ -250,7 +251,7 @@ def _harbor_trial(path: Path) -> dict[str, Any]:
     if path.parent.name != "agent":
         return {}
     try:
-        return as_dict(load_json(path.parent.parent / "result.json"))
+        return as_dict(load_json(path.parent.parent / HARBOR_TRIAL_RESULT))
     except Refused:
         return {}
 
