@@ -17,6 +17,7 @@ run, the role, the models of the other roles, the verdict, the submission) is un
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -90,7 +91,7 @@ def agent_sources(paths: TaskPaths, prediction: Prediction) -> list[AgentSource]
     """Every agent a task left, with its ledger rows. A record that is missing or unreadable is skipped (an ablated
     stage has none)."""
     models = {role: model for role, model in (prediction.models or {}).items() if isinstance(model, str)}
-    ledger = read_ledger(paths.ledger)
+    ledger = [row for row in read_ledger(paths.ledger) if _well_formed(row)]
 
     def rows(stage: str, agent: str) -> list[LedgerRow]:
         return sorted((row for row in ledger if row.stage == stage and row.agent == agent), key=lambda r: r.time)
@@ -100,7 +101,7 @@ def agent_sources(paths: TaskPaths, prediction: Prediction) -> list[AgentSource]
         rollout = records.Rollout.read(path)
         if isinstance(rollout, records.Rollout) and rollout.trajectory is not None:
             found.append(AgentSource(
-                f"junior-{path.stem}", "junior", rollout.model or models.get("junior"), rows("junior", path.stem),
+                f"junior-{path.stem}", "junior", _text(rollout.model) or models.get("junior"), rows("junior", path.stem),
                 run=rollout.trajectory, exit_status=rollout.exit_reason, submission=rollout.patch,
                 submission_is_patch=True,
                 extra=_present(temperature=rollout.temperature, seed=rollout.seed, reused_from=rollout.reused_from,
@@ -139,7 +140,7 @@ def _lead(paths: TaskPaths, models: dict[str, str], rows: Any) -> AgentSource | 
             lead.workers.append(AgentSource(name, "worker", models.get("worker"), rows("team", name), run=worker,
                                             submission=_text(worker.get("submission"))))
     delegations = records.read_json(team.delegations).data
-    for delegation in (delegations.get("delegations") if isinstance(delegations, dict) else None) or []:
+    for delegation in _list(delegations.get("delegations") if isinstance(delegations, dict) else None):
         if isinstance(delegation, dict) and isinstance(delegation.get("worker"), str) \
                 and isinstance(delegation.get("lead_step"), int):
             lead.delegated_at[delegation["worker"]] = delegation["lead_step"]
@@ -158,11 +159,11 @@ def _principal(paths: TaskPaths, model: str | None, ledger: list[LedgerRow]) -> 
     replies = [r for r in replies if isinstance(r, dict)] if isinstance(replies, list) else []
     result = records.PrincipalResult.read(files.result)
     result = result if isinstance(result, records.PrincipalResult) else records.PrincipalResult()
-    failed = [attempt for attempt in result.failed_attempts or [] if isinstance(attempt, str)]
+    failed = [attempt for attempt in _list(result.failed_attempts) if isinstance(attempt, str)]
     messages: list[dict[str, Any]] = []
     steps = []
     for number, call in enumerate(calls):
-        sent = [m for m in (call.get("messages") if isinstance(call, dict) else None) or [] if isinstance(m, dict)]
+        sent = [m for m in _list(call.get("messages") if isinstance(call, dict) else None) if isinstance(m, dict)]
         messages.extend(dict(m) for m in sent[len(messages):])
         if number < len(replies):
             reply = replies[number]
@@ -251,8 +252,8 @@ def _trajectory_data(source: AgentSource, context: _TaskContext, embedded: bool 
 
 
 def _steps(source: AgentSource, run: dict[str, Any]) -> list[dict[str, Any]]:
-    messages = [m for m in run.get("messages") or [] if isinstance(m, dict)]
-    agent_steps = [s for s in run.get("steps") or [] if isinstance(s, dict)]
+    messages = [m for m in _list(run.get("messages")) if isinstance(m, dict)]
+    agent_steps = [s for s in _list(run.get("steps")) if isinstance(s, dict)]
     opening = _opening(messages)
     replies = _replies(messages[len(opening):])
     if len(replies) < len(agent_steps):  # a compacted conversation: the steps' own texts
@@ -323,7 +324,7 @@ def _agent_step(step_id: int, step: dict[str, Any], reply: str, seen: str | None
 
 def _tool_calls(step: dict[str, Any], call_id: str) -> list[dict[str, Any]]:
     """The reply's action: its tool call as sent, or a text-format action block as a call of the action's name."""
-    sent = [call for call in step.get("tool_calls") or [] if isinstance(call, dict)]
+    sent = [call for call in _list(step.get("tool_calls")) if isinstance(call, dict)]
     if sent:
         calls = []
         for number, call in enumerate(sent):
@@ -370,6 +371,16 @@ def _verdict(paths: TaskPaths, prediction: Prediction) -> dict[str, Any] | None:
     return found or None
 
 
+def _well_formed(row: LedgerRow) -> bool:
+    """A ledger row whose numbers are numbers (a hand-edited or foreign ledger may hold anything): the others
+    cannot be summed or shown as ATIF metrics, and are left out as the ledger's other readers would fail on them."""
+    counts = (row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens, row.retries)
+    amounts = (row.cost, row.time, row.latency)
+    return (all(_int(count) is not None and count >= 0 for count in counts)
+            and all(_number(amount) is not None and math.isfinite(amount) for amount in amounts)
+            and isinstance(row.stage, str) and isinstance(row.agent, str) and isinstance(row.call, str))
+
+
 def _version() -> str:
     try:
         return metadata.version("swepipe")
@@ -397,6 +408,10 @@ def _content(value: Any) -> str:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _int(value: Any) -> int | None:
