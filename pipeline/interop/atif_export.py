@@ -101,8 +101,8 @@ def agent_sources(paths: TaskPaths, prediction: Prediction) -> list[AgentSource]
         rollout = records.Rollout.read(path)
         if isinstance(rollout, records.Rollout) and rollout.trajectory is not None:
             found.append(AgentSource(
-                f"junior-{path.stem}", "junior", _text(rollout.model) or models.get("junior"), rows("junior", path.stem),
-                run=rollout.trajectory, exit_status=rollout.exit_reason, submission=rollout.patch,
+                f"junior-{path.stem}", "junior", _text(rollout.model) or models.get("junior"),
+                rows("junior", path.stem), run=rollout.trajectory, exit_status=rollout.exit_reason, submission=rollout.patch,
                 submission_is_patch=True,
                 extra=_present(temperature=rollout.temperature, seed=rollout.seed, reused_from=rollout.reused_from,
                                patch_source=rollout.patch_source, recorded_cost_usd=rollout.cost)))
