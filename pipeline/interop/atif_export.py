@@ -102,8 +102,8 @@ def agent_sources(paths: TaskPaths, prediction: Prediction) -> list[AgentSource]
         if isinstance(rollout, records.Rollout) and rollout.trajectory is not None:
             found.append(AgentSource(
                 f"junior-{path.stem}", "junior", _text(rollout.model) or models.get("junior"),
-                rows("junior", path.stem), run=rollout.trajectory, exit_status=rollout.exit_reason, submission=rollout.patch,
-                submission_is_patch=True,
+                rows("junior", path.stem), run=rollout.trajectory, exit_status=rollout.exit_reason,
+                submission=rollout.patch, submission_is_patch=True,
                 extra=_present(temperature=rollout.temperature, seed=rollout.seed, reused_from=rollout.reused_from,
                                patch_source=rollout.patch_source, recorded_cost_usd=rollout.cost)))
     senior = records.read_trajectory(paths.senior_files.trajectory).data
