@@ -28,7 +28,7 @@ import atif
 
 from pipeline import records
 from pipeline.errors import SwepipeError
-from pipeline.interop.export import ExportSummary, _require_predictions
+from pipeline.interop.export import ExportSummary, require_predictions
 from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import Prediction
 from pipeline.records.ledger import LedgerRow, read_ledger
@@ -64,7 +64,7 @@ def export_atif(root: Path, output: Path) -> ExportSummary:
         raise SwepipeError(f"--output {output} is a file; ATIF trajectories are written into a directory")
     layout = RunLayout(root)
     lines = records.read_predictions(layout.predictions)
-    summary = ExportSummary(path=output, format="atif", left_out=_require_predictions(root, lines))
+    summary = ExportSummary(path=output, format="atif", left_out=require_predictions(root, lines))
     for instance_id, prediction in sorted(lines.records.items()):
         try:
             check_instance_id(instance_id)

@@ -62,7 +62,7 @@ def left_out(layout: RunLayout, lines: records.PredictionLines) -> LeftOut:
                    unfinished=sorted(started - set(lines.records)))
 
 
-def _require_predictions(root: Path, lines: records.PredictionLines) -> LeftOut:
+def require_predictions(root: Path, lines: records.PredictionLines) -> LeftOut:
     """What the export leaves out; refused when the run has no prediction at all."""
     found = left_out(RunLayout(root), lines)
     if lines.records:
@@ -136,7 +136,7 @@ def export_predictions(root: Path, fmt: str, output: Path | None = None, name: s
         raise SwepipeError(f"--prefix {name!r}: the official harness names its files <prefix>_output.json, so the "
                            "prefix must be a plain file name (no '/')")
     lines = records.read_predictions(RunLayout(root).predictions)
-    summary = ExportSummary(path=path, format=fmt, left_out=_require_predictions(root, lines))
+    summary = ExportSummary(path=path, format=fmt, left_out=require_predictions(root, lines))
     entries = []
     for instance_id, record in sorted(lines.records.items()):
         patch = record.model_patch or ""
@@ -185,7 +185,7 @@ def export_trajectories(root: Path, output: Path) -> ExportSummary:
         raise SwepipeError(f"--output {output} is a file; trajectories are written into a directory")
     layout = RunLayout(root)
     lines = records.read_predictions(layout.predictions)
-    summary = ExportSummary(path=output, format="trajectories", left_out=_require_predictions(root, lines))
+    summary = ExportSummary(path=output, format="trajectories", left_out=require_predictions(root, lines))
     for instance_id, prediction in sorted(lines.records.items()):
         try:
             check_instance_id(instance_id)
