@@ -70,7 +70,7 @@ def run(
         "--juniors-from", rich_help_panel=STRATEGY, metavar="SOURCE",
         help="Take candidates in as junior rollouts, after this run's own (-k 0: none of its own): a swepipe run "
              "(id under --runs-dir, or its directory), a predictions file (swepipe's, the official harness's or "
-             "swebench's) or a folder of trajectories (mini-swe-agent, SWE-agent, swepipe's export). Repeat for "
+             "swebench's) or a folder of trajectories (mini-swe-agent, SWE-agent, ATIF, swepipe's export). Repeat for "
              "several; their recorded cost is shown apart, never counted as this run's.")] = None,
     repeats: Annotated[int, typer.Option(
         "--repeats", rich_help_panel=OUTPUT,
