@@ -12,6 +12,7 @@ from test_run_docker import swepipe
 
 from pipeline.layout import RunLayout
 from pipeline.records import ReplayResult
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -30,7 +31,7 @@ def test_a_harbor_trial_replays_to_its_printed_diff_and_resolves_in_the_tasks_im
     assert result.source_format == "atif" and result.patch_identical is True, (result.differing,
                                                                                  result.only_replayed)
     assert result.recorded_resolved is True and result.replayed_steps == 4
-    assert layout.finished()[TASK.instance_id]["resolved"] is True
+    assert finished_predictions(layout.predictions)[TASK.instance_id]["resolved"] is True
 
 
 def test_a_swepipe_run_exported_as_atif_replays_to_the_same_patch_in_the_tasks_image(tmp_path):
@@ -47,7 +48,7 @@ def test_a_swepipe_run_exported_as_atif_replays_to_the_same_patch_in_the_tasks_i
         "limits": {"action_format": "tools"}}))
     swepipe("run", "--strategy", "solo", "--instance-ids", TASK.instance_id, "--config", "config.yaml",
             "--run-id", "orig", cwd=tmp_path)
-    original = RunLayout(tmp_path / "runs" / "orig").finished()[TASK.instance_id]
+    original = finished_predictions(RunLayout(tmp_path / "runs" / "orig").predictions)[TASK.instance_id]
     assert original["model_patch"] and set(patch_per_file(original["model_patch"])) == set(patch_per_file(TASK.patch))
     swepipe("export", "orig", "--format", "atif", "--output", "atif", cwd=tmp_path)
 
@@ -57,5 +58,5 @@ def test_a_swepipe_run_exported_as_atif_replays_to_the_same_patch_in_the_tasks_i
     assert isinstance(result, ReplayResult), done.stdout[-3000:]
     assert result.source_format == "atif" and result.patch_identical is True, (result.differing,
                                                                                  result.only_replayed)
-    replayed = layout.finished()[TASK.instance_id]
+    replayed = finished_predictions(layout.predictions)[TASK.instance_id]
     assert replayed["model_patch"] == original["model_patch"] and replayed["resolved"] is True
