@@ -86,9 +86,8 @@ def test_a_narrow_table_stays_a_grid_and_a_wide_one_turns(width):
 def test_the_run_table_shows_ids_whole_and_the_edit_error_whole(width, tmp_path):
     from pipeline.cli.run_commands import run_table
     from pipeline.layout import RunLayout
-    from pipeline.run.bookkeeping import RunSummary
-
     from pipeline.records import Prediction
+    from pipeline.run.bookkeeping import RunSummary
 
     predictions = {i: Prediction(instance_id=i, source="principal", error=EDIT_ERROR,
                                  cost={"junior": 0.0, "senior": 0.0, "principal": 0.0})
@@ -184,7 +183,6 @@ def test_the_eval_and_validation_summaries_read_at_the_width(width, monkeypatch)
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.validate import TaskCheck
-
     from pipeline.records import EvalResult
 
     summary = EvalSummary(results={BUNDLED_ID: EvalResult.of({"instance_id": BUNDLED_ID, "category": "tests_failed",
@@ -201,9 +199,8 @@ def test_the_eval_and_validation_summaries_read_at_the_width(width, monkeypatch)
 
 
 def test_the_run_summary_line_of_a_log_keeps_the_error_sentence_whole():
-    from pipeline.run.bookkeeping import task_line
-
     from pipeline.records import Prediction
+    from pipeline.run.bookkeeping import task_line
 
     line = task_line(Prediction(instance_id=BUNDLED_ID, source="principal", error=EDIT_ERROR), ("principal",))
     assert "task markroll@4554c23" in line
