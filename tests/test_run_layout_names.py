@@ -41,6 +41,7 @@ ALLOWED = {
     ("pipeline/run/ray/node.py", "f'{self.instance_id}.json'"),  # a task's state in the node's own folder
     ("pipeline/evaluation/validate.py", "f'r{replica}'"),  # `swepipe validate`'s replicas, in its --output
     ("pipeline/interop/export.py", "f'{trajectory.agent}{TRAJECTORY_SUFFIX}'"),  # other tools' names, in an export
+    ("pipeline/interop/atif_export.py", "f'{source.name}{ATIF_SUFFIX}'"),  # the same, for ATIF
     # Harbor's trial result beside an imported ATIF trajectory (<trial>/result.json), not a run's.
     ("pipeline/interop/trajectory_formats/atif_format.py", "result.json"),
 }
