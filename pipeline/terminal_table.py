@@ -85,10 +85,13 @@ class TerminalTable:
 
 def _pairs(console: Console, labels: list[str], values: list[Text], width: int, indent: int) -> Iterable[Text]:
     """One line per label and its value, the values aligned; a value that does not fit beside its label, or holds
-    several lines, on lines of its own below it. Blank values are left out."""
+    several lines, on lines of its own below it. A pair with nothing in it is left out; a label with no value is
+    shown alone (the label may be all a row holds)."""
     label_width = min(max((cell_len(label) for label in labels), default=0), max(width // 3, 8))
     for label, value in zip(labels, values, strict=False):
         if not value.plain.strip():
+            if label.strip():
+                yield from _wrapped(console, Text(" " * indent + label), 0, width)
             continue
         beside = indent + label_width + _GAP + cell_len(value.plain)
         if "\n" not in value.plain and cell_len(label) <= label_width and beside <= width:

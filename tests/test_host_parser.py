@@ -106,6 +106,15 @@ def test_a_parser_here_reads_the_logs_and_writes_output_json_in_the_scorings_fol
     assert sorted(p.name for p in spool.iterdir()) == ["stderr.log", "stdout.log"]  # its folder is gone
 
 
+def test_a_parser_here_reads_a_run_directory_named_relative_to_where_swepipe_runs(tmp_path, monkeypatch):
+    """`swepipe run --runs-dir runs`: the scoring's folder is relative, the parser runs in a folder of its own."""
+    spool, out = (path.relative_to(tmp_path) for path in logs(tmp_path, "tests/a.py::test_x PASSED\n"))
+    monkeypatch.chdir(tmp_path)
+    parsed = host_parser.parse_here(OFFICIAL_SHAPE.encode(), spool, out, 60, 10_000, 1 << 20, None)
+    assert parsed.exit_code == 0, parsed.printed
+    assert json.loads((tmp_path / out / "output.json").read_text())["tests"][0]["status"] == "PASSED"
+
+
 def test_a_parser_here_is_bounded_in_time_output_and_what_it_prints(tmp_path):
     spool, out = logs(tmp_path, "")
     slow = host_parser.parse_here(b"import time\ntime.sleep(30)\n", spool, out, 1, 10_000, 1 << 20, None)

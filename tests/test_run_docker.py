@@ -24,6 +24,7 @@ from scripted_pipeline import (
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.printable import short_id
 from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.runtime.images.debian_base import BASE_IMAGE
@@ -253,9 +254,11 @@ def test_vote_submits_the_most_voted_candidate(tmp_path):
                           env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # Not a terminal (a log): a plain line for the finished task, and a table that fits 80 columns.
-    assert "task swepipe-bundled__tinyq" in done.stdout and "source vote | junior $0.0072 | resolved" in done.stdout
-    table = [line for line in done.stdout.splitlines() if line[:1] in "┏┃┡│└"]
-    assert table and max(map(len, table)) <= 80
+    shown = short_id(task.instance_id)  # the task's id as every line and table shows it
+    assert f"task {shown}: source vote | junior $0.0072 | resolved" in done.stdout
+    lines = done.stdout.splitlines()
+    table = lines[lines.index("run vote"):]  # the run's table, from its title: a grid or a block per task
+    assert any(shown in line for line in table) and max(map(len, table)) <= 80
     prediction = finished_predictions(RunLayout(tmp_path / "runs" / "vote").predictions)[task.instance_id]
     assert prediction["strategy"] == "vote" and prediction["source"] == "vote" and prediction["votes"] == 2
     assert prediction["resolved"] is True and set(prediction["models"]) == {"junior"}

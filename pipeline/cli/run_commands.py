@@ -295,13 +295,14 @@ def run_table(summary, layout) -> TerminalTable:
     the rest is in the task's error.txt)."""
     from pipeline.printable import short_ids, whole_paragraphs
     from pipeline.run.bookkeeping import dollars_of, verdict_word
+    from pipeline.secrets import redact
 
     stages = list(summary.roles)
     shown = short_ids(list(summary.predictions))
     rows = []
     for instance_id, p in sorted(summary.predictions.items()):
         cost = p.cost if isinstance(p.cost, dict) else {}
-        error, left = whole_paragraphs(str(p.error or ""))
+        error, left = whole_paragraphs(redact(str(p.error or "")))  # shown whole now: a key in it is not
         if left:
             error += f"\n({left} more paragraph(s) in {TASK.error})"
         rows.append([shown[instance_id], str(p.source or ""), *(dollars_of(cost.get(s, 0))[1:] for s in stages),

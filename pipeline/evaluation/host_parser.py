@@ -93,6 +93,7 @@ def parse_here(parser: bytes, spool: Path, out_dir: Path, time_left: float, log_
     """Run ``parser`` on ``spool``/stdout.log and stderr.log; output.json saved in ``out_dir`` when it is no
     larger than ``output_limit``."""
     printed = BoundedOutput(log_limit)
+    spool = spool.absolute()  # the parser runs in a folder of its own: a run directory given as runs/x is not there
     with tempfile.TemporaryDirectory(prefix=".parser-", dir=spool) as folder:
         work = Path(folder)
         (work / PARSER).write_bytes(parser)

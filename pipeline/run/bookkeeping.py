@@ -12,6 +12,7 @@ from pipeline.printable import clean, short_id, whole_paragraphs
 from pipeline.records import Prediction, read_predictions
 from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings
+from pipeline.secrets import redact
 from pipeline.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
 
@@ -107,7 +108,7 @@ def task_line(prediction: Prediction, roles: tuple[str, ...]) -> str:
     resolved = verdict_word(prediction.resolved, "resolved", "not resolved", "")
     status = "not run (infra error, retried by a rerun)" if prediction.infra_error else \
         f"source {prediction.source if 'source' in prediction.model_fields_set else 'none'}"
-    error, _ = whole_paragraphs(clean(prediction.error or ""), lines=1)
+    error, _ = whole_paragraphs(clean(redact(prediction.error or "")), lines=1)  # as its files hold it: no key
     parts = [f"task {short_id(prediction.instance_id)}: {status}",
              ", ".join(f"{role} {dollars_of(cost.get(role, 0.0))}" for role in roles), resolved,
              "error: " + " ".join(error.split()) if error else ""]
