@@ -180,9 +180,12 @@ def test_a_fault_stop_on_a_node_stops_the_run_with_its_reason_and_code(on_cluste
 @pytest.mark.slow
 def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_reruns(cluster, on_cluster, tmp_path,
                                                                                    monkeypatch):
+    from run_sessions import request
+
     from pipeline import storage
+    from pipeline.run.lifecycle import Run
     from pipeline.run.ray.executor import RayRun
-    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.setup import resolve_config
 
     task = FIRST
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[SUBMIT]]}))
@@ -208,12 +211,12 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
     monkeypatch.setattr(storage, "apply_mirrored", slow_ledger)
     monkeypatch.setattr(RayRun, "flush", flush_at_the_end)
     config = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=vote")])
-    settings, _ = prepare_run(dataset="bundled", config=config, run_id="behind", runs_dir=tmp_path / "runs")
     lines = []
-    driver = RayRun(on_cluster, [task], settings, False, lines.append)
-    summary = driver.execute()
-    driver.drainer.join(timeout=30)
-    settings.layout.unlock()
+    with Run.open(request(config, "behind", tmp_path / "runs")) as run:
+        settings = run.settings
+        driver = RayRun(on_cluster, [task], settings, False, lines.append)
+        summary = driver.execute()
+        driver.drainer.join(timeout=30)
     layout = settings.layout
     assert layout.finished() == {} and not layout.predictions.exists(), lines
     infra = [json.loads(line) for line in (layout.root / "infra_errors.jsonl").read_text().splitlines()]
