@@ -26,8 +26,10 @@ class SeniorChoice(Principal):
 
     role: str | None = None  # no model role: nothing is called, priced or started for the principal
 
-    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
-        result = choose(pool, brief, runtime)
+    def write_in_workspace(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
+        """The candidate ``choose`` takes, checked in the principal's workspace; patch.diff written."""
+        with job.timed("principal"), job.open_runtime("principal") as runtime:
+            result = choose(pool, brief, runtime)
         job.paths.principal.mkdir(parents=True, exist_ok=True)
         patchtext.write(job.paths.principal_files.patch, result.patch)
         return result
