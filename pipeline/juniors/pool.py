@@ -28,8 +28,7 @@ from unidiff import Hunk, PatchSet
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import Line
 
-from pipeline.pool_rules import CandidateDraft as CandidateDraft  # re-exported: the stages import them from here
-from pipeline.pool_rules import CandidatePool as CandidatePool
+from pipeline.pool_rules import CandidateDraft, CandidatePool
 
 # Files that are tests by their name, in any folder.
 _TEST_NAME = re.compile(r"(^|/)test_[^/]*\.(py|rb)$|_test\.(py|go|rb)$|_spec\.(rb|[cm]?[jt]sx?)$|"

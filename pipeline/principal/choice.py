@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pipeline import patchtext
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import CandidatePool
+from pipeline.pool_rules import CandidatePool
 from pipeline.principal.stage import Principal, _fallback, check_applies
 from pipeline.records import Brief, PrincipalResult
 from pipeline.runtime.base import Runtime

@@ -20,8 +20,7 @@ from pathlib import Path
 from pipeline import patchtext
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidatePool
-from pipeline.pool_rules import agreement, agrees
+from pipeline.pool_rules import CandidatePool, agreement, agrees
 from pipeline.records import Brief, PrincipalResult, Rollout, Unreadable
 from pipeline.records.brief import SkipDecision
 

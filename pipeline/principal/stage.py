@@ -17,10 +17,10 @@ from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidateDraft, CandidatePool
 from pipeline.layout import PrincipalFiles
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
+from pipeline.pool_rules import CandidateDraft, CandidatePool
 from pipeline.prompts import render, render_task_prompt
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt

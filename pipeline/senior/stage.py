@@ -16,10 +16,10 @@ from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, reached_line, task_subject
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidatePool
 from pipeline.layout import SeniorFiles
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
+from pipeline.pool_rules import CandidatePool
 from pipeline.prompts import render, render_task_prompt
 from pipeline.runtime.base import Runtime
 from pipeline.senior.brief import (

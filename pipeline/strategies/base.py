@@ -11,7 +11,7 @@ from pipeline.job import TaskJob
 from pipeline.records import Record
 
 if TYPE_CHECKING:
-    from pipeline.juniors.pool import CandidatePool
+    from pipeline.pool_rules import CandidatePool
     from pipeline.records import Brief, PrincipalResult
     from pipeline.strategies.answer import TaskAnswer
 

@@ -8,8 +8,8 @@ from typing import Any
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
+from pipeline.pool_rules import CandidatePool
 from pipeline.principal.skip import SkippedSenior, SkipPrincipal, skip_decision
 from pipeline.records import Brief, PrincipalResult, Rollout
 from pipeline.records.brief import SkipDecision
