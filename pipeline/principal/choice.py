@@ -20,7 +20,7 @@ SENIOR_CHOICE = "senior_choice"  # the prediction's source: the candidate the br
 JUNIOR_TOP = "junior_top"  # the most-voted candidate that applies
 
 
-class SeniorChoice(Principal):
+class SubmitSeniorCandidate(Principal):
     """A principal stage that calls no model (``role = None``): ``write(job, pool, brief)`` returns the result
     record with the candidate's ``patch`` and its ``source`` (senior_choice, junior_top or none)."""
 
