@@ -41,8 +41,8 @@ THROUGH_THE_CONFIG = {"pipeline.models", "pipeline.models.spec"}
 # each because it replays the stage's own rule on recorded data; the list can only shrink (move the rule to a
 # module both import, as pipeline.pool_rules and pipeline.records.ledger were, then take it off).
 CALL_TIME_STAGE_IMPORTS = {
-    ("pipeline.analysis.replay_history", "pipeline.agent.compact"),  # the agent's compaction, replayed
-    ("pipeline.analysis.replay_history", "pipeline.models.prompt_cache"),  # where the calls put cache marks
+    ("pipeline.analysis.repricing", "pipeline.agent.compact"),  # the agent's compaction, replayed
+    ("pipeline.analysis.repricing", "pipeline.models.prompt_cache"),  # where the calls put cache marks
     ("pipeline.analysis.whatif", "pipeline.models.pricing"),  # a policy priced at the models' prices
     ("pipeline.analysis.whatif", "pipeline.models.prompt_cache"),
     ("pipeline.analysis.whatif", "pipeline.models.spec"),

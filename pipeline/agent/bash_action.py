@@ -39,7 +39,7 @@ class BashAction:
         return render("observation.md.j2", exit_code=result.exit_code, output=result.output,
                       timed_out=result.timed_out, timeout=int(limits.command_timeout), cut_bytes=result.cut_bytes)
 
-    def replay(self, step: AgentStep) -> None:
+    def restore(self, step: AgentStep) -> None:
         """A recorded command run again, as a resumed agent rebuilds its workspace."""
         try:
             self.runtime.run(step.command, timeout=self.limits.command_timeout, output_limit=1000)

@@ -53,7 +53,7 @@ class EditorAction:
                 break
         return results
 
-    def replay(self, step: AgentStep) -> None:
+    def restore(self, step: AgentStep) -> None:
         """A recorded editor action made again, as a resumed agent rebuilds its workspace: the same calls on the
         same files."""
         self.apply(Action(step.action, step.command or ""))

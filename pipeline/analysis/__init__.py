@@ -1,6 +1,6 @@
 """Analyses of runs already on disk, computed from their records alone (no model call, no container): a run read
 (``load``) and counted (``stats``), coverage of the gold patch (``coverage``), paired comparisons (``compare``),
-repeats (``repeats``), what other policies would have cost and resolved (``replay_data``, ``replay_history``,
+repeats (``repeats``), what other policies would have cost and resolved (``whatif_data``, ``repricing``,
 ``whatif``), and the team analysis (``team``). Their results are numbers and plain-string tables (``table``); the
 run report (``pipeline.report``) draws and renders them.
 
