@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pipeline.errors import SwepipeError
 from pipeline.storage import remove_stale_temp_files, repair_jsonl
-from pipeline.tasks.record import check_instance_id
+from pipeline.tasks.task import check_instance_id
 
 _CANDIDATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _SENIOR_AT = re.compile(r"senior-at-(\d+)")

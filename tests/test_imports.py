@@ -253,7 +253,7 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
                      ("pipeline.team.lead", 11)}
 
     imports = all_imports()
-    assert ("pipeline.tasks", "pipeline.tasks.record") in {(i.source, i.target) for i in imports}
+    assert ("pipeline.tasks", "pipeline.tasks.task") in {(i.source, i.target) for i in imports}
     assert not any(".bundled.tasks." in i.source for i in imports)
 
 
@@ -405,7 +405,7 @@ def _python(code: str, *args: str) -> str:
     [
         ("import pipeline.models.client", ["pipeline.models.scripted"]),
         ("import pipeline.models.litellm_setup", ["pipeline.models.scripted"]),
-        ("import pipeline.tasks.record", ["pipeline.bundled.build", "pipeline.datasets"]),
+        ("import pipeline.tasks.task", ["pipeline.bundled.build", "pipeline.datasets"]),
         ("import pipeline.tasks", ["pipeline.bundled.build", "pipeline.datasets"]),
         # the executors: Ray is imported only inside the ray executor's functions, the thread one never loads it
         ("from pipeline.config import ExecutorConfig; from pipeline.run.executors import executor_for; "

@@ -29,12 +29,12 @@ from pipeline.agent.actions import (
     parse_tool_action,
     tools_for,
 )
+from pipeline.agent.agent_run import AgentRun, AgentStep, Stop
 from pipeline.agent.bash_action import BashAction
 from pipeline.agent.compact import compact_history
 from pipeline.agent.editor_action import EditorAction, editor_kinds
 from pipeline.agent.failures import briefly
 from pipeline.agent.journal import TrajectoryJournal
-from pipeline.agent.record import AgentRun, AgentStep, Stop
 from pipeline.agent.role_actions import RoleActions, SubmitAction
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript

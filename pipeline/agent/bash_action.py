@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.agent.actions import Action
+from pipeline.agent.agent_run import AgentStep, Stop
 from pipeline.agent.failures import workspace_failure
-from pipeline.agent.record import AgentStep, Stop
 from pipeline.config import Limits
 from pipeline.errors import ContainerDied
 from pipeline.prompts import render

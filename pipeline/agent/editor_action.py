@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.agent.actions import EDIT, EDITOR, VIEW, Action, FormatError
+from pipeline.agent.agent_run import AgentStep
 from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.failures import briefly, workspace_failure
-from pipeline.agent.record import AgentStep
 from pipeline.edits.editor import Editor, EditorResult, open_editor
 from pipeline.errors import ContainerDied
 

@@ -10,10 +10,10 @@ through the records it wrote.
 """
 
 from pipeline.analysis.coverage import GoldEdits, RunCoverage, TaskCoverage, gold_edits, run_coverage, task_coverage
-from pipeline.analysis.load import RunData, TaskRecord, load_run
+from pipeline.analysis.load import RunData, TaskData, load_run
 from pipeline.analysis.stats import RunStats, bootstrap_interval, efficiency, run_stats
 
 __all__ = [
-    "GoldEdits", "RunCoverage", "RunData", "RunStats", "TaskCoverage", "TaskRecord", "bootstrap_interval",
+    "GoldEdits", "RunCoverage", "RunData", "RunStats", "TaskCoverage", "TaskData", "bootstrap_interval",
     "efficiency", "gold_edits", "load_run", "run_coverage", "run_stats", "task_coverage",
 ]

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from pipeline.analysis.load import RunData, TaskRecord, load_run
+from pipeline.analysis.load import RunData, TaskData, load_run
 from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.pool_rules import CandidateDraft
 from pipeline.records import EvalResult, Rollout, Unreadable, read_trajectory
@@ -64,7 +64,7 @@ def read_run(path: str | Path) -> WhatIfRun:
     return WhatIfRun(run.run_id, run.config, tasks, run.unfinished)
 
 
-def _task(layout: RunLayout, record: TaskRecord) -> WhatIfTask:
+def _task(layout: RunLayout, record: TaskData) -> WhatIfTask:
     paths = layout.task(record.instance_id)
     pool = record.pool.candidates or [] if record.pool is not None else []
     candidates = [CandidateDraft(**{k: v for k, v in c.to_dict().items() if k in _CANDIDATE_FIELDS})

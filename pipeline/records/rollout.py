@@ -30,7 +30,7 @@ class Rollout(Record):
                                "cost_limit, format_errors, ...), or runtime_error, patch_error, "
                                "patch_too_large, resource_limit")
     error: Text | None = absent("what went wrong, if anything")
-    trajectory: dict[str, Any] | None = absent("the agent's record (pipeline.agent.record.AgentRun: "
+    trajectory: dict[str, Any] | None = absent("the agent's record (pipeline.agent.agent_run.AgentRun: "
                                                "messages, steps, cost, tokens, seconds); absent "
                                                "when no agent ran")
     traceback: Text = absent("an unexpected failure's traceback")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline import patchtext, records
 from pipeline.agent.agent import Agent, prompt
-from pipeline.agent.record import AgentRun
+from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, reached_line, task_subject
 from pipeline.config import RunConfig
