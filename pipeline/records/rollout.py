@@ -43,7 +43,7 @@ class Rollout(Record):
                                            "repository cannot carry")
     patch_note: Text = absent("a note on the patch (the submodules left out)")
     base_entries: list[Text] = absent("what the base commit holds around the patch's new files "
-                                      "(pipeline.juniors.pool.layout_probe), for the pool")
+                                      "(pipeline.juniors.pool.source_tree_probe), for the pool")
     cost: Number = absent("dollars the rollout's calls cost")
     input_tokens: Int = absent("input tokens of its calls")
     output_tokens: Int = absent("output tokens of its calls")
