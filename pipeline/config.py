@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pipeline.config_overlay import Assignment, overlay, validation_problems
 from pipeline.errors import SwepipeError
-from pipeline.models.spec import ROLES, ModelSpec
+from pipeline.model_spec import ROLES, ModelSpec
 
 if TYPE_CHECKING:
     from pipeline.outages import Settings

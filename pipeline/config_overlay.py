@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel
 
 from pipeline.errors import SwepipeError
-from pipeline.models.spec import ROLES
+from pipeline.model_spec import ROLES
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.config import RunConfig
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec
+from pipeline.printable import short_id
 from pipeline.records import Record
+from pipeline.records.base import expect_record
 from pipeline.records.sealing import ContainerSeal
 from pipeline.tasks import Task
 
@@ -49,7 +51,7 @@ class TaskJob:
 
     def finished_stage(self, stage: str, summary: str) -> None:
         if self.log is not None:
-            self.log(f"task {self.task.instance_id.removeprefix('instance_')[:40]}: {stage} done: {summary}")
+            self.log(f"task {short_id(self.task.instance_id)}: {stage} done: {summary}")
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.paths.ledger)
@@ -111,15 +113,12 @@ class TaskJob:
             return max(1, len(text) // 4)
 
 
-def once(path: Path, make: Callable[[], R | dict[str, Any]], record: type[R]) -> R:
+def once(path: Path, make: Callable[[], R], record: type[R]) -> R:
     """The resume cache of a stage's record: the one at ``path`` if an earlier session of the run finished it (its
     spend is not paid again), else ``make()``'s, saved there. ``record``: its
-    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one;
-    ``make`` returns the record, or its fields (checked strictly as the record is built)."""
+    type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one."""
     if path.exists():
         return record.load(path)
-    made = make()
-    if isinstance(made, dict):
-        made = record.of(made)
+    made = expect_record(make(), record)
     made.write(path)
     return made

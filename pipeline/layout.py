@@ -9,18 +9,11 @@
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import re
-import socket
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import SwepipeError
-from pipeline.storage import remove_stale_temp_files, repair_jsonl
 from pipeline.tasks.task import check_instance_id
 
 _CANDIDATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -42,6 +35,16 @@ def reply_journal(trajectory: Path) -> Path:
     """An agent's paid reply not yet in its trajectory (``<trajectory>.reply``, beside it, named so that no *.json
     glob takes it), so that a run killed in between never pays for it twice."""
     return trajectory.with_name(trajectory.name.removesuffix(".json") + ".reply")
+
+
+def trajectory_journal(trajectory: Path) -> Path:
+    """The journal of the trajectory ``trajectory`` (``X.json`` -> ``X.jsonl``, beside it)."""
+    return trajectory.with_name(trajectory.name.removesuffix(".json") + ".jsonl")
+
+
+def whole_trajectory(path: Path) -> Path:
+    """The whole file's name of the trajectory whose journal or whole file ``path`` is (``X.jsonl`` -> ``X.json``)."""
+    return path.with_suffix(".json") if path.suffix == ".jsonl" else path
 
 
 def rollout_file(name: str) -> tuple[int, bool] | None:
@@ -326,6 +329,11 @@ class ScoringFiles:
         """The files a task page shows of a scoring, in that order."""
         return self.stdout, self.stderr, self.entry_log, self.entry_script
 
+    def attempt(self, number: int) -> ScoringFiles:
+        """The scoring run again (``--attempts``, number 2 on) to tell flaky tests from real failures: the same
+        files in ``attempt-<number>/``."""
+        return ScoringFiles(self.root / f"attempt-{number}")
+
 
 @dataclass(frozen=True)
 class TaskPaths:
@@ -465,15 +473,6 @@ class TaskPaths:
         return path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
 
 
-class RunLocked(SwepipeError):
-    """Another live process works in the same run directory."""
-
-
-# Run directories this process holds the lock of: resolved path -> the open lock file's descriptor.
-_HELD: dict[str, int] = {}
-_held_guard = threading.Lock()
-
-
 @dataclass(frozen=True)
 class RunLayout:
     root: Path
@@ -550,47 +549,6 @@ class RunLayout:
         """A task's scoring by `swepipe eval` into its default place."""
         return self.eval_output.task(instance_id)
 
-    def lock(self) -> None:
-        """Hold the run directory for the life of this process (or until ``unlock``), so that a second
-        ``swepipe run`` or ``swepipe rollouts`` on the same run id stops with RunLocked instead of
-        writing the same files. The lock is an ``flock``: the kernel drops it when the holder dies, so
-        the .lock file a killed process leaves blocks nobody. Taking it again in the same process is a
-        no-op."""
-        key = str(self.root.resolve())
-        with _held_guard:
-            if key in _HELD:
-                return
-            self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _read_holder(fd)
-                os.close(fd)
-                raise RunLocked(f"run {self.run_id} ({self.root}) is in use by another swepipe process"
-                                f"{holder}; wait for it to finish or stop it, or choose another --run-id") from None
-            except OSError as error:
-                os.close(fd)
-                raise SwepipeError(f"cannot lock the run directory {self.root} ({self.lock_file}: {error})") from None
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                     "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode() + b"\n")
-            _HELD[key] = fd
-
-    def unlock(self) -> None:
-        with _held_guard:
-            fd = _HELD.pop(str(self.root.resolve()), None)
-            if fd is not None:
-                os.close(fd)  # closing the descriptor releases the flock
-
-    def repair(self) -> list[str]:
-        """After a killed session (call it holding the lock): JSON Lines files whose last line was cut short
-        end at a whole line again, and abandoned temporary files go. Returns what was repaired."""
-        files = [self.predictions, self.infra_errors, *self.ledgers()]
-        notes = [note for note in map(repair_jsonl, files) if note]
-        remove_stale_temp_files(self.root)
-        return notes
-
     def task(self, instance_id: str) -> TaskPaths:
         """everything one task left
 
@@ -610,21 +568,6 @@ class RunLayout:
         """The ledger of every task that has one."""
         ledgers = (TaskPaths(folder).ledger for folder in sorted(self.tasks.glob("*")))
         return [ledger for ledger in ledgers if ledger.is_file()]
-
-    def finished(self) -> dict[str, dict]:
-        """Predictions already written, by instance id (a line cut short by a crash is ignored), as the dicts the
-        run's bookkeeping holds (no ``format``: that is the file's). Lenient on purpose: a task with any line is
-        not run (and paid for) again; the reports read the file through pipeline.records.read_predictions."""
-        done = {}
-        if self.predictions.exists():
-            for line in self.predictions.read_text(encoding="utf-8").splitlines():
-                try:
-                    record = json.loads(line)
-                    done[record["instance_id"]] = record
-                    record.pop("format", None)
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    continue
-        return done
 
 
 @dataclass(frozen=True)
@@ -648,6 +591,10 @@ class ReportFiles:
     def task_pages(self) -> Path:
         """a page per finished task, `<run>/<instance id>.html`, linked from report.html's tables"""
         return self.root / f"{self.html.stem}_tasks"
+
+    def task_page(self, run_folder: str, instance_id: str) -> Path:
+        """A task's page in ``task_pages``: the run's folder, then the task's id."""
+        return self.task_pages / run_folder / f"{instance_id}.html"
 
     @property
     def figures(self) -> Path:
@@ -794,13 +741,3 @@ def repeat_dirs(parent: Path, group: str) -> dict[int, Path]:
     found = {int(match.group(1)): path for path in (parent.iterdir() if parent.is_dir() else ())
              if (match := name.fullmatch(path.name)) and path.is_dir()}
     return dict(sorted(found.items()))
-
-
-def _read_holder(fd: int) -> str:
-    """ " (pid N on host H since T)" from a held lock file, or "" when it cannot be read yet."""
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        holder = json.loads(os.read(fd, 4096).decode() or "{}")
-        return f" (pid {holder['pid']} on {holder['host']}, since {holder['since']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""

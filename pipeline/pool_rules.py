@@ -23,10 +23,13 @@ indices stay 0..n-1, so rollout i keeps seed ``juniors.seed + i`` and its temper
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config import ScheduleConfig
+from pipeline.records import Rollout
+from pipeline.records.pool import Decision, Schedule
 
 SUBMITTED = "submitted"
 
@@ -61,28 +64,39 @@ class CandidatePool:
         return asdict(self)
 
 
-def agreement(pool: CandidatePool, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """How strongly the rollouts ``records`` (whose pool is ``pool``) agree: the submitted rollouts, the pool's
-    top candidate, the votes it holds among the submitted rollouts and their share."""
-    submitted = sorted(r.get("index", 0) for r in records if r.get("exit_reason") == SUBMITTED)
+@dataclass(frozen=True)
+class Agreement:
+    """How strongly rollouts agree (``agreement``): the submitted rollouts, the pool's top candidate, the votes it
+    holds, those among the submitted rollouts and their share."""
+
+    submitted: int
+    top_candidate: str | None
+    top_votes: int
+    top_submitted_votes: int
+    top_share: float
+
+
+def agreement(pool: CandidatePool, rollouts: Sequence[Rollout]) -> Agreement:
+    """How strongly ``rollouts`` (whose pool is ``pool``) agree."""
+    submitted = sorted(r.index or 0 for r in rollouts if r.exit_reason == SUBMITTED)
     top = pool.candidates[0] if pool.candidates else None
     votes = sum(1 for reason in top.exit_reasons if reason == SUBMITTED) if top else 0
-    return {"submitted": len(submitted), "top_candidate": top.key if top else None,
-            "top_votes": top.votes if top else 0, "top_submitted_votes": votes,
-            "top_share": round(votes / len(submitted), 4) if submitted else 0.0}
+    return Agreement(submitted=len(submitted), top_candidate=top.key if top else None,
+                     top_votes=top.votes if top else 0, top_submitted_votes=votes,
+                     top_share=round(votes / len(submitted), 4) if submitted else 0.0)
 
 
-def agrees(measure: dict[str, Any], share: float, min_submitted: int) -> tuple[bool, str]:
+def agrees(measure: Agreement, share: float, min_submitted: int) -> tuple[bool, str]:
     """Whether ``measure`` (``agreement``) reaches ``share`` with at least ``min_submitted`` submitted rollouts,
     and why (not)."""
-    submitted, votes = measure["submitted"], measure["top_submitted_votes"]
-    if measure["top_candidate"] is None:
+    submitted, votes = measure.submitted, measure.top_submitted_votes
+    if measure.top_candidate is None:
         return False, "no rollout left a source candidate"
     if submitted < min_submitted:
         return False, f"{submitted} rollout(s) submitted, fewer than {min_submitted}"
-    holds = votes > 0 and measure["top_share"] >= share
+    holds = votes > 0 and measure.top_share >= share
     return holds, (f"the top candidate holds {votes} of {submitted} submitted rollouts' votes "
-                   f"({measure['top_share']:.2f} {'>=' if holds else '<'} {share:g})")
+                   f"({measure.top_share:.2f} {'>=' if holds else '<'} {share:g})")
 
 
 def source_files(pool: CandidatePool) -> set[str]:
@@ -101,8 +115,8 @@ def wave_sizes(settings: ScheduleConfig, k: int) -> list[int]:
     return sizes
 
 
-def judge(settings: ScheduleConfig, k: int, wave: int, records: list[dict[str, Any]], pool: CandidatePool,
-          before: CandidatePool | None) -> dict[str, Any]:
+def judge(settings: ScheduleConfig, k: int, wave: int, records: Sequence[Rollout], pool: CandidatePool,
+          before: CandidatePool | None) -> Decision:
     """The decision after wave ``wave`` (1-based): ``records`` are the rollouts so far in index order, ``pool``
     their pool, ``before`` the pool of the rollouts before this wave (None after the first)."""
     measure = agreement(pool, records)
@@ -117,7 +131,7 @@ def judge(settings: ScheduleConfig, k: int, wave: int, records: list[dict[str, A
         if before is None:
             why.append("no earlier wave to compare files with")
         else:
-            started = {r.get("index", 0) for r in records[before.rollouts:]}  # this wave's rollouts
+            started = {r.index or 0 for r in records[before.rollouts:]}  # this wave's rollouts
             proposed = any(set(c.rollouts) & started for c in pool.candidates)
             rules["no_new_files"] = proposed and not new
             if not proposed:
@@ -133,18 +147,22 @@ def judge(settings: ScheduleConfig, k: int, wave: int, records: list[dict[str, A
         decision, why = "stop", [*why, f"all K={k} rollouts run"]
     else:
         decision = "go on"
-    return {"wave": wave, "rollouts": len(records), "decision": decision, "converged": converged, "rules": rules,
-            **measure, "candidates": len(pool.candidates), "files": sorted(files), "new_files": new,
-            "reason": "; ".join(why), "time": round(time.time(), 3)}
+    return Decision(wave=wave, rollouts=len(records), decision=decision, converged=converged, rules=rules,
+                    **asdict(measure), candidates=len(pool.candidates), files=sorted(files), new_files=new,
+                    reason="; ".join(why), time=round(time.time(), 3))
 
 
-def record(settings: ScheduleConfig, k: int, decisions: list[dict[str, Any]],
-           left_out: list[int] | None = None) -> dict[str, Any]:
+def record(settings: ScheduleConfig, k: int, decisions: list[Decision], left_out: list[int] | None = None) -> Schedule:
     """The ``schedule`` entry of junior/pool.json."""
-    run = decisions[-1]["rollouts"] if decisions else 0
-    stopped = bool(decisions) and decisions[-1]["decision"] == "stop"
-    entry = {"settings": settings.model_dump(mode="json"), "k": k, "decisions": decisions, "rollouts_run": run,
-             "stopped_early": stopped and run < k, "not_started": k - run if stopped else None}
+    run = rollouts_run(decisions)
+    stopped = bool(decisions) and decisions[-1].decision == "stop"
+    entry = Schedule(settings=settings.model_dump(mode="json"), k=k, decisions=decisions, rollouts_run=run,
+                     stopped_early=stopped and run < k, not_started=k - run if stopped else None)
     if left_out:
-        entry["on_disk_not_in_pool"] = left_out  # rollouts an earlier session or another run left beyond the stop
+        entry.on_disk_not_in_pool = left_out  # rollouts an earlier session or another run left beyond the stop
     return entry
+
+
+def rollouts_run(decisions: list[Decision]) -> int:
+    """The rollouts run by the last of ``decisions`` (0 before any)."""
+    return decisions[-1].rollouts if decisions else 0

@@ -35,9 +35,9 @@ from docker.models.containers import Container, ContainerCollection
 
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.profiles import PROFILES
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.interop.predictions import PatchToScore
 from pipeline.runtime import containers
 from pipeline.runtime.images.names import image_name
 from pipeline.runtime.limits import container_limits

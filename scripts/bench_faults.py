@@ -72,6 +72,7 @@ import yaml
 
 from pipeline.layout import EvalOutput, JuniorFiles, PrincipalFiles, RunLayout, reply_journal, rollout_file
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 
@@ -260,7 +261,7 @@ def outage(work: Path, tasks: list, seconds: float, name: str) -> Row:
         sessions_run += 1
         proc = swepipe(work, env, ids, run_id)
         proc.wait(timeout=3600)
-        if proc.returncode != 1 or layout.finished().keys() >= {t.instance_id for t in tasks}:
+        if proc.returncode != 1 or finished_predictions(layout.predictions).keys() >= {t.instance_id for t in tasks}:
             break
         wait_until(lambda: not flag.exists(), 3600)  # stopped by the outage: rerun once the provider is back
     row = measure(name, layout, tasks, run_id)
@@ -430,7 +431,7 @@ def journal_fails(work: Path, tasks: list) -> Row:
                "--config", "config.yaml", "--run-id", run_id, "--workers", "3"]
     with open(work / "sessions.log", "a") as log:
         first = subprocess.run(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
-        unfinished = len(tasks) - len(layout.finished())
+        unfinished = len(tasks) - len(finished_predictions(layout.predictions))
         flag.unlink()  # the disk is back
         rerun = subprocess.run(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
     row = measure("journal-fails", layout, tasks, run_id)
@@ -570,7 +571,7 @@ def replay_checks(work: Path, tasks: list) -> Row:
                                ",".join(t.instance_id for t in tasks), "--config", "config.yaml", "--run-id", run_id],
                               cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT)
     layout = RunLayout(work / "runs" / run_id)
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     own, wrong = 0, 0
     for task in tasks:
         result = _read(layout.task(task.instance_id).replay_files.result) or {}
@@ -688,7 +689,7 @@ def _read(path: Path) -> dict | None:
 
 
 def measure(name: str, layout: RunLayout, tasks: list, run_id: str) -> Row:
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     rows = {t.instance_id: Ledger.read(layout.task(t.instance_id).ledger) for t in tasks}
     all_rows = [row for task_rows in rows.values() for row in task_rows]
     return Row(name, len(tasks), len(finished), sum(1 for t in tasks if t.instance_id not in finished),

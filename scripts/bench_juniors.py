@@ -24,8 +24,8 @@ from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec
 from pipeline.runtime.factory import open_runtime
 from pipeline.tasks import load_tasks
 

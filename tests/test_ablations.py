@@ -19,7 +19,8 @@ from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.principal.choice import choose
-from pipeline.records import Brief
+from pipeline.records import Brief, Rollout
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
 
@@ -58,7 +59,7 @@ def pool_of(*patches_and_votes):
     records, index = [], 0
     for patch, votes in patches_and_votes:
         for _ in range(votes):
-            records.append({"index": index, "patch": patch, "exit_reason": "submitted"})
+            records.append(Rollout(index=index, patch=patch, exit_reason="submitted"))
             index += 1
     return build_pool("demo__calc-1", records)
 
@@ -280,7 +281,7 @@ def test_e2e_senior_none_resolves_and_the_report_says_it_dominates_solo(tmp_path
                    "nosenior", "--senior-model", "none", "--evaluate", cwd=tmp_path)
     assert "local model" not in done.stdout  # nothing started for the senior that is switched off
     layout = RunLayout(tmp_path / "runs" / "nosenior")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "principal" and prediction["resolved"] is True, prediction
     rows = task_rows(layout, task)
     assert [r for r in rows if r.role == "senior"] == [] and {r.stage for r in rows} == {"junior", "principal"}
@@ -313,7 +314,7 @@ def test_e2e_principal_none_submits_the_senior_choice_without_a_principal_call(t
     swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "noprincipal",
             "--principal-model", "none", "--evaluate", cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "noprincipal")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "senior_choice" and prediction["resolved"] is True, prediction
     assert [r for r in task_rows(layout, task) if r.stage == "principal" or r.role == "principal"] == []
     assert prediction["cost"]["principal"] == 0
@@ -332,7 +333,7 @@ def test_e2e_k_zero_the_senior_explores_alone_and_the_principal_resolves(tmp_pat
                    "-k", "0", "--evaluate", cwd=tmp_path)
     assert "local model" not in done.stdout
     layout = RunLayout(tmp_path / "runs" / "nojuniors")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "principal" and prediction["resolved"] is True, prediction
     rows = task_rows(layout, task)
     assert {r.stage for r in rows} == {"senior", "principal"} and len([r for r in rows if r.stage == "senior"]) == 2

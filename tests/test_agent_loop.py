@@ -11,11 +11,11 @@ from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.compact import compact_history
 from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
-from pipeline.records import read_trajectory
+from pipeline.records import Rollout, read_trajectory
 from pipeline.runtime.local import LocalRuntime
 
 FIX = "I will fix the sign.\n```bash\nsed -i 's/a - b/a + b/' calc.py && cat calc.py\n```"
@@ -271,7 +271,7 @@ def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspa
     client = ModelClient(ModelSpec(model=f"scripted/{path}", prices=Prices(input=1, output=1)), "senior", Ledger(),
                          task="t", scope=str(tmp_path))
     candidate = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
-    pool = build_pool("t", [{"index": 0, "patch": "diff --git a/calc.py b/calc.py\n" + candidate}])
+    pool = build_pool("t", [Rollout(index=0, patch="diff --git a/calc.py b/calc.py\n" + candidate)])
     task = Task(instance_id="t", repo="demo/calc", base_commit=leaky_repo["base"], problem_statement="add() subtracts.",
                 repo_language="python", fail_to_pass=[], pass_to_pass=[], selected_test_files_to_run=[],
                 before_repo_set_cmd="", dockerhub_tag="unused")
@@ -337,7 +337,7 @@ def senior_setup(tmp_path, leaky_repo, replies, patches=None, **config):
     candidate = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
     if patches is None:
         patches = ["diff --git a/calc.py b/calc.py\n" + candidate]
-    pool = build_pool("t", [{"index": i, "patch": p, "exit_reason": "submitted"} for i, p in enumerate(patches)])
+    pool = build_pool("t", [Rollout(index=i, patch=p, exit_reason="submitted") for i, p in enumerate(patches)])
     task = Task(instance_id="t", repo="demo/calc", base_commit=leaky_repo["base"], problem_statement="add() subtracts.",
                 repo_language="python", fail_to_pass=[], pass_to_pass=[], selected_test_files_to_run=[],
                 before_repo_set_cmd="", dockerhub_tag="unused")

@@ -11,8 +11,8 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
 from pipeline.runtime.base import PatchTooLarge
 from pipeline.runtime.docker import DockerRuntime
@@ -145,7 +145,7 @@ def test_rollout_over_the_patch_cap_is_recorded_and_its_patch_dropped(outputs_re
     assert records[0].patch == "" and records[0].patch_dropped == "too_large"
     assert "20000-byte limit" in records[0].patch_error and "juniors.max_patch_bytes" in records[0].patch_error
     assert records[1].exit_reason == "submitted" and changed_paths(records[1].patch) == ["calc.py"]
-    pool = build_pool(task.instance_id, [record.to_dict() for record in records])
+    pool = build_pool(task.instance_id, records)
     assert pool.failed == [0] and [c.rollouts for c in pool.candidates] == [[1]]
 
 

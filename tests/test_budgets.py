@@ -24,10 +24,11 @@ from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import RunLayout, TaskPaths
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import DEFAULT_MAX_TOKENS, ModelClient, count_input_tokens
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
+from pipeline.records.prediction import finished_predictions
 
 TESTS = Path(__file__).parent
 LOCAL = Containers(impl="local_opener:open_local")
@@ -251,7 +252,7 @@ def test_parallel_tasks_never_spend_more_than_the_run_budget(tmp_path, local_rep
     assert len(summary.predictions) == 3
     rows = [row for task in tasks for row in Ledger.read(settings.layout.task(task.instance_id).ledger)]
     assert sum(r.cost for r in rows) <= 1.00 and len(rows) == 3  # six rollouts at once, three calls paid
-    assert sum(p["cost"]["total"] for p in summary.predictions.values()) == pytest.approx(sum(r.cost for r in rows))
+    assert sum(p.cost["total"] for p in summary.predictions.values()) == pytest.approx(sum(r.cost for r in rows))
 
 
 # -- the principal's reserve ------------------------------------------------------------------------
@@ -357,7 +358,8 @@ def test_a_rerun_after_kill_9_goes_on_with_what_is_left_and_never_above(tmp_path
     assert [r.stage for r in before].count("junior") == 4 and [r.stage for r in before].count("senior") == 1
     assert any(r.retries == 1 and r.input_tokens == 1000 for r in before)  # the billed failed attempt
     spent_before = sum(r.cost for r in before)
-    assert 0.45 < spent_before < 0.55 and not RunLayout(tmp_path / "runs" / "budget-killed").finished()
+    killed = RunLayout(tmp_path / "runs" / "budget-killed")
+    assert 0.45 < spent_before < 0.55 and not finished_predictions(killed.predictions)
 
     limit = round(spent_before + 0.15, 6)
     write_config({"per_task": limit})
@@ -368,7 +370,7 @@ def test_a_rerun_after_kill_9_goes_on_with_what_is_left_and_never_above(tmp_path
     total = sum(r.cost for r in rows)
     assert total <= limit  # both sessions together
     assert len(rows) == len(before) + 1 and rows[-1].stage == "senior"  # what was left paid for one more call
-    prediction = RunLayout(tmp_path / "runs" / "budget-killed").finished()[task.instance_id]
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "budget-killed").predictions)[task.instance_id]
     assert prediction["cost"]["total"] == pytest.approx(total)
     brief = json.loads((paths.senior / "brief.json").read_text())
     assert brief["senior_exit"] == "cost_limit"

@@ -336,6 +336,6 @@ def test_how_canaries_are_said_on_a_task_page_and_in_evals_summary():
         "planted in tests/[b]a.py: test_a (must pass): PASSED; test_b (must fail): not reported"
     assert canary_words(EvalResult.of({"canaries": none}).canaries) == f"none planted: {none['reason']}"
     assert canary_words(EvalResult.of({}).canaries) is None  # scored before canaries
-    assert canary_coverage([{"canaries": planted}, {"canaries": none}, {"canaries": none}, {}]) == \
-        f"canaries planted in 1 of 3 scored; none in 2: {none['reason']} (2)"
-    assert canary_coverage([{}]) == ""
+    results = [EvalResult.of(data) for data in ({"canaries": planted}, {"canaries": none}, {"canaries": none}, {})]
+    assert canary_coverage(results) == f"canaries planted in 1 of 3 scored; none in 2: {none['reason']} (2)"
+    assert canary_coverage([EvalResult.of({})]) == ""

@@ -21,6 +21,7 @@ from scripted_pipeline import SUBMIT, apply_patch_command, bash
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker
@@ -38,7 +39,7 @@ def settings(run_id):
 @pytest.mark.parametrize("forgery", sorted(FORGED))
 def test_a_forged_verdict_resolves_by_the_official_protocol_but_does_not_count(tmp_path, run_id, forgery):
     task, patch = FORGED[forgery]
-    result = evaluate(task, patch, tmp_path / "eval", settings(run_id))
+    result = evaluate(task, patch, tmp_path / "eval", settings(run_id)).to_dict()
     assert result["patch_applied"] is True and result["official_resolved"] is True, result
     assert result["resolved"] is False and result["category"] == "flagged"
     assert {finding["kind"] for finding in result["integrity"]} == {"canary", *ALSO.get(forgery, ())}
@@ -55,7 +56,7 @@ def test_a_forged_verdict_resolves_by_the_official_protocol_but_does_not_count(t
 def test_the_gold_patch_of_each_runner_vouched_for_by_its_canaries(tmp_path, run_id):
     for name in ("tinyq", "flagpole", "cronlite"):
         task = TASKS[name]
-        result = evaluate(task, task.patch, tmp_path / name, settings(run_id))
+        result = evaluate(task, task.patch, tmp_path / name, settings(run_id)).to_dict()
         assert result["resolved"] is True and result["integrity"] == [], result
         statuses = {test["must"]: test["reported"] for test in result["canaries"]["tests"]}
         assert statuses == {"pass": ["PASSED"], "fail": ["FAILED"]}, (name, result["canaries"])
@@ -94,7 +95,7 @@ def test_forged_verdicts_of_every_runner_are_not_resolved_by_eval_nor_run_evalua
     swepipe("run", "--strategy", "solo", "--instance-ids", ",".join(task.instance_id for task, _ in chosen),
             "--config", "config.yaml", "--run-id", "forged", "--evaluate", cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "forged")
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     for task, patch in chosen:
         assert patch.splitlines()[-1] in finished[task.instance_id]["model_patch"]  # the agent's diff has it
         assert finished[task.instance_id]["resolved"] is False, finished[task.instance_id]

@@ -24,8 +24,9 @@ from pipeline.job import TaskJob
 from pipeline.juniors.rollout import _take_patch
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec
+from pipeline.records import Rollout
 from pipeline.runtime import containers
 from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.images.names import image_name
@@ -164,12 +165,12 @@ def test_scoring_has_no_network_unless_asked_and_is_limited(tmp_path, run_id, mo
     chosen = container_limits(Containers(memory="2g", pids_limit=512, cpus=1))
     settings = EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id,
                             limits=chosen)
-    offline = evaluate(TASK, TASK.patch, tmp_path / "offline", settings)
+    offline = evaluate(TASK, TASK.patch, tmp_path / "offline", settings).to_dict()
     settings.network = True
-    online = evaluate(TASK, TASK.patch, tmp_path / "online", settings)
+    online = evaluate(TASK, TASK.patch, tmp_path / "online", settings).to_dict()
     official = EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id,
                             limits=chosen, profile="official", seed=7)
-    graded = evaluate(TASK, TASK.patch, tmp_path / "official", official)
+    graded = evaluate(TASK, TASK.patch, tmp_path / "official", official).to_dict()
     assert offline["resolved"] and online["resolved"] and graded["resolved"]  # the gold patch scores under them
     assert offline["network"] is False and online["network"] is True
     assert offline["limits"]["pids"] == 512 and offline["limits"]["memory"] == "2g"
@@ -257,7 +258,7 @@ def test_fork_bomb_and_disk_fillers_end_their_own_rollouts_while_another_submits
     assert records[0].patch and labelled(run_id) == []
     result = evaluate(TASK, records[0].patch, tmp_path / "eval",
                       EvalSettings(image_template=TEMPLATE, run_scripts=defaults_for(BUNDLED).run_scripts,
-                                   run_id=run_id))
+                                   run_id=run_id)).to_dict()
     assert result["resolved"] and result["network"] is False
 
 
@@ -278,10 +279,10 @@ def test_a_limit_hit_between_commands_ends_the_rollout_that_left_its_cause_behin
         started = runtime.run(LATE_FORKS, timeout=30)
         assert started.output.strip() == "started"
         time.sleep(8)  # the forks happen, and end, while no command runs
-        record = {"exit_reason": "submitted", "error": None}
+        record = Rollout(exit_reason="submitted", error=None)
         _take_patch(runtime, record, max_bytes=1_000_000)
-        assert record["exit_reason"] == "resource_limit" and record["agent_exit_reason"] == "submitted"
-        assert "process limit (64 processes" in record["error"] and record["patch"] == ""
+        assert record.exit_reason == "resource_limit" and record.agent_exit_reason == "submitted"
+        assert "process limit (64 processes" in record.error and record.patch == ""
         assert runtime.run("echo alive", timeout=30).output == "alive\n"  # reported once, not again
     assert labelled(run_id) == []
 

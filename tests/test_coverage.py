@@ -7,6 +7,7 @@ import pytest
 
 from pipeline.analysis.coverage import gold_edits, run_coverage
 from pipeline.analysis.load import load_run
+from pipeline.records import Rollout
 from pipeline.report.tables import coverage_by_task, coverage_table
 
 # Base commit: pkg/a.py line n is "line n" except 11 and 21; pkg/b.py line n is "bn" except line 8.
@@ -355,7 +356,7 @@ def test_each_candidates_expansion_keeps_the_base_text_of_its_lines_bounded(tmp_
     git(repo, "commit", "-qm", "base")
     patch = ("diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -4,3 +4,3 @@\n def area(w, h):\n"
              "-    total = w + h\n+    total = w * h\n     return total\n")
-    pool = build_pool("t", [{"index": 0, "patch": patch, "exit_reason": "submitted"}])
+    pool = build_pool("t", [Rollout(index=0, patch=patch, exit_reason="submitted")])
     with LocalRuntime(str(repo), git(repo, "rev-parse", "HEAD")) as runtime:
         by_key, text = expand.expansion_by_candidate(pool, runtime)
         (key,) = by_key

@@ -11,6 +11,7 @@ from test_run_docker import setup, swepipe
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -30,7 +31,7 @@ def test_a_rollout_that_only_edits_resolves_the_task(tmp_path, action_format):
     done = swepipe("run", "--strategy", "vote", "--instance-ids", TASK.instance_id, "--config", "config.yaml",
                    "--run-id", run_id, "--evaluate", cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / run_id)
-    prediction = layout.finished()[TASK.instance_id]
+    prediction = finished_predictions(layout.predictions)[TASK.instance_id]
     assert prediction["resolved"] is True, (prediction, done.stdout[-2000:])
     paths = layout.task(TASK.instance_id)
     steps = json.loads((paths.junior / "rollout-00.json").read_text())["trajectory"]["steps"]
@@ -75,7 +76,7 @@ def test_a_killed_edit_only_rollout_resumes_in_a_new_container_without_paying_tw
         proc.wait(timeout=30)
     finally:
         proc.kill()
-    assert not layout.finished()
+    assert not finished_predictions(layout.predictions)
     left = containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"})
     assert left  # nothing ran at the kill: the rollout's container is still up (no `swepipe cleanup` here)
     paid_before = Ledger.read(layout.task(TASK.instance_id).ledger)
@@ -83,7 +84,7 @@ def test_a_killed_edit_only_rollout_resumes_in_a_new_container_without_paying_tw
 
     done = swepipe("run", "--strategy", "vote", "--instance-ids", TASK.instance_id, "--config", "config.yaml",
                    "--run-id", run_id, "--evaluate", cwd=tmp_path)
-    prediction = layout.finished()[TASK.instance_id]
+    prediction = finished_predictions(layout.predictions)[TASK.instance_id]
     assert prediction["resolved"] is True, (prediction, done.stdout[-2000:])
     # The resume removed what the killed session left (its owner is dead), and said so.
     # (how many: those up at the kill, or one more that was starting then)

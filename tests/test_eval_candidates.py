@@ -15,6 +15,7 @@ from scripted_pipeline import patch_per_file
 from pipeline.evaluation.candidates import MalformedPool, plan_candidates, read_pool
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
+from pipeline.records import Rollout
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 
@@ -37,9 +38,9 @@ def make_run(root, run_id="cands"):
     run.mkdir(parents=True)
     layout.config.write_text("strategy: pipeline\ncontainers:\n  image_template: null\n  platform: null\n")
     half = next(iter(patch_per_file(TINYQ.patch).values()))
-    rollouts = [{"index": 0, "patch": TINYQ.patch, "exit_reason": "submitted"},
-                {"index": 1, "patch": half, "exit_reason": "submitted"},
-                {"index": 2, "patch": TINYQ.patch, "exit_reason": "step_limit"}]
+    rollouts = [Rollout(index=0, patch=TINYQ.patch, exit_reason="submitted"),
+                Rollout(index=1, patch=half, exit_reason="submitted"),
+                Rollout(index=2, patch=TINYQ.patch, exit_reason="step_limit")]
     pool = build_pool(TINYQ.instance_id, rollouts).to_dict()
     assert [c["votes"] for c in pool["candidates"]] == [2, 1]
     junior = layout.task(TINYQ.instance_id).junior

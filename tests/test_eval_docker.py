@@ -14,8 +14,8 @@ from leftovers import run_containers
 from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.interop.predictions import PatchToScore
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker
@@ -48,7 +48,7 @@ def gold_and_empty(tmp_path_factory):
 
 def test_every_gold_patch_resolves(gold_and_empty):
     gold, _, out = gold_and_empty
-    unresolved = {i: r["category"] for i, r in gold.results.items() if not r["resolved"]}
+    unresolved = {i: r.category for i, r in gold.results.items() if not r.resolved}
     assert unresolved == {}
     assert len(gold.results) == len(TASKS)
     official = json.loads((out / "gold" / "eval_results.json").read_text())
@@ -63,9 +63,9 @@ def test_every_gold_patch_resolves(gold_and_empty):
 
 def test_empty_patch_never_resolves(gold_and_empty):
     _, empty, _ = gold_and_empty
-    assert {r["category"] for r in empty.results.values()} == {"tests_failed"}
+    assert {r.category for r in empty.results.values()} == {"tests_failed"}
     for task in TASKS:
-        result = empty.results[task.instance_id]
+        result = empty.results[task.instance_id].to_dict()
         assert result["FAIL_TO_PASS"]["passed"] == []  # hidden tests really ran, on the base code
         assert sorted(result["PASS_TO_PASS"]["passed"]) == sorted(task.pass_to_pass)
 
@@ -76,14 +76,14 @@ def test_patch_that_does_not_apply_is_patch_failed(tmp_path, run_id):
     first_removed = next(i for i, line in enumerate(lines) if line.startswith("-") and not line.startswith("---"))
     lines[first_removed] = "-this line is not in the file\n"
     broken = "".join(lines)
-    result = evaluate(task, broken, tmp_path, settings(run_id))
+    result = evaluate(task, broken, tmp_path, settings(run_id)).to_dict()
     assert result["category"] == "patch_failed" and result["patch_applied"] is False and not result["resolved"]
     assert result["PASS_TO_PASS"]["passed"]  # the official protocol still ran the tests on the base code
 
 
 def test_gold_plus_a_binary_section_still_resolves(tmp_path, run_id):
     task = TASKS[1]
-    result = evaluate(task, BINARY + task.patch, tmp_path, settings(run_id))
+    result = evaluate(task, BINARY + task.patch, tmp_path, settings(run_id)).to_dict()
     assert result["resolved"] and result["binary_sections_stripped"]
     assert (tmp_path / "patch.diff").read_text() == task.patch
 
@@ -97,7 +97,7 @@ def test_gold_without_its_final_newline_is_judged_as_git_apply_judges_it(tmp_pat
     materialise_repo(TASKS_ROOT / task.instance_id, repo)
     (tmp_path / "p.diff").write_text(truncated)
     git_says = subprocess.run(["git", "-C", str(repo), "apply", "--check", str(tmp_path / "p.diff")]).returncode == 0
-    result = evaluate(task, truncated, tmp_path / "eval", settings(run_id))
+    result = evaluate(task, truncated, tmp_path / "eval", settings(run_id)).to_dict()
     assert result["patch_applied"] is git_says
     assert result["resolved"] is git_says
 
@@ -110,7 +110,7 @@ def test_hanging_run_script_ends_as_timeout(tmp_path, run_id):
     shutil.copy(defaults_for(BUNDLED).run_scripts / task.instance_id / "parser.py", scripts / "parser.py")
     started = time.monotonic()
     result = evaluate(task, task.patch, tmp_path / "eval", settings(run_id, run_scripts=tmp_path / "run_scripts",
-                                                                     timeout=8))
+                                                                     timeout=8)).to_dict()
     assert result["category"] == "timeout" and not result["resolved"]
     assert time.monotonic() - started < 60
     assert run_containers(run_id) == []
@@ -124,14 +124,14 @@ def test_missing_scripts_and_unknown_instances_do_not_stop_the_run(tmp_path, run
                                    show_progress=False)
     assert summary.unknown == ["instance_nobody__nothing-1"]
     result = summary.results[TASKS[0].instance_id]
-    assert result["category"] == "infra_error" and "run_script.sh" in result["error"]
+    assert result.category == "infra_error" and "run_script.sh" in result.error
     assert json.loads((tmp_path / "out" / "eval_results.json").read_text()) == {}
     assert TASKS[0].instance_id in json.loads((tmp_path / "out" / "infra_errors.json").read_text())
 
 
 def test_missing_image_is_an_infra_error(tmp_path, run_id):
     result = evaluate(TASKS[0], "", tmp_path, settings(run_id, image_template="swepipe-no-such-image:{dockerhub_tag}"))
-    assert result["category"] == "infra_error" and "not available locally" in result["error"]
+    assert result.category == "infra_error" and "not available locally" in result.error
 
 
 def test_rerun_after_interrupting_eval_skips_what_finished(tmp_path):
@@ -179,7 +179,7 @@ def test_a_200_mb_test_log_is_saved_capped_in_bounded_memory_and_the_verdict_is_
     tracemalloc.start()
     try:
         result = evaluate(task, task.patch, tmp_path / "eval", settings(run_id, run_scripts=tmp_path / "run_scripts",
-                                                                         log_limit=2_000_000))
+                                                                         log_limit=2_000_000)).to_dict()
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -19,11 +19,12 @@ from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.engine import TRIES
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.evaluation.task_scoring import score_prediction
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import RunLayout
 from pipeline.outages import BREAKERS, Settings
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker
@@ -52,7 +53,7 @@ def test_a_connection_error_while_scoring_is_an_infra_error_not_an_exception(tmp
     BREAKERS.configure(Settings(pause_after=50))  # failing alone, it would otherwise be waited out as an outage
     task = TASKS[0]
     counter = failing(monkeypatch, tmp_path, 100)
-    result = evaluate(task, task.patch, tmp_path / "eval", settings(run_id))
+    result = evaluate(task, task.patch, tmp_path / "eval", settings(run_id)).to_dict()
     assert counter.read_text() == str(100 - TRIES)  # tried again at once a few times
     assert result["category"] == "infra_error" and result["resolved"] is False
     assert "ConnectionError" in result["error"] and "Connection aborted" in result["error"]
@@ -62,7 +63,7 @@ def test_a_connection_error_while_scoring_is_an_infra_error_not_an_exception(tmp
 def test_a_connection_error_once_is_tried_again_and_scored(tmp_path, run_id, monkeypatch):
     task = TASKS[0]
     counter = failing(monkeypatch, tmp_path, 1)
-    result = evaluate(task, task.patch, tmp_path / "eval", settings(run_id))
+    result = evaluate(task, task.patch, tmp_path / "eval", settings(run_id)).to_dict()
     assert counter.read_text() == "0"  # it did fail once
     assert result["category"] == "resolved", result
     assert left_behind(run_id) == []
@@ -91,15 +92,15 @@ def test_eval_scores_the_others_and_a_rerun_retries_the_infra_error_without_redo
     predictions = [PatchToScore(t.instance_id, t.patch) for t in (broken, fine)]
     out = tmp_path / "out"
     first = evaluate_predictions(predictions, TASKS, out, settings(run_id), workers=1, show_progress=False)
-    assert first.results[broken.instance_id]["category"] == "infra_error"
-    assert first.results[fine.instance_id]["category"] == "resolved"
+    assert first.results[broken.instance_id].category == "infra_error"
+    assert first.results[fine.instance_id].category == "resolved"
     assert json.loads((out / "infra_errors.json").read_text()).keys() == {broken.instance_id}
     scored_at = (out / fine.instance_id / "result.json").stat().st_mtime_ns
 
     counter.write_text("0")  # Docker is back
     again = evaluate_predictions(predictions, TASKS, out, settings(run_id), workers=1, show_progress=False)
     assert again.skipped == [fine.instance_id]  # a verdict is kept; the infra_error was scored again
-    assert again.results[broken.instance_id]["category"] == "resolved"
+    assert again.results[broken.instance_id].category == "resolved"
     assert (out / fine.instance_id / "result.json").stat().st_mtime_ns == scored_at
     assert json.loads((out / "eval_results.json").read_text()) == {broken.instance_id: True, fine.instance_id: True}
     assert json.loads((out / "infra_errors.json").read_text()) == {}
@@ -165,7 +166,7 @@ def test_swepipe_run_evaluate_waits_out_a_docker_fault_then_resumes_scoring_with
     assert down.returncode == 1, down.stdout[-3000:] + down.stderr[-3000:]
     assert "docker has been failing for" in down.stdout + down.stderr
     layout = RunLayout(tmp_path / "runs" / "scorefault")
-    assert task.instance_id not in layout.finished()  # no verdict: the task stays unfinished
+    assert task.instance_id not in finished_predictions(layout.predictions)  # no verdict: the task stays unfinished
     assert not (layout.task(task.instance_id).eval / "result.json").exists()
     paid = len(Ledger.read(layout.task(task.instance_id).ledger))
     assert left_behind("scorefault") == []
@@ -173,5 +174,5 @@ def test_swepipe_run_evaluate_waits_out_a_docker_fault_then_resumes_scoring_with
     counter.write_text("0")
     back = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert back.returncode == 0, back.stdout[-3000:] + back.stderr[-3000:]
-    assert layout.finished()[task.instance_id]["resolved"] is True
+    assert finished_predictions(layout.predictions)[task.instance_id]["resolved"] is True
     assert len(Ledger.read(layout.task(task.instance_id).ledger)) == paid  # the solo agent was not paid again

@@ -13,7 +13,7 @@ from pipeline import patchtext
 from pipeline.errors import RuntimeUnavailable
 from pipeline.evaluation.batch import plan_eval
 from pipeline.evaluation.engine import engine_down
-from pipeline.evaluation.predictions import PatchToScore
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import ScoringFiles
 from pipeline.tasks import load_tasks
 
@@ -57,7 +57,7 @@ def test_a_rerun_scores_infra_errors_and_unreadable_results_again_and_keeps_verd
     summary, todo = plan_eval(predictions, TASKS, tmp_path, redo=False)
     assert [p.instance_id for p in todo] == [infra.instance_id, torn.instance_id, new.instance_id]
     assert summary.skipped == [verdict.instance_id]
-    assert summary.results[infra.instance_id]["category"] == "infra_error"  # kept until it is scored again
+    assert summary.results[infra.instance_id].category == "infra_error"  # kept until it is scored again
     _, everything = plan_eval(predictions, TASKS, tmp_path, redo=True)
     assert len(everything) == 4
 

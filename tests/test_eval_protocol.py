@@ -3,7 +3,6 @@ import json
 import pytest
 
 from pipeline.errors import DatasetError
-from pipeline.evaluation.predictions import load_predictions
 from pipeline.evaluation.protocol import (
     dockerfile_env_exports,
     entry_script,
@@ -12,6 +11,7 @@ from pipeline.evaluation.protocol import (
     parser_script,
     strip_binary_sections,
 )
+from pipeline.interop.predictions import load_predictions
 from pipeline.tasks import Task
 
 TEXT_SECTION = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -112,8 +112,9 @@ def test_bad_predictions_name_the_entry(tmp_path):
 
 def test_attempts_report_flaky_tests_and_keep_the_first_verdict(tmp_path, monkeypatch):
     from pipeline.evaluation import batch
-    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.interop.predictions import PatchToScore
+    from pipeline.records import EvalResult
 
     task = make_task()
     outcomes = iter([
@@ -124,14 +125,14 @@ def test_attempts_report_flaky_tests_and_keep_the_first_verdict(tmp_path, monkey
     def fake_evaluate(task_, patch, out_dir, settings):  # stands in for the container run only
         statuses = next(outcomes)
         resolved = all(s == "PASSED" for s in statuses.values())
-        return {"instance_id": task_.instance_id, "resolved": resolved,
-                "category": "resolved" if resolved else "tests_failed", "statuses": statuses}
+        return EvalResult.of({"instance_id": task_.instance_id, "resolved": resolved,
+                              "category": "resolved" if resolved else "tests_failed", "statuses": statuses})
 
     monkeypatch.setattr(batch, "evaluate", fake_evaluate)
     summary = batch.evaluate_predictions([PatchToScore(task.instance_id, "p")], [task], tmp_path,
                                          EvalSettings(image_template="x"), attempts=3, show_progress=False)
     result = summary.results[task.instance_id]
-    assert result["resolved"] is False  # the official verdict is the first attempt's
-    assert [a["resolved"] for a in result["attempts"]] == [False, True]  # stops once an attempt resolves
-    assert result["flaky_tests"] == ["t.py::test_old"]
+    assert result.resolved is False  # the official verdict is the first attempt's
+    assert [a.resolved for a in result.attempts] == [False, True]  # stops once an attempt resolves
+    assert result.flaky_tests == ["t.py::test_old"]
     assert json.loads((tmp_path / "eval_results.json").read_text()) == {task.instance_id: False}

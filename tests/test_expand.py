@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.juniors.pool import build_pool
+from pipeline.records import Rollout
 from pipeline.runtime.base import CommandResult
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.expand import ExpansionSpan, expand_pool, merge_spans
@@ -99,7 +100,7 @@ def patch_of(repo: Path, edits: dict[str, str]) -> str:
 
 
 def expand(repo, base, patches, **options):
-    pool = build_pool("task", [{"index": i, "patch": p} for i, p in enumerate(patches)])
+    pool = build_pool("task", [Rollout(index=i, patch=p) for i, p in enumerate(patches)])
     with LocalRuntime(repo, base) as runtime:
         return expand_pool(pool, runtime, **options)
 
@@ -322,7 +323,7 @@ class FailingRuntime:
 
 def test_failing_runtime_contributes_nothing(shop):
     repo, base = shop
-    pool = build_pool("task", [{"index": 0, "patch": patch_of(repo, {"shop/tax.py": FIXED_TAX})}])
+    pool = build_pool("task", [Rollout(index=0, patch=patch_of(repo, {"shop/tax.py": FIXED_TAX}))])
     assert expand_pool(pool, FailingRuntime(fail_reads=True)) == []
     spans = expand_pool(pool, FailingRuntime(fail_reads=False))
     assert [(s.start, s.end, s.kind) for s in spans if s.kind == "hunk"] == [(8, 9, "hunk")]

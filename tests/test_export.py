@@ -14,8 +14,9 @@ import pytest
 
 from pipeline import patchtext
 from pipeline.agent.agent_run import AgentRun, AgentStep
-from pipeline.evaluation.predictions import load_predictions
+from pipeline.interop.predictions import load_predictions
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 
@@ -47,7 +48,7 @@ def scripted_run(tmp_path_factory):
     swepipe("run", "--instance-ids", f"{tinyq.instance_id},{cursorly.instance_id}", "--config", "config.yaml",
             "--run-id", "two", "--evaluate", cwd=where)
     layout = RunLayout(where / "runs" / "two")
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     assert set(finished) == {tinyq.instance_id, cursorly.instance_id}
     assert finished[tinyq.instance_id]["resolved"] is True and finished[cursorly.instance_id]["model_patch"] == ""
     return where, layout
@@ -63,7 +64,7 @@ def test_official_export_scores_as_the_run_did(scripted_run):
     assert "2 prediction(s) exported; 1 with an empty patch, exported empty" in done.stdout
     entries = json.loads(path.read_text())
     assert isinstance(entries, list) and len(entries) == 2
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     for entry in entries:
         assert set(entry) == {"instance_id", "patch", "prefix"}  # what swe_bench_pro_eval.py reads
         assert entry["prefix"] == "two" and entry["patch"] == finished[entry["instance_id"]]["model_patch"]
@@ -86,7 +87,7 @@ def test_official_export_scores_as_the_run_did(scripted_run):
 @pytest.mark.slow
 def test_swebench_export_as_json_list_and_jsonl(scripted_run):
     where, layout = scripted_run
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     ok("export", str(layout.root), "--format", "swebench", "--prefix", "swepipe/two", cwd=where)
     listed = json.loads((layout.root / "export" / "swebench.json").read_text())
     ok("export", "two", "--format", "swebench", "--output", "preds.jsonl", cwd=where)
@@ -108,7 +109,7 @@ def test_trajectories_export_one_file_per_agent(scripted_run):
     where, layout = scripted_run
     done = ok("export", "two", "--format", "trajectories", "--output", "trajs", cwd=where)
     assert "8 trajectories of 2 task(s) (junior 4, principal 2, senior 2)" in done.stdout
-    for instance_id, prediction in layout.finished().items():
+    for instance_id, prediction in finished_predictions(layout.predictions).items():
         paths = layout.task(instance_id)
         folder = where / "trajs" / instance_id
         assert sorted(p.name for p in folder.iterdir()) == [

@@ -30,12 +30,12 @@ from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.config import Limits
 from pipeline.errors import InfrastructureFault
-from pipeline.layout import JuniorFiles, TaskPaths
+from pipeline.layout import JuniorFiles, TaskPaths, trajectory_journal
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec
-from pipeline.records.trajectory import read_trajectory, trajectory_journal
+from pipeline.records.trajectory import read_trajectory
 from pipeline.runtime import local as local_runtime
 from pipeline.runtime.local import LocalRuntime
 

@@ -20,6 +20,7 @@ from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE, defa
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.evaluation.task_scoring import score_prediction
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker
@@ -102,7 +103,7 @@ def kinds(result) -> set:
 def test_a_hook_that_rewrites_the_parser_to_claim_every_test_passed_does_not_resolve(tmp_path, run_id):
     """Before, the rewritten parser ran in the tests' container and the patch was scored resolved."""
     patch = new_file("conftest.py", hook_claiming_every_required_test_passed(TINYQ))
-    result = evaluate(TINYQ, patch, tmp_path / "eval", settings(run_id))
+    result = evaluate(TINYQ, patch, tmp_path / "eval", settings(run_id)).to_dict()
     assert not result["resolved"] and not result["official_resolved"], result
     assert result["category"] == "tests_failed" and result["patch_applied"] is True
     assert kinds(result) == {"grader_written"}
@@ -118,12 +119,12 @@ def test_forged_passed_lines_printed_after_the_tests_end_do_not_resolve(tmp_path
     the runner's own summary counts the failures, and the tests are reported twice with different statuses."""
     scripts = scripts_with(tmp_path, (CURSORLY, OFFICIAL_STYLE_PARSER))
     patch = new_file("conftest.py", hook_printing_forged_passes(CURSORLY))
-    result = evaluate(CURSORLY, patch, tmp_path / "eval", settings(run_id, run_scripts=scripts))
+    result = evaluate(CURSORLY, patch, tmp_path / "eval", settings(run_id, run_scripts=scripts)).to_dict()
     assert result["official_resolved"] is True and result["resolved"] is False, result
     assert result["category"] == "flagged"
     assert kinds(result) == {"conflicting_statuses", "summary_contradicts"}
     assert any("pytest" in finding["detail"] for finding in result["integrity"])
-    gold = evaluate(CURSORLY, CURSORLY.patch, tmp_path / "gold", settings(run_id, run_scripts=scripts))
+    gold = evaluate(CURSORLY, CURSORLY.patch, tmp_path / "gold", settings(run_id, run_scripts=scripts)).to_dict()
     assert gold["resolved"] and gold["integrity"] == []  # an honest patch keeps its verdict under that parser
 
 
@@ -141,7 +142,7 @@ def test_tests_that_rewrite_output_json_are_recorded_not_a_crash_of_the_run(tmp_
 
 def test_a_parser_that_writes_output_json_of_the_wrong_shape_is_a_recorded_scoring_error(tmp_path, run_id):
     scripts = scripts_with(tmp_path, (TINYQ, "import sys\nopen(sys.argv[3], 'w').write('[]')\n"))
-    result = evaluate(TINYQ, TINYQ.patch, tmp_path / "eval", settings(run_id, run_scripts=scripts))
+    result = evaluate(TINYQ, TINYQ.patch, tmp_path / "eval", settings(run_id, run_scripts=scripts)).to_dict()
     assert result["category"] == "tests_failed" and not result["resolved"]
     assert result["error"] == "output.json cannot be read: output.json holds a list, not an object"
 
@@ -182,7 +183,7 @@ def test_forged_verdicts_are_not_resolved_by_eval_nor_by_run_evaluate_nor_in_the
             "--config", "config.yaml", "--run-id", "forged", "--evaluate", "--run-scripts", str(scripts),
             cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "forged")
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     for task, patch in FORGED:
         assert patch.splitlines()[-1] in finished[task.instance_id]["model_patch"]  # the agent's diff has the hook
         assert finished[task.instance_id]["resolved"] is False, finished[task.instance_id]

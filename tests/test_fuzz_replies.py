@@ -45,10 +45,10 @@ from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
 from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.edits.editor import COMMANDS, Editor, EditorCall, EditorError
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
 from pipeline.principal.stage import UnusableEdits, apply_to_base
 from pipeline.runtime.base import CommandResult
 from pipeline.runtime.local import LocalRuntime

@@ -136,7 +136,7 @@ def test_a_parser_gives_here_the_output_json_it_gives_in_the_tasks_image(tmp_pat
     task = TASKS[name]
     defaults = defaults_for(BUNDLED)
     settings = EvalSettings(image_template=defaults.image_template, run_scripts=defaults.run_scripts, run_id=run_id)
-    result = evaluate(task, task.patch, tmp_path / "eval", settings)
+    result = evaluate(task, task.patch, tmp_path / "eval", settings).to_dict()
     assert result["resolved"] and result["scorer"]["parser"] == "this machine's Python"
     here = (tmp_path / "eval" / "output.json").read_bytes()
     parser = (defaults.run_scripts / task.instance_id / PARSER).read_bytes()
@@ -170,6 +170,6 @@ def test_a_parser_that_fails_here_runs_in_the_image_and_says_so(tmp_path, run_id
                                   "if not Path('tinyq').is_dir():\n    sys.exit(4)\n" + official)
     settings = EvalSettings(image_template=defaults_for(BUNDLED).image_template, run_scripts=tmp_path / "run_scripts",
                             run_id=run_id)
-    result = evaluate(task, task.patch, tmp_path / "eval", settings)
+    result = evaluate(task, task.patch, tmp_path / "eval", settings).to_dict()
     assert result["resolved"] is True and result["parser_exit_code"] == 0
     assert result["scorer"]["parser"] == "the task's image: it failed here (exit status 4)"

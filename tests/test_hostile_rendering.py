@@ -78,10 +78,14 @@ def test_a_report_table_prints_as_it_is(printed, title, headers, rows, notes):
 def test_the_run_summary_prints_as_it_is(printed, run_id, instance_id, source, error, infra, cost, resolved):
     from pipeline.cli.run_commands import _print_run
     from pipeline.layout import RunLayout
+    from pipeline.records import Prediction
     from pipeline.run.bookkeeping import RunSummary, task_line
 
-    prediction = {"instance_id": instance_id, "source": source, "cost": {"principal": cost}, "error": error,
-                  "resolved": resolved}
+    fields = {"instance_id": instance_id, "source": source, "cost": {"principal": cost}, "error": error,
+              "resolved": resolved}
+    read = Prediction.from_data(fields)  # a cost the record cannot hold (an object): read without it
+    prediction = read if isinstance(read, Prediction) else Prediction.from_data({**fields, "cost": {}})
+    assert isinstance(prediction, Prediction)
     summary = RunSummary(roles=("principal",), predictions={instance_id: prediction}, infra_errors={"other": infra})
     out = printed(lambda: _print_run(summary, SimpleNamespace(layout=RunLayout(Path("runs") / run_id),
                                                               config=RunConfig())))
@@ -110,9 +114,10 @@ def test_the_eval_and_validate_summaries_print_as_they_are(printed, tests, unkno
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.validate import TaskCheck
+    from pipeline.records import EvalResult
 
-    results = {"i-1": {"category": "tests_failed", "resolved": False, "flaky_tests": tests,
-                       "integrity": [{"kind": kind, "detail": detail}]}}
+    results = {"i-1": EvalResult.of({"category": "tests_failed", "resolved": False, "flaky_tests": tests,
+                                     "integrity": [{"kind": kind, "detail": detail}]})}
     summary = EvalSummary(results=results, unknown=[unknown], dataset_size=1)
     out = printed(lambda: print_summary(summary, Path("eval"), console))
     # the lines as printed: a terminal code can only be told from text in the line it is in

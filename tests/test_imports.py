@@ -4,7 +4,8 @@ no heavy imports where none are needed.
 The graph comes from the source (`ast`), not from importing anything. Between packages, every `import` and
 `from ... import`, at module level or inside a function, counts; only those under `if TYPE_CHECKING:` do not, as
 they never run. Modules collapse to their package, the first component under `pipeline/` (`pipeline.team.lead` ->
-`team`; a top-level module such as `pipeline/config.py` is its own node, `config`).
+`team`; a top-level module such as `pipeline/config.py` is its own node, `config`). The layer order
+(docs/architecture.md's table) counts the type-only imports too: a type is a dependency as much as a call.
 
 Between modules, only the imports that run when a module is imported count: those at module level (in a class
 body, a `try:` or an `if` there too), not those inside a function, nor under `if TYPE_CHECKING:`. An edge goes to
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -34,9 +36,6 @@ STAGE_PACKAGES = {"agent", "juniors", "senior", "principal", "team", "run", "run
 STAGE_INTERNALS = STAGE_PACKAGES | {"strategies", "evaluation", "models", "edits"}
 # The products that read runs: the run report and task pages, the analyses, other tools' formats.
 READERS_OF_RUNS = ("report", "analysis", "interop")
-# The model spec is the config's type (pipeline.config imports it for every role's model): a reader of runs may load
-# it through the config, never import it itself.
-THROUGH_THE_CONFIG = {"pipeline.models", "pipeline.models.spec"}
 # The imports of a stage internal that a reader of runs makes when a function runs (never when it is imported),
 # each because it replays the stage's own rule on recorded data; the list can only shrink (move the rule to a
 # module both import, as pipeline.pool_rules and pipeline.records.ledger were, then take it off).
@@ -45,7 +44,6 @@ CALL_TIME_STAGE_IMPORTS = {
     ("pipeline.analysis.repricing", "pipeline.models.prompt_cache"),  # where the calls put cache marks
     ("pipeline.analysis.whatif", "pipeline.models.pricing"),  # a policy priced at the models' prices
     ("pipeline.analysis.whatif", "pipeline.models.prompt_cache"),
-    ("pipeline.analysis.whatif", "pipeline.models.spec"),
     ("pipeline.report.task_build", "pipeline.agent.edit_actions"),  # a step's editor calls, parsed as the agent did
     ("pipeline.interop.trajectory_formats.swepipe", "pipeline.agent.edit_actions"),  # a swepipe export's ```edit blocks
 }
@@ -76,12 +74,14 @@ def _module_files() -> dict[str, Path]:
     return modules
 
 
-def _imports_of(module: str, path: Path, modules: dict[str, Path], at_import: bool = False) -> list[Import]:
-    """The imports of pipeline modules in ``module`` (``at_import``: only those run when it is imported)."""
+def _imports_of(module: str, path: Path, modules: dict[str, Path], at_import: bool = False,
+                type_only: bool = False) -> list[Import]:
+    """The imports of pipeline modules in ``module`` (``at_import``: only those run when it is imported;
+    ``type_only``: those under `if TYPE_CHECKING:` too)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[Import] = []
-    for node in _executed_nodes(tree, at_import):
+    for node in (ast.walk(tree) if type_only else _executed_nodes(tree, at_import)):
         if isinstance(node, ast.Import):
             found += [Import(module, alias.name, path, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -124,9 +124,9 @@ def _node(module: str) -> str | None:
     return parts[1] if len(parts) > 1 else None  # the bare `pipeline` package is nobody's dependency
 
 
-def all_imports(at_import: bool = False) -> list[Import]:
+def all_imports(at_import: bool = False, type_only: bool = False) -> list[Import]:
     modules = _module_files()
-    return [i for module, path in modules.items() for i in _imports_of(module, path, modules, at_import)]
+    return [i for module, path in modules.items() for i in _imports_of(module, path, modules, at_import, type_only)]
 
 
 def package_graph(imports: list[Import]) -> dict[str, dict[str, list[Import]]]:
@@ -324,12 +324,61 @@ def test_no_import_cycle_between_modules():
                     pytrace=False)
 
 
-def test_config_does_not_import_the_stages():
-    config = PACKAGE_DIR / "config.py"
-    bad = [i for i in all_imports() if i.file == config and _node(i.target) in STAGE_PACKAGES]
+def documented_layers(doc: Path = ROOT / "docs" / "architecture.md") -> dict[str, list[int]]:
+    """Top-level name of pipeline/ (``config`` for config.py, ``records`` for records/) -> the layers whose row of
+    the table under "## The layers" names it (one, unless the doc names it twice)."""
+    section = doc.read_text(encoding="utf-8").split("## The layers", 1)[1].split("\n## ", 1)[0]
+    layers: dict[str, list[int]] = defaultdict(list)
+    for row in re.finditer(r"^\|\s*(\d+)\s*\|[^|\n]*\|([^\n]*)\|\s*$", section, re.MULTILINE):
+        for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)(?:\.py|/)`", row.group(2)):
+            layers[name].append(int(row.group(1)))
+    return layers
+
+
+def _top_level_names() -> set[str]:
+    return {name for module in _module_files() if (name := _node(module))}
+
+
+def test_the_layer_table_places_every_top_level_module_once():
+    layers = documented_layers()
+    assert sorted({n for found in layers.values() for n in found}) == list(range(1, 10)), "layers 1 to 9, each a row"
+    twice = {name: found for name, found in layers.items() if len(found) > 1}
+    assert not twice, f"named in more than one layer of docs/architecture.md: {twice}"
+    missing, gone = _top_level_names() - set(layers), set(layers) - _top_level_names()
+    assert not missing, f"in no layer of docs/architecture.md's table: {sorted(missing)}"
+    assert not gone, f"docs/architecture.md's layer table names what pipeline/ has not: {sorted(gone)}"
+
+
+def test_no_import_reaches_a_higher_layer():
+    """The whole order the doc draws: every import, at module level, in a function or type-only, goes to the same
+    layer or one below."""
+    layer = {name: found[0] for name, found in documented_layers().items()}
+    bad = {}
+    for imp in all_imports(type_only=True):
+        source, target = _node(imp.source), _node(imp.target)
+        if source and target and source in layer and target in layer and layer[target] > layer[source]:
+            bad[f"    {imp.where} ({source}, layer {layer[source]}) imports {imp.target} "
+                f"(layer {layer[target]})"] = None
     if bad:
-        pytest.fail("pipeline/config.py must not import the stage packages:\n"
-                    + "\n".join(f"    {i.where} imports {i.target}" for i in bad), pytrace=False)
+        pytest.fail("imports against the layer order of docs/architecture.md (move the code to the layer it belongs "
+                    "to):\n" + "\n".join(bad), pytrace=False)
+
+
+def test_type_only_imports_are_seen_by_the_layer_check(tmp_path):
+    source = tmp_path / "y.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pipeline.tasks import Task\n",
+                      encoding="utf-8")
+    modules = dict.fromkeys(["pipeline.x.y", "pipeline.tasks"], source)
+    assert _imports_of("pipeline.x.y", source, modules) == []
+    assert [(i.target, i.line) for i in _imports_of("pipeline.x.y", source, modules, type_only=True)] == [
+        ("pipeline.tasks", 3)]
+
+
+def test_no_package_cycle_through_type_only_imports():
+    cycles = describe_cycles(package_graph(all_imports(type_only=True)))
+    if cycles:
+        pytest.fail("import cycles between packages of pipeline/, type-only imports included:\n" + "\n".join(cycles),
+                    pytrace=False)
 
 
 def _reads_runs(module: str) -> bool:
@@ -344,8 +393,7 @@ def _with_packages(module: str) -> list[str]:
 
 def test_readers_of_runs_do_not_import_the_stages_when_imported():
     """The layer rule: no module of pipeline/report/, pipeline/analysis/ or pipeline/interop/, when imported, imports
-    a stage internal (STAGE_INTERNALS), itself or through the modules it imports (and their packages; the model spec
-    only through the config, THROUGH_THE_CONFIG)."""
+    a stage internal (STAGE_INTERNALS), itself or through the modules it imports (and their packages)."""
     graph = module_graph(all_imports(at_import=True))
     bad = []
     for module in sorted(m for m in _module_files() if _reads_runs(m)):
@@ -360,8 +408,7 @@ def test_readers_of_runs_do_not_import_the_stages_when_imported():
                             path[reached] = path[node] + [reached]
                             following.append(reached)
             frontier = following
-        stages = sorted(m for m in seen if _node(m) in STAGE_INTERNALS
-                        and (m not in THROUGH_THE_CONFIG or len(path[m]) == 2))  # its own import: never
+        stages = sorted(m for m in seen if _node(m) in STAGE_INTERNALS)
         if stages:
             bad.append(f"    {' -> '.join(path[stages[0]])}" + (f" (and {len(stages) - 1} more)" if stages[1:] else ""))
     if bad:
@@ -381,14 +428,14 @@ def test_readers_of_runs_reach_the_stages_at_call_time_only_where_listed():
 
 def test_importing_every_reader_of_runs_loads_no_stage():
     """The layer rule, checked by Python itself: a fresh interpreter imports every module of the readers of runs,
-    and no module of a stage internal is loaded (the model spec only, through the config)."""
+    and no module of a stage internal is loaded."""
     modules = sorted(m for m in _module_files() if _reads_runs(m))
-    stages, allowed = sorted(STAGE_INTERNALS), sorted(THROUGH_THE_CONFIG)
+    stages = sorted(STAGE_INTERNALS)
     output = _python("import importlib, sys\n"
                      f"for name in {modules!r}:\n"
                      "    importlib.import_module(name)\n"
-                     "print(*sorted(m for m in sys.modules if m.startswith('pipeline.') and m not in "
-                     f"{allowed!r} and m.split('.')[1] in {stages!r}))")
+                     "print(*sorted(m for m in sys.modules if m.startswith('pipeline.') and "
+                     f"m.split('.')[1] in {stages!r}))")
     assert not output.split(), f"importing the report, analysis and interop modules loads {output.split()}"
 
 
@@ -443,7 +490,7 @@ def test_scripted_model_works_in_a_fresh_process_through_the_client(tmp_path):
         "from pipeline.models.budget import Budget\n"
         "from pipeline.models.client import ModelClient\n"
         "from pipeline.models.ledger import Ledger\n"
-        "from pipeline.models.spec import ModelSpec\n"
+        "from pipeline.model_spec import ModelSpec\n"
         "spec = ModelSpec(model='scripted/' + sys.argv[1])\n"
         "client = ModelClient(spec, 'principal', Ledger(Path(sys.argv[2])))\n"
         "assert 'pipeline.models.scripted' in sys.modules\n"

@@ -138,8 +138,8 @@ def test_a_hostile_file_name_is_counted_and_shown_literally(name):
     interpreted) in eval's summary and the report's table, and nothing crashes."""
     note = f"{name}: pytest configuration"
     assert infrastructure_files([note]) == [name]
-    summary = EvalSummary(dataset_size=1, results={TINYQ.instance_id: {
-        "instance_id": TINYQ.instance_id, "resolved": True, "category": "resolved", "test_infrastructure": [note]}})
+    summary = EvalSummary(dataset_size=1, results={TINYQ.instance_id: EvalResult.of({
+        "instance_id": TINYQ.instance_id, "resolved": True, "category": "resolved", "test_infrastructure": [note]})})
     console = literal_console(record=True, width=200)
     print_summary(summary, Path("out"), console)
     assert in_terminal(f"1 changes test infrastructure: {name})", console.export_text())

@@ -16,9 +16,10 @@ from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import _take_patch, rollout_temperature, spread_temperature
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import METADATA_KEY, ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.litellm_setup import litellm
-from pipeline.models.spec import METADATA_KEY, ModelSpec
+from pipeline.records import Rollout
 from pipeline.runtime.base import DiffFailed
 from pipeline.tasks import Task
 
@@ -123,7 +124,7 @@ def test_real_rollouts_keep_the_new_module_drop_the_scratch_and_get_spread_tempe
     assert [r.exit_reason for r in records] == ["submitted"] * 3
     assert "reproduce.py" in records[0].patch and "notes/try.py" in records[1].patch
     assert "setup.py" in records[0].base_entries and "shop/views.py" in records[0].base_entries
-    pool = build_pool("demo__shop-1", [record.to_dict() for record in records])
+    pool = build_pool("demo__shop-1", records)
     assert [(c.files, c.rollouts) for c in pool.candidates] == [(["shop/templates.py", "shop/views.py"], [0, 1]),
                                                                 (["shop/spec/schema.py"], [2])]
     assert [(d["rollout"], d["file"]) for d in pool.dropped] == [(0, "reproduce.py"), (1, "notes/try.py")]
@@ -191,8 +192,8 @@ class _DiffFails:
 @pytest.mark.parametrize("ended, recorded", [("resource_limit", "resource_limit"), ("runtime_error", "runtime_error"),
                                              ("submitted", "patch_error"), ("step_limit", "patch_error")])
 def test_a_diff_that_fails_after_the_workspace_failed_keeps_the_rollout_s_own_ending(ended, recorded):
-    record = {"exit_reason": ended, "error": "what ended it"}
+    record = Rollout(exit_reason=ended, error="what ended it")
     _take_patch(_DiffFails(), record, max_bytes=1000)
-    assert record["exit_reason"] == recorded and record["patch"] == ""
-    assert "command server stopped" in record["patch_error"] and record["error"] == "what ended it"
-    assert record.get("agent_exit_reason") == (None if recorded == ended else ended)
+    assert record.exit_reason == recorded and record.patch == ""
+    assert "command server stopped" in record.patch_error and record.error == "what ended it"
+    assert record.agent_exit_reason == (None if recorded == ended else ended)

@@ -15,8 +15,8 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec, Prices
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 
@@ -101,7 +101,7 @@ def test_parallel_rollouts_each_end_their_own_way(tmp_path, run_id):
     assert sum(r.cost for r in records) == pytest.approx(sum(r.cost for r in ledger.rows))
 
     # The two fixing rollouts agree; the pool counts their votes.
-    pool = build_pool(TASK.instance_id, [record.to_dict() for record in records])
+    pool = build_pool(TASK.instance_id, records)
     assert pool.candidates[0].votes == 2 and pool.candidates[0].rollouts == [0, 2]
     assert set(pool.candidates[0].files) == {p.split(" b/")[-1] for p in TASK.patch.splitlines()
                                              if p.startswith("diff --git")}
@@ -109,7 +109,7 @@ def test_parallel_rollouts_each_end_their_own_way(tmp_path, run_id):
     # The candidate is a real fix: the hidden tests pass with it.
     result = evaluate(TASK, records[0].patch, tmp_path / "eval",
                       EvalSettings(image_template=defaults_for(BUNDLED).image_template,
-                                   run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id))
+                                   run_scripts=defaults_for(BUNDLED).run_scripts, run_id=run_id)).to_dict()
     assert result["resolved"], result.get("category")
     assert run_containers(run_id) == []
 

@@ -25,6 +25,7 @@ from pipeline.analysis.coverage import run_coverage
 from pipeline.analysis.load import load_run
 from pipeline.layout import RunLayout
 from pipeline.records import Rollout, read_predictions
+from pipeline.records.prediction import finished_predictions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -56,7 +57,7 @@ def test_a_pool_of_another_run_and_a_predictions_file_resolves_with_one_senior_a
         (tmp_path / "runs" / "A" / "predictions.jsonl").read_text())["cost"]["total"])
     request = (paths.principal_files.request).read_text()
     assert "def defer" in request and "RetryLater" in request  # the principal's call holds both candidates
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["resolved"] is True and prediction["imported_from"] == ["A", "B.json"]
     assert "junior" not in prediction["cost"] or prediction["cost"]["junior"] == 0
 

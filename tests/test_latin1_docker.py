@@ -15,6 +15,7 @@ from scripted_pipeline import SUBMIT, bash, reply, write_config
 
 from pipeline import patchtext
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.runtime.docker import DockerRuntime
 from pipeline.runtime.images.debian_base import BASE_IMAGE
@@ -107,7 +108,7 @@ def test_a_latin1_fix_survives_from_the_rollout_to_scoring(latin1_task, tmp_path
     result = json.loads((paths.principal / "result.json").read_text())
     assert result["source"] == "fallback:junior_top"
     assert (paths.principal / "patch.diff").read_bytes() == latin1_task["gold"]
-    prediction = layout.finished()[INSTANCE]
+    prediction = finished_predictions(layout.predictions)[INSTANCE]
     assert prediction["model_patch"].encode("utf-8", "surrogateescape") == latin1_task["gold"]
     assert prediction["resolved"] is True, prediction
     assert (paths.eval / "patch.diff").read_bytes() == latin1_task["gold"]

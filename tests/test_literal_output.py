@@ -37,11 +37,12 @@ def test_a_run_summary_prints_the_errors_a_reply_caused_as_they_are(printed, tmp
     """The error of a principal reply naming tinyq/[/i]queue.py stopped `swepipe run --repeats 2` after repeat 1."""
     from pipeline.cli.run_commands import _print_run
     from pipeline.layout import RunLayout
+    from pipeline.records import Prediction
     from pipeline.run.bookkeeping import RunSummary
 
-    summary = RunSummary(roles=("principal",), predictions={"tinyq-1": {
+    summary = RunSummary(roles=("principal",), predictions={"tinyq-1": Prediction.of({
         "instance_id": "tinyq-1", "source": "principal", "cost": {"principal": 0.01},
-        "error": f"principal: no such file {REPLY_PATH} :smile:"}}, infra_errors={"tinyq-2": "docker: [bold]gone"})
+        "error": f"principal: no such file {REPLY_PATH} :smile:"})}, infra_errors={"tinyq-2": "docker: [bold]gone"})
     out = printed(lambda: _print_run(summary, SimpleNamespace(layout=RunLayout(tmp_path / "run-[red]1"),
                                                               config=RunConfig())))
     assert f"principal: no such file {REPLY_PATH} :smile:" in out
@@ -53,9 +54,11 @@ def test_the_eval_and_validate_summaries_print_test_names_with_brackets(printed)
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.validate import TaskCheck
+    from pipeline.records import EvalResult
 
-    summary = EvalSummary(results={"i-1": {"category": "tests_failed", "resolved": False,
-                                           "flaky_tests": [TEST_NAME]}}, unknown=["[/]x"], dataset_size=1)
+    summary = EvalSummary(results={"i-1": EvalResult.of({"category": "tests_failed", "resolved": False,
+                                                         "flaky_tests": [TEST_NAME]})},
+                          unknown=["[/]x"], dataset_size=1)
     out = printed(lambda: print_summary(summary, console=console, output_dir="eval"))
     assert f"flaky in i-1: {TEST_NAME}" in out and "dataset: [/]x" in out
     check = TaskCheck("i-1", "org/[slug]", "python", 1, status="broken", problems=[f"{TEST_NAME} failed on gold"])
@@ -117,6 +120,6 @@ def test_only_real_terminal_codes_are_taken_out_of_shown_text():
 
 def test_an_instance_id_that_is_only_the_usual_prefix_is_still_shown():
     """Found by the suite's fuzz in CI: "instance_" shortened to nothing in the run's table."""
-    from pipeline.analysis.table import short_id
+    from pipeline.printable import short_id
 
     assert short_id("instance_") == "instance_" and short_id("instance_abc") == "abc"

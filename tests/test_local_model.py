@@ -29,6 +29,7 @@ from pipeline.models.gemma_chat import gemma_prompt
 from pipeline.models.ledger import Ledger
 from pipeline.models.local_server import LOCAL_ALIAS, THREADS_VARIABLE, LocalModelServer
 from pipeline.prompts import render_task_prompt
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -50,7 +51,7 @@ def test_local_model_runs_every_stage_and_records_it(tmp_path):
     assert "starting the local model" in done.stdout
 
     layout = RunLayout(tmp_path / "runs" / "local")
-    prediction = layout.finished()[TASK.instance_id]
+    prediction = finished_predictions(layout.predictions)[TASK.instance_id]
     assert prediction["models"]["principal"] == "openai/gemma-3-270m"
     paths = layout.task(TASK.instance_id)
     rows = Ledger.read(paths.ledger)
@@ -126,7 +127,7 @@ def test_a_server_that_cannot_complete_stops_the_run_before_its_first_task(tmp_p
     assert "could not answer a one-token completion" in said and "SIGILL" in said and "portable wheel" in said
     assert "invalid opcode in libggml-cpu.so" in said  # the tail of the server's own log
     layout = RunLayout(tmp_path / "runs" / "dying")
-    assert not (layout.root / "tasks").exists() and layout.finished() == {}
+    assert not (layout.root / "tasks").exists() and finished_predictions(layout.predictions) == {}
 
 
 # The server itself: Gemma's chat format, and replies held to what the roles parse.

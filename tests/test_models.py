@@ -10,10 +10,10 @@ import yaml
 from pipeline import stopping
 from pipeline.config import load_config
 from pipeline.errors import ClusterFault, ModelUnavailable, SwepipeError
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ABANDONED, ModelCallFailed, ModelClient, charge_abandoned_calls
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
 from pipeline.outages import BREAKERS, Settings
 
 PRICES = Prices(input=2.0, output=8.0, cached_input=0.5)

@@ -12,6 +12,7 @@ from test_run_docker import TWO_FILES, pipeline_script, swepipe
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 
@@ -47,7 +48,8 @@ def test_an_outage_mid_run_stops_it_and_the_rerun_pays_each_position_once(tmp_pa
     assert "longer than the outage time" in said and "--run-id outage" in said and "InternalServerError" in said
     layout = RunLayout(tmp_path / "runs" / "outage")
     paths = layout.task(task.instance_id)
-    assert layout.finished() == {} and not (layout.root / "infra_errors.jsonl").exists()  # no result of any kind
+    # no result of any kind
+    assert finished_predictions(layout.predictions) == {} and not (layout.root / "infra_errors.jsonl").exists()
     rollouts = sorted(p.name for p in paths.junior.glob("rollout-0?.json"))
     assert len(rollouts) < 2 and any(live_steps(paths.junior).values())  # the cut-short one's paid steps are kept
     assert not (paths.senior / "brief.json").exists() and not (paths.principal / "result.json").exists()
@@ -55,7 +57,7 @@ def test_an_outage_mid_run_stops_it_and_the_rerun_pays_each_position_once(tmp_pa
 
     flag.unlink()  # the provider is back
     second = swepipe(*command, cwd=tmp_path)
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["resolved"] is True and "resolved 1/1" in second.stdout
     rows = Ledger.read(paths.ledger)
     answered = [(r.stage, r.agent) for r in rows if r.error is None]
@@ -83,7 +85,7 @@ def test_an_outage_across_ten_queued_tasks_stops_after_a_bounded_number_of_calls
     # Two tasks at a time, two rollouts each, four retries each, three tries of a task: 240 calls without the
     # breaker; with it, a few failures open it and then one probe at a time goes out until the outage time.
     assert 0 < attempts <= 40, attempts
-    assert layout.finished() == {} and left_behind("queued") == []
+    assert finished_predictions(layout.predictions) == {} and left_behind("queued") == []
 
 
 def test_a_run_in_which_no_model_call_answered_does_not_end_as_a_plain_score(tmp_path):
@@ -94,5 +96,5 @@ def test_a_run_in_which_no_model_call_answered_does_not_end_as_a_plain_score(tmp
                    "--evaluate", cwd=tmp_path, check=False)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "no model answered: every one of the 4 model call(s)" in " ".join(done.stdout.split())
-    prediction = RunLayout(tmp_path / "runs" / "silent").finished()[task.instance_id]
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "silent").predictions)[task.instance_id]
     assert prediction["calls"] == {"made": 4, "failed": 4}  # the refusals are the models' outcomes: recorded

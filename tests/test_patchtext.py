@@ -9,6 +9,7 @@ from pipeline import patchtext
 from pipeline.config import PrincipalConfig
 from pipeline.juniors.pool import build_pool
 from pipeline.principal.stage import select_candidates
+from pipeline.records import Rollout
 from pipeline.runtime.base import CommandResult, DiffFailed, read_diff
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.stage import _pool_variables
@@ -46,7 +47,7 @@ def test_latin1_and_utf8_edits_keep_their_bytes_through_json_files_and_back(lati
         assert json.loads(record.read_text(encoding="utf-8"))["patch"] == patch
         line = (tmp_path / "predictions.jsonl").read_text(encoding="utf-8").splitlines()[0]
         assert json.loads(line)["model_patch"] == patch
-        pool = build_pool("demo", [{"index": 0, "patch": patch}])
+        pool = build_pool("demo", [Rollout(index=0, patch=patch)])
         kept = patchtext.to_bytes(pool.candidates[0].patch)  # re-serialised by unidiff, the bytes unchanged
         assert b"+NAME = 'Jos\xe9 Mar\xeda'" in kept and b"X = '\xff'" in kept and "Olá, mundo".encode() in kept
 

@@ -1,6 +1,7 @@
 """The candidate pool: parsing, cleaning, de-duplication and votes."""
 
 from pipeline.juniors.pool import build_pool, is_test_path, normalise
+from pipeline.records import Rollout
 
 FIX = """diff --git a/calc/core.py b/calc/core.py
 --- a/calc/core.py
@@ -36,8 +37,8 @@ WHITESPACE_ONLY = """diff --git a/calc/util.py b/calc/util.py
 
 
 def test_same_fix_with_other_spacing_is_one_candidate_with_two_votes():
-    pool = build_pool("t", [{"index": 0, "patch": FIX}, {"index": 1, "patch": SAME_FIX_OTHER_SPACING + SCRATCH},
-                            {"index": 2, "patch": FIX + TEST_EDIT}])
+    pool = build_pool("t", [Rollout(index=0, patch=FIX), Rollout(index=1, patch=SAME_FIX_OTHER_SPACING + SCRATCH),
+                            Rollout(index=2, patch=FIX + TEST_EDIT)])
     assert len(pool.candidates) == 1
     candidate = pool.candidates[0]
     assert candidate.votes == 3 and candidate.rollouts == [0, 1, 2]
@@ -53,14 +54,14 @@ def test_test_edits_are_kept_apart_and_scratch_or_whitespace_alone_is_no_candida
     assert normalise(SCRATCH) is None
     assert normalise(WHITESPACE_ONLY) is None
     assert normalise(TEST_EDIT) is None  # test edits alone are not a fix
-    pool = build_pool("t", [{"index": 0, "patch": ""}, {"index": 1, "patch": SCRATCH},
-                            {"index": 2, "patch": "this is not a diff"}, {"index": 3, "patch": FIX}])
+    pool = build_pool("t", [Rollout(index=0, patch=""), Rollout(index=1, patch=SCRATCH),
+                            Rollout(index=2, patch="this is not a diff"), Rollout(index=3, patch=FIX)])
     assert pool.empty == [0, 1, 2] and [c.rollouts for c in pool.candidates] == [[3]]
 
 
 def test_candidates_are_ordered_by_votes():
     other = FIX.replace("a + b", "b + a")
-    pool = build_pool("t", [{"index": 0, "patch": other}, {"index": 1, "patch": FIX}, {"index": 2, "patch": FIX}])
+    pool = build_pool("t", [Rollout(index=0, patch=other), Rollout(index=1, patch=FIX), Rollout(index=2, patch=FIX)])
     assert [c.votes for c in pool.candidates] == [2, 1] and pool.candidates[0].rollouts == [1, 2]
 
 
@@ -85,7 +86,7 @@ BASE_FILES = ["setup.py", "README.md", "shop/__init__.py", "shop/models.py", "sh
 
 
 def test_a_new_module_the_fix_imports_is_kept_and_a_root_reproduction_script_is_dropped_with_its_reason():
-    records = [{"index": 0, "patch": REPRODUCE + VIEWS_FIX + TEMPLATES}, {"index": 1, "patch": VIEWS_FIX + TEMPLATES}]
+    records = [Rollout(index=0, patch=REPRODUCE + VIEWS_FIX + TEMPLATES), Rollout(index=1, patch=VIEWS_FIX + TEMPLATES)]
     pool = build_pool("t", records, base_files=BASE_FILES)
     assert [(c.files, c.votes) for c in pool.candidates] == [(["shop/templates.py", "shop/views.py"], 2)]
     assert "reproduce.py" not in pool.candidates[0].patch
@@ -111,10 +112,10 @@ def test_scratch_outside_the_source_layout_or_named_as_a_reproduction_is_dropped
     notes = new_file("scratch_area/try_it.py", ["import shop", "print(shop)"])
     # a root script in a project whose code lives in shop/: scratch, unless the fix uses it
     helper_at_root = new_file("debug_helpers.py", ["def dump_state(x):", "    print(x)"])
-    pool = build_pool("t", [{"index": 0, "patch": VIEWS_FIX + TEMPLATES + notes + helper_at_root},
-                            {"index": 1, "patch": new_file("shop/reproduce_issue.py", ["print(1)"])},
-                            {"index": 2, "patch": VIEWS_FIX + TEMPLATES + new_file("shop/patch.py.orig", ["x"])
-                             + new_file("shop/__pycache__/views.cpython-311.pyc", ["x"])}], base_files=BASE_FILES)
+    pool = build_pool("t", [Rollout(index=0, patch=VIEWS_FIX + TEMPLATES + notes + helper_at_root),
+                            Rollout(index=1, patch=new_file("shop/reproduce_issue.py", ["print(1)"])),
+                            Rollout(index=2, patch=VIEWS_FIX + TEMPLATES + new_file("shop/patch.py.orig", ["x"])
+                             + new_file("shop/__pycache__/views.cpython-311.pyc", ["x"]))], base_files=BASE_FILES)
     assert [c.rollouts for c in pool.candidates] == [[0, 2]] and pool.empty == [1]
     reasons = {(d["rollout"], d["file"]): d["reason"] for d in pool.dropped}
     assert set(reasons) == {(0, "scratch_area/try_it.py"), (0, "debug_helpers.py"), (1, "shop/reproduce_issue.py"),
@@ -133,8 +134,8 @@ def test_scratch_outside_the_source_layout_or_named_as_a_reproduction_is_dropped
 def test_rollout_records_base_entries_tell_a_new_top_level_folder_from_a_package_subfolder():
     plugin = new_file("shop/plugins/csv_export.py", ["def export(rows):", "    return rows"])
     stray = new_file("tools/try.py", ["print(1)"])
-    records = [{"index": 0, "patch": VIEWS_FIX + plugin + stray,
-                "base_entries": ["README.md", "setup.py", "shop/", "shop/__init__.py", "shop/views.py"]}]
+    records = [Rollout(index=0, patch=VIEWS_FIX + plugin + stray,
+                base_entries=["README.md", "setup.py", "shop/", "shop/__init__.py", "shop/views.py"])]
     pool = build_pool("t", records)
     assert pool.candidates[0].files == ["shop/plugins/csv_export.py", "shop/views.py"]
     assert [d["file"] for d in pool.dropped] == ["tools/try.py"]
@@ -155,12 +156,12 @@ PY_BLOCK = """diff --git a/calc/core.py b/calc/core.py
 def test_a_python_reindent_is_a_fix_and_two_indentations_are_two_candidates():
     candidate = normalise(PY_BLOCK)
     assert candidate is not None and candidate.files == ["calc/core.py"]
-    assert [d["reason"] for d in build_pool("t", [{"index": 0, "patch": PY_BLOCK}]).dropped] == []
+    assert [d["reason"] for d in build_pool("t", [Rollout(index=0, patch=PY_BLOCK)]).dropped] == []
     other = PY_BLOCK.replace("+            self.sum += item", "+                self.sum += item")
     tabs = PY_BLOCK.replace("+            self.sum += item", "+\t\t\tself.sum += item")
-    pool = build_pool("t", [{"index": 0, "patch": PY_BLOCK}, {"index": 1, "patch": other},
-                            {"index": 2, "patch": PY_BLOCK.replace("item\n", "item   \n")},  # trailing spaces only
-                            {"index": 3, "patch": tabs}])
+    pool = build_pool("t", [Rollout(index=0, patch=PY_BLOCK), Rollout(index=1, patch=other),
+                            Rollout(index=2, patch=PY_BLOCK.replace("item\n", "item   \n")),  # trailing spaces only
+                            Rollout(index=3, patch=tabs)])
     assert [c.rollouts for c in pool.candidates] == [[0, 2], [1], [3]]
     yaml_reindent = ("diff --git a/conf/app.yml b/conf/app.yml\n--- a/conf/app.yml\n+++ b/conf/app.yml\n"
                      "@@ -1,2 +1,2 @@\n server:\n-port: 80\n+  port: 80\n")
@@ -183,11 +184,11 @@ JS_FIX = """diff --git a/src/cart.js b/src/cart.js
 
 def test_in_other_languages_indentation_does_not_count():
     reindented = JS_FIX.replace("+  return items.reduce", "+      return items.reduce")
-    pool = build_pool("t", [{"index": 0, "patch": JS_FIX}, {"index": 1, "patch": reindented}])
+    pool = build_pool("t", [Rollout(index=0, patch=JS_FIX), Rollout(index=1, patch=reindented)])
     assert [c.rollouts for c in pool.candidates] == [[0, 1]]
     js_reindent_only = ("diff --git a/src/a.js b/src/a.js\n--- a/src/a.js\n+++ b/src/a.js\n@@ -1,2 +1,2 @@\n"
                         " if (x) {\n-y();\n+    y();\n")
-    pool = build_pool("t", [{"index": 0, "patch": js_reindent_only}])
+    pool = build_pool("t", [Rollout(index=0, patch=js_reindent_only)])
     assert pool.empty == [0] and pool.dropped[0]["file"] == "src/a.js" and "whitespace" in pool.dropped[0]["reason"]
 
 
@@ -211,7 +212,7 @@ def test_spec_and_testing_folders_are_source_unless_they_hold_tests():
     candidate = normalise(fix_and_helper, base_files=ruby_base)
     assert candidate.files == ["lib/shop.rb"] and "spec/spec_helper.rb" in candidate.test_patch
     # the same from a rollout's own look at the base commit
-    pool = build_pool("t", [{"index": 0, "patch": fix_and_helper, "base_entries": ["spec/models/cart_spec.rb"]}])
+    pool = build_pool("t", [Rollout(index=0, patch=fix_and_helper, base_entries=["spec/models/cart_spec.rb"])])
     assert pool.candidates[0].files == ["lib/shop.rb"]
     go_tests = ["pkg/testing/fake.go", "pkg/testing/fake_test.go"]
     assert is_test_path("pkg/testing/fake.go", go_tests) and not is_test_path("pkg/testing/fake.go", go_base)

@@ -18,12 +18,13 @@ from pipeline.config import PrincipalConfig
 from pipeline.datasets import BUNDLED_TASKS_DIR
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
+from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec, Prices
 from pipeline.principal.stage import nearby_files, run_principal, select_candidates
-from pipeline.records import Brief
+from pipeline.records import Brief, Rollout
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task, load_tasks
 
@@ -42,7 +43,7 @@ def words(text: str) -> int:
 
 def pool_of(*rollouts: tuple[str, str]):
     """A pool from (patch, exit reason) rollouts, in rollout order."""
-    return build_pool("t", [{"index": n, "patch": patch, "exit_reason": reason}
+    return build_pool("t", [Rollout(index=n, patch=patch, exit_reason=reason)
                             for n, (patch, reason) in enumerate(rollouts)])
 
 
@@ -309,7 +310,7 @@ def test_bundled_task_request_holds_the_candidates_with_their_votes(tmp_path):
         assert header in user
         assert candidate["patch"].strip() in user  # the candidate's diff, whole
     assert "<repository_files>" in user and "tinyq/\n" in user and "  worker.py" in user
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "principal"
     assert {f for f in patch_per_file(prediction["model_patch"])} == set(halves)
     assert [line for line in prediction["model_patch"].splitlines() if line.startswith(("+", "-"))] == \

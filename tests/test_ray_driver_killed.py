@@ -29,6 +29,7 @@ from test_ray_start import STARTED, _env, _free_port, _group, _stop_group
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.run.ray.node import run_folder
 from pipeline.tasks import load_tasks
 
@@ -157,7 +158,7 @@ def _answered(layout: RunLayout) -> list:
 
 
 def _predictions(layout: RunLayout) -> dict:
-    return {i: _normal(p) for i, p in layout.finished().items()}
+    return {i: _normal(p) for i, p in finished_predictions(layout.predictions).items()}
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +223,7 @@ def test_a_driver_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays_none
         finally:
             proc.kill()
     assert paid_while_frozen >= 2 * K  # replies the killed driver never wrote down
-    assert layout.finished() == {}
+    assert finished_predictions(layout.predictions) == {}
     kept = [path for path in run_folder("killed").glob("*/attempt-*") if path.is_dir()]
 
     again = subprocess.run(_command(address, "killed"), cwd=work, env=env, capture_output=True, text=True,
@@ -264,7 +265,7 @@ def test_a_write_queue_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays
             proc.kill()
     said = log_path.read_text()
     assert proc.returncode == 1, said[-3000:]  # tasks left unfinished, by a cluster fault: no result of any kind
-    assert layout.finished() == {} and "write queue" in said, said[-3000:]
+    assert finished_predictions(layout.predictions) == {} and "write queue" in said, said[-3000:]
     again = subprocess.run(_command(address, "queue"), cwd=work, env=env, capture_output=True, text=True,
                            stdin=subprocess.DEVNULL, timeout=600)
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]

@@ -19,6 +19,7 @@ from pipeline.cli.eval_command import predictions_run_id
 from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.runtime.images import disk as image_disk
 from pipeline.runtime.images.names import local_image
@@ -162,7 +163,7 @@ def test_nodes_size_limits_for_their_slots_and_prune_the_run_s_images_within_the
                    "config.yaml", "--image-template", f"{repository}:{{dockerhub_tag}}", "--run-id", "nodes",
                    "--workers", "4", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "nodes")
-    predictions = layout.finished()
+    predictions = finished_predictions(layout.predictions)
     assert set(predictions) == {t.instance_id for t in CHOSEN}, done.stdout[-3000:]
     # Limits: the config's own value kept, the rest sized on the node, recorded per task; config.yaml as given.
     expected = max(512 * MIB, int(machine_memory() * MEMORY_SHARE / SLOTS) // MIB * MIB)

@@ -26,6 +26,7 @@ from test_run_docker import pipeline_script, setup, swepipe
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.storage import append_jsonl, apply_mirrored, clear_mirror, set_mirror, write_json_atomic
 from pipeline.tasks import load_tasks
 
@@ -259,12 +260,12 @@ def test_two_nodes_give_the_thread_executors_files_written_by_the_driver(cluster
     swepipe("run", "--instance-ids", IDS, "--config", "config.yaml", "--run-id", "threads", "--evaluate",
             "--workers", "2", cwd=tmp_path)
     ray_run, threads = RunLayout(tmp_path / "runs" / "onray"), RunLayout(tmp_path / "runs" / "threads")
-    predictions = ray_run.finished()
+    predictions = finished_predictions(ray_run.predictions)
     assert predictions[FIRST.instance_id]["resolved"] is True and predictions[SECOND.instance_id]["resolved"] is False
     # One task per node (each holds both of a node's slots), named in the prediction with its wall time.
     assert {p["node"] for p in predictions.values()} == {"node-b", "node-c"}
     assert all(p["wall_seconds"] > 0 for p in predictions.values())
-    assert {p["node"] for p in threads.finished().values()} == {socket.gethostname()}
+    assert {p["node"] for p in finished_predictions(threads.predictions).values()} == {socket.gethostname()}
     on_ray, on_threads = _contents(ray_run.root), _contents(threads.root)
     assert sorted(on_ray) == sorted(on_threads)
     for name in on_ray:
@@ -302,7 +303,7 @@ def test_the_run_budget_holds_across_nodes(cluster, tmp_path):
     swepipe("run", "--instance-ids", IDS, "--config", "config.yaml", "--run-id", "budget", "--executor", "ray",
             "--ray-address", cluster.address, cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "budget")
-    predictions = layout.finished()
+    predictions = finished_predictions(layout.predictions)
     assert {p["node"] for p in predictions.values()} == {"node-b", "node-c"}  # the two tasks ran side by side
     spent = [sum(r.cost for r in Ledger.read(layout.task(i).ledger)) for i in (FIRST.instance_id, SECOND.instance_id)]
     assert all(s > 0 for s in spent) and sum(spent) <= limit + 1e-9, spent
@@ -352,13 +353,13 @@ def test_sigterm_to_the_driver_stops_every_node_and_the_run_resumes(cluster, tmp
                       cwd=tmp_path)
     assert left.name in cleaned.stdout and {"head:", "node-b:", "node-c:"} <= set(cleaned.stdout.split())
     assert _no_containers_left("stopped")
-    assert layout.finished() == {}
+    assert finished_predictions(layout.predictions) == {}
     paid_before = {t.instance_id: _paid_positions(Ledger.read(layout.task(t.instance_id).ledger))
                    for t in (FIRST, SECOND)}
     assert any(paid_before.values())
 
     done = swepipe(*command[3:], cwd=tmp_path)
-    assert set(layout.finished()) == {FIRST.instance_id, SECOND.instance_id}, done.stdout[-2000:]
+    assert set(finished_predictions(layout.predictions)) == {FIRST.instance_id, SECOND.instance_id}, done.stdout[-2000:]
     for task in (FIRST, SECOND):
         paid = _paid_positions(Ledger.read(layout.task(task.instance_id).ledger))
         assert {agent: sorted(positions) for agent, positions in paid.items()} == \
@@ -407,7 +408,7 @@ def test_a_lost_node_s_task_resumes_on_another_without_paying_twice(cluster, tmp
         proc.kill()
     assert proc.returncode == 0, output[-3000:]
     assert "was lost" in output and "attempt 2 of 3" in output
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "principal" and prediction["model_patch"]
     assert prediction["node"] in ("node-b", "node-c") and prediction["node"] != victim._ray_params.node_name
     paid = _paid_positions(Ledger.read(paths.ledger))
@@ -435,6 +436,6 @@ def test_repeats_on_the_cluster_share_one_run_budget(cluster, tmp_path):
         layout = RunLayout(tmp_path / "runs" / f"rep-r{number}")
         record = json.loads((layout.root / "repeat.json").read_text())
         assert (record["repeat"], record["repeats"], record["seed_offset"]) == (number, 2, offset)
-        assert layout.finished()[FIRST.instance_id]["node"] in ("node-b", "node-c")
+        assert finished_predictions(layout.predictions)[FIRST.instance_id]["node"] in ("node-b", "node-c")
         spent[number] = sum(r.cost for r in Ledger.read(layout.task(FIRST.instance_id).ledger))
     assert spent[1] > 0 and sum(spent.values()) <= limit + 1e-9, spent

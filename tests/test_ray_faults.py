@@ -25,6 +25,7 @@ from pipeline.config_overlay import parse_set
 from pipeline.errors import ClusterFault
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.run.ray import driver as ray_driver
 from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper, ray_reason
 from pipeline.run.ray.connect import RESOURCE
@@ -218,7 +219,7 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
         summary = driver.execute()
         driver.drainer.join(timeout=30)
     layout = settings.layout
-    assert layout.finished() == {} and not layout.predictions.exists(), lines
+    assert finished_predictions(layout.predictions) == {} and not layout.predictions.exists(), lines
     infra = [json.loads(line) for line in (layout.root / "infra_errors.jsonl").read_text().splitlines()]
     assert [row["instance_id"] for row in infra] == [task.instance_id]
     assert "did not reach the driver" in infra[0]["error"] and task.instance_id in summary.infra_errors
@@ -227,7 +228,7 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
     monkeypatch.undo()
     swepipe("run", "--strategy", "vote", "--instance-ids", task.instance_id, "--config", "config.yaml",
             "--run-id", "behind", "--executor", "ray", "--ray-address", cluster.address, cwd=tmp_path)
-    assert set(layout.finished()) == {task.instance_id}
+    assert set(finished_predictions(layout.predictions)) == {task.instance_id}
     answered = [row for row in Ledger.read(layout.task(task.instance_id).ledger) if row.error is None]
     assert len(answered) == 1  # the junior's one reply, paid once: the rerun resumed from what had arrived
 
@@ -255,13 +256,14 @@ def test_an_outage_met_on_a_node_stops_the_whole_run_and_the_rerun_resumes(clust
     assert first.returncode == 1, said[-3000:]
     assert "longer than the outage time" in said and "InternalServerError" in said and "--run-id down" in said
     layout = RunLayout(tmp_path / "runs" / "down")
-    assert layout.finished() == {} and not (layout.root / "infra_errors.jsonl").exists()  # no result of any kind
+    # no result of any kind
+    assert finished_predictions(layout.predictions) == {} and not (layout.root / "infra_errors.jsonl").exists()
     assert not (layout.task(task.instance_id).principal / "result.json").exists()
     assert no_containers_left("down") and not scratch_left("down")
 
     flag.unlink()  # the provider is back
     swepipe(*command, cwd=tmp_path)
-    assert layout.finished()[task.instance_id]["source"] == "principal"
+    assert finished_predictions(layout.predictions)[task.instance_id]["source"] == "principal"
     answered = [(r.stage, r.agent) for r in Ledger.read(layout.task(task.instance_id).ledger) if r.error is None]
     assert answered.count(("junior", "rollout-00")) == 2 and answered.count(("junior", "rollout-01")) == 2
     assert len(answered) == 2 + 2 + 2 + 1  # each conversation position paid once
@@ -303,7 +305,7 @@ def test_cleaning_up_run_exp_touches_nothing_of_run_exp_2_running_beside_it(clus
     finally:
         proc.kill()
     assert proc.returncode == 0, output[-3000:]
-    prediction = other.finished()[SECOND.instance_id]
+    prediction = finished_predictions(other.predictions)[SECOND.instance_id]
     assert prediction["source"] == "principal" and prediction["model_patch"], prediction
     rows = Ledger.read(paths.ledger)
     assert sum(1 for r in rows if r.stage == "junior" and r.error is None) == 6  # three replies per junior

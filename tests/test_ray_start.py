@@ -21,6 +21,7 @@ from test_ray_executor import FIRST
 from test_run_docker import pipeline_script, setup
 
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 
 pytestmark = pytest.mark.slow
 STARTED = "Ray runtime started"
@@ -119,7 +120,7 @@ def test_a_task_runs_on_a_head_started_with_ray_start_and_token_authentication(h
                     env=_env(head.home))  # the driver's machine is the head's: its token is in ~/.ray/auth_token
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "InvalidAuthToken" not in done.stdout + done.stderr
-    prediction = RunLayout(tmp_path / "runs" / "started").finished()[FIRST.instance_id]
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "started").predictions)[FIRST.instance_id]
     assert prediction["resolved"] is True and prediction["node"]
     assert no_containers_left("started") and not scratch_left("started")
 

@@ -286,3 +286,35 @@ def test_the_run_directory_document_is_what_the_record_types_give():
 
 def _words(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
+
+
+def test_a_runs_finished_tasks_are_read_by_the_one_lenient_reader(tmp_path):
+    """What a resumed run skips: every task with a line (the last one wins), one whose last line is no readable
+    prediction too, with a dict that says why; a last line cut short by a kill, or a line naming no task, is none."""
+    from pipeline.records.prediction import finished_predictions
+
+    path = tmp_path / "predictions.jsonl"
+    assert finished_predictions(path) == {}  # no file yet
+    lines = [{"format": 1, "instance_id": "a", "model_patch": "old", "source": "principal"},
+             {"format": 1, "instance_id": "a", "model_patch": "new", "source": "principal", "extra": 1},
+             {"format": 99, "instance_id": "b", "model_patch": ""},
+             {"format": 1, "model_patch": "nobody's"}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"format": 1, "instance_id": "c", "mod')
+    finished = finished_predictions(path)
+    assert finished["a"] == {"instance_id": "a", "model_patch": "new", "source": "principal", "extra": 1}
+    assert finished["b"]["instance_id"] == "b" and finished["b"]["error"].startswith("predictions.jsonl line 3: ")
+    assert set(finished) == {"a", "b"}
+
+
+def test_a_stage_that_hands_back_a_dict_is_told_which_record_it_must_return(tmp_path):
+    from pipeline.job import once
+    from pipeline.records.base import expect_record
+    from pipeline.strategies.answer import TaskAnswer
+
+    with pytest.raises(RecordError, match="expected a Brief record .* got dict"):
+        once(tmp_path / "brief.json", lambda: {"context": "the fields, not the record"}, records.Brief)
+    assert not (tmp_path / "brief.json").exists()  # nothing written: a rerun asks the stage again
+    made = once(tmp_path / "brief.json", lambda: records.Brief.of({"context": "kept"}), records.Brief)
+    assert made.context == "kept" and records.Brief.load(tmp_path / "brief.json").context == "kept"
+    with pytest.raises(RecordError, match="expected a TaskAnswer record"):
+        expect_record({"model_patch": ""}, TaskAnswer)

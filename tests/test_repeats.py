@@ -23,6 +23,7 @@ from pipeline.analysis.stats import run_stats
 from pipeline.config import RunConfig
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger, LedgerRow
+from pipeline.records.prediction import finished_predictions
 from pipeline.report.build import build_report, write_report
 from pipeline.run.repeats import Repeat, repeat_config
 from pipeline.tasks import load_tasks
@@ -185,7 +186,7 @@ def test_repeats_run_into_sibling_directories_with_their_own_seeds_and_resume_wi
             "rollout-*.json")) if not p.name.endswith(".trajectory.json")]
         assert [r["seed"] for r in rollouts] == [seed, seed + 1]  # rollout i: juniors.seed + i
         assert [len(patch_per_file(r["patch"])) for r in rollouts] == [1, 1]  # each fixed its half
-        prediction = layout.finished()[TASK.instance_id]
+        prediction = finished_predictions(layout.predictions)[TASK.instance_id]
         assert prediction["source"] == "principal" and prediction["cost"]["total"] == pytest.approx(
             REPLIES_PER_TASK * REPLY_COST)
     output = " ".join(done.stdout.split())
@@ -251,7 +252,7 @@ def test_a_stop_in_a_repeat_says_how_to_resume_the_repeats(tmp_path, tinyq_repo)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     said = " ".join(out.split())
     assert "run the same command again (--run-id g --repeats 2) to resume repeat 1 and run the ones after it" in said
-    assert not (runs / "g-r2").exists() and RunLayout(runs / "g-r1").finished() == {}
+    assert not (runs / "g-r2").exists() and finished_predictions(RunLayout(runs / "g-r1").predictions) == {}
 
 
 # -- scored in Docker ----------------------------------------------------------------------------------------
@@ -263,7 +264,8 @@ def test_scored_repeats_give_resolve_rates_and_pass_at_k(tmp_path, tinyq_repo):
     setup(tmp_path)
     swepipe(*run_args("--repeats", "2", "--evaluate"), cwd=tmp_path, environment=env(tinyq_repo))
     runs = tmp_path / "runs"
-    assert all(RunLayout(runs / f"g-r{n}").finished()[TASK.instance_id]["resolved"] is True for n in (1, 2))
+    assert all(finished_predictions(RunLayout(runs / f"g-r{n}").predictions)[TASK.instance_id]["resolved"] is True
+               for n in (1, 2))
     swepipe("report", "runs/g", cwd=tmp_path, environment=env(tinyq_repo))
     markdown = (runs / "g-r1" / "report.md").read_text()
     assert "| 1 | g-r1 | 0 | 1/1 | 100.0% |" in markdown and "| 2 | g-r2 | 1000 | 1/1 | 100.0% |" in markdown

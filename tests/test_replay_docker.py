@@ -20,6 +20,7 @@ from test_trajectory_formats import swe_agent_file
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records import ReplayResult
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -110,7 +111,7 @@ def test_a_swe_agent_trajectory_replays_to_its_patch_and_resolves_in_the_tasks_i
     assert isinstance(result, ReplayResult), done.stdout[-3000:]
     assert result.patch_identical is True, (result.differing, result.only_replayed, result.only_recorded)
     assert result.source_format == "swe-agent" and result.replayed_steps == result.recorded_steps == len(CALLS) + 1
-    prediction = layout.finished()[TASK.instance_id]
+    prediction = finished_predictions(layout.predictions)[TASK.instance_id]
     assert prediction["resolved"] is True and "new file mode 100755" in prediction["model_patch"]
     assert ".traj: patch identical" in done.stdout and "yes (-)" in done.stdout  # replayed verdict, none recorded
     assert all(row.cost == 0 for row in Ledger.read(layout.task(TASK.instance_id).ledger))
@@ -135,7 +136,7 @@ def test_a_replay_killed_mid_way_resumes_without_serving_a_reply_twice(tmp_path)
     finally:
         proc.kill()
     served_before = len(Ledger.read(layout.task(TASK.instance_id).ledger))
-    assert 5 <= served_before < len(CALLS) + 1 and not layout.finished()
+    assert 5 <= served_before < len(CALLS) + 1 and not finished_predictions(layout.predictions)
 
     swepipe("replay", str(source), "--run-id", "killed", cwd=tmp_path)
     rows = Ledger.read(layout.task(TASK.instance_id).ledger)
@@ -159,7 +160,7 @@ def test_a_mini_swe_agent_trajectory_replays_to_the_gold_patch_in_the_tasks_imag
     assert isinstance(result, ReplayResult), done.stdout[-3000:]
     assert result.patch_identical is True, (result.differing, result.only_replayed, result.only_recorded)
     assert result.exit_codes_differ == [] and result.replayed_steps == 5
-    assert layout.finished()[TASK.instance_id]["resolved"] is True
+    assert finished_predictions(layout.predictions)[TASK.instance_id]["resolved"] is True
 
 
 def test_a_replay_s_container_has_no_network_even_when_the_config_gives_containers_one(tmp_path):
@@ -171,7 +172,7 @@ def test_a_replay_s_container_has_no_network_even_when_the_config_gives_containe
     source = mini_trajectory(tmp_path / f"{TASK.instance_id}.traj.json", TASK.instance_id,
                              [("ls /sys/class/net > /testbed/interfaces.txt", 0), (SUBMIT, None)], "")
     done = swepipe("replay", str(source), "--run-id", "sealed", "--config", "config.yaml", cwd=tmp_path)
-    patch = RunLayout(tmp_path / "runs" / "sealed").finished()[TASK.instance_id]["model_patch"]
+    patch = finished_predictions(RunLayout(tmp_path / "runs" / "sealed").predictions)[TASK.instance_id]["model_patch"]
     added = [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert added == ["lo"], patch
     assert "containers without the network, whatever containers.network says" in " ".join(done.stdout.split())

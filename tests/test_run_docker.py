@@ -24,6 +24,7 @@ from scripted_pipeline import (
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.runtime.images.debian_base import BASE_IMAGE
 from pipeline.tasks import load_tasks
@@ -62,7 +63,7 @@ def test_juniors_fix_halves_senior_covers_both_principal_resolves(tmp_path):
     done = swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "e2e",
                    "--evaluate", cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "e2e")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "principal" and prediction["resolved"] is True, prediction
     assert "resolved 1/1" in done.stdout
     assert "junior done: 2 rollouts, 2 distinct candidate(s)" in done.stdout  # a line per stage, for logs
@@ -93,7 +94,7 @@ def test_unusable_principal_retries_once_then_falls_back(tmp_path):
     swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "fb", "--evaluate",
             cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "fb")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "fallback:junior_top"
     assert prediction["model_patch"] and prediction["resolved"] is False  # half a fix does not pass
     result = json.loads((layout.task(task.instance_id).principal / "result.json").read_text())
@@ -113,7 +114,7 @@ def test_swapping_the_principal_reuses_paid_juniors(tmp_path):
             "--principal-model", f"scripted/{tmp_path / 'better.yaml'}", "--reuse-juniors-from", "first",
             "--evaluate", cwd=tmp_path)
     second = RunLayout(tmp_path / "runs" / "second")
-    prediction = second.finished()[task.instance_id]
+    prediction = finished_predictions(second.predictions)[task.instance_id]
     rows = Ledger.read(second.task(task.instance_id).ledger)
     assert [r for r in rows if r.stage == "junior"] == []  # no junior call in the second run
     assert prediction["juniors_reused_from"] == "first" and prediction["resolved"] is True
@@ -137,7 +138,8 @@ def test_killed_run_resumes_without_losing_or_repaying(tmp_path):
         deadline = time.monotonic() + 240
         # Kill it once the first task is finished and the second one's juniors have paid for replies.
         while time.monotonic() < deadline:
-            if layout.finished() and any(live_steps(layout.task(second.instance_id).junior).values()):
+            if (finished_predictions(layout.predictions)
+                    and any(live_steps(layout.task(second.instance_id).junior).values())):
                 break
             time.sleep(0.3)
         else:
@@ -146,7 +148,7 @@ def test_killed_run_resumes_without_losing_or_repaying(tmp_path):
         proc.wait(timeout=30)
     finally:
         proc.kill()
-    assert list(layout.finished()) == [first.instance_id]
+    assert list(finished_predictions(layout.predictions)) == [first.instance_id]
     subprocess.run([sys.executable, "-m", "pipeline.cli", "cleanup", "killed"], capture_output=True)
     first_rows = len(Ledger.read(layout.task(first.instance_id).ledger))
     paid_before = len(Ledger.read(layout.task(second.instance_id).ledger))
@@ -160,7 +162,7 @@ def test_killed_run_resumes_without_losing_or_repaying(tmp_path):
     # Each conversation position is paid once: juniors 3 replies each, senior 2, principal 1.
     assert calls.count(("junior", "rollout-00")) == 3 and calls.count(("junior", "rollout-01")) == 3
     assert len(rows) == 3 + 3 + 2 + 1 and all(r.error is None for r in rows)
-    assert set(layout.finished()) == {first.instance_id, second.instance_id}
+    assert set(finished_predictions(layout.predictions)) == {first.instance_id, second.instance_id}
     assert containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=killed"}) == []
 
 
@@ -173,7 +175,7 @@ def test_solo_baseline_writes_the_same_run_directory(tmp_path):
     swepipe("run", "--strategy", "solo", "--instance-ids", task.instance_id, "--config", "config.yaml",
             "--run-id", "solo", "--evaluate", cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "solo")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["strategy"] == "solo" and prediction["resolved"] is True
     assert prediction["cost"]["solo"] == pytest.approx(3 * 1200 / 1e6) == prediction["cost"]["total"]
     assert (layout.task(task.instance_id).root / "solo" / "trajectory.json").exists()
@@ -187,7 +189,7 @@ def test_missing_image_spends_nothing_and_leaves_the_task_unfinished(tmp_path):
                    check=False)  # past the preflight (test_image_cache_docker), the task finds its image missing
     assert done.returncode == 1 and "could not run" in done.stdout
     layout = RunLayout(tmp_path / "runs" / "noimage")
-    assert layout.finished() == {}  # a rerun will try it again
+    assert finished_predictions(layout.predictions) == {}  # a rerun will try it again
     assert Ledger.read(layout.task(task.instance_id).ledger) == []  # no model was paid
     assert "not available locally" in (layout.root / "infra_errors.jsonl").read_text()
 
@@ -202,7 +204,7 @@ def test_an_image_that_cannot_be_sanitised_spends_nothing_and_leaves_the_task_un
                    "--image-template", BASE_IMAGE, cwd=tmp_path, check=False)
     assert done.returncode == 1 and "could not run" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     layout = RunLayout(tmp_path / "runs" / "nosanitise")
-    assert layout.finished() == {}  # a rerun will try it again
+    assert finished_predictions(layout.predictions) == {}  # a rerun will try it again
     assert Ledger.read(layout.task(task.instance_id).ledger) == []  # no model was paid
     assert "cannot sanitise the repository at /app" in (layout.root / "infra_errors.jsonl").read_text()
 
@@ -223,7 +225,7 @@ def test_a_principal_plugin_named_in_the_config_resolves_a_task(tmp_path):
                           env={**os.environ, "COLUMNS": "250", "PYTHONPATH": str(EXAMPLES)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     layout = RunLayout(tmp_path / "runs" / "plugin")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     # Each junior fixed one of the two files; merged, they are the whole fix.
     assert prediction["source"] == "merge" and prediction["resolved"] is True, prediction
     result = json.loads((layout.task(task.instance_id).principal / "result.json").read_text())
@@ -254,7 +256,7 @@ def test_vote_submits_the_most_voted_candidate(tmp_path):
     assert "task swepipe-bundled__tinyq" in done.stdout and "source vote | junior $0.0072 | resolved" in done.stdout
     table = [line for line in done.stdout.splitlines() if line[:1] in "┏┃┡│└"]
     assert table and max(map(len, table)) <= 80
-    prediction = RunLayout(tmp_path / "runs" / "vote").finished()[task.instance_id]
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "vote").predictions)[task.instance_id]
     assert prediction["strategy"] == "vote" and prediction["source"] == "vote" and prediction["votes"] == 2
     assert prediction["resolved"] is True and set(prediction["models"]) == {"junior"}
     assert prediction["cost"] == pytest.approx({"junior": 6 * 1200 / 1e6, "total": 6 * 1200 / 1e6})

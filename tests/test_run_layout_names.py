@@ -2,8 +2,13 @@
 docs/run-layout.md is what the layout gives.
 
 The names come from the layout itself (pipeline.layout_doc lists every file its folder classes name). The source
-of every module of pipeline/ is read with `ast`: a string constant (an f-string's literal parts too) that is such a
-name, or ends in ``/`` and such a name, is a path built outside the layout."""
+of every module of pipeline/ is read with `ast`, and these are names made outside the layout:
+- a string constant (an f-string's literal parts too) that is such a name, or ends in ``/`` and such a name;
+- a name built: an f-string joined to a path with ``/`` (``folder / f"attempt-{n}"``), or a ``with_name`` or
+  ``with_suffix`` given a file suffix (``.with_name(stem + ".jsonl")``);
+- a message that names a run file by its path in the run (``"no junior/pool.json yet"``): say it through the
+  layout (``TASK.relative(TASK.junior_files.pool)``), so that a renamed file is renamed in its messages too.
+Docstrings may name files: they are read by people, not shown to them."""
 
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ from pipeline import layout, layout_doc
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pipeline"
 # Not swepipe's own code: the bundled tasks' projects (their sources are data).
-SKIPPED = (PACKAGE / "bundled" / "tasks", PACKAGE / "layout.py")
+# The layout's document (pipeline/layout_doc.py): its prose names the files the layout gives.
+SKIPPED = (PACKAGE / "bundled" / "tasks", PACKAGE / "layout.py", PACKAGE / "layout_doc.py")
 # Constants that equal a run file's name but name something else; each says what.
 ALLOWED = {
     # The official harness's files in the tests' /workspace, inside the container; the scoring folder keeps copies
@@ -30,7 +36,13 @@ ALLOWED = {
     ("pipeline/report/render.py", "report.html"),
     # The lock of a Ray node's own image-cache state (its session folder on the node), not of a run directory.
     ("pipeline/run/ray/node.py", ".lock"),
+    # Names built outside a run directory, each in its own place:
+    ("pipeline/models/local_server.py", "f'swepipe-local-model-{os.getpid()}.log'"),  # the server's log in /tmp
+    ("pipeline/run/ray/node.py", "f'{self.instance_id}.json'"),  # a task's state in the node's own folder
+    ("pipeline/evaluation/validate.py", "f'r{replica}'"),  # `swepipe validate`'s replicas, in its --output
+    ("pipeline/interop/export.py", "f'{trajectory.agent}{TRAJECTORY_SUFFIX}'"),  # other tools' names, in an export
 }
+SUFFIXES = (".json", ".jsonl", ".log", ".diff", ".md", ".html", ".txt", ".sh", ".png", ".yaml", ".journal", ".reply")
 
 
 def _layout_names() -> tuple[set[str], list[re.Pattern]]:
@@ -53,13 +65,34 @@ def _layout_names() -> tuple[set[str], list[re.Pattern]]:
 
 def _run_file_names_in(path: Path, plain: set[str], patterns: list[re.Pattern]) -> list[tuple[int, str]]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    in_a_message = _message_pattern(plain)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            found += [(side.lineno, ast.unparse(side)) for side in (node.left, node.right)
+                      if isinstance(side, ast.JoinedStr)]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("with_name", "with_suffix")
+              and any(isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith(SUFFIXES)
+                      for argument in node.args for c in ast.walk(argument))):
+            found.append((node.lineno, ast.unparse(node)))
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
             continue
         text = node.value
         if text in plain or any(text.endswith("/" + name) for name in plain) or any(p.search(text) for p in patterns):
             found.append((node.lineno, text))
+        elif id(node) not in docstrings and in_a_message.search(text):
+            found.append((node.lineno, text))
     return found
+
+
+def _message_pattern(plain: set[str]) -> re.Pattern:
+    """A run file's name after a folder (``junior/pool.json``, ``tasks/<id>/ledger.jsonl``), as a word of a text."""
+    names = "|".join(re.escape(name) for name in sorted(plain, key=len, reverse=True) if not name.startswith("."))
+    return re.compile(r"(?<![\w.-])(?:[\w<>-]+/)+(?:" + names + r")(?![\w.-])")
 
 
 def test_the_layout_names_the_files_it_always_named():
@@ -116,7 +149,22 @@ def test_the_scan_finds_a_run_file_name_and_only_that(tmp_path, text):
     module.write_text(f"path = root / {text!r}\nother = f'{{name}}.trajectory.json'\n", encoding="utf-8")
     found = [value for _, value in _run_file_names_in(module, plain, patterns)]
     shown = text in ("result.json", "senior/brief.json", "rollout-*.json")
-    assert found == ([text] if shown else []) + [".trajectory.json"]
+    assert sorted(found) == sorted(([text] if shown else []) + [".trajectory.json"])
+
+
+def test_the_scan_finds_names_built_and_named_in_messages(tmp_path):
+    plain, patterns = _layout_names()
+    module = tmp_path / "module.py"
+    module.write_text(
+        '"""A docstring may say junior/pool.json."""\n'
+        "again = folder / f'attempt-{number}'\n"
+        "journal = path.with_name(path.stem + '.jsonl')\n"
+        "other = path.with_name(path.name + SUFFIX)\n"
+        "said = f'no junior/pool.json yet: {names}'\n"
+        "fine = f'the pool.json of {name} and runs/<id>/'\n", encoding="utf-8")
+    found = {line: value for line, value in _run_file_names_in(module, plain, patterns)}
+    assert found == {2: "f'attempt-{number}'", 3: "path.with_name(path.stem + '.jsonl')",
+                     5: "no junior/pool.json yet: "}
 
 
 def test_the_run_layout_document_is_what_the_layout_gives():

@@ -16,10 +16,11 @@ from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec
 from pipeline.pool_rules import CandidatePool
+from pipeline.records.prediction import finished_predictions
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10}
 
@@ -306,7 +307,7 @@ def test_swepipe_run_in_docker_stops_the_schedule_skips_and_resolves(tmp_path):
     swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "sched", "--evaluate",
             cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "sched")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "skip:junior_top" and prediction["resolved"] is True, prediction
     paths = layout.task(task.instance_id)
     assert sorted(p.name for p in paths.junior.glob("rollout-*.json")) == ["rollout-00.json", "rollout-01.json"]

@@ -243,8 +243,8 @@ def test_a_scoring_that_crashes_is_the_tasks_recorded_error_never_the_end_of_the
     assert record["category"] == "infra_error" and "scoring crashed: KeyError" in record["error"]
     assert "Traceback" in (paths.eval / "error.txt").read_text()
     (paths.eval / "result.json").write_text('{"format": 2, "instance_id": "i", "resol')  # cut short by a kill
-    monkeypatch.setattr(task_scoring, "evaluate", lambda *args: {"instance_id": "i", "resolved": False,
-                                                             "official_resolved": False, "category": "tests_failed"})
+    monkeypatch.setattr(task_scoring, "evaluate", lambda *args: EvalResult.of({
+        "instance_id": "i", "resolved": False, "official_resolved": False, "category": "tests_failed"}))
     assert task_scoring.score_prediction(make_task(), "p", paths, EvalSettings(image_template="x")) is False
 
 

@@ -174,7 +174,7 @@ def test_a_resumed_task_keeps_the_containers_an_earlier_session_ran(tmp_path, ta
         job = task_job(task, settings, seeded_run_budget(settings))
         with job.open_runtime("senior", read_only=True):
             pass
-        assert [(c["role"], c["commits"]) for c in record_containers(job)] == [("rollout-00", 9), ("senior", 2)]
+        assert [(c.role, c.commits) for c in record_containers(job)] == [("rollout-00", 9), ("senior", 2)]
         assert [c.role for c in TaskContainers.read(paths.containers).containers] == ["rollout-00", "senior"]
 
 

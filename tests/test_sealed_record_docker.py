@@ -12,6 +12,7 @@ from test_run_docker import swepipe
 from pipeline.config import Containers
 from pipeline.datasets import BUNDLED, BUNDLED_IMAGE_TEMPLATE
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.runtime.docker import DockerRuntime
 from pipeline.runtime.factory import open_runtime, prepare_task_image
@@ -65,5 +66,6 @@ def test_a_run_in_docker_records_its_containers_and_says_so(tmp_path):
     done = swepipe("run", "--strategy", "solo", "--instance-ids", TINYQ.instance_id, "--config", "config.yaml",
                    "--run-id", "solo-sealed", cwd=tmp_path)
     assert "sealed: 1 of 1 containers; network off" in done.stdout and "Warning" not in done.stdout
-    found = RunLayout(tmp_path / "runs" / "solo-sealed").finished()[TINYQ.instance_id]["containers"]
+    sealed = RunLayout(tmp_path / "runs" / "solo-sealed")
+    found = finished_predictions(sealed.predictions)[TINYQ.instance_id]["containers"]
     assert [(c["role"], c["runtime"], c["sealed"], c["network"]) for c in found] == [("solo", "docker", True, False)]

@@ -7,6 +7,7 @@ from scripted_pipeline import bash, edits_from_patch, patch_per_file, reply
 from test_run_docker import TWO_FILES, pipeline_script, setup, swepipe
 
 from pipeline.layout import RunLayout
+from pipeline.records.prediction import finished_predictions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -46,7 +47,7 @@ def test_a_senior_writing_free_text_with_app_paths_gives_every_file_and_a_resolv
     swepipe("run", "--instance-ids", task.instance_id, "--config", "config.yaml", "--run-id", "free",
             "--evaluate", cwd=tmp_path)
     layout = RunLayout(tmp_path / "runs" / "free")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["source"] == "principal" and prediction["resolved"] is True, prediction
 
     paths = layout.task(task.instance_id)

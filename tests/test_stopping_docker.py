@@ -17,6 +17,7 @@ from scripted_pipeline import SUBMIT, apply_patch_command, bash, brief_from_patc
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -84,7 +85,7 @@ def test_a_signal_stops_the_run_at_once_and_the_rerun_pays_nothing_twice(tmp_pat
     assert not list(junior_dir.glob("rollout-*[0-9].json"))  # cut short: no rollout recorded as a result
     rows = Ledger.read(layout.task(TASK.instance_id).ledger)
     assert rows and all(r.time - r.latency <= signalled for r in rows)  # nothing asked for after the signal
-    assert layout.finished() == {}
+    assert finished_predictions(layout.predictions) == {}
 
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -92,7 +93,7 @@ def test_a_signal_stops_the_run_at_once_and_the_rerun_pays_nothing_twice(tmp_pat
     # Each conversation position paid once across both sessions: 3 replies per junior, 2 senior, 1 principal.
     assert calls.count(("junior", "rollout-00")) == 3 and calls.count(("junior", "rollout-01")) == 3
     assert len(calls) == 3 + 3 + 2 + 1
-    assert layout.finished()[TASK.instance_id]["source"] == "principal"
+    assert finished_predictions(layout.predictions)[TASK.instance_id]["source"] == "principal"
     assert left_behind(run_id) == []
 
 
@@ -153,7 +154,7 @@ def test_a_passing_docker_fault_is_retried_within_the_run(tmp_path):
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     layout = RunLayout(tmp_path / "runs" / "fault-once")
-    prediction = layout.finished()[TASK.instance_id]
+    prediction = finished_predictions(layout.predictions)[TASK.instance_id]
     assert prediction["resolved"] is True and "injected fault" in prediction["infra_retries"][0]
     rollouts = [json.loads(p.read_text()) for p in sorted(layout.task(TASK.instance_id).junior.glob("rollout-0?.json"))]
     assert [r["exit_reason"] for r in rollouts] == ["submitted", "submitted"]  # the fault is no rollout's outcome
@@ -169,12 +170,13 @@ def test_a_lasting_docker_fault_leaves_the_task_for_the_rerun(tmp_path):
     first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     layout = RunLayout(tmp_path / "runs" / "fault-lasting")
     assert first.returncode == 1 and "could not run" in first.stdout
-    assert layout.finished() == {} and "injected fault" in (layout.root / "infra_errors.jsonl").read_text()
+    assert finished_predictions(layout.predictions) == {}
+    assert "injected fault" in (layout.root / "infra_errors.jsonl").read_text()
     assert not list(layout.task(TASK.instance_id).junior.glob("rollout-0?.json"))  # no result recorded
     faults.write_text("0")  # Docker is back
     second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
-    assert layout.finished()[TASK.instance_id]["source"] == "principal"
+    assert finished_predictions(layout.predictions)[TASK.instance_id]["source"] == "principal"
     calls = [r.agent for r in Ledger.read(layout.task(TASK.instance_id).ledger) if r.stage == "junior"]
     assert calls.count("rollout-00") == 2 and calls.count("rollout-01") == 2
     assert left_behind("fault-lasting") == []

@@ -16,9 +16,11 @@ import yaml
 
 from pipeline import patchtext
 from pipeline.errors import DatasetError
-from pipeline.evaluation.predictions import load_predictions
-from pipeline.layout import RunLayout, RunLocked
+from pipeline.interop.predictions import load_predictions
+from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger, LedgerRow
+from pipeline.records.prediction import finished_predictions
+from pipeline.run.lock import RunLocked, lock_run, repair_run, unlock_run
 from pipeline.storage import append_jsonl, repair_jsonl, write_json_atomic, write_text_atomic
 from pipeline.tasks import load_tasks
 
@@ -135,7 +137,8 @@ HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from pipeline.layout import RunLayout
-    RunLayout(Path(sys.argv[1])).lock()
+    from pipeline.run.lock import lock_run
+    lock_run(RunLayout(Path(sys.argv[1])))
     print("locked", flush=True)
     time.sleep(120)
 """)
@@ -152,17 +155,17 @@ def test_a_second_process_on_a_run_is_refused_until_the_holder_dies(tmp_path):
     holder = hold_lock(root)
     try:
         with pytest.raises(RunLocked, match=rf"in use by another swepipe process \(pid {holder.pid} on "):
-            RunLayout(root).lock()
+            lock_run(RunLayout(root))
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
     layout = RunLayout(root)
-    layout.lock()  # the killed holder's .lock file blocks nobody
+    lock_run(layout)  # the killed holder's .lock file blocks nobody
     try:
-        layout.lock()  # again in the same process: no-op
+        lock_run(layout)  # again in the same process: no-op
         assert json.loads(layout.lock_file.read_text())["pid"] == os.getpid()
     finally:
-        layout.unlock()
+        unlock_run(layout)
 
 
 @pytest.mark.slow
@@ -194,7 +197,7 @@ def test_swepipe_run_and_rollouts_on_a_busy_run_exit_2_naming_the_holder(tmp_pat
     scripted_config(tmp_path, ["```bash\necho looking\n```", "```bash\nsubmit\n```"])  # no delay now
     third = swepipe(*command[3:], cwd=tmp_path, env=env)
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
-    assert TASK.instance_id in RunLayout(tmp_path / "runs" / "busy").finished()
+    assert TASK.instance_id in finished_predictions(RunLayout(tmp_path / "runs" / "busy").predictions)
 
 
 # -- atomic writes -----------------------------------------------------------------------------------
@@ -262,5 +265,5 @@ def test_temporary_files_a_killed_process_left_are_removed_on_the_next_start(tmp
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{")
     os.utime(old, (time.time() - 3600, time.time() - 3600))
-    layout.repair()
+    repair_run(layout)
     assert not old.exists() and fresh.exists() and keep.exists()

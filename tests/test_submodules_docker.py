@@ -16,8 +16,8 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
-from pipeline.models.spec import ModelSpec
 from pipeline.runtime import containers
 from pipeline.runtime.base import changed_submodules
 from pipeline.runtime.docker import DockerRuntime
@@ -172,7 +172,7 @@ def test_rollout_in_a_repository_with_a_submodule_lands_its_fix_in_the_pool(subm
     saved = json.loads((tmp_path / "junior" / "rollout-02.json").read_text())
     assert saved["exit_reason"] == "patch_error"
 
-    pool = build_pool(job.task.instance_id, [record.to_dict() for record in records])
+    pool = build_pool(job.task.instance_id, records)
     assert len(pool.candidates) == 1 and pool.candidates[0].rollouts == [0, 1]
     assert pool.candidates[0].files == ["app.py"]
     assert pool.failed == [2] and pool.empty == []

@@ -15,6 +15,7 @@ from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.studies.sweep import build_grid, plan_sweep, read_grid_file, slug
 from pipeline.tasks import load_tasks
@@ -229,7 +230,7 @@ def test_a_sweep_over_sizes_runs_each_cell_resumes_without_paying_and_refuses_a_
 
     for name, workers in zip(TEAM, (1, 2, 4), strict=True):
         layout = RunLayout(root / name)
-        prediction = layout.finished()[TASK.instance_id]
+        prediction = finished_predictions(layout.predictions)[TASK.instance_id]
         assert prediction["strategy"] == "team" and prediction["error"] is None
         config = yaml.safe_load(layout.config.read_text())
         assert config["team"]["size"] == workers and config["team"]["sizing"] == "fixed"
@@ -238,7 +239,7 @@ def test_a_sweep_over_sizes_runs_each_cell_resumes_without_paying_and_refuses_a_
         assert prediction["cost"]["worker"] == pytest.approx(2 * workers * REPLY_COST)
         # one worker fixes half the task; two or more, both files
         assert len(patch_per_file(prediction["model_patch"])) == (1 if workers == 1 else 2)
-    solo = RunLayout(root / SOLO).finished()[TASK.instance_id]
+    solo = finished_predictions(RunLayout(root / SOLO).predictions)[TASK.instance_id]
     assert solo["strategy"] == "solo" and solo["cost"]["solo"] == pytest.approx(2 * REPLY_COST)
     assert yaml.safe_load((root / SOLO / "config.yaml").read_text())["models"]["solo"]["model"].endswith(
         "script.yaml")  # the lead model plays solo
@@ -290,7 +291,7 @@ def test_a_stop_ends_the_sweep_and_the_rerun_finishes_it(tmp_path, tinyq_repo):
     status = {c["name"]: c["status"] for c in manifest["cells"]}
     assert status == {SOLO: "done", TEAM[0]: "stopped", TEAM[1]: "pending", TEAM[2]: "pending"}
     assert not (root / TEAM[1]).exists()  # no cell starts after a stop
-    assert RunLayout(root / TEAM[0]).finished() == {}  # work cut short is not a result
+    assert finished_predictions(RunLayout(root / TEAM[0]).predictions) == {}  # work cut short is not a result
 
     swepipe(*sweep_args(), cwd=tmp_path, environment=env(tinyq_repo))
     manifest = json.loads((root / "sweep.json").read_text())

@@ -11,6 +11,7 @@ from scripted_pipeline import SUBMIT, apply_patch_command, bash, reply
 
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 
@@ -55,7 +56,7 @@ def test_async_team_resolves_tinyq_in_one_container(tmp_path):
     assert "resolved 1/1" in done.stdout and "lead $" in done.stdout
 
     layout = RunLayout(tmp_path / "runs" / "team")
-    prediction = layout.finished()[task.instance_id]
+    prediction = finished_predictions(layout.predictions)[task.instance_id]
     assert prediction["strategy"] == "team" and prediction["source"] == "team" and prediction["resolved"] is True
     assert prediction["cost"] == pytest.approx({"lead": 5 * REPLY_COST, "worker": 4 * REPLY_COST,
                                                 "total": 9 * REPLY_COST})

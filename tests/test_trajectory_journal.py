@@ -17,11 +17,12 @@ from pipeline.agent.journal import TrajectoryJournal
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.config import Limits
+from pipeline.layout import trajectory_journal
+from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import Completion, ModelClient, Usage
 from pipeline.models.ledger import Ledger
-from pipeline.models.spec import ModelSpec
-from pipeline.records.trajectory import fold_journal, read_trajectory, trajectory_journal
+from pipeline.records.trajectory import fold_journal, read_trajectory
 from pipeline.runtime.local import LocalRuntime
 from tests.fuzzing import fuzz
 

@@ -7,17 +7,19 @@ from flaky_task import SEEDED_TEST, write_dataset
 
 from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE
 from pipeline.evaluation.validate import judge_task, leaked_test_names
+from pipeline.records import EvalResult
 from pipeline.tasks import load_tasks
 
 TASK = load_tasks(BUNDLED)[0]
 BY_NAME = {t.repo.split("/")[-1]: t for t in load_tasks(BUNDLED)}
 
 
-def scored(task, passing: set[str], resolved: bool, category: str = "") -> dict:
+def scored(task, passing: set[str], resolved: bool, category: str = "") -> EvalResult:
     """A result.json as the scorer writes it: these tests PASSED, the others FAILED."""
-    return {"instance_id": task.instance_id, "resolved": resolved,
-            "category": category or ("resolved" if resolved else "tests_failed"),
-            "statuses": {name: "PASSED" if name in passing else "FAILED" for name in task.hidden_test_names}}
+    return EvalResult.of({"instance_id": task.instance_id, "resolved": resolved,
+                          "category": category or ("resolved" if resolved else "tests_failed"),
+                          "statuses": {name: "PASSED" if name in passing else "FAILED"
+                                       for name in task.hidden_test_names}})
 
 
 def gold_run(task):
@@ -28,7 +30,7 @@ def empty_run(task):
     return scored(task, set(task.pass_to_pass), False)
 
 
-INFRA = {"resolved": False, "category": "infra_error", "error": "the container of x failed: engine gone"}
+INFRA = EvalResult.of({"resolved": False, "category": "infra_error", "error": "the container of x failed: engine gone"})
 
 
 def test_a_task_that_scores_the_same_on_every_replica_is_reliable():

@@ -16,8 +16,8 @@ from typing import Any
 from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.transcript import Transcript
 from pipeline.errors import StorageFault
-from pipeline.layout import reply_journal
-from pipeline.records.trajectory import JOURNAL_FORMAT, read_trajectory, trajectory_journal
+from pipeline.layout import reply_journal, trajectory_journal
+from pipeline.records.trajectory import JOURNAL_FORMAT, read_trajectory
 from pipeline.storage import append_jsonl, remove, write_failure, write_json_atomic
 
 _LISTS = ("messages", "steps")

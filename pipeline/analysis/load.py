@@ -20,7 +20,7 @@ from typing import TypeGuard
 import yaml
 
 from pipeline.errors import SwepipeError
-from pipeline.layout import TASK, RunLayout, ScoringFiles, TaskPaths, rollout_file
+from pipeline.layout import TASK, RunLayout, ScoringFiles, TaskPaths, rollout_file, trajectory_journal, whole_trajectory
 from pipeline.printable import clean
 from pipeline.records import (
     MISSING,
@@ -43,7 +43,6 @@ from pipeline.records import (
 from pipeline.records.evaluation import TestOutcome
 from pipeline.records.ledger import read_ledger
 from pipeline.records.retrieval import RetrievalFinding
-from pipeline.records.trajectory import trajectory_journal, whole_trajectory
 from pipeline.tasks import check_instance_id
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskData", "config_section",

@@ -1,5 +1,5 @@
 """An analysis's result as a table of plain strings, so Markdown, HTML and the terminal show the same thing, and the
-cell formats every table shares (money, percent, seconds, counts, short task ids, n/a)."""
+cell formats every table shares (money, percent, seconds, counts, n/a; a short task id is pipeline.printable's)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ class Table:
     row_tasks: list[tuple[int, str]] | None = None  # (run number in the report, instance id) per row: its task page
 
 
-def short_id(instance_id: str, width: int = 34) -> str:
-    name = instance_id.removeprefix("instance_") or instance_id  # an id that is only the prefix stays shown
-    return name if len(name) <= width else name[: width - 1] + "…"
+def elided(label: str, width: int) -> str:
+    """A label (a run id, a model's name, a title) cut to ``width`` characters for a figure; a task's id is
+    shortened by printable.short_id instead, the same way everywhere."""
+    return label if len(label) <= width else label[: width - 1] + "…"
 
 
 def money(value: float | None) -> str:

@@ -35,6 +35,7 @@ from pipeline.analysis.stats import file_editor
 from pipeline.analysis.whatif_data import WhatIfRun, WhatIfTask, rollout_index
 from pipeline.config import ScheduleConfig
 from pipeline.pool_rules import CandidatePool, agreement, agrees, judge, wave_sizes
+from pipeline.records import Rollout
 
 MAX_SUBSETS = 500
 SKIP_GRID = ((0.5, 2), (0.6, 3), (0.8, 2), (0.8, 3), (1.0, 2), (1.0, 3))  # (top_share, min_submitted)
@@ -87,9 +88,9 @@ class Pricer:
         from pydantic import ValidationError
 
         from pipeline.errors import SwepipeError
+        from pipeline.model_spec import ModelSpec, Prices
         from pipeline.models.pricing import resolve_prices
         from pipeline.models.prompt_cache import caches_at_markers
-        from pipeline.models.spec import ModelSpec, Prices
 
         configured = config.get("models")
         models = configured if isinstance(configured, dict) else {}
@@ -179,8 +180,8 @@ def sub_pool(task: WhatIfTask, indices) -> CandidatePool:
     return CandidatePool(task.instance_id, kept, len(chosen), empty=sorted(chosen - voting), unparsable=[])
 
 
-def _records(task: WhatIfTask, indices) -> list[dict]:
-    return [{"index": i, "exit_reason": task.exits.get(i, "unknown")} for i in sorted(indices)]
+def _records(task: WhatIfTask, indices) -> list[Rollout]:
+    return [Rollout(index=i, exit_reason=str(task.exits.get(i, "unknown"))) for i in sorted(indices)]
 
 
 def _top_verdict(task: WhatIfTask, pool: CandidatePool) -> bool:
@@ -273,7 +274,7 @@ def _stop_point(task: WhatIfTask, settings: ScheduleConfig) -> int:
     for wave, size in enumerate(wave_sizes(settings, len(indices)), start=1):
         pool = sub_pool(task, indices[:size])
         decision = judge(settings, len(indices), wave, _records(task, indices[:size]), pool, before)
-        if decision["decision"] == "stop":
+        if decision.decision == "stop":
             return size
         before = pool
     return len(indices)

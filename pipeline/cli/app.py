@@ -4,10 +4,13 @@ printed literally): what every command module registers with or prints to, in a 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from pipeline.cli.help import Group
 from pipeline.cli.removed import RefusingCommand
+from pipeline.layout import ReportFiles
 from pipeline.terminal import literal_console
 
 
@@ -23,12 +26,12 @@ class App(typer.Typer):
 
 
 # Shown under the top-level --help line by line, as written.
-EXAMPLES = """\
+EXAMPLES = f"""\
 The pipeline on 3 bundled tasks, scored by the hidden tests, into runs/demo:
   swepipe run --limit 3 --run-id demo --evaluate
 Its report (RUN: a run id under --runs-dir, or a run directory):
   swepipe report demo
-Two runs task by task, each against the first, also into site/compare.md and .html:
+Two runs task by task, each against the first, also into {ReportFiles(Path('site')).compare_markdown} and .html:
   swepipe compare runs/solo demo --output site
 Every distinct junior candidate of a run scored, for swepipe whatif:
   swepipe eval demo --candidates"""

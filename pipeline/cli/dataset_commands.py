@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from pipeline import stopping
 from pipeline.cli import options as opt
@@ -17,7 +16,8 @@ from pipeline.cli.app import app, console, images_app
 from pipeline.cli.runs import run_id_of
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
-from pipeline.terminal import literal
+from pipeline.printable import short_ids
+from pipeline.terminal_table import TerminalTable
 
 
 @app.command()
@@ -36,13 +36,13 @@ def tasks(
         json.dump([task.to_row() for task in selected], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    table = Table(title=f"{len(selected)} task(s) from {selection.dataset}")
-    for column in ("instance id", "repo", "language", "FAIL_TO_PASS", "PASS_TO_PASS"):
-        table.add_column(column, justify="right" if column.isupper() else "left", overflow="fold")
-    for task in selected:
-        table.add_row(task.instance_id, task.repo, task.repo_language,
-                      str(len(task.fail_to_pass)), str(len(task.pass_to_pass)))
-    console.print(table)
+    shown = short_ids([task.instance_id for task in selected])
+    rows = [[shown[task.instance_id], task.repo, task.repo_language, str(len(task.fail_to_pass)),
+             str(len(task.pass_to_pass))] for task in selected]
+    console.print(TerminalTable(f"{len(selected)} task(s) from {selection.dataset}",
+                                ["instance", "repo", "language", "FAIL_TO_PASS", "PASS_TO_PASS"], rows,
+                                ["the whole ids: swepipe tasks --json"] if rows else [],
+                                right=["FAIL_TO_PASS", "PASS_TO_PASS"]))
 
 
 
@@ -125,19 +125,15 @@ def _print_validation(checks, unsound, dataset: str, replicas: int) -> None:
     """The table per repository, then each task that is not sound with its problems."""
     from pipeline.evaluation.validate import STATUSES, by_repository
 
-    table = Table(title=f"validation of {len(checks)} task(s) from {dataset}, {replicas} replica(s) of each patch")
-    for column in ("repository", "language", "tasks", *STATUSES):
-        table.add_column(column, justify="left" if column in ("repository", "language") else "right")
-    for repo, language, counts in by_repository(checks):
-        table.add_row(repo, language, str(sum(counts.values())), *(str(counts.get(s, 0)) for s in STATUSES))
-    console.print(table)
+    rows = [[repo, language, str(sum(counts.values())), *(str(counts.get(s, 0)) for s in STATUSES)]
+            for repo, language, counts in by_repository(checks)]
+    console.print(TerminalTable(f"validation of {len(checks)} task(s) from {dataset}, {replicas} replica(s) of each "
+                                "patch", ["repository", "language", "tasks", *STATUSES], rows,
+                                right=["tasks", *STATUSES]))
     if unsound:
-        problems = Table(title="tasks that are not sound")
-        for column in ("instance id", "status", "problems"):
-            problems.add_column(column, overflow="fold")
-        for c in unsound:
-            problems.add_row(c.instance_id, c.status, "; ".join(c.problems))
-        console.print(problems)
+        shown = short_ids([c.instance_id for c in unsound])
+        console.print(TerminalTable("tasks that are not sound", ["instance", "status", "problems"],
+                                    [[shown[c.instance_id], c.status, "; ".join(c.problems)] for c in unsound]))
 
 
 @app.command()
@@ -162,14 +158,15 @@ def cleanup(
 @images_app.command("build")
 def images_build(
     ctx: typer.Context,
-    dataset: opt.Dataset = opt.DEFAULT_DATASET, instance_ids: opt.InstanceIds = None,
+    dataset: opt.Dataset = opt.DEFAULT_DATASET, instance_ids: opt.InstanceIds = None, limit: opt.Limit = None,
     force: Annotated[bool, typer.Option(help="Rebuild even when an image is up to date.")] = False,
 ) -> None:
     """Build the Debian base image and the bundled tasks' images.
 
-    The base comes from debootstrap and docker import. Cached: an image is rebuilt only when what it is built
-    from changed."""
-    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, instance_ids=instance_ids)
+    All of them, or those of the tasks --instance-ids and --limit select (as `swepipe run` selects them: the main
+    command builds only its run's first). The base comes from debootstrap and docker import. Cached: an image is
+    rebuilt only when what it is built from changed."""
+    selection = opt.TaskSelection.chosen(ctx, dataset=dataset, instance_ids=instance_ids, limit=limit)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -195,7 +192,8 @@ def images_build(
             label = item if isinstance(item, str) else item.name
             progress.update(bar, total=total, completed=number, description=f"{kind}: {label}")
 
-        built = build_images([t.instance_id for t in ids] if selection.instance_ids else None, force=force,
+        narrowed = selection.instance_ids is not None or selection.limit is not None
+        built = build_images([t.instance_id for t in ids] if narrowed else None, force=force,
                              on_step=on_step)
     for image in built:
         print(f"{image.image}: " + ("up to date" if image.cached else f"built in {image.seconds:.1f} s"))
@@ -238,13 +236,10 @@ def images_check(
 
     names, budget = _task_image_names(selection.load(), image_template, config, selection.dataset)
     check = preflight(names, budget, registry_timeout=registry_timeout)
-    table = Table(title=f"images of {len(names)} task(s) from {selection.dataset}")
-    for column in ("image", "local", "size", "registry"):
-        table.add_column(column, overflow="fold")
-    for status in check.images:
-        table.add_row(status.name, "present" if status.present else literal("missing", "red"),
-                      gb(status.size) if status.present else "-", status.registry or "-")
-    console.print(table)
+    rows = [[status.name, "present" if status.present else "missing", gb(status.size) if status.present else "-",
+             status.registry or "-"] for status in check.images]
+    console.print(TerminalTable(f"images of {len(names)} task(s) from {selection.dataset}",
+                                ["image", "local", "size", "registry"], rows))
     console.print(check.line(), soft_wrap=True)
     if check.budget_bytes is not None and check.needed_bytes > check.budget_bytes:
         console.print(f"the images take more than the cache budget ({gb(check.budget_bytes)}): a run removes those of "

@@ -20,6 +20,7 @@ from pipeline.cli.runs import run_directory
 from pipeline.cli.stops import exit_stopped
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
+from pipeline.layout import TASK
 from pipeline.outages import BREAKERS, OUTAGE_SECONDS, Settings
 
 
@@ -36,7 +37,7 @@ def eval_(
     candidates: Annotated[bool, typer.Option(
         "--candidates", rich_help_panel=SCORING,
         help="Score every distinct junior candidate of RUN instead of its predictions, into "
-             "tasks/<id>/candidates/<key>/result.json, skipping those already scored.")] = False,
+             f"{TASK.candidate_result('KEY')}, skipping those already scored.")] = False,
     dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test",
     run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
     scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,
@@ -71,9 +72,9 @@ def eval_(
     scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.datasets import defaults_for
-    from pipeline.evaluation.predictions import load_predictions
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.interop.predictions import load_predictions
     from pipeline.runtime.limits import container_limits
 
     _one_source(run, predictions, candidates)

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import typer
 
 from pipeline.cli.help import Command
+from pipeline.layout import ReportFiles
 
 # The click typer runs on: its own copy since typer 0.2x, click itself before.
+_IN_DIR = ReportFiles(Path("DIR"))  # where a report's files go under --output DIR, as the messages say
 _errors = importlib.import_module(typer.BadParameter.__module__)
 
 # A command -> its removed options -> what to type instead ({} is the value the old option was given).
@@ -26,8 +29,8 @@ REMOVED = {
     "validate": {"--output-dir": "--output {}"},
     "cleanup": {"--run-id": "swepipe cleanup {} (RUN: a run id or a run directory)"},
     "report": {"--html": "--output DIR (DIR gets report.html, report.md, report_tasks/ and figures/)"},
-    "coverage": {"--figure": "--output DIR (the figure goes to DIR/figures/coverage-<run-id>.png)"},
-    "whatif": {"--figure": "--output DIR (the figure goes to DIR/figures/whatif.png)"},
+    "coverage": {"--figure": f"--output DIR (the figure goes to {_IN_DIR.coverage_figure('<run-id>')})"},
+    "whatif": {"--figure": f"--output DIR (the figure goes to {_IN_DIR.whatif_figure})"},
     "compare": {"--markdown": "--output DIR (DIR gets compare.md and compare.html)",
                 "--html": "--output DIR (DIR gets compare.md and compare.html)"},
 }

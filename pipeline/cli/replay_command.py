@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
@@ -17,7 +16,9 @@ from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
 from pipeline.interop.recorded import RecordedTrajectory
+from pipeline.printable import short_id
 from pipeline.terminal import literal
+from pipeline.terminal_table import TerminalTable
 
 # What a replay sets, whatever the config says. The recorded commands come from a file, not from a model swepipe
 # called: they are untrusted, so a replay's containers never get the network (containers.network is not used).
@@ -164,27 +165,25 @@ def _actions(trajectory: RecordedTrajectory) -> list[tuple]:
 def _print_replays(layout, recorded: list) -> None:
     from pipeline.records import ReplayResult
 
-    table = Table(title=f"replay {layout.run_id}")
-    for column in ("trajectory", "format", "steps", "patch", "exit codes", "reached", "resolved (recorded)"):
-        table.add_column(column, overflow="fold")
+    rows = []
     verdicts = _verdicts(layout)
     differences = []
     for trajectory in recorded:
         result = ReplayResult.read(layout.task(trajectory.instance_id).replay_files.result)
         if not isinstance(result, ReplayResult):
-            table.add_row(literal(_named(trajectory)), trajectory.format, "-", "not replayed (see above)",
-                          "-", "-", "-")
+            rows.append([_named(trajectory), trajectory.format, "-", "not replayed (see above)", "-", "-", "-"])
             continue
         word = _patch_word(result)
-        table.add_row(literal(_named(trajectory)), literal(str(result.source_format)),
-                      f"{result.replayed_steps} of {result.recorded_steps}", word.split(":")[0],
-                      f"{len(result.exit_codes_differ or [])} differ", _reached_word(result),
-                      f"{_word(verdicts.get(trajectory.instance_id))} ({_word(result.recorded_resolved)})")
+        steps = f"{result.replayed_steps} of {result.recorded_steps}"
+        rows.append([_named(trajectory), str(result.source_format), steps, word.split(":")[0],
+                     f"{len(result.exit_codes_differ or [])} differ", _reached_word(result),
+                     f"{_word(verdicts.get(trajectory.instance_id))} ({_word(result.recorded_resolved)})"])
         said = [f"patch {word}", *(result.exit_codes_differ or []),
                 *(f"step {finding.step} reached for the answer ({finding.kind}): {finding.reason}; command: "
                   f"{_first_line(finding.command)}" for finding in result.retrieval or [])]
         differences += [f"{trajectory.source.name}: {item}" for item in said]
-    console.print(table)
+    console.print(TerminalTable(f"replay {layout.run_id}", ["trajectory", "format", "steps", "patch", "exit codes",
+                                                            "reached", "resolved (recorded)"], rows))
     for line in differences:  # below the table, whole: a cell folds them to its width
         console.print(literal(line), soft_wrap=True)
     from pipeline.layout import TASK
@@ -196,7 +195,7 @@ def _named(trajectory: RecordedTrajectory) -> str:
     """A trajectory as the table lists it: its file's name, and its task when the name does not give it (swepipe's
     files are named for their agent)."""
     name = trajectory.source.name
-    return name if name.startswith(trajectory.instance_id) else f"{name} ({trajectory.instance_id})"
+    return name if name.startswith(trajectory.instance_id) else f"{name} ({short_id(trajectory.instance_id)})"
 
 
 def _first_line(command: object, limit: int = 200) -> str:

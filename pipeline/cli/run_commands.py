@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
@@ -17,8 +16,10 @@ from pipeline.cli.runs import run_directory
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
-from pipeline.printable import clean
+from pipeline.layout import TASK
+from pipeline.printable import clean, short_id
 from pipeline.terminal import literal
+from pipeline.terminal_table import TerminalTable
 
 if TYPE_CHECKING:
     from pipeline.run.lifecycle import RunRequest
@@ -235,34 +236,20 @@ def _stopped(summary, settings, resume: str | None = None) -> None:
 def _seal_count(summary, settings):
     """How the containers of the run's finished tasks (this session's and earlier ones') were sealed."""
     from pipeline.analysis.sealing import seal_count
-    from pipeline.records import Prediction
 
-    read = (Prediction.from_data(fields) for fields in summary.predictions.values())
-    return seal_count([p for p in read if isinstance(p, Prediction)], settings.config.containers.network)
+    return seal_count(list(summary.predictions.values()), settings.config.containers.network)
 
 
 def _print_run(summary, settings) -> bool:
     """The run's table and what went wrong; False when tasks could not run or no model answered. The warnings
     that the agents could reach the answer (the network on, a container not sealed) come first."""
     from pipeline.analysis.sealing import seal_warnings, sealed_words
-    from pipeline.analysis.table import short_id
-    from pipeline.run.bookkeeping import dollars_of, verdict_word
-
     seal = _seal_count(summary, settings)
     for warning in seal_warnings(settings.layout.run_id, seal):  # first: an answer may be retrieval, not repair
         console.print(literal(warning, "red"), soft_wrap=True)
-    table = Table(title=f"run {settings.layout.run_id}")
-    stages = list(summary.roles)
-    for column in ("instance id", "source", *(f"{s} $" for s in stages), "resolved", "error"):
-        table.add_column(column, overflow="fold")
-    for instance_id, p in sorted(summary.predictions.items()):
-        cost = p.get("cost") if isinstance(p.get("cost"), dict) else {}
-        error = (p.get("error") or "").strip().split("\n")[0]  # (splitlines would also cut at \x1c, \x85, ...)
-        table.add_row(short_id(instance_id, 40), p.get("source", ""), *(dollars_of(cost.get(s, 0))[1:] for s in stages),
-                      verdict_word(p.get("resolved"), "yes", "no", "-"), error[:60])
-    console.print(table)
-    if any(p.get("error") for p in summary.predictions.values()):
-        console.print(f"full errors: {settings.layout.root}/tasks/<id>/error.txt and predictions.jsonl",
+    console.print(run_table(summary, settings.layout))
+    if any(p.error for p in summary.predictions.values()):
+        console.print(f"full errors: {settings.layout.root / TASK.error} and {settings.layout.predictions.name}",
                       soft_wrap=True)
     if summary.skipped:
         console.print(f"{len(summary.skipped)} task(s) had finished in an earlier session of this run and were skipped")
@@ -273,7 +260,7 @@ def _print_run(summary, settings) -> bool:
     if summary.no_model_answered:
         made, _ = summary.calls()
         console.print(f"no model answered: every one of the {made} model call(s) of these tasks failed (see "
-                      "error in each tasks/<id>/ledger.jsonl row), so what was resolved says nothing about the "
+                      f"error in each {TASK.ledger} row), so what was resolved says nothing about the "
                       "models. Check the endpoints and keys, then rerun with a new --run-id.", style="red",
                       soft_wrap=True)
     if summary.infra_errors:
@@ -281,6 +268,26 @@ def _print_run(summary, settings) -> bool:
                       "endpoint or the cluster failed); they stay unfinished and the same --run-id retries them",
                       style="red", soft_wrap=True)
     return not (summary.infra_errors or summary.no_model_answered)
+
+
+def run_table(summary, layout) -> TerminalTable:
+    """One row per task of the session: its source, dollars by stage, verdict and error (whole paragraphs of it:
+    the rest is in the task's error.txt)."""
+    from pipeline.printable import short_ids, whole_paragraphs
+    from pipeline.run.bookkeeping import dollars_of, verdict_word
+
+    stages = list(summary.roles)
+    shown = short_ids(list(summary.predictions))
+    rows = []
+    for instance_id, p in sorted(summary.predictions.items()):
+        cost = p.cost if isinstance(p.cost, dict) else {}
+        error, left = whole_paragraphs(str(p.error or ""))
+        if left:
+            error += f"\n({left} more paragraph(s) in {TASK.error})"
+        rows.append([shown[instance_id], str(p.source or ""), *(dollars_of(cost.get(s, 0))[1:] for s in stages),
+                     verdict_word(p.resolved, "yes", "no", "-"), error])
+    return TerminalTable(f"run {layout.run_id}", ["instance", "source", *(f"{s} $" for s in stages), "resolved",
+                                                  "error"], rows)
 
 
 @app.command()
@@ -323,20 +330,17 @@ def rollouts(
     with Run.open(request, announce=console.print) as run:
         job = task_job(chosen, run.settings, seeded_run_budget(run.settings))
         records, pool = junior_stage(job, on_done=lambda r: console.print(
-            f"rollout {r['index']:02d}: {r['exit_reason']}, {r['steps']} steps, ${r['cost']:.4f}"))
+            f"rollout {r.index:02d}: {r.exit_reason}, {r.steps} steps, ${r.cost:.4f}"))
     _print_pool(pool, records)
 
 
 def _print_pool(pool, records) -> None:
-    console.print(f"candidate pool of {pool.instance_id}: {len(pool.candidates)} distinct patch(es) "
-                  f"from {pool.rollouts} rollouts", soft_wrap=True)
-    table = Table()
-    for column in ("votes", "rollouts", "files", "functions", "test edits"):
-        table.add_column(column, overflow="fold")
-    for candidate in pool.candidates:
-        table.add_row(str(candidate.votes), ", ".join(map(str, candidate.rollouts)), "\n".join(candidate.files),
-                      "\n".join(candidate.functions[:6]), "yes" if candidate.test_patch else "no")
-    console.print(table)
+    console.print(literal(f"candidate pool of {short_id(pool.instance_id)}: {len(pool.candidates)} distinct "
+                          f"patch(es) from {pool.rollouts} rollouts"))
+    rows = [[str(number), str(candidate.votes), ", ".join(map(str, candidate.rollouts)), "\n".join(candidate.files),
+             "\n".join(candidate.functions[:6]), "yes" if candidate.test_patch else "no"]
+            for number, candidate in enumerate(pool.candidates, 1)]
+    console.print(TerminalTable("", ["candidate", "votes", "rollouts", "files", "functions", "test edits"], rows))
     if pool.empty:
         console.print(f"no source edit from rollout(s) {', '.join(map(str, pool.empty))}")
     if pool.failed:

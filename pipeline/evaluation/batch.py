@@ -9,20 +9,20 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pipeline import patchtext
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.protocol import strip_binary_sections
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import EvalOutput, ScoringFiles
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
-from pipeline.records.evaluation import CATEGORIES, infrastructure_files
+from pipeline.records.evaluation import CATEGORIES, Attempt, Finding, infrastructure_files
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
 
 @dataclass
 class EvalSummary:
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # instance id -> first attempt's result
+    results: dict[str, EvalResult] = field(default_factory=dict)  # instance id -> first attempt's result
     unknown: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # given a verdict in an earlier run
     changed: list[str] = field(default_factory=list)  # scored again: not the patch an earlier run scored
@@ -30,27 +30,27 @@ class EvalSummary:
 
     @property
     def counts(self) -> Counter[str]:
-        return Counter(result["category"] for result in self.results.values())
+        return Counter(result.category for result in self.results.values())
 
     @property
     def resolved(self) -> int:
-        return sum(1 for result in self.results.values() if result["resolved"])
+        return sum(1 for result in self.results.values() if result.resolved)
 
     @property
     def scored(self) -> int:
-        return sum(1 for result in self.results.values() if result["category"] != "infra_error")
+        return sum(1 for result in self.results.values() if result.category != "infra_error")
 
     @property
-    def flagged(self) -> dict[str, list[dict[str, Any]]]:
+    def flagged(self) -> dict[str, list[Finding]]:
         """instance id -> the integrity findings of its result, for those with any."""
-        return {i: r["integrity"] for i, r in self.results.items() if r.get("integrity")}
+        return {i: r.integrity for i, r in self.results.items() if r.integrity}
 
     @property
     def infrastructure(self) -> dict[str, list[str]]:
         """instance id -> the test infrastructure files its patch changes, for the resolved results that change
         any (a verdict to read with care: the patch touched what runs the tests)."""
-        changed = {i: infrastructure_files(r.get("test_infrastructure")) for i, r in self.results.items()
-                   if r["resolved"] is True}
+        changed = {i: infrastructure_files(r.test_infrastructure) for i, r in self.results.items()
+                   if r.resolved is True}
         return {i: files for i, files in changed.items() if files}
 
     def as_dict(self) -> dict[str, Any]:
@@ -112,18 +112,18 @@ def plan_eval(predictions: list[PatchToScore], tasks: list[Task], output_dir: Pa
     return summary, todo
 
 
-def read_result(path: Path) -> dict[str, Any] | None:
+def read_result(path: Path) -> EvalResult | None:
     """An earlier scoring's result.json; None when there is none or it cannot be read (it is scored again)."""
     record = EvalResult.read(path)
     if isinstance(record, Unreadable) or "resolved" not in record.model_fields_set:
         return None
-    return record.to_dict()
+    return record
 
 
-def scored_this_patch(result: dict[str, Any], files: ScoringFiles, patch: str) -> bool:
+def scored_this_patch(result: EvalResult, files: ScoringFiles, patch: str) -> bool:
     """Whether an earlier result is the verdict on ``patch``: by the hash it records, or (a result from before
     swepipe recorded it) by the patch its scoring saved beside it."""
-    recorded = result.get("patch_sha256")
+    recorded = result.patch_sha256
     if recorded is not None:
         return bool(recorded == patchtext.digest(patch))
     try:
@@ -132,30 +132,34 @@ def scored_this_patch(result: dict[str, Any], files: ScoringFiles, patch: str) -
         return False
 
 
-def has_verdict(result: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+def has_verdict(result: EvalResult | None) -> TypeGuard[EvalResult]:
     """Whether a result is a verdict: an infra_error is none (the scoring could not run), so a rerun scores it
     again, without --redo."""
-    return result is not None and result.get("category") != "infra_error"
+    return result is not None and result.category != "infra_error"
 
 
-def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, attempts: int = 1) -> dict[str, Any]:
+def infra_error(instance_id: str, error: str) -> EvalResult:
+    """The result of a scoring that could not run: no verdict, scored again on the next invocation."""
+    return EvalResult.of({"instance_id": instance_id, "resolved": False, "category": "infra_error", "error": error})
+
+
+def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, attempts: int = 1) -> EvalResult:
     """One instance's result record (its artefacts written under ``instance_dir``, not its result.json): an
     error is an infra_error, never raised (a stop is no Exception); unresolved ones rerun up to ``attempts``."""
     try:
         result = evaluate(task, patch, instance_dir, settings)
     except Exception as error:  # noqa: BLE001 - one broken instance must not end the run (a stop is no Exception)
-        result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
-                  "error": f"{type(error).__name__}: {error}"}
-    if not result["resolved"] and attempts > 1 and result["category"] != "infra_error":
-        result["attempts"] = _reattempt(task, patch, instance_dir, settings, result, attempts)
-        result["flaky_tests"] = _flaky(result)
+        result = infra_error(task.instance_id, f"{type(error).__name__}: {error}")
+    if not result.resolved and attempts > 1 and result.category != "infra_error":
+        result.attempts = _reattempt(task, patch, instance_dir, settings, result, attempts)
+        result.flaky_tests = _flaky(result.attempts)
     return result
 
 
-def record_result(output_dir: Path, summary: EvalSummary, result: dict[str, Any]) -> None:
+def record_result(output_dir: Path, summary: EvalSummary, result: EvalResult) -> None:
     """A scored instance: its result.json, the summary, the official files. One caller at a time."""
-    EvalResult.of(result).write(EvalOutput(output_dir).task(result["instance_id"]).result)
-    summary.results[result["instance_id"]] = result
+    result.write(EvalOutput(output_dir).task(result.instance_id).result)
+    summary.results[result.instance_id] = result
     _write_official(output_dir, summary)
 
 
@@ -164,30 +168,34 @@ def finish_eval(output_dir: Path, summary: EvalSummary) -> None:
     write_json_atomic(EvalOutput(output_dir).summary, summary.as_dict())
 
 
-def _reattempt(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, first: dict[str, Any],
-               attempts: int) -> list[dict[str, Any]]:
+def _reattempt(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, first: EvalResult,
+               attempts: int) -> list[Attempt]:
     """Run again (official verdict unchanged) to tell flaky tests from real failures."""
-    history = [{"attempt": 1, "resolved": first["resolved"], "category": first["category"],
-                "statuses": first.get("statuses", {})}]
+    history = [_attempt(1, first)]
     for number in range(2, attempts + 1):
-        again = evaluate(task, patch, instance_dir / f"attempt-{number}", settings)
-        history.append({"attempt": number, "resolved": again["resolved"], "category": again["category"],
-                        "statuses": again.get("statuses", {})})
-        if again["resolved"]:
+        again = evaluate(task, patch, ScoringFiles(instance_dir).attempt(number).root, settings)
+        history.append(_attempt(number, again))
+        if again.resolved:
             break
     return history
 
 
-def _flaky(result: dict[str, Any]) -> list[str]:
-    runs = [attempt["statuses"] for attempt in result["attempts"]]
+def _attempt(number: int, result: EvalResult) -> Attempt:
+    return Attempt(attempt=number, resolved=result.resolved, category=result.category,
+                   statuses=result.statuses if result.statuses is not None else {})
+
+
+def _flaky(attempts: list[Attempt]) -> list[str]:
+    runs = [attempt.statuses or {} for attempt in attempts]
     names = set().union(*runs)
     return sorted(name for name in names if len({run.get(name, "MISSING") for run in runs}) > 1)
 
 
 def _write_official(output_dir: Path, summary: EvalSummary) -> None:
     """eval_results.json ({instance_id: bool}) and infra_errors.json, as the official harness writes them."""
-    scored = {i: r["resolved"] for i, r in sorted(summary.results.items()) if r["category"] != "infra_error"}
-    infra = {i: r.get("error", "") for i, r in sorted(summary.results.items()) if r["category"] == "infra_error"}
+    scored = {i: r.resolved for i, r in sorted(summary.results.items()) if r.category != "infra_error"}
+    infra = {i: r.error if "error" in r.model_fields_set else "" for i, r in sorted(summary.results.items())
+             if r.category == "infra_error"}
     write_json_atomic(EvalOutput(output_dir).results, scored)
     write_json_atomic(EvalOutput(output_dir).infra_errors, infra)
 

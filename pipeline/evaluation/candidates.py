@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.evaluation.batch import has_verdict, read_result, score_one
 from pipeline.evaluation.runner import EvalSettings
-from pipeline.layout import RunLayout, TaskPaths, is_candidate_key
+from pipeline.layout import TASK, RunLayout, TaskPaths, is_candidate_key
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Pool, Unreadable, read_json
 from pipeline.storage import write_json_atomic
@@ -44,24 +44,24 @@ class TaskCandidates:
 
     instance_id: str
     keys: list[str] = field(default_factory=list)  # the pool's candidates, in its order (most votes first)
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> result.json's record
+    results: dict[str, EvalResult] = field(default_factory=dict)  # key -> result.json's record
     skipped: list[str] = field(default_factory=list)  # keys with a verdict from an earlier invocation
     error: str | None = None  # the pool could not be read: nothing of this task is scored
 
     @property
     def resolved(self) -> list[str]:
-        return [key for key in self.keys if self.results.get(key, {}).get("resolved")]
+        return [key for key in self.keys if key in self.results and self.results[key].resolved]
 
     @property
     def infra_errors(self) -> list[str]:
-        return [key for key in self.keys if self.results.get(key, {}).get("category") == "infra_error"]
+        return [key for key in self.keys if key in self.results and self.results[key].category == "infra_error"]
 
     def as_dict(self) -> dict[str, Any]:
         rows = []
         for key in self.keys:
-            result = self.results.get(key, {})
-            rows.append({"key": key, "votes": result.get("votes"), "rollouts": result.get("rollouts"),
-                         "resolved": result.get("resolved"), "category": result.get("category")})
+            result = self.results.get(key) or EvalResult()
+            rows.append({"key": key, "votes": result.votes, "rollouts": result.rollouts,
+                         "resolved": result.resolved, "category": result.category})
         return {"instance_id": self.instance_id, "error": self.error, "candidates": rows,
                 "total": len(self.keys), "resolved": len(self.resolved), "infra_error": len(self.infra_errors)}
 
@@ -192,11 +192,12 @@ def score_candidates(plan: CandidatesPlan, settings: EvalSettings, *, workers: i
     return summary
 
 
-def record_candidate(summary: CandidatesSummary, job: CandidateJob, result: dict[str, Any]) -> None:
+def record_candidate(summary: CandidatesSummary, job: CandidateJob, result: EvalResult) -> None:
     """One candidate's verdict: eval's record plus the candidate's key, votes and rollouts, as its result.json and
     in ``summary`` (an infra_error too: it is scored again on the next invocation)."""
-    result.update(key=job.key, votes=job.votes, rollouts=job.rollouts)
-    EvalResult.of(result).write(job.paths.candidate_result(job.key))
+    result.key, result.votes, result.rollouts = job.key, job.votes, job.rollouts
+    result = EvalResult.of(result.to_dict())  # checked as its file is
+    result.write(job.paths.candidate_result(job.key))
     summary.tasks[job.task.instance_id].results[job.key] = result
     summary.scored_now += 1
 
@@ -237,7 +238,7 @@ def summary_lines(summary: CandidatesSummary) -> list[str]:
             counted += f": {', '.join(entry.resolved)}"
         lines.append(f"  {instance_id}: {counted}")
     if summary.no_pool:
-        lines.append(f"no junior/pool.json yet (skipped): {', '.join(summary.no_pool)}")
+        lines.append(f"no {TASK.relative(TASK.junior_files.pool)} yet (skipped): {', '.join(summary.no_pool)}")
     if summary.unknown:
         lines.append(f"not in the dataset (skipped; pass the run's --dataset): {', '.join(summary.unknown)}")
     return lines

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from pipeline.evaluation.engine import InfraError
+from pipeline.evaluation.protocol import TEST_LOGS
 from pipeline.runtime.output import BoundedOutput
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ class StreamCapture:
         self._read_socket = read
         self._socket = container.attach_socket(params={"stdout": 1, "stderr": 1, "stream": 1,
                                                        **({"stdin": 1} if stdin else {})})
-        self._files = {name: open(spool / f"{name}.log", "wb") for name in STREAMS.values()}
+        self._files = {name: open(spool / log, "wb") for name, log in zip(STREAMS.values(), TEST_LOGS, strict=True)}
         self.budget = SpoolBudget(spool_limit)
         self._splitters = {stream: MarkerSplitter(marker, self.budget.writer(self._files[name]), setup_limit)
                            for stream, name in STREAMS.items()}

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from pipeline.evaluation.batch import EvalSummary
 from pipeline.records.evaluation import CATEGORIES, canary_coverage, infrastructure_words
 from pipeline.terminal import literal
+from pipeline.terminal_table import TerminalTable
 
 
 def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> None:
@@ -23,12 +23,9 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
                               f"before: {shown}"), style="yellow")
     if summary.skipped:
         console.print(f"{len(summary.skipped)} instance(s) already had a result (use --redo to score them again)")
-    table = Table(title=f"evaluation: {output_dir}")
-    table.add_column("category")
-    table.add_column("instances", justify="right")
-    for category in CATEGORIES:
-        table.add_row(category, str(summary.counts.get(category, 0)))
-    console.print(table)
+    console.print(TerminalTable(f"evaluation: {output_dir}", ["category", "instances"],
+                                [[category, str(summary.counts.get(category, 0))] for category in CATEGORIES],
+                                right=["instances"]))
     data = summary.as_dict()
     changed = summary.infrastructure
     if data["resolve_rate_scored"] is not None:
@@ -37,16 +34,16 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
                               f"({data['resolve_rate_scored']:.1%}" + (f"; {infrastructure}" if infrastructure else "")
                               + f"); {summary.resolved} of the dataset's {summary.dataset_size} tasks "
                               f"({data['resolve_rate_dataset']:.1%})"))
-    planted = canary_coverage([r for r in summary.results.values() if r.get("category") != "infra_error"])
+    planted = canary_coverage([r for r in summary.results.values() if r.category != "infra_error"])
     if planted:
         console.print(literal(planted))
     for instance_id, findings in summary.flagged.items():
         console.print(literal(f"integrity findings in {instance_id} (not resolved): "
-                              + "; ".join(f"{f.get('kind')}: {f.get('detail')}" for f in findings), style="yellow"))
+                              + "; ".join(f"{f.kind}: {f.detail}" for f in findings), style="yellow"))
     for instance_id in changed:
-        notes = summary.results[instance_id]["test_infrastructure"]
+        notes = summary.results[instance_id].test_infrastructure or []
         console.print(literal(f"test infrastructure changed by {instance_id} (resolved; read its verdict with care): "
                               + "; ".join(map(str, notes)), style="yellow"))
-    flaky = {i: r["flaky_tests"] for i, r in summary.results.items() if r.get("flaky_tests")}
+    flaky = {i: r.flaky_tests for i, r in summary.results.items() if r.flaky_tests}
     for instance_id, names in flaky.items():
         console.print(f"flaky in {instance_id}: {', '.join(names[:5])}", style="yellow")

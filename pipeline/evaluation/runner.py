@@ -110,8 +110,9 @@ class ScoringRun:
     output_dropped: int = 0  # bytes of the tests' output past the spool's limit (capture.SpoolBudget)
 
 
-def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> dict[str, Any]:
-    """Run the official protocol for one patch; writes the artefacts and returns the result record."""
+def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> EvalResult:
+    """Run the official protocol for one patch; writes the artefacts (not result.json) and returns the result
+    record."""
     out_dir.mkdir(parents=True, exist_ok=True)
     saved = ScoringFiles(out_dir)
     saved.output.unlink(missing_ok=True)  # an earlier scoring's, into the same folder
@@ -151,7 +152,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> d
     except (InfraError, SwepipeError) as error:  # InfraError: Docker failed under it (pipeline.evaluation.engine)
         record["error"] = str(error)
     record["duration"] = round(time.monotonic() - started, 2)
-    return record
+    return EvalResult.of(record)
 
 
 def _workspace_files(task: Task, patch: str, settings: EvalSettings,
@@ -415,5 +416,5 @@ def _category(record: dict[str, Any]) -> str:
     return "tests_failed"
 
 
-def save_result(out_dir: Path, record: dict[str, Any]) -> None:
-    EvalResult.of(record).write(ScoringFiles(out_dir).result)
+def save_result(out_dir: Path, record: EvalResult) -> None:
+    record.write(ScoringFiles(out_dir).result)

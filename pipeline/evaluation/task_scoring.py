@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import traceback
 
+from pipeline.evaluation.batch import infra_error
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import TaskPaths
 from pipeline.records import EvalResult, Unreadable
@@ -22,13 +23,11 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
     if not isinstance(earlier, Unreadable):  # an unreadable one (cut short by a kill) is scored again
         return earlier.resolved is True and not earlier.flagged
     try:
-        result = evaluate(task, patch, paths.eval, settings)
-        record = EvalResult.of(result)
+        record = evaluate(task, patch, paths.eval, settings)
     except Exception as error:  # noqa: BLE001 - one task's scoring failure is recorded; the run goes on
         write_text_atomic(paths.eval_files.error, traceback.format_exc())
-        result = {"instance_id": task.instance_id, "resolved": False, "category": "infra_error",
-                  "error": f"scoring crashed: {type(error).__name__}: {error} (eval/error.txt)"}
-        record = EvalResult.of(result)
+        record = infra_error(task.instance_id, f"scoring crashed: {type(error).__name__}: {error} "
+                                               f"({paths.relative(paths.eval_files.error)})")
     if record.category == "infra_error":
         record.write(paths.eval_files.infra_error)
         return None

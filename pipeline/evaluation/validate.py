@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.evaluation.batch import has_verdict
-from pipeline.evaluation.predictions import PatchToScore
 from pipeline.evaluation.runner import EvalSettings
+from pipeline.interop.predictions import PatchToScore
 from pipeline.prompts import render_task_prompt
+from pipeline.records import EvalResult
 from pipeline.storage import write_text_atomic
 from pipeline.tasks import Task
 
@@ -102,7 +103,7 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
     patches = {"gold": [PatchToScore(t.instance_id, t.patch) for t in tasks],
                "empty": [PatchToScore(t.instance_id, "") for t in tasks]}
     # patch -> per replica, by id
-    results: dict[str, list[dict[str, dict[str, Any]]]] = {patch: [] for patch in PATCHES}
+    results: dict[str, list[dict[str, EvalResult]]] = {patch: [] for patch in PATCHES}
     for replica in range(1, replicas + 1):
         for patch in PATCHES:
             announce(f"replica {replica}/{replicas}, the {patch} patch: scoring {len(tasks)} task(s)")
@@ -122,16 +123,16 @@ def validate_tasks(tasks: list[Task], settings: EvalSettings, output_dir: Path, 
     return checks
 
 
-def judge_task(task: Task, runs: dict[str, list[dict[str, Any] | None]]) -> TaskCheck:
+def judge_task(task: Task, runs: dict[str, list[EvalResult | None]]) -> TaskCheck:
     """One task's check from its gold and empty runs (``runs[patch]``: one result per replica, None or an
     infra_error where it has no verdict)."""
     replicas = len(runs["gold"])
     check = TaskCheck(task.instance_id, task.repo, task.repo_language, replicas)
     scored = {patch: [r for r in results if has_verdict(r)] for patch, results in runs.items()}
     check.unevaluable = {patch: replicas - len(scored[patch]) for patch in PATCHES}
-    check.gold_resolved = sum(1 for r in scored["gold"] if r["resolved"])
-    check.empty_resolved = sum(1 for r in scored["empty"] if r["resolved"])
-    passing = {patch: {name: [r.get("statuses", {}).get(name) == "PASSED" for r in scored[patch]]
+    check.gold_resolved = sum(1 for r in scored["gold"] if r.resolved)
+    check.empty_resolved = sum(1 for r in scored["empty"] if r.resolved)
+    passing = {patch: {name: [(r.statuses or {}).get(name) == "PASSED" for r in scored[patch]]
                        for name in task.hidden_test_names} for patch in PATCHES}
     should_pass_at_base = set(task.pass_to_pass)
     flaky: set[str] = set()
@@ -160,13 +161,13 @@ def judge_task(task: Task, runs: dict[str, list[dict[str, Any] | None]]) -> Task
     return check
 
 
-def _problems(task: Task, check: TaskCheck, runs: dict[str, list[dict[str, Any] | None]],
+def _problems(task: Task, check: TaskCheck, runs: dict[str, list[EvalResult | None]],
               broken: dict[str, set[str]]) -> list[str]:
     """What is wrong with the task, in words."""
     problems = []
     gold_scored, empty_scored = (check.replicas - check.unevaluable[patch] for patch in PATCHES)
     if check.gold_resolved < gold_scored:
-        unresolved = _first(runs["gold"], lambda r: has_verdict(r) and not r["resolved"])
+        unresolved = _first(runs["gold"], lambda r: has_verdict(r) and not r.resolved)
         problems.append(f"gold patch: resolved {check.gold_resolved} of {gold_scored} run(s) ({unresolved})")
     if check.empty_resolved:
         problems.append(f"empty patch: resolved {check.empty_resolved} of {empty_scored} run(s)")
@@ -187,14 +188,14 @@ def _problems(task: Task, check: TaskCheck, runs: dict[str, list[dict[str, Any] 
     return problems
 
 
-def _first(results: list[dict[str, Any] | None], chosen: Callable[[dict[str, Any] | None], bool]) -> str:
+def _first(results: list[EvalResult | None], chosen: Callable[[EvalResult | None], bool]) -> str:
     """The category and error of the first of ``results`` that ``chosen`` picks, in a few words."""
     for result in results:
         if chosen(result):
             if not result:
                 return "not scored"
-            findings = " ".join(f"{f.get('kind')}: {f.get('detail')}" for f in result.get("integrity") or [])
-            return " ".join(f"{result['category']} {result.get('error', '')} {findings}".split())[:200]
+            findings = " ".join(f"{f.kind}: {f.detail}" for f in result.integrity or [])
+            return " ".join(f"{result.category} {result.error or ''} {findings}".split())[:200]
     return ""
 
 

@@ -103,7 +103,7 @@ def _from_run(path: Path) -> ImportedSource:
 
 def _from_predictions_file(path: Path) -> ImportedSource:
     from pipeline.errors import DatasetError
-    from pipeline.evaluation.predictions import load_predictions
+    from pipeline.interop.predictions import load_predictions
 
     try:
         found = load_predictions(path)

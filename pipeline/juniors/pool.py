@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from posixpath import basename, dirname, splitext
 from typing import Any
 
@@ -29,6 +29,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import Line
 
 from pipeline.pool_rules import CandidateDraft, CandidatePool
+from pipeline.records import Rollout
 
 # Files that are tests by their name, in any folder.
 _TEST_NAME = re.compile(r"(^|/)test_[^/]*\.(py|rb)$|_test\.(py|go|rb)$|_spec\.(rb|[cm]?[jt]sx?)$|"
@@ -203,7 +204,7 @@ def probe_entries(listing: str, test_listing: str) -> list[str]:
     return sorted(set(entries))
 
 
-def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
+def build_pool(instance_id: str, rollouts: Sequence[Rollout],
                base_files: Iterable[str] | None = None) -> CandidatePool:
     """The pool of ``rollouts`` (their records). ``base_files``: the base commit's files, when the caller has them
     (else what the records' ``base_entries`` and the patches show)."""
@@ -212,20 +213,20 @@ def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
     parsed = []
     known = set(base_files or ())
     for rollout in rollouts:
-        index = rollout.get("index", 0)
-        if rollout.get("patch_error"):
+        index = rollout.index or 0
+        if rollout.patch_error:
             failed.append(index)
             continue
         try:
-            files = list(PatchSet(rollout.get("patch") or ""))
+            files = list(PatchSet(rollout.patch or ""))
         except UnidiffParseError:
             unparsable.append(index)
             continue
-        known.update(rollout.get("base_entries") or ())
+        known.update(rollout.base_entries or ())
         known.update(f.path for f in files if not f.is_added_file)  # the base commit has what a patch modifies
         parsed.append((index, rollout, files))
     for index, rollout, files in parsed:
-        tree = _SourceTree(known, listed=base_files is not None or bool(rollout.get("base_entries")))
+        tree = _SourceTree(known, listed=base_files is not None or bool(rollout.base_entries))
         candidate, why = _normalise(files, tree)
         dropped += [{"rollout": index, **drop} for drop in why]
         if candidate is None:
@@ -234,10 +235,9 @@ def build_pool(instance_id: str, rollouts: list[dict[str, Any]],
         kept = by_key.setdefault(candidate.key, candidate)
         kept.votes += 1
         kept.rollouts.append(index)
-        kept.exit_reasons.append(rollout.get("exit_reason") or "unknown")
-        findings = rollout.get("retrieval")
-        if isinstance(findings, list) and findings:
-            kept.reached.append({"rollout": index, "findings": [f for f in findings if isinstance(f, dict)]})
+        kept.exit_reasons.append(rollout.exit_reason or "unknown")
+        if rollout.retrieval:
+            kept.reached.append({"rollout": index, "findings": [f.to_dict() for f in rollout.retrieval]})
     ordered = sorted(by_key.values(), key=lambda c: (-c.votes, c.rollouts[0]))
     return CandidatePool(instance_id, ordered, len(rollouts), sorted(empty), unparsable, failed, dropped)
 

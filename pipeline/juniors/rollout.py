@@ -16,6 +16,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
 from pipeline.records import Rollout
+from pipeline.records.retrieval import RetrievalFinding
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, Runtime, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
 
@@ -58,15 +59,14 @@ def task_agent(job: TaskJob, name: str, client: ModelClient, runtime: Runtime, b
     return Agent(AgentSettings(name, client, runtime, budget, limits, messages=messages, **options))
 
 
-def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]:
+def run_rollout(job: TaskJob, index: int, client: ModelClient) -> Rollout:
     """Run rollout ``index`` and write ``junior/rollout-NN.json``; failures are recorded, never raised."""
     juniors, task, files = job.config.juniors, job.task, job.paths.junior_files
     name = f"rollout-{index:02d}"
     budget = job.budget_for("junior").child(f"{name} of {task.instance_id}", job.config.budgets.per_rollout)
     temperature = rollout_temperature(juniors.temperatures, client.spec.temperature, index)
-    record: dict[str, Any] = {"instance_id": task.instance_id, "index": index, "model": client.spec.model,
-                              "temperature": temperature, "seed": juniors.seed + index, "patch": "",
-                              "patch_source": None}
+    record = Rollout(instance_id=task.instance_id, index=index, model=client.spec.model, temperature=temperature,
+                     seed=juniors.seed + index, patch="", patch_source=None)
     trajectory = files.live_trajectory(index)
     runtime = agent = None
     try:
@@ -78,11 +78,12 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]
             # reply paid for just before a crash that only the reply journal kept.
             budget.seed(client.spent_by(name))
         run = agent.record if agent.finished else agent.run()
-        record.update(exit_reason=run.exit_reason, error=run.error, trajectory=run.to_dict())
+        record.exit_reason, record.error, record.trajectory = run.exit_reason, run.error, run.to_dict()
         _take_patch(runtime, record, juniors.max_patch_bytes)
-        if job.config.limits.leave_out_scratch and record.get("patch"):
-            record["patch"], left_out = without_scratch(record["patch"], record.get("base_entries"))
-            record.update({"scratch_left_out": left_out} if left_out else {})
+        if job.config.limits.leave_out_scratch and record.patch:
+            record.patch, left_out = without_scratch(record.patch, record.base_entries)
+            if left_out:
+                record.scratch_left_out = left_out
     except SwepipeError as error:  # an InfrastructureFault is no Exception: the trajectory stays, the task reruns
         _failed(record, agent, runtime, juniors.max_patch_bytes, str(error))
     except Exception as error:  # noqa: BLE001 - one broken rollout must not end the task
@@ -91,38 +92,42 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> dict[str, Any]
     finally:
         if runtime is not None:
             runtime.stop()
-    steps = record.get("trajectory") or {}
-    record.update(cost=steps.get("cost", 0.0), input_tokens=steps.get("input_tokens", 0),
-                  output_tokens=steps.get("output_tokens", 0), seconds=steps.get("seconds", 0.0),
-                  steps=len(steps.get("steps", [])))
-    if record.get("trajectory"):
-        record["retrieval"] = audit_agent(record["trajectory"], task_subject(
-            task, str(runtime.workdir) if runtime is not None else None))
-    Rollout.of(record).write(files.rollout(index))
-    if record.get("trajectory") and agent is not None:
+    steps = record.trajectory or {}
+    record.cost, record.input_tokens = steps.get("cost", 0.0), steps.get("input_tokens", 0)
+    record.output_tokens, record.seconds = steps.get("output_tokens", 0), steps.get("seconds", 0.0)
+    record.steps = len(steps.get("steps", []))
+    if record.trajectory:
+        subject = task_subject(task, str(runtime.workdir) if runtime is not None else None)
+        record.retrieval = [RetrievalFinding.model_validate(finding)
+                            for finding in audit_agent(record.trajectory, subject)]
+    record = Rollout.of(record.to_dict())  # checked as its file is, before it is written
+    record.write(files.rollout(index))
+    if record.trajectory and agent is not None:
         agent.journal.discard()  # now inside the rollout record
     return record
 
 
-def _failed(record: dict[str, Any], agent: Agent | None, runtime: Runtime | None, max_patch_bytes: int, error: str,
-            **extra: object) -> None:
+def _failed(record: Rollout, agent: Agent | None, runtime: Runtime | None, max_patch_bytes: int, error: str,
+            traceback: str | None = None) -> None:
     """A rollout that failed outside its agent's loop still keeps what was paid for: the agent's steps (and so
     their cost) and, while the workspace answers, its diff."""
-    record.update(exit_reason="runtime_error", error=error, **extra)
+    record.exit_reason, record.error = "runtime_error", error
+    if traceback is not None:
+        record.traceback = traceback
     if agent is None:
         return
-    record["trajectory"] = agent.record.to_dict()
-    if runtime is not None and not record.get("patch_source"):
+    record.trajectory = agent.record.to_dict()
+    if runtime is not None and not record.patch_source:
         try:
             _take_patch(runtime, record, max_patch_bytes)
         except Exception as problem:  # noqa: BLE001 - no diff to be had: the failure is already on record
-            record["patch_error"] = f"{type(problem).__name__}: {problem}"
+            record.patch_error = f"{type(problem).__name__}: {problem}"
 
 
 _WORKSPACE_FAILED = ("runtime_error", "resource_limit")
 
 
-def _take_patch(runtime: Runtime, record: dict[str, Any], max_bytes: int) -> None:
+def _take_patch(runtime: Runtime, record: Rollout, max_bytes: int) -> None:
     """The candidate is the working tree's diff, whatever ended the rollout.
 
     A diff that cannot be taken is the rollout's outcome (``patch_error``, the agent's own exit kept in
@@ -131,43 +136,47 @@ def _take_patch(runtime: Runtime, record: dict[str, Any], max_bytes: int) -> Non
     (juniors.max_patch_bytes) is dropped: the rollout ends ``patch_too_large``.
     """
     try:
-        record["patch"] = runtime.diff(max_bytes=max_bytes)
-        record["patch_source"] = "git diff"
+        record.patch = runtime.diff(max_bytes=max_bytes)
+        record.patch_source = "git diff"
         submodules = changed_submodules(runtime)
     except PatchTooLarge as error:
-        record.update(patch="", patch_error=f"{error} (juniors.max_patch_bytes)", patch_dropped="too_large",
-                      agent_exit_reason=record.get("exit_reason"), exit_reason="patch_too_large")
+        record.patch, record.patch_error = "", f"{error} (juniors.max_patch_bytes)"
+        record.patch_dropped = "too_large"
+        _patch_ended(record, "patch_too_large")
         return
     except DiffFailed as error:
-        if record.get("exit_reason") in _WORKSPACE_FAILED:
-            record.update(patch="", patch_error=str(error))  # the aftermath of what already ended the rollout
-            return
-        record.update(patch="", patch_error=str(error), agent_exit_reason=record.get("exit_reason"),
-                      exit_reason="patch_error")
+        record.patch, record.patch_error = "", str(error)
+        if record.exit_reason not in _WORKSPACE_FAILED:  # else the aftermath of what already ended the rollout
+            _patch_ended(record, "patch_error")
         return
     except ResourceLimitHit as hit:  # what the agent left running (a fork bomb in the background) hit a limit
-        record.update(patch="", patch_error=str(hit), error=record.get("error") or str(hit),
-                      agent_exit_reason=record.get("exit_reason"), exit_reason="resource_limit")
+        record.patch, record.patch_error, record.error = "", str(hit), record.error or str(hit)
+        _patch_ended(record, "resource_limit")
         return
     except (SwepipeError, RuntimeUnavailable) as error:
-        if record.get("exit_reason") not in _WORKSPACE_FAILED:
+        if record.exit_reason not in _WORKSPACE_FAILED:
             raise  # Docker failed under a working rollout: not its result
-        record.update(patch="", patch_error=str(error))  # its workspace had already died under the agent
+        record.patch, record.patch_error = "", str(error)  # its workspace had already died under the agent
         return
     _probe_source_tree(runtime, record)
     if submodules:
-        record["submodule_changes"] = submodules
-        record["patch_note"] = (f"edits inside submodule(s) {', '.join(submodules)} are not in the patch: a patch "
-                                "to the parent repository cannot carry them")
+        record.submodule_changes = submodules
+        record.patch_note = (f"edits inside submodule(s) {', '.join(submodules)} are not in the patch: a patch "
+                             "to the parent repository cannot carry them")
 
 
-def _probe_source_tree(runtime: Runtime, record: dict[str, Any]) -> None:
+def _patch_ended(record: Rollout, reason: str) -> None:
+    """The diff, not the agent, ended the rollout: ``reason``, the agent's own exit kept in agent_exit_reason."""
+    record.agent_exit_reason, record.exit_reason = record.exit_reason, reason
+
+
+def _probe_source_tree(runtime: Runtime, record: Rollout) -> None:
     """Record what the base commit holds around the patch's new files and in the spec/ and testing/ folders it
     touches (``base_entries``), so the pool can tell a new source file from a scratch file and a test folder
     from a source folder. Best effort: without it the pool judges from the patches alone."""
-    entries = base_entries(runtime, record.get("patch") or "")
+    entries = base_entries(runtime, record.patch or "")
     if entries is not None:
-        record["base_entries"] = entries
+        record.base_entries = entries
 
 
 def base_entries(runtime: Runtime, patch: str) -> list[str] | None:

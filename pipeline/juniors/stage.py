@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
 
 from pipeline import pool_rules as waves
 from pipeline import stopping
@@ -20,11 +19,12 @@ from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
 from pipeline.pool_rules import CandidatePool
-from pipeline.records import Pool, RecordError, Rollout, Unreadable
+from pipeline.records import Pool, Rollout, Unreadable
+from pipeline.records.pool import Decision, Schedule
 from pipeline.records.retrieval import RetrievalFinding
 from pipeline.tasks import Task
 
-OnDone = Callable[[dict[str, Any]], object]  # told each rollout's record as it ends
+OnDone = Callable[[Rollout], object]  # told each rollout's record as it ends
 
 
 def junior_stage(job: TaskJob, *, on_done: OnDone | None = None) -> tuple[list[Rollout], CandidatePool]:
@@ -33,32 +33,24 @@ def junior_stage(job: TaskJob, *, on_done: OnDone | None = None) -> tuple[list[R
     records, schedule = _run(job, on_done)
     pool = build_pool(job.task.instance_id, records)
     write_pool(job, pool, schedule)
-    return [_as_record(record) for record in records], pool
-
-
-def _as_record(data: dict[str, Any]) -> Rollout:
-    """A rollout's record, from its data as read from or written to its file (so it is one)."""
-    record = Rollout.from_data(data)
-    if isinstance(record, Unreadable):
-        raise RecordError(f"rollout {data.get('index')} is {record.why}")
-    return record
+    return records, pool
 
 
 def run_juniors(job: TaskJob, *, on_done: OnDone | None = None) -> list[Rollout]:
     """Rollouts 0..k-1 of the task in junior/ (with ``juniors.schedule`` on, 0..n-1 for the n its waves ran);
     returns their records in index order."""
-    return [_as_record(record) for record in _run(job, on_done)[0]]
+    return _run(job, on_done)[0]
 
 
-def write_pool(job: TaskJob, pool: CandidatePool, schedule: dict[str, Any] | None) -> None:
+def write_pool(job: TaskJob, pool: CandidatePool, schedule: Schedule | None) -> None:
     """junior/pool.json: the pool, and the schedule's record (``pipeline.pool_rules.record``) when on."""
     data = pool.to_dict()
     if schedule is not None:
-        data["schedule"] = schedule
+        data["schedule"] = schedule.to_dict()
     Pool.of(data).write(job.paths.junior_files.pool)
 
 
-def _run(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def _run(job: TaskJob, on_done: OnDone | None) -> tuple[list[Rollout], Schedule | None]:
     juniors, directory = job.config.juniors, job.paths.junior
     k = juniors.k
     directory.mkdir(parents=True, exist_ok=True)
@@ -70,28 +62,27 @@ def _run(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], di
         records = [by_index[index] for index in range(k)]
         if juniors.imported:  # written into the run before it started (pipeline.juniors.imported)
             written = JuniorFiles(directory).rollouts()
-            records += [record.to_dict() for record in checked_against_base(job, imported_rollouts(written, k),
-                                                                            written)]
+            records += checked_against_base(job, imported_rollouts(written, k), written)
     else:
         records, schedule = _run_waves(job, on_done)
     job.seconds["junior"] = round(time.monotonic() - started, 2)
     return records, schedule
 
 
-def _run_waves(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _run_waves(job: TaskJob, on_done: OnDone | None) -> tuple[list[Rollout], Schedule]:
     """The schedule: waves of rollouts until a rule says the pool has converged or K have run. A decision on disk
     (junior/pool.json) is kept: a task whose schedule stopped starts no more rollouts, one cut short mid-wave
     finishes that wave."""
     settings, k, directory = job.config.juniors.schedule, job.config.juniors.k, job.paths.junior
     recorded = _recorded_decisions(directory)
-    stop = next((d for d in recorded if d.get("decision") == "stop" and d.get("converged")), None)
-    if stop is not None and isinstance(stop.get("rollouts"), int) and 0 < stop["rollouts"] <= k \
-            and all(JuniorFiles(directory).rollout(i).exists() for i in range(stop["rollouts"])):
+    stop = next((d for d in recorded if d.decision == "stop" and d.converged), None)
+    if stop is not None and isinstance(stop.rollouts, int) and 0 < stop.rollouts <= k \
+            and all(JuniorFiles(directory).rollout(i).exists() for i in range(stop.rollouts)):
         kept = recorded[:recorded.index(stop) + 1]
-        done = _rollouts(job, range(stop["rollouts"]), on_done)
-        return [done[i] for i in range(stop["rollouts"])], _schedule_record(settings, k, kept, directory)
-    records: dict[int, dict[str, Any]] = {}
-    decisions: list[dict[str, Any]] = []
+        done = _rollouts(job, range(stop.rollouts), on_done)
+        return [done[i] for i in range(stop.rollouts)], _schedule_record(settings, k, kept, directory)
+    records: dict[int, Rollout] = {}
+    decisions: list[Decision] = []
     before: CandidatePool | None = None
     for wave, size in enumerate(waves.wave_sizes(settings, k), start=1):
         if job.reuse_juniors_from is not None:
@@ -100,47 +91,46 @@ def _run_waves(job: TaskJob, on_done: OnDone | None) -> tuple[list[dict[str, Any
         so_far = [records[i] for i in range(size)]
         pool = build_pool(job.task.instance_id, so_far)
         old = recorded[wave - 1] if wave <= len(recorded) else None
-        if old is not None and old.get("rollouts") == size and (old.get("decision") == "go on" or size >= k):
+        if old is not None and old.rollouts == size and (old.decision == "go on" or size >= k):
             decision = old  # an earlier session's decision on the same rollouts
         else:
             decision = waves.judge(settings, k, wave, so_far, pool, before)
         decisions.append(decision)
         if decision is not old:  # on disk as soon as it is made
             write_pool(job, pool, _schedule_record(settings, k, decisions, directory))
-        if decision["decision"] == "stop":
+        if decision.decision == "stop":
             break
         before = pool
-    run = decisions[-1]["rollouts"] if decisions else 0
+    run = waves.rollouts_run(decisions)
     return [records[i] for i in range(run)], _schedule_record(settings, k, decisions, directory)
 
 
-def _schedule_record(settings: ScheduleConfig, k: int, decisions: list[dict[str, Any]],
-                     directory: Path) -> dict[str, Any]:
-    run = decisions[-1]["rollouts"] if decisions else 0
+def _schedule_record(settings: ScheduleConfig, k: int, decisions: list[Decision], directory: Path) -> Schedule:
+    run = waves.rollouts_run(decisions)
     beyond = [index for index in JuniorFiles(directory).rollouts() if index >= run]
     return waves.record(settings, k, decisions, beyond)
 
 
-def _recorded_decisions(directory: Path) -> list[dict[str, Any]]:
+def _recorded_decisions(directory: Path) -> list[Decision]:
     """The schedule's decisions an earlier session wrote into junior/pool.json ([] when none, or it cannot be
     read)."""
     pool = Pool.read(JuniorFiles(directory).pool)
     if isinstance(pool, Unreadable) or pool.schedule is None or pool.schedule.decisions is None:
         return []
-    return [decision.to_dict() for decision in pool.schedule.decisions]
+    return list(pool.schedule.decisions)
 
 
 def _rollouts(job: TaskJob, indices: range, on_done: OnDone | None,
-              check_stop: bool = False) -> dict[int, dict[str, Any]]:
+              check_stop: bool = False) -> dict[int, Rollout]:
     """The records of rollouts ``indices``: those on disk as they are, the others run side by side
     (``check_stop``: none starts once the run is stopping, as between two waves)."""
     directory = job.paths.junior
-    records: dict[int, dict[str, Any]] = {}
+    records: dict[int, Rollout] = {}
     todo = []
     for index in indices:
         previous = JuniorFiles(directory).rollout(index)
         if previous.exists():
-            records[index] = Rollout.load(previous).to_dict()
+            records[index] = Rollout.load(previous)
         else:
             todo.append(index)
     if todo:

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pipeline import stopping
 from pipeline.errors import ModelUnavailable, describe
+from pipeline.model_spec import METADATA_KEY, ModelSpec
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.prompt_cache import needs_markers, with_cache_markers
-from pipeline.models.spec import METADATA_KEY, ModelSpec
 from pipeline.outages import BREAKERS
 from pipeline.secrets import redact
 from pipeline.storage import write_json_atomic

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 
 import pipeline
 from pipeline.errors import SwepipeError
+from pipeline.model_spec import ModelSpec
 from pipeline.models.grammars import DEFAULT_TOOL_TOKENS
-from pipeline.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from pipeline.config import RunConfig

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.errors import SwepipeError
-from pipeline.models.spec import ModelSpec, Prices
+from pipeline.model_spec import ModelSpec, Prices
 
 
 def resolve_prices(spec: ModelSpec, role: str) -> Prices:

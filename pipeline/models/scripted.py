@@ -45,7 +45,7 @@ import litellm
 import yaml
 from litellm import CustomLLM, ModelResponse
 
-from pipeline.models.spec import METADATA_KEY  # {"scope": str, "role": str, "agent": int}
+from pipeline.model_spec import METADATA_KEY  # {"scope": str, "role": str, "agent": int}
 
 MULTI_AGENT_ROLES = ("junior", "solo", "worker")
 

@@ -15,6 +15,7 @@ whatever the rule says now.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from pipeline import patchtext
@@ -37,11 +38,11 @@ def skip_decision(job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) ->
     rule = job.config.principal.skip_when
     if rule.top_share is None:
         return None
-    measure = agreement(pool, [rollout.to_dict() for rollout in rollouts])
+    measure = agreement(pool, rollouts)
     holds, reason = agrees(measure, rule.top_share, rule.min_submitted)
     return SkipDecision.model_validate({"skip": holds, "top_share_needed": rule.top_share,
                                         "min_submitted": rule.min_submitted,
-                                        **measure, "reason": reason})
+                                        **asdict(measure), "reason": reason})
 
 
 def _recorded(brief: Path, result: Path) -> SkipDecision | None:

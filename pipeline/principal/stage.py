@@ -7,7 +7,7 @@ import posixpath
 import shlex
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from pipeline.pool_rules import CandidateDraft, CandidatePool
 from pipeline.prompts import render, render_task_prompt
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt
+from pipeline.records.principal import Shown
 from pipeline.runtime.base import Runtime, apply_check
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
@@ -217,8 +218,10 @@ class ShownCandidates:
     over_budget: list[int] = field(default_factory=list)  # left out: they did not fit in what was left
     over_count: list[int] = field(default_factory=list)  # left out by principal.show_candidates
 
-    def record(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if key != "text"}
+    def record(self) -> Shown:
+        """What the principal's result keeps of them: all but the prompt's text."""
+        return Shown(tokens=self.tokens, shown=self.shown, cut=self.cut, over_budget=self.over_budget,
+                     over_count=self.over_count)
 
 
 def select_candidates(pool: CandidatePool, settings: PrincipalConfig,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -194,6 +194,18 @@ class Record(Part):
         if isinstance(record, Unreadable):
             raise RecordError(f"{path} is {record.why}")
         return record
+
+
+P = TypeVar("P", bound=Part)
+
+
+def expect_record(value: object, record: type[P]) -> P:
+    """``value``, which must be a ``record``: a plug-in that hands back anything else (the record's fields as a
+    dict, as stages did before they returned records) is told what it must return."""
+    if not isinstance(value, record):
+        raise RecordError(f"expected a {record.__name__} record (pipeline.records), got {type(value).__name__}; "
+                          f"build it with {record.__name__}.of(fields)")
+    return value
 
 
 def describe(error: ValidationError, most: int = 3) -> str:

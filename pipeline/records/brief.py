@@ -47,7 +47,7 @@ class Brief(Record):
 
     FILE = f"{TASK.senior_files.brief}; {TASK.senior_at_files(NN).brief} (swepipe coverage --senior-at)"
 
-    analysis: Text | SeniorAt = absent("the senior's analysis; in analysis/senior-at-NN/brief.json, "
+    analysis: Text | SeniorAt = absent(f"the senior's analysis; in {TASK.relative(TASK.senior_at_files(NN).brief)}, "
                                        "what the senior was run on")
     spans: list[Span] = absent("the spans it named, as checked")
     source: Text = absent("senior (its own brief), expansion (the code around the candidates, "

@@ -199,14 +199,14 @@ def canary_words(canaries: Canaries | None) -> str | None:
     return f"planted {where} {canaries.target}: " + "; ".join(tests)
 
 
-def canary_coverage(results: list[dict[str, Any]]) -> str:
+def canary_coverage(results: list[EvalResult]) -> str:
     """"canaries planted in 13 of 15 scored; none in 2: <reason> (2)" over results' ``canaries``; "" when no result
     has any on record."""
-    recorded = [r["canaries"] for r in results if isinstance(r.get("canaries"), dict)]
+    recorded = [r.canaries for r in results if isinstance(r.canaries, Canaries)]
     if not recorded:
         return ""
-    planted = sum(1 for c in recorded if c.get("planted") is True)
-    reasons = Counter(str(c.get("reason") or "no reason recorded") for c in recorded if c.get("planted") is not True)
+    planted = sum(1 for c in recorded if c.planted is True)
+    reasons = Counter(str(c.reason or "no reason recorded") for c in recorded if c.planted is not True)
     words = f"canaries planted in {planted} of {len(recorded)} scored"
     if reasons:
         words += f"; none in {sum(reasons.values())}: " + "; ".join(f"{reason} ({count})" for reason, count in

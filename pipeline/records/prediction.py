@@ -118,3 +118,16 @@ def read_predictions(path: Path) -> PredictionLines:
         else:
             found.records[instance_id] = record
     return found
+
+
+def finished_predictions(path: Path) -> dict[str, dict[str, Any]]:
+    """The tasks a run's predictions.jsonl at ``path`` finished, by instance id, as the dicts the run's bookkeeping
+    holds (``Prediction.to_dict``). Lenient on purpose, through ``read_predictions``: a task with any line is not
+    run (and paid for) again, one whose last line is no readable prediction too (its dict says why); a last line
+    cut short by a kill is no line."""
+    lines = read_predictions(path)
+    finished: dict[str, dict[str, Any]] = {
+        instance_id: {"instance_id": instance_id, "error": f"{path.name} line {number}: {why}"}
+        for instance_id, (number, why) in lines.unreadable.items()}
+    finished.update((instance_id, record.to_dict()) for instance_id, record in lines.records.items())
+    return finished

@@ -29,19 +29,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.layout import trajectory_journal
 from pipeline.records.base import MISSING, Read, read_json
 
 JOURNAL_FORMAT = 1
-
-
-def trajectory_journal(trajectory: Path) -> Path:
-    """The journal of the trajectory ``trajectory`` (``X.json`` -> ``X.jsonl``, beside it)."""
-    return trajectory.with_name(trajectory.name.removesuffix(".json") + ".jsonl")
-
-
-def whole_trajectory(path: Path) -> Path:
-    """The whole file's name of the trajectory whose journal or whole file ``path`` is (``X.jsonl`` -> ``X.json``)."""
-    return path.with_suffix(".json") if path.suffix == ".jsonl" else path
 
 
 def read_trajectory(trajectory: Path, errors: str = "strict") -> Read:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 
-from pipeline.analysis.table import short_id
+from pipeline.analysis.table import elided
 from pipeline.printable import clean
 
 
@@ -51,10 +51,10 @@ def distinct_labels(names: list[str], width: int = 22) -> list[str]:
     """Short labels for run ids that share most of their words (a sweep's cells): the ``-``-separated parts that
     not every id has, e.g. team-s2-implementation-async-... -> "s2 async"; a lone id is only shortened."""
     if len(names) < 2:
-        return [short_id(name, width) for name in names]
+        return [elided(name, width) for name in names]
     parts = [name.split("-") for name in names]
     common = set.intersection(*(set(p) for p in parts))
     labels = [" ".join(part for part in p if part not in common) or name for p, name in zip(parts, names, strict=True)]
     if len(set(labels)) < len(labels):  # two ids differ only in word order: keep them apart
         labels = names
-    return [short_id(label, width) for label in labels]
+    return [elided(label, width) for label in labels]

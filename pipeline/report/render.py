@@ -97,20 +97,9 @@ def report_view(title: str, tables: list[Table], figures: dict[str, bytes], lead
 
 def rich_table(table: Table):
     """The table for a terminal; every text in it shown literally, whatever console prints it."""
-    from rich.table import Table as RichTable
+    from pipeline.terminal_table import TerminalTable
 
-    from pipeline.terminal import literal
-
-    shown = RichTable(title=literal(table.title, "table.title"), title_justify="left", show_lines=False)
-    for number, header in enumerate(table.headers):
-        shown.add_column(literal(header), overflow="fold", no_wrap=number == 0)
-    for row in table.rows:
-        shown.add_row(*(literal(cell) for cell in row))
-    if not table.notes:
-        return shown
-    from rich.console import Group
-
-    return Group(shown, *(literal(note, "dim") for note in table.notes), literal(""))
+    return TerminalTable(table.title, table.headers, table.rows, table.notes)
 
 
 def _row_links(table: Table, links: dict[tuple[int, str], str] | None) -> list[str | None]:

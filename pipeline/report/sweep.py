@@ -168,22 +168,15 @@ def table(report: SweepReport) -> Table:
 def terminal_table(report: SweepReport):
     """The table for a terminal or a log (80 columns): the cell's name says its values; its run directory is
     the sweep's directory and that name."""
-    from rich.console import Group
-    from rich.table import Table as RichTable
-
-    from pipeline.terminal import literal
+    from pipeline.terminal_table import TerminalTable
 
     full = table(report)
     keep = [full.headers.index(h) for h in ("cell", "status", "tasks", "resolved", "reward", "$/task")]
     keep += [i for i, h in enumerate(full.headers) if h.startswith("vs baseline")]
-    shown = RichTable(title=literal(full.title, "table.title"), title_justify="left")
-    for index in keep:
-        shown.add_column(literal(full.headers[index]), overflow="fold")
-    for row in full.rows:
-        shown.add_row(*(literal(row[index]) for index in keep))
     where = sorted({str(c.run_dir.parent) for c in report.cells})
     notes = [f"Each cell's run directory: {', '.join(where)}/<cell> (sweep.md lists them with every value)."]
-    return Group(shown, *(literal(note, "dim") for note in notes + full.notes))
+    return TerminalTable(full.title, [full.headers[i] for i in keep], [[row[i] for i in keep] for row in full.rows],
+                         notes + full.notes)
 
 
 # -- figures ---------------------------------------------------------------------------------------

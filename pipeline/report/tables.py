@@ -8,8 +8,12 @@ from pipeline.analysis.coverage import NEAR_LINES, RunCoverage
 from pipeline.analysis.load import RunData
 from pipeline.analysis.sealing import sealed_words
 from pipeline.analysis.stats import METRICS, STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
-from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds, short_id
+from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds
+from pipeline.layout import TASK
+from pipeline.printable import short_ids
 from pipeline.records.evaluation import infrastructure_named
+
+EVAL_RESULT = TASK.relative(TASK.eval_files.result)  # how the notes name a task's verdict
 
 
 def resolved_cell(s: RunStats) -> str:
@@ -159,17 +163,17 @@ def overview(stats: list[RunStats], baseline: RunStats | None, full: list[RunSta
         rows.append(["candidates imported from", *(_counts(s.imported, "tasks") for s in stats)])
         rows.append(["imported spend (theirs, not in $ in all)",
                      *(money(s.imported_cost) if s.imported_cost is not None else NA for s in stats)])
-    notes = ["Resolve rate over scored tasks (a verdict in the prediction or eval/result.json; infrastructure errors "
+    notes = [f"Resolve rate over scored tasks (a verdict in the prediction or {EVAL_RESULT}; infrastructure errors "
              "are not scored); interval: percentile bootstrap, 2000 resamples, seed 0.",
              "Partial credit: the share of a task's FAIL_TO_PASS tests that passed, averaged over the tasks whose "
-             "eval/result.json lists per-test outcomes (runs scored before it did show n/a).",
+             f"{EVAL_RESULT} lists per-test outcomes (runs scored before it did show n/a).",
              "Reward (the study's): the share of a task's FAIL_TO_PASS and PASS_TO_PASS tests together that passed, "
              "averaged over the same tasks (a resolved task scores 100%).",
-             "Verdicts flagged: results whose test run showed signs of tampering (eval/result.json's integrity: "
+             f"Verdicts flagged: results whose test run showed signs of tampering ({EVAL_RESULT}'s integrity: "
              "grader_written, conflicting_statuses, summary_contradicts), never counted as resolved; the official "
              "protocol's verdict stays beside them (official_resolved).",
              "Resolved verdicts whose patch changes test infrastructure (conftest.py, a test runner's configuration, "
-             "a start-up hook, the hidden test files: eval/result.json's test_infrastructure), counted and named: "
+             f"a start-up hook, the hidden test files: {EVAL_RESULT}'s test_infrastructure), counted and named: "
              "they count as resolved, but the patch touched what runs the tests, so read them with care.",
              "Agents' containers: how many of the finished tasks' containers were sealed (their repository holds the "
              "base's history alone: no other ref, no remote, no reflog, no object the base does not reach, as found "
@@ -355,10 +359,11 @@ def _senior_cell(point: tuple[float | None, float | None, int] | None, metric: s
 
 def coverage_by_task(coverage: RunCoverage) -> Table:
     rows = []
+    shown = short_ids([t.instance_id for t in coverage.tasks])
     for t in coverage.tasks:
         last_hunks, last_expansion = t.hunks[-1], t.expansion[-1]
         senior = t.senior.get(t.rollouts)
-        rows.append([short_id(t.instance_id, 48), str(t.rollouts), f"{t.gold_removed}/{t.gold_added}/{t.gold_files}",
+        rows.append([shown[t.instance_id], str(t.rollouts), f"{t.gold_removed}/{t.gold_added}/{t.gold_files}",
                      percent(last_hunks.removed), percent(last_expansion.removed),
                      percent(senior.removed) if senior else NA, percent(t.final.removed) if t.final else NA,
                      percent(last_hunks.added), percent(last_expansion.added),

@@ -567,9 +567,10 @@ class _Builder:
         agent's, below)."""
         if not self.files.has(self.files.paths.replay):
             return None
+        result_file = self.files.paths.relative(self.files.paths.replay_files.result)
         result = self.files.replay_result()
         if isinstance(result, Unreadable):
-            return ReplaySection(clean(f"replay/result.json is {result.why}"), [], [], None)
+            return ReplaySection(clean(f"{result_file} is {result.why}"), [], [], None)
         identical = {True: "identical", False: "differs", None: "none recorded"}.get(
             result.patch_identical if isinstance(result.patch_identical, bool) else None)
         facts = _facts([("source", result.source), ("format", result.source_format),
@@ -588,7 +589,7 @@ class _Builder:
         lists = [(what, [clean(item) for item in items if isinstance(item, str)]) for what, items in named
                  if isinstance(items, list) and items]
         recorded = result.recorded_patch
-        return ReplaySection(None, facts, lists, self.diff(recorded, "replay/result.json (recorded_patch)")
+        return ReplaySection(None, facts, lists, self.diff(recorded, f"{result_file} (recorded_patch)")
                              if isinstance(recorded, str) and recorded and not result.patch_identical else None)
 
     def solo_section(self) -> SoloSection | None:

@@ -37,10 +37,11 @@ class PageSet:
 
     def href(self, run_folder: str, instance_id: str) -> str:
         """The link from the report to a task page, relative to the report."""
-        return "/".join(quote(part) for part in (self.directory.name, run_folder, f"{instance_id}.html"))
+        page = self.path(run_folder, instance_id).relative_to(self.files.root)
+        return "/".join(quote(part) for part in page.parts)
 
     def path(self, run_folder: str, instance_id: str) -> Path:
-        return self.directory / run_folder / f"{instance_id}.html"
+        return self.files.task_page(run_folder, instance_id)
 
 
 def run_folders(runs: list[RunData]) -> list[str]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
-from pipeline.analysis.table import short_id
+from pipeline.analysis.table import elided
 from pipeline.analysis.team.records import DIRECTIONS, OTHER, STAGES, TeamRun, TeamTask
 from pipeline.analysis.team.summaries import by_lead_model, summarise, timeline
+from pipeline.printable import short_id
 from pipeline.report.plotting import distinct_labels, new_figure, png_bytes
 
 MAX_TIMELINE_TASKS = 6  # small multiples per run; the rest are in the per-task table
@@ -70,11 +71,11 @@ def timeline_figure(run: TeamRun, limit: int = MAX_TIMELINE_TASKS) -> tuple[byte
         axes.set_xlabel("seconds from the team's start", fontsize=8)
         axes.tick_params(axis="x", labelsize=8)
         total = task.total
-        axes.set_title(f"{short_id(task.instance_id, 44)} ({total if total is not None else '?'} delegation"
+        axes.set_title(f"{short_id(task.instance_id)} ({total if total is not None else '?'} delegation"
                        f"{'s' if total != 1 else ''})", fontsize=9)
         axes.grid(axis="x", alpha=0.3)
     _legend(figure, used, 3 if columns == 1 else 4)
-    figure.suptitle(f"lead and workers over time\n{short_id(run.run_id, 90)}", fontsize=10)
+    figure.suptitle(f"lead and workers over time\n{elided(run.run_id, 90)}", fontsize=10)
     left_out = drawable - len(shown)
     note = (f" ({len(shown)} of {drawable} tasks with team records: those that delegated first, then by "
             "instance id; every task is in the per-task table)" if left_out else "")
@@ -173,7 +174,7 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
 
     axes = panels[3]
     models = data["lead_models"]
-    model_names = [short_id(name, 30) for name, *_ in models]
+    model_names = [elided(name, 30) for name, *_ in models]
     values = [mean or 0.0 for _, mean, _, _ in models]
     axes.bar(range(len(models)), values, color="#c9545d", width=0.6)
     for x, (_, mean, share, tasks) in enumerate(models):
@@ -182,7 +183,7 @@ def summary_figure(runs: list[TeamRun]) -> bytes | None:
     _finish(axes, model_names, "delegation by lead model", "delegations per task (mean)", max(values, default=0),
             legend=False)
     title = data["runs"][0] if len(data["runs"]) == 1 else f"{len(data['runs'])} runs, labelled by what sets them apart"
-    figure.suptitle(f"team analysis: {short_id(title, 110)}", fontsize=11)
+    figure.suptitle(f"team analysis: {elided(title, 110)}", fontsize=11)
     return png_bytes(figure)
 
 

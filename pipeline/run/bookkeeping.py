@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from pipeline.analysis.table import short_id
 from pipeline.outages import BREAKERS
-from pipeline.printable import clean
-from pipeline.records import Prediction
+from pipeline.printable import clean, short_id, whole_paragraphs
+from pipeline.records import Prediction, read_predictions
 from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings
 from pipeline.storage import append_jsonl, write_json_atomic
@@ -21,22 +19,23 @@ from pipeline.tasks import Task
 @dataclass
 class RunSummary:
     roles: tuple[str, ...] = ()
-    # instance id -> its prediction as a dict; an earlier session's as RunLayout.finished read it (leniently)
-    predictions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # instance id -> its prediction; an earlier session's as read back (one whose last line cannot be read: the
+    # instance id alone, so that it is not run and paid for again)
+    predictions: dict[str, Prediction] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     infra_errors: dict[str, str | None] = field(default_factory=dict)  # left unfinished, retried by a rerun
     stopped: bool = False  # a stop (Ctrl-C, SIGTERM) cut the run short; the rest resumes on a rerun
     pace: Pace = field(default_factory=lambda: Pace(total=0, done_before=0))
 
     def spend(self, stage: str) -> float:
-        costs = ((p.get("cost") or {}).get(stage) for p in self.predictions.values() if isinstance(p.get("cost"), dict))
+        costs = (p.cost.get(stage) for p in self.predictions.values() if isinstance(p.cost, dict))
         spent: float = sum(cost for cost in costs if cost is not None and dollars_of(cost) != "$?")
         return spent
 
     @property
     def scored(self) -> list[bool]:
         """Each scored task's verdict: only a JSON true is resolved (a file written by hand may say "false")."""
-        return [p["resolved"] is True for p in self.predictions.values() if p.get("resolved") is not None]
+        return [p.resolved is True for p in self.predictions.values() if p.resolved is not None]
 
     def line(self) -> str:
         stages = [s for s in self.roles if self.spend(s)] or list(self.roles)
@@ -49,9 +48,9 @@ class RunSummary:
 
     def calls(self) -> tuple[int, int]:
         """Model calls made and failed by the tasks of this session (their ledgers, earlier sessions too)."""
-        mine = [self.predictions[i] for i in self.predictions if i not in self.skipped]
-        return sum(p.get("calls", {}).get("made", 0) for p in mine), \
-            sum(p.get("calls", {}).get("failed", 0) for p in mine)
+        mine = [self.predictions[i].calls for i in self.predictions if i not in self.skipped]
+        return sum(calls.made or 0 for calls in mine if calls is not None), \
+            sum(calls.failed or 0 for calls in mine if calls is not None)
 
     @property
     def no_model_answered(self) -> bool:
@@ -60,14 +59,21 @@ class RunSummary:
         return made > 0 and failed == made
 
 
+def _unreadable(instance_id: str, file_name: str, where: tuple[int, str]) -> Prediction:
+    """A task whose last prediction line is unreadable: skipped all the same (it was paid for), its row saying why."""
+    number, why = where
+    return Prediction(instance_id=instance_id, error=f"{file_name} line {number}: {why}")
+
+
 def plan(tasks: list[Task], run: RunSettings) -> tuple[RunSummary, list[Task]]:
     """The run's summary with the tasks an earlier session finished, and the tasks left to run."""
     summary = RunSummary(roles=run.roles)
-    finished = run.layout.finished()
+    lines = read_predictions(run.layout.predictions)
     todo = []
     for task in tasks:
-        if task.instance_id in finished:
-            summary.predictions[task.instance_id] = finished[task.instance_id]
+        if task.instance_id in lines.records or task.instance_id in lines.unreadable:  # any line: not run again
+            summary.predictions[task.instance_id] = lines.records.get(task.instance_id) or \
+                _unreadable(task.instance_id, run.layout.predictions.name, lines.unreadable[task.instance_id])
             summary.skipped.append(task.instance_id)
         else:
             todo.append(task)
@@ -79,33 +85,32 @@ def record_prediction(summary: RunSummary, run: RunSettings, prediction: Predict
                       log: Callable[[str], None] | None = None) -> None:
     """A finished task, whichever executor ran it: its line in predictions.jsonl (or infra_errors.jsonl: left
     unfinished for a rerun), the summary, eval_results.json. One caller at a time."""
-    fields = prediction.to_dict()
     summary.pace.add((prediction.cost or {}).get("total"))
     if log:
-        log(f"{task_line(fields, summary.roles)} | {summary.pace.line()}")
+        log(f"{task_line(prediction, summary.roles)} | {summary.pace.line()}")
     line = prediction.to_disk()
     if prediction.infra_error:
         append_jsonl(run.layout.infra_errors, line)
         summary.infra_errors[prediction.instance_id] = prediction.error
         return
     append_jsonl(run.layout.predictions, line)
-    summary.predictions[prediction.instance_id] = fields
+    summary.predictions[prediction.instance_id] = prediction
     if run.evaluation is not None:
         write_json_atomic(run.layout.eval_results,
-                          {i: p["resolved"] for i, p in sorted(summary.predictions.items())
-                           if p.get("resolved") is not None})
+                          {i: p.resolved for i, p in sorted(summary.predictions.items()) if p.resolved is not None})
 
 
-def task_line(prediction: dict[str, Any], roles: tuple[str, ...]) -> str:
-    """One line for a log: the task, how it ended, what it cost, and the first line of its error."""
-    cost = given if isinstance(given := prediction.get("cost"), dict) else {}
-    resolved = verdict_word(prediction.get("resolved"), "resolved", "not resolved", "")
-    status = "not run (infra error, retried by a rerun)" if prediction.get("infra_error") else \
-        f"source {prediction.get('source', 'none')}"
-    error = clean(prediction.get("error") or "").strip().splitlines()
-    parts = [f"task {short_id(prediction['instance_id'], 40)}: {status}",
+def task_line(prediction: Prediction, roles: tuple[str, ...]) -> str:
+    """One line for a log: the task, how it ended, what it cost, and its error's first paragraph (with the one it
+    introduces, when it ends in ":")."""
+    cost = prediction.cost if isinstance(prediction.cost, dict) else {}
+    resolved = verdict_word(prediction.resolved, "resolved", "not resolved", "")
+    status = "not run (infra error, retried by a rerun)" if prediction.infra_error else \
+        f"source {prediction.source if 'source' in prediction.model_fields_set else 'none'}"
+    error, _ = whole_paragraphs(clean(prediction.error or ""), lines=1)
+    parts = [f"task {short_id(prediction.instance_id)}: {status}",
              ", ".join(f"{role} {dollars_of(cost.get(role, 0.0))}" for role in roles), resolved,
-             f"error: {error[0][:100]}" if error else ""]
+             "error: " + " ".join(error.split()) if error else ""]
     return " | ".join(part for part in parts if part)
 
 

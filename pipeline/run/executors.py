@@ -19,8 +19,8 @@ from pipeline.errors import SwepipeError
 if TYPE_CHECKING:
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
-    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.interop.predictions import PatchToScore
     from pipeline.run.bookkeeping import RunSummary
     from pipeline.run.task import RunSettings
     from pipeline.tasks import Task

@@ -28,6 +28,7 @@ from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
 from pipeline.run.executors import executor_for
+from pipeline.run.lock import lock_run, repair_run, unlock_run
 from pipeline.run.run_dataset import record_dataset
 from pipeline.run.same_config import check_same_config
 from pipeline.run.task import RunSettings
@@ -113,11 +114,11 @@ class Run:
     def __enter__(self) -> Run:
         if self._state is not _State.UNOPENED:
             raise RuntimeError(f"run {self.layout.run_id} is {self._state.value}: open a new one")
-        self.layout.lock()  # a second process on the same run stops here (RunLocked), before anything is written
+        lock_run(self.layout)  # a second process on the same run stops here (RunLocked), before anything is written
         self._state = _State.OPENED
         try:
             record_dataset(self.layout, self.request.dataset, self.request.split)  # a resume naming another stops
-            self.layout.repair()  # lines a killed session cut short, its temporary files
+            repair_run(self.layout)  # lines a killed session cut short, its temporary files
             self._settings = self._settled(self._with_local_model(self._config))
         except BaseException:
             self.close()
@@ -137,7 +138,7 @@ class Run:
             if self._server is not None:
                 self._server.stop()
         finally:
-            self.layout.unlock()
+            unlock_run(self.layout)
 
     def _with_local_model(self, config: RunConfig) -> RunConfig:
         """``config`` with the local model in each role it needs and names no model for (a role switched off,

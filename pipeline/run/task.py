@@ -7,7 +7,6 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pipeline import stopping
 from pipeline.config import RunConfig
@@ -20,6 +19,8 @@ from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.outages import BREAKERS
 from pipeline.records import Prediction, RecordError, TaskContainers, Unreadable
+from pipeline.records.base import expect_record
+from pipeline.records.prediction import Calls, Tokens
 from pipeline.records.sealing import ContainerSeal
 from pipeline.storage import write_text_atomic
 from pipeline.strategies.answer import Spend, TaskAnswer
@@ -60,32 +61,28 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget,
     job = task_job(task, run, run_budget)
     job.log = log
     paths, job.stage = job.paths, strategy.roles[0]
-    fields: dict[str, Any] = {"instance_id": task.instance_id, "model_patch": "", "strategy": strategy.name,
-                              "source": "none", "models": run.models, "error": None}
     started = time.monotonic()
     BREAKERS.configure(run.config.faults.breaker_settings())
-    carried: dict[str, dict[str, Any]] = {}
+    answer: TaskAnswer | None = None
+    failure: Failure | None = None
+    retries: list[str] = []
+    containers: list[ContainerSeal] | None = None
     try:
-        answer = _as_answer(_with_infra_retries(strategy, job, fields))
-        fields.update(answer.prediction_fields())
-        carried = {stage: spent.to_dict() for stage, spent in answer.carried_spend.items()}
+        answer = _with_infra_retries(strategy, job, retries)
     except InfrastructureFault as error:  # no answer: the task stays unfinished, and a rerun resumes it
-        fields["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
-        fields["infra_error"] = True
+        failure = Failure(f"{job.stage} stage: {type(error).__name__}: {error}", infra=True)
         write_text_atomic(paths.error, traceback.format_exc())
     except Exception as error:  # noqa: BLE001 - one task's failure is recorded; the run goes on
-        fields["error"] = f"{job.stage} stage: {type(error).__name__}: {error}"
-        fields["infra_error"] = False
+        failure = Failure(f"{job.stage} stage: {type(error).__name__}: {error}", infra=False)
         write_text_atomic(paths.error, traceback.format_exc())
     finally:  # a stop too: the next session's prediction still names the containers this one ran
         containers = record_containers(job)
-        if containers is not None:
-            fields["containers"] = containers
     rows = Ledger.read(paths.ledger)
-    fields.update(roll_up(rows, strategy.roles, strategy.spend_by, carried),
-                  calls={"made": len(rows), "failed": sum(1 for row in rows if row.error)},
-                  seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)})
-    prediction = _checked(fields, job.stage)
+    spend = roll_up(rows, strategy.roles, strategy.spend_by, answer.carried_spend if answer is not None else {})
+    prediction = _prediction(Identity(task.instance_id, strategy.name, run.models), answer, failure, Bookkeeping(
+        retries=retries, containers=containers, spend=spend,
+        calls=Calls(made=len(rows), failed=sum(1 for row in rows if row.error)),
+        seconds=job.seconds or {strategy.name: round(time.monotonic() - started, 2)}), job.stage)
     if run.evaluation is not None and not prediction.infra_error:
         # A plug-in's untyped answer may hold no patch (None): scored as the empty patch it stands for.
         prediction.resolved = score_prediction(task, prediction.model_patch or "", paths, run.evaluation)
@@ -95,7 +92,54 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget,
     return prediction
 
 
-def record_containers(job: TaskJob) -> list[dict[str, Any]] | None:
+@dataclass(frozen=True)
+class Identity:
+    """Whose prediction it is: the task, the strategy and the models of its roles."""
+
+    instance_id: str
+    strategy: str
+    models: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What ended a task without an answer (``infra``: an infrastructure fault, so a rerun runs it again)."""
+
+    error: str
+    infra: bool
+
+
+@dataclass(frozen=True)
+class Bookkeeping:
+    """What the run keeps of a task whatever its answer: the retries, containers, spend, calls and time."""
+
+    retries: list[str]
+    containers: list[ContainerSeal] | None
+    spend: StageSpend
+    calls: Calls
+    seconds: dict[str, float]
+
+
+def _prediction(who: Identity, answer: TaskAnswer | None, failure: Failure | None, kept: Bookkeeping,
+                stage: str) -> Prediction:
+    """The task's prediction record, built once: who it is, the strategy's answer (a plug-in's own keys too) or
+    the failure, and the bookkeeping. When the answer does not fit the record (a plug-in's key of the wrong type),
+    the task's failure, saying what is wrong, its spend kept."""
+    base = Prediction(instance_id=who.instance_id, model_patch="", strategy=who.strategy, source="none",
+                      models=who.models, error=None)
+    given = answer.model_dump(exclude_unset=True, exclude={"carried_spend"}, warnings=False) if answer else {}
+    ending = {"error": failure.error, "infra_error": failure.infra} if failure is not None else {}
+    retries = {"infra_retries": kept.retries} if kept.retries else {}
+    sealed = {"containers": kept.containers} if kept.containers is not None else {}
+    book = {"cost": kept.spend.cost, "tokens": kept.spend.tokens, "calls": kept.calls, "seconds": kept.seconds}
+    try:
+        return Prediction.of({**base.to_dict(), **given, **ending, **retries, **sealed, **book})
+    except RecordError as error:
+        return Prediction.of({**base.to_dict(), **sealed, **book, "error": f"{stage} stage: {error}",
+                              "infra_error": False})
+
+
+def record_containers(job: TaskJob) -> list[ContainerSeal] | None:
     """How every container of the task was sealed, by role: those earlier sessions recorded
     (tasks/<id>/containers.json), with this session's (a role opened again replaces its earlier entry), written back
     for the next session; None
@@ -105,49 +149,26 @@ def record_containers(job: TaskJob) -> list[dict[str, Any]] | None:
         str(entry.role): entry for entry in earlier.containers or [] if isinstance(entry, ContainerSeal)}
     try:
         kept.update((str(entry.role), entry) for entry in job.containers_sealed())
-        containers = [kept[role].to_dict() for role in sorted(kept)]  # by role: not in the order rollouts started
+        containers = [kept[role] for role in sorted(kept)]  # by role: not in the order rollouts started
         if job.opened:
-            TaskContainers.of({"containers": containers}).write(job.paths.containers)
+            TaskContainers.of({"containers": [seal.to_dict() for seal in containers]}).write(job.paths.containers)
     except Exception:  # noqa: BLE001 - bookkeeping: the task's answer must not be lost to it
         return None
     return containers
 
 
-def _as_answer(answer: TaskAnswer | dict[str, Any]) -> TaskAnswer:
-    """The strategy's answer; a plug-in strategy written before answers were typed may still return its fields as
-    a dict (they are checked as the prediction is, in ``_checked``)."""
-    if isinstance(answer, TaskAnswer):
-        return answer
-    fields = dict(answer)
-    carried = fields.pop("carried_spend", {})
-    return TaskAnswer.model_construct(**fields, carried_spend={stage: Spend.model_validate(spent)
-                                                               for stage, spent in carried.items()})
-
-
-def _checked(fields: dict[str, Any], stage: str) -> Prediction:
-    """The Prediction record of ``fields``; when they are none (a plug-in strategy that returned fields of the
-    wrong type), the task's failure, saying what is wrong, its spend kept."""
-    try:
-        return Prediction.of(fields)
-    except RecordError as error:
-        kept: dict[str, Any] = {key: fields[key] for key in ("instance_id", "strategy", "models", "cost", "tokens",
-                                                               "calls", "seconds", "containers") if key in fields}
-        return Prediction.of({**kept, "model_patch": "", "source": "none", "error": f"{stage} stage: {error}",
-                              "infra_error": False})
-
-
-def _with_infra_retries(strategy: Strategy, job: TaskJob, fields: dict[str, Any]) -> TaskAnswer:
+def _with_infra_retries(strategy: Strategy, job: TaskJob, retries: list[str]) -> TaskAnswer:
     """The strategy's answer; an infrastructure fault (Docker, a model call that failed past its retries, the
     cluster) is retried with backoff (everything done so far is reused, so nothing is paid twice), and raised
     when it persists."""
     for attempt in range(1, INFRA_ATTEMPTS + 1):
         try:
             _require_image(job)
-            return strategy.run_task(job)
+            return expect_record(strategy.run_task(job), TaskAnswer)
         except InfrastructureFault as error:
             if attempt == INFRA_ATTEMPTS:
                 raise
-            fields.setdefault("infra_retries", []).append(f"{job.stage} stage: {error}"[:500])
+            retries.append(f"{job.stage} stage: {error}"[:500])
             stopping.STOP.wait(INFRA_BACKOFF * 2 ** (attempt - 1))
             stopping.check()
     raise AssertionError("unreachable")
@@ -199,8 +220,16 @@ def _require_image(job: TaskJob) -> None:
     prepare_task_image(job.task, job.config.containers, job.image_template)
 
 
+@dataclass(frozen=True)
+class StageSpend:
+    """Dollars (and their total) and tokens per stage, or per role (``roll_up``)."""
+
+    cost: dict[str, float]
+    tokens: dict[str, Tokens]
+
+
 def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage",
-            carried: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+            carried: dict[str, Spend] | None = None) -> StageSpend:
     """Dollars and tokens per stage (or role) from a task's ledger, plus spend ``carried`` in from elsewhere
     (rollouts another run paid for)."""
     cost = {key: 0.0 for key in keys}
@@ -213,9 +242,11 @@ def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage",
             tokens[key]["cached"] += row.cached_tokens
             tokens[key]["output"] += row.output_tokens
     for key, spent in (carried or {}).items():
-        cost[key] = cost.get(key, 0.0) + spent.get("cost", 0.0)
+        cost[key] = cost.get(key, 0.0) + spent.cost
         used = tokens.setdefault(key, {"input": 0, "cached": 0, "output": 0})
-        for kind in ("input", "cached", "output"):
-            used[kind] += spent.get(kind, 0)
+        used["input"] += spent.input
+        used["cached"] += spent.cached
+        used["output"] += spent.output
     cost = {key: round(value, 8) for key, value in cost.items()}
-    return {"cost": {**cost, "total": round(sum(cost.values()), 8)}, "tokens": tokens}
+    return StageSpend({**cost, "total": round(sum(cost.values()), 8)},
+                      {key: Tokens(**counts) for key, counts in tokens.items()})

@@ -40,10 +40,3 @@ class TaskAnswer(Part):
     lost_work: list[dict[str, Any]] | dict[str, Any] | None = Field(None, description="team: work lost after "
                                                                                       "the lead submitted")
     votes: int | None = Field(None, description="vote: the votes of the submitted candidate")
-
-    def prediction_fields(self) -> dict[str, Any]:
-        """The keys given (a plug-in's own too), as the prediction holds them; ``carried_spend`` goes to the
-        caller's roll-up, not into the prediction."""
-        fields = self.to_dict()
-        fields.pop("carried_spend", None)
-        return fields

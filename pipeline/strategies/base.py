@@ -3,12 +3,11 @@ built-in strategies, and loading a strategy or stage by name or import string.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
-from pipeline.records import Record
 
 if TYPE_CHECKING:
     from pipeline.pool_rules import CandidatePool
@@ -69,15 +68,6 @@ class PrincipalStage(Protocol):
 
     def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
         """The final patch of the task in ``job``, from its pool and the senior's ``brief``."""
-
-
-R = TypeVar("R", bound=Record)
-
-
-def as_record(answer: R | dict[str, Any], record: type[R]) -> R:
-    """A stage's answer as its record: a plug-in stage written before stages returned records may still return
-    the record's fields as a dict, which are checked as the record is written."""
-    return record.of(answer) if isinstance(answer, dict) else answer
 
 
 # What each configured stage must have: the config key that names it -> (its protocol, its method).

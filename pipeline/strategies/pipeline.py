@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
@@ -12,10 +12,11 @@ from pipeline.juniors.stage import junior_stage
 from pipeline.pool_rules import CandidatePool
 from pipeline.principal.skip import SubmitTopCandidate, skip_decision
 from pipeline.records import Brief, PrincipalResult, Rollout
+from pipeline.records.base import expect_record
 from pipeline.records.brief import SkipDecision
 from pipeline.senior.skipped import SkippedBrief
 from pipeline.strategies.answer import Spend, TaskAnswer
-from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, as_record, stage_class
+from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, stage_class
 
 
 class PipelineStrategy(BaseStrategy):
@@ -47,16 +48,16 @@ class PipelineStrategy(BaseStrategy):
                            "no juniors (k=0)")
         senior, principal, skip = self.stages(job, pool, rollouts)
         job.stage = "senior"
-        brief = as_record(senior.brief(job, pool), Brief)
+        brief = expect_record(senior.brief(job, pool), Brief)
         job.finished_stage("senior", f"skipped: {skip.reason}" if skip and skip.skip else
                            f"brief from the {brief.source or '?'}, {len(brief.spans or [])} span(s)")
         job.stage = "principal"
-        result = as_record(principal.write(job, pool, brief), PrincipalResult)
+        result = expect_record(principal.write(job, pool, brief), PrincipalResult)
         job.finished_stage("principal", f"patch from {result.source}")
         reused_from, carried = reused_juniors(rollouts)
-        answer = TaskAnswer(model_patch=result.patch, source=result.source, error=result.error,
-                            juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {},
-                            **imported_juniors(rollouts))
+        answer = with_imported(TaskAnswer(model_patch=result.patch, source=result.source, error=result.error,
+                                          juniors_reused_from=reused_from,
+                                          carried_spend={"junior": carried} if carried else {}), rollouts)
         if skip is not None:
             answer.skip_check = skip
         return answer
@@ -99,12 +100,30 @@ def reused_juniors(rollouts: list[Rollout]) -> tuple[str | None, Spend | None]:
     return Path(reused[0].reused_from).parents[2].name, spent
 
 
-def imported_juniors(rollouts: list[Rollout]) -> dict[str, Any]:
-    """The answer's fields for candidates taken in from elsewhere (--juniors-from): their sources, and what the
-    sources recorded they cost (none when no source recorded a cost); {} when there are none."""
+@dataclass(frozen=True)
+class ImportedJuniors:
+    """Candidates taken in from elsewhere (--juniors-from): their sources, and what the sources recorded they cost
+    (None when no source recorded a cost)."""
+
+    sources: list[str]
+    cost: float | None
+
+    def onto(self, answer: TaskAnswer) -> TaskAnswer:
+        """``answer`` naming them (imported_from, imported_cost)."""
+        answer.imported_from, answer.imported_cost = self.sources, self.cost
+        return answer
+
+
+def imported_juniors(rollouts: list[Rollout]) -> ImportedJuniors | None:
+    """What of ``rollouts`` was taken in from elsewhere; None when nothing was."""
     imported = [r for r in rollouts if r.imported_from]
     if not imported:
-        return {}
+        return None
     costs = [r.imported_cost for r in imported if isinstance(r.imported_cost, (int, float))]
-    return {"imported_from": [Path(r.imported_from).name for r in imported],
-            "imported_cost": round(sum(costs), 8) if costs else None}
+    return ImportedJuniors([Path(r.imported_from).name for r in imported], round(sum(costs), 8) if costs else None)
+
+
+def with_imported(answer: TaskAnswer, rollouts: list[Rollout]) -> TaskAnswer:
+    """``answer``, naming the candidates of ``rollouts`` taken in from elsewhere when there are any."""
+    imported = imported_juniors(rollouts)
+    return answer if imported is None else imported.onto(answer)

@@ -14,8 +14,8 @@ from pipeline.interop.replay import (
     script_replies,
 )
 from pipeline.job import TaskJob, once
+from pipeline.model_spec import ModelSpec
 from pipeline.models.client import ModelClient
-from pipeline.models.spec import ModelSpec
 from pipeline.records import ReplayResult, read_json, read_trajectory
 from pipeline.runtime.base import Runtime
 from pipeline.storage import write_json_atomic

@@ -12,7 +12,7 @@ from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
-from pipeline.strategies.pipeline import imported_juniors, reused_juniors
+from pipeline.strategies.pipeline import reused_juniors, with_imported
 
 
 class VoteStrategy(BaseStrategy):
@@ -36,7 +36,7 @@ class VoteStrategy(BaseStrategy):
         # The pool lists candidates most-voted first; ties keep the order of the earliest rollout.
         top = pool.candidates[0] if pool.candidates else None
         reused_from, carried = reused_juniors(rollouts)
-        return TaskAnswer(model_patch=top.patch if top else "", source="vote" if top else "none",
-                          error=None if top else "no rollout left a source edit", votes=top.votes if top else 0,
-                          juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {},
-                          **imported_juniors(rollouts))
+        return with_imported(TaskAnswer(
+            model_patch=top.patch if top else "", source="vote" if top else "none",
+            error=None if top else "no rollout left a source edit", votes=top.votes if top else 0,
+            juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {}), rollouts)

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pipeline import records, stopping
 from pipeline.config import RunConfig, load_config
@@ -32,6 +31,9 @@ from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.printable import short_id
+from pipeline.records.prediction import finished_predictions
+from pipeline.run.lock import lock_run, repair_run
 from pipeline.tasks import Task
 
 STAGE = "analysis"  # the ledger's stage of every call made here
@@ -88,8 +90,8 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
     if config.senior.impl:
         raise SwepipeError(f"{run_dir}: the run's senior is a plug-in ({config.senior.impl}); --senior-at replays "
                            "the built-in senior stage only")
-    layout.lock()  # no `swepipe run` (or a second analysis) writes the same files meanwhile
-    layout.repair()
+    lock_run(layout)  # no `swepipe run` (or a second analysis) writes the same files meanwhile
+    repair_run(layout)
     summary = SeniorAtSummary()
     items = _plan(layout, tasks, ks, summary)
     for note in summary.notes:
@@ -136,7 +138,7 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
 
 def _plan(layout: RunLayout, tasks: list[Task], ks: list[int], summary: SeniorAtSummary) -> list[Item]:
     """The (task, k) still to run; what is reused or skipped goes into ``summary``."""
-    finished = layout.finished()
+    finished = finished_predictions(layout.predictions)
     items = []
     for task in tasks:
         if task.instance_id not in finished:
@@ -177,12 +179,12 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     if isinstance(spent, (int, float)):
         budget.seed(float(spent))  # an earlier session's steps count against this (task, k)'s limit
     before = _analysis_spend(paths.ledger)
-    rollouts = [records.Rollout.load(paths.junior_files.rollout(i)).to_dict() for i in range(k)]
+    rollouts = [records.Rollout.load(paths.junior_files.rollout(i)) for i in range(k)]
     pool = build_pool(task.instance_id, rollouts)
     started = time.monotonic()
     failure = None
 
-    def make() -> dict[str, Any]:
+    def make() -> records.Brief:
         nonlocal failure
         _require_image(job)
         client = job.client("senior", stage=STAGE)
@@ -193,8 +195,8 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
             raise _NotSaved
         record = brief.to_dict()
         record.pop("context", None)  # context.md holds it
-        return {**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
-                                       "seconds": round(time.monotonic() - started, 2)}}
+        return records.Brief.of({**record, "analysis": {"k": k, "rollouts": list(range(k)), "K": item.big_k,
+                                                        "seconds": round(time.monotonic() - started, 2)}})
 
     try:
         record = once(paths.senior_at_files(k).brief, make, records.Brief)
@@ -231,5 +233,5 @@ def _analysis_spend(ledger: Path) -> float:
 
 
 def _short(task: Task) -> str:
-    return task.instance_id.removeprefix("instance_")[:48]
+    return short_id(task.instance_id)
 

@@ -27,7 +27,8 @@ from pipeline import stopping
 from pipeline.config import RunConfig, SoloConfig
 from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.layout import RunLayout, SweepLayout
-from pipeline.models.spec import ModelSpec
+from pipeline.model_spec import ModelSpec
+from pipeline.run.lock import lock_run
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
 from pipeline.studies.manifest import read_manifest
@@ -457,7 +458,7 @@ def run_sweep(plan: Plan, request: RunRequest, *, show_progress: bool = False, l
     from pipeline.run.lifecycle import Run
 
     sweep_layout = RunLayout(plan.root)
-    sweep_layout.lock()  # one process per sweep (each cell is locked as well)
+    lock_run(sweep_layout)  # one process per sweep (each cell is locked as well)
     record_dataset(sweep_layout, request.dataset, request.split)  # its cells, and a resumed sweep, use the same tasks
     manifest = _manifest(plan, read_manifest(plan.root))
     write_json_atomic(SweepLayout(plan.root).manifest, manifest)
@@ -477,7 +478,7 @@ def run_sweep(plan: Plan, request: RunRequest, *, show_progress: bool = False, l
             if len(summary.skipped) < len(plan.tasks):
                 outcome.ran.append(cell.name)
             entry["finished"] = len(summary.predictions)
-            entry["spent"] = round(sum(p.get("cost", {}).get("total", 0.0) for p in summary.predictions.values()), 8)
+            entry["spent"] = round(sum((p.cost or {}).get("total", 0.0) for p in summary.predictions.values()), 8)
             if summary.stopped:
                 entry["status"] = "stopped"
                 outcome.stopped = True

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pipeline.analysis import table as tab
 from pipeline.analysis.team.records import DIRECTIONS, OTHER, STAGES, TeamRun
 from pipeline.analysis.team.summaries import TeamSummary, by_lead_model, summarise
+from pipeline.printable import short_id
 
 
 def setup_cell(run: TeamRun) -> str:
@@ -139,7 +140,7 @@ def team_by_task(run: TeamRun):
             lost = "none"
         else:
             lost = "; ".join(f"{w.worker}: {w.commands} cmd, {len(w.files)} file(s)" for w in t.lost_work)
-        rows.append([tab.short_id(t.instance_id, 48), t.lead_model, *counts, messages, malformed, blocked, lost])
+        rows.append([short_id(t.instance_id), t.lead_model, *counts, messages, malformed, blocked, lost])
     return tab.Table(f"Team tasks of {run.run_id}",
                      ["instance", "lead model", "planning", "implementation", "verification", "delegations",
                       "messages w→l / w→w / l→w", "malformed", "lead blocked (share)", "lost work"], rows)

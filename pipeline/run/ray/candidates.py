@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pipeline.evaluation.batch import infra_error
 from pipeline.evaluation.candidates import (
     CandidateJob,
     CandidatesPlan,
@@ -50,12 +51,11 @@ class RayCandidates(RayScorings[CandidateJob, CandidatesSummary]):
 
     def completed(self, job: CandidateJob, result: AttemptOutcome) -> None:
         record = result["result"]
-        record["node"] = self.node_label(result.get("node_id"))
+        record.node = self.node_label(result.get("node_id"))
         record_candidate(self.summary, job, record)
 
     def give_up(self, job: CandidateJob, error: str) -> None:
-        record_candidate(self.summary, job, {"instance_id": job.task.instance_id, "resolved": False,
-                                             "category": "infra_error", "error": error})
+        record_candidate(self.summary, job, infra_error(job.task.instance_id, error))
 
 
 def score_candidates_on_ray(plan: CandidatesPlan, settings: EvalSettings, *, attempts: int = 1,

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from pipeline.config import ExecutorConfig
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
-    from pipeline.evaluation.predictions import PatchToScore
     from pipeline.evaluation.runner import EvalSettings
+    from pipeline.interop.predictions import PatchToScore
 
 
 

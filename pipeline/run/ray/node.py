@@ -26,7 +26,7 @@ from pipeline import stopping
 from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError, describe
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
-from pipeline.records import Prediction
+from pipeline.records import EvalResult, Prediction
 from pipeline.run.ray.actors import RemoteRunBudget, ask
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE
 from pipeline.run.task import RunSettings, run_one_task
@@ -49,7 +49,7 @@ class AttemptOutcome(TypedDict, total=False):
     the work done and the node that did it, or why there is none."""
 
     prediction: Prediction  # a run's task, finished
-    result: dict[str, Any]  # a scoring's result record
+    result: EvalResult  # a scoring's result record
     node_id: str
     stopped: bool  # a stop ended it: the driver's, or a ``fault`` every task would meet (exit ``code``)
     fault: str | None

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypedDict
 
 from pipeline.errors import RuntimeUnavailable
+from pipeline.records.prediction import finished_predictions
 from pipeline.run.ray.connect import RESOURCE, alive_nodes, connect, node_labels
 from pipeline.run.ray.driver import slots_per_task
 from pipeline.run.task import RunSettings
@@ -101,7 +102,7 @@ def check_run_images_on_nodes(tasks: list[Task], settings: RunSettings, announce
     """``check_run_images`` for ``run --executor ray``: the images of the run's unfinished tasks, on every node."""
     from pipeline.runtime.images.names import run_image_names
 
-    finished = settings.layout.finished()
+    finished = finished_predictions(settings.layout.predictions)
     todo = [t for t in tasks if t.instance_id not in finished]
     return check_images_on_nodes(connect(settings.config.executor.ray_address),
                                  run_image_names(todo, settings.image_template),

@@ -18,9 +18,17 @@ from typing import Any, Generic, TypeVar
 
 from pipeline import stopping
 from pipeline.errors import InfrastructureFault
-from pipeline.evaluation.batch import EvalSummary, _rate, finish_eval, plan_eval, record_result, score_one
-from pipeline.evaluation.predictions import PatchToScore
+from pipeline.evaluation.batch import (
+    EvalSummary,
+    _rate,
+    finish_eval,
+    infra_error,
+    plan_eval,
+    record_result,
+    score_one,
+)
 from pipeline.evaluation.runner import EvalSettings
+from pipeline.interop.predictions import PatchToScore
 from pipeline.run.ray.connect import RESOURCE, connect
 from pipeline.run.ray.driver import Item, RayDriver, eval_inputs
 from pipeline.run.ray.node import AttemptOutcome, ended_by, local_eval_settings, node_sizing, on_node, stopped_here
@@ -104,12 +112,11 @@ class RayEval(RayScorings[tuple[Task, str], EvalSummary]):
 
     def completed(self, item: tuple[Task, str], result: AttemptOutcome) -> None:
         record = result["result"]
-        record["node"] = self.node_label(result.get("node_id"))
+        record.node = self.node_label(result.get("node_id"))
         record_result(self.output_dir, self.summary, record)
 
     def give_up(self, item: tuple[Task, str], error: str) -> None:
-        record_result(self.output_dir, self.summary, {"instance_id": item[0].instance_id, "resolved": False,
-                                                      "category": "infra_error", "error": error})
+        record_result(self.output_dir, self.summary, infra_error(item[0].instance_id, error))
 
 
 def evaluate_predictions_on_ray(predictions: list[PatchToScore], tasks: list[Task], output_dir: Path,

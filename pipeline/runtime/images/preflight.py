@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.errors import RuntimeUnavailable
+from pipeline.records.prediction import finished_predictions
 from pipeline.runtime.images.disk import GB, disk_bytes, docker_free_bytes, gb
 from pipeline.runtime.images.names import REGISTRY_TIMEOUT, local_image, registry_host, registry_status, run_image_names
 
@@ -114,7 +115,7 @@ def preflight(names: Iterable[str], budget_gb: float | None = None, registry_tim
 def check_run_images(tasks, settings, announce=print, registry_timeout: float = REGISTRY_TIMEOUT) -> Preflight:
     """The preflight at the start of a run: one summary line; RuntimeUnavailable when an image cannot be had
     (so the run stops in its first minute, not an hour in)."""
-    finished = settings.layout.finished()
+    finished = finished_predictions(settings.layout.predictions)
     todo = [t for t in tasks if t.instance_id not in finished]
     return require_images(run_image_names(todo, settings.image_template), settings.config.containers.image_cache_gb,
                           announce, registry_timeout)
