@@ -85,10 +85,9 @@ def overlay(data: dict, assignments: Iterable[Assignment], config_type: type[Bas
         check_path(assignment, config_type)
         *parents, last = assignment.path
         node = merged
-        for key in parents:
+        for key in parents:  # each mapping on the way copied: a YAML alias shares it with another key
             child = node.get(key)
-            if not isinstance(child, dict):
-                child = node[key] = {}
+            child = node[key] = dict(child) if isinstance(child, dict) else {}
             node = child
         if parents[:1] == ["models"] and len(parents) == 2 and last == "model":
             old = node.get("model")

@@ -201,7 +201,7 @@ def test_ablations_that_cannot_run_are_refused_with_a_clear_message(tmp_path):
         resolve_config(None, settings_of("strategy=vote", "juniors.k=0"))
     with pytest.raises(SwepipeError, match="juniors.k is 0 and the senior model is none"):
         resolve_config(None, settings_of("juniors.k=0", "models.senior.model=none"))
-    with pytest.raises(SwepipeError, match="juniors.k is 0 and the principal model is none"):
+    with pytest.raises(SwepipeError, match="juniors.k is 0, no candidates are imported and the principal model"):
         resolve_config(None, settings_of("juniors.k=0", "models.principal.model=none"))
     with pytest.raises(SwepipeError, match="without its junior model.*use -k 0"):
         resolve_config(None, settings_of("models.junior.model=none"))

@@ -49,6 +49,15 @@ def test_a_new_model_for_a_role_drops_the_old_models_prices_unless_they_are_set_
     assert kept is not None and (kept.input, kept.output) == (3, 2.0)
 
 
+def test_a_flag_changes_only_the_role_it_names_when_the_file_shares_one_model_between_roles(tmp_path):
+    """A YAML alias (``principal: *m``, which yaml.safe_dump writes for one dict used twice) loads as one mapping
+    for both roles: --principal-model none must not switch the senior off too."""
+    path = tmp_path / "config.yaml"
+    path.write_text("models:\n  senior: &m {model: openai/x, prices: {input: 1.0, output: 2.0}}\n  principal: *m\n")
+    cfg = load_config(path, [flag("models.principal.model", "none", "--principal-model none")])
+    assert cfg.plays("senior") and not cfg.plays("principal") and cfg.models["senior"].model == "openai/x"
+
+
 @pytest.mark.parametrize("typed, message", [
     ("no.such.key=1", "--set no.such.key=1: no option 'no'; the keys at the top are strategy, models"),
     ("team.moed=async", "no option 'team.moed'; the keys under team are"),

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_junior_rollouts import SUBMIT, bash, run_scripts, shop_repo  # noqa: F401 - shop_repo: a fixture
 from test_trajectory_journal import OPERATIONS, _act
@@ -62,6 +62,7 @@ def _failing_append(real, failing: set[int], half_line: bool, counter: list[int]
     return append
 
 
+@settings(deadline=None)  # each example writes files: its time is the disk's, not the code's
 @given(operations=OPERATIONS, failing=st.sets(st.integers(0, 24), max_size=12), half_line=st.booleans(),
        whole_at_end=st.booleans())
 def test_after_any_mix_of_failed_and_good_saves_the_journal_folds_to_what_was_saved(

@@ -22,6 +22,7 @@ from pipeline.cli import app
 from pipeline.errors import SwepipeError
 from pipeline.layout import RunLayout
 from pipeline.records import Pool, Rollout, read_predictions
+from pipeline.records.prediction import finished_predictions
 
 HEADER = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
 FIX = HEADER + " def add(a, b):\n-    return a - b\n+    return a + b\n"
@@ -302,3 +303,25 @@ def test_any_text_as_an_imported_patch_is_read_without_a_crash(text):
 
     found = unusable_patch(text)
     assert found is None or (found[0] in (GIT_DIR, BINARY_KIND) and isinstance(found[1], str))
+
+
+def test_a_vote_and_the_senior_s_choice_run_over_imported_candidates_alone(tmp_path, sources, monkeypatch):
+    """-k 0 with --juniors-from: the imported candidates count as the juniors, so a vote over them (no model at
+    all) and the senior's choice among them (--principal-model none) run; without imports both are refused."""
+    monkeypatch.chdir(tmp_path)
+    imports = ["--juniors-from", "earlier", "--juniors-from", "official.json", "--juniors-from", "trajs"]
+    voted = run(tmp_path, "--strategy", "vote", "--run-id", "voted", *imports)
+    assert voted.exit_code == 0, voted.output
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "voted").predictions)[sources.instance_id]
+    assert prediction["model_patch"] == FIX and prediction["source"] == "vote" and prediction["votes"] == 2
+    assert prediction["imported_from"] == ["earlier", "official.json", "trajs"]
+
+    chosen = run(tmp_path, "--principal-model", "none", "--run-id", "chosen", *imports)
+    assert chosen.exit_code == 0, chosen.output
+    prediction = finished_predictions(RunLayout(tmp_path / "runs" / "chosen").predictions)[sources.instance_id]
+    assert prediction["model_patch"] == FIX and prediction["cost"].get("principal", 0) == 0
+
+    refused = run(tmp_path, "--strategy", "vote", "--run-id", "alone")
+    assert refused.exit_code != 0 and "nothing to vote on" in str(refused.exception)
+    refused = run(tmp_path, "--principal-model", "none", "--run-id", "alone")
+    assert refused.exit_code != 0 and "no junior proposes a patch" in str(refused.exception)

@@ -96,3 +96,40 @@ def test_an_imported_patch_that_does_not_apply_in_the_task_s_image_is_left_out_o
     seals = {seal.role: seal for seal in read_predictions(layout.predictions).records[task.instance_id].containers}
     assert seals["imported-check"].read_only is True and seals["imported-check"].network is False
     assert not containers.client().containers.list(all=True, filters={"label": f"{containers.RUN_LABEL}=checked"})
+
+
+def test_a_vote_and_the_senior_s_choice_over_imported_runs_alone_are_scored_and_whatif_reads_them(tmp_path):
+    """-k 0 over three imported sources, no junior of the run's own: a vote over them (no model at all) and the
+    senior's choice among them (--principal-model none), both scored; the candidates scored, then whatif's pass@k
+    and vote@k over the imported pool."""
+    task = TWO_FILES
+    first, _ = patch_per_file(task.patch).values()
+    # A: a swepipe run whose junior writes the whole fix; B: the same fix, C: half of it, as predictions files
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump({"junior": [[bash(apply_patch_command(task.patch)), SUBMIT]]}))
+    write_config(tmp_path / "a-config.yaml", tmp_path / "a.yaml", juniors={"k": 1})
+    swepipe("run", "--strategy", "vote", "--instance-ids", task.instance_id, "--config", "a-config.yaml",
+            "--run-id", "A", cwd=tmp_path)
+    for name, patch in (("B", task.patch), ("C", first)):
+        (tmp_path / f"{name}.json").write_text(json.dumps([{"instance_id": task.instance_id, "patch": patch,
+                                                            "prefix": name}]))
+    imports = ["--juniors-from", "A", "--juniors-from", "B.json", "--juniors-from", "C.json"]
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump({"senior": [reply(brief_from_patch(task.patch))]}))
+    write_config(tmp_path / "config.yaml", tmp_path / "script.yaml", juniors={"k": 0})
+
+    swepipe("run", "--strategy", "vote", "-k", "0", "--instance-ids", task.instance_id, "--config", "config.yaml",
+            "--run-id", "voted", *imports, "--evaluate", cwd=tmp_path)
+    voted = finished_predictions(RunLayout(tmp_path / "runs" / "voted").predictions)[task.instance_id]
+    assert voted["source"] == "vote" and voted["votes"] == 2 and voted["resolved"] is True
+    assert voted["imported_from"] == ["A", "B.json", "C.json"] and voted["cost"].get("total", 0) == 0
+
+    swepipe("run", "-k", "0", "--principal-model", "none", "--instance-ids", task.instance_id, "--config",
+            "config.yaml", "--run-id", "chosen", *imports, "--evaluate", cwd=tmp_path)
+    chosen = finished_predictions(RunLayout(tmp_path / "runs" / "chosen").predictions)[task.instance_id]
+    assert chosen["resolved"] is True and chosen["model_patch"] == task.patch
+    assert chosen["cost"].get("principal", 0) == 0 and chosen["cost"]["senior"] > 0
+
+    swepipe("eval", "voted", "--candidates", cwd=tmp_path)
+    policies = json.loads(swepipe("whatif", "voted", "--json", cwd=tmp_path).stdout)["policies"]
+    rates = {(policy["name"], policy["k"]): policy["resolve_rate"] for policy in policies}
+    assert rates[("pass@k", 1)] == pytest.approx(2 / 3) and rates[("pass@k", 3)] == 1.0
+    assert rates[("vote@k", 3)] == 1.0  # the full fix, two votes of three

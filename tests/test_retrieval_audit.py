@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -370,11 +369,10 @@ def test_any_record_is_read_for_actions_without_an_error(value):
     "python -c \"" + "\"\"\"" * 50_000 + "\"",
     "x" * 2_000_000,
 ])
-def test_huge_and_unclosed_commands_are_read_in_bounded_time(text):
-    started = time.monotonic()
-    audit([AgentAction(0, text, output=text)], SUBJECT)
-    commands(text)
-    assert time.monotonic() - started < 20
+@pytest.mark.timeout(120)  # a guard against a reader that never ends (backtracking, recursion), not a speed test
+def test_huge_and_unclosed_commands_are_read_without_hanging(text):
+    assert audit([AgentAction(0, text, output=text)], SUBJECT) == []  # none of them reaches for anything
+    assert commands(text)  # each is read as at least one command, however it ends
 
 
 def test_the_script_counts_per_kind_and_names_every_finding_and_every_file_it_could_not_read(tmp_path):

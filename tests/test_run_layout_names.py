@@ -41,6 +41,8 @@ ALLOWED = {
     ("pipeline/run/ray/node.py", "f'{self.instance_id}.json'"),  # a task's state in the node's own folder
     ("pipeline/evaluation/validate.py", "f'r{replica}'"),  # `swepipe validate`'s replicas, in its --output
     ("pipeline/interop/export.py", "f'{trajectory.agent}{TRAJECTORY_SUFFIX}'"),  # other tools' names, in an export
+    # Harbor's trial result beside an imported ATIF trajectory (<trial>/result.json), not a run's.
+    ("pipeline/interop/trajectory_formats/atif_format.py", "result.json"),
 }
 SUFFIXES = (".json", ".jsonl", ".log", ".diff", ".md", ".html", ".txt", ".sh", ".png", ".yaml", ".journal", ".reply")
 

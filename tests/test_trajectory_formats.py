@@ -334,17 +334,6 @@ def test_swe_agent_function_calls_give_the_editor_its_exact_strings(tmp_path):
     assert any("SWE-agent's own ending" in note for note in trajectory.notes)
 
 
-def test_swe_agent_windowed_tool_is_not_replayable(tmp_path):
-    steps = [{"action": "ls", "thought": "List."},
-             {"action": "open /testbed/src/app.py 20", "thought": "Open it."},
-             {"action": "edit 20:21\n    return 'b'\nend_of_edit", "thought": "Edit."}]
-    path = write(tmp_path / "w.traj", swe_agent_file(steps, steps))
-
-    with pytest.raises(NotReplayable) as refused:
-        read_trajectory_file(path)
-    assert str(path) in str(refused.value) and "step 2" in str(refused.value) and "`open`" in str(refused.value)
-
-
 # -- swepipe's own export ---------------------------------------------------------------------------------------
 
 
@@ -451,6 +440,11 @@ def shaped(value):
     return st.one_of(shape, json_value)
 
 
+WINDOWED_STEPS = [{"action": "open src/a.py 20", "thought": "a"}, {"action": "edit 2:3\nx\nend_of_edit", "thought": ""},
+                  {"action": "insert 'y' 4", "thought": ""}, {"action": "search_file 'x'", "thought": ""},
+                  {"action": "submit", "thought": ""}]
+
+
 SKELETONS = [
     {**mini_1_file(MINI_1_MESSAGES[2:7]), "instance_id": INSTANCE},
     mini_2_file([tool_reply("Look.", ("ls", "c1"), ("pwd", "c2")), tool_result("c1", 0),
@@ -467,6 +461,13 @@ SKELETONS = [
                   {"role": "assistant", "content": "x", "extra": {"action": "str_replace_editor",
                                                                   "command": "{\"command\": \"view\"}"}}],
      "trajectory_format": "mini-swe-agent-1"},
+    swe_agent_file(WINDOWED_STEPS, WINDOWED_STEPS),
+    {"history": [{"role": "user", "content": "Fix it."},
+                 {"role": "assistant", "content": "a", "thought": "a", "action": "open 'src/a.py' 3",
+                  "message_type": "action"},
+                 {"role": "tool", "content": "x\n(Open file: /r/src/a.py)\n(Current directory: /r)\nbash-$"},
+                 {"role": "assistant", "content": "b", "thought": "b", "action": "submit", "message_type": "action"},
+                 {"role": "tool", "content": "\r\ndiff --git a/x b/x\r\n"}]},
 ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import storage
@@ -60,6 +60,7 @@ OPERATIONS = st.lists(st.tuples(st.sampled_from(["reply", "answer", "note", "bil
                                 st.integers(0, 2**40)), max_size=25)
 
 
+@settings(deadline=None)  # each example writes files: its time is the disk's, not the code's
 @given(operations=OPERATIONS, saves=st.lists(st.booleans(), min_size=25, max_size=25), whole_at_end=st.booleans())
 def test_the_journal_reads_back_as_the_record_after_any_changes(tmp_path_factory, operations, saves, whole_at_end):
     path = tmp_path_factory.mktemp("t") / "trajectory.json"
@@ -80,6 +81,7 @@ def test_the_journal_reads_back_as_the_record_after_any_changes(tmp_path_factory
     assert read_trajectory(path).data == transcript.record.to_dict()
 
 
+@settings(deadline=None)  # each example writes files: its time is the disk's, not the code's
 @given(operations=OPERATIONS, cut=st.floats(0, 1))
 def test_a_journal_cut_anywhere_by_a_kill_reads_as_an_earlier_save_and_resumes(tmp_path_factory, operations, cut):
     path = tmp_path_factory.mktemp("t") / "trajectory.json"

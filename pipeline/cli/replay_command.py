@@ -32,7 +32,7 @@ def replay(
     trajectories: Annotated[list[Path], typer.Argument(
         metavar="TRAJECTORY...", show_default=False,
         help="Trajectory files, or folders searched for them: mini-swe-agent 1.x and 2.x (.traj.json), SWE-agent "
-             "(.traj), swepipe's export.")],
+             "(.traj), ATIF (.json: Harbor's trials, OpenHands'), swepipe's export.")],
     dataset: opt.Dataset = opt.DEFAULT_DATASET, split: opt.Split = "test", instance_ids: opt.InstanceIds = None,
     run_scripts: opt.RunScripts = None, dockerfiles: opt.Dockerfiles = None, timeout: opt.Timeout = None,
     scoring_profile: opt.ScoringProfileName = opt.DEFAULT_PROFILE, eval_network: opt.EvalNetwork = False,

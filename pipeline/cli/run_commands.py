@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -71,7 +72,7 @@ def run(
         "--juniors-from", rich_help_panel=STRATEGY, metavar="SOURCE",
         help="Take candidates in as junior rollouts, after this run's own (-k 0: none of its own): a swepipe run "
              "(id under --runs-dir, or its directory), a predictions file (swepipe's, the official harness's or "
-             "swebench's) or a folder of trajectories (mini-swe-agent, SWE-agent, swepipe's export). Repeat for "
+             "swebench's) or a folder of trajectories (mini-swe-agent, SWE-agent, ATIF, swepipe's export). Repeat for "
              "several; their recorded cost is shown apart, never counted as this run's.")] = None,
     repeats: Annotated[int, typer.Option(
         "--repeats", rich_help_panel=OUTPUT,
@@ -95,15 +96,15 @@ def run(
     given_run_id = run_id
     run_id = run_id or new_run_id()
     group = plan_repeats(run_id, repeats)  # --repeats 0 stops here
+    own = ([runs_dir / repeat.run_id for repeat in group] if repeats > 1
+           else [runs_dir / run_id] if given_run_id else [])
+    imports = functools.partial(_with_imports, sources=juniors_from, runs_dir=runs_dir, own=own) \
+        if juniors_from else None
     cfg = resolve_config(config, opt.config_assignments(assignments, junior_model=junior_model,
                                                         senior_model=senior_model, principal_model=principal_model,
                                                         solo_model=solo_model, lead_model=lead_model,
                                                         worker_model=worker_model, strategy=strategy, k=k,
-                                                        executor=executor, ray_address=ray_address))
-    if juniors_from:
-        own = ([runs_dir / repeat.run_id for repeat in group] if repeats > 1
-               else [runs_dir / run_id] if given_run_id else [])
-        cfg = _with_imports(cfg, juniors_from, runs_dir, own)
+                                                        executor=executor, ray_address=ray_address), imports)
     if print_config:
         print(commented_yaml(cfg), end="")
         return

@@ -6,6 +6,7 @@
 - ``swebench``: swebench's predictions, ``{"instance_id", "model_patch", "model_name_or_path"}``; a JSON list
   in a ``.json`` file, JSON Lines in a ``.jsonl`` file (the harness tells the two apart by the suffix, and reads
   no other).
+- ``atif``: one ``<instance_id>/<agent>.atif.json`` per agent, an ATIF v1.8 trajectory (pipeline.interop.atif_export).
 - ``trajectories``: one ``<instance_id>/<agent>.traj.json`` per agent, in the shape mini-swe-agent saves
   (``{"info": {"exit_status", "submission", "model_stats": {"instance_cost", "api_calls"}, "config", ...},
   "messages": [...], "trajectory_format": "mini-swe-agent-1"}``), so its inspector and analysis scripts open
@@ -30,7 +31,8 @@ from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic, write_json_atomic
 from pipeline.tasks import check_instance_id
 
-FORMATS = ("official", "swebench", "trajectories")
+FORMATS = ("official", "swebench", "trajectories", "atif")
+DIRECTORY_FORMATS = ("trajectories", "atif")  # written as a folder of files, one per agent
 TRAJECTORY_FORMAT = "mini-swe-agent-1"
 TRAJECTORY_SUFFIX = ".traj.json"
 _PATCH_KEY = {"official": "patch", "swebench": "model_patch"}
@@ -60,7 +62,7 @@ def left_out(layout: RunLayout, lines: records.PredictionLines) -> LeftOut:
                    unfinished=sorted(started - set(lines.records)))
 
 
-def _require_predictions(root: Path, lines: records.PredictionLines) -> LeftOut:
+def require_predictions(root: Path, lines: records.PredictionLines) -> LeftOut:
     """What the export leaves out; refused when the run has no prediction at all."""
     found = left_out(RunLayout(root), lines)
     if lines.records:
@@ -86,7 +88,7 @@ class ExportSummary:
 
     def line(self) -> str:
         """One line: what was exported and what was left out, and why."""
-        if self.format == "trajectories":
+        if self.format in DIRECTORY_FORMATS:
             agents = ", ".join(f"{kind} {count}" for kind, count in sorted(self.by_agent.items()))
             parts = [f"{self.files} trajectories of {self.exported} task(s)" + (f" ({agents})" if agents else "")]
         else:
@@ -114,7 +116,7 @@ class ExportSummary:
 
 
 def default_output(root: Path, fmt: str) -> Path:
-    return RunLayout(root).exports / (fmt if fmt == "trajectories" else f"{fmt}.json")
+    return RunLayout(root).exports / (fmt if fmt in DIRECTORY_FORMATS else f"{fmt}.json")
 
 
 def export_predictions(root: Path, fmt: str, output: Path | None = None, name: str | None = None) -> ExportSummary:
@@ -134,7 +136,7 @@ def export_predictions(root: Path, fmt: str, output: Path | None = None, name: s
         raise SwepipeError(f"--prefix {name!r}: the official harness names its files <prefix>_output.json, so the "
                            "prefix must be a plain file name (no '/')")
     lines = records.read_predictions(RunLayout(root).predictions)
-    summary = ExportSummary(path=path, format=fmt, left_out=_require_predictions(root, lines))
+    summary = ExportSummary(path=path, format=fmt, left_out=require_predictions(root, lines))
     entries = []
     for instance_id, record in sorted(lines.records.items()):
         patch = record.model_patch or ""
@@ -183,7 +185,7 @@ def export_trajectories(root: Path, output: Path) -> ExportSummary:
         raise SwepipeError(f"--output {output} is a file; trajectories are written into a directory")
     layout = RunLayout(root)
     lines = records.read_predictions(layout.predictions)
-    summary = ExportSummary(path=output, format="trajectories", left_out=_require_predictions(root, lines))
+    summary = ExportSummary(path=output, format="trajectories", left_out=require_predictions(root, lines))
     for instance_id, prediction in sorted(lines.records.items()):
         try:
             check_instance_id(instance_id)

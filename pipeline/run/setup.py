@@ -3,7 +3,7 @@ the run), every plug-in it names loaded and checked before any money is spent.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pipeline.config import RunConfig, load_config
@@ -12,10 +12,15 @@ from pipeline.errors import SwepipeError
 from pipeline.strategies.base import needed_roles, strategy_class
 
 
-def resolve_config(config_path: Path | None, assignments: Iterable[Assignment] = ()) -> RunConfig:
+def resolve_config(config_path: Path | None, assignments: Iterable[Assignment] = (),
+                   imports: Callable[[RunConfig], RunConfig] | None = None) -> RunConfig:
     """The config file with the command line's ``assignments`` on top (pipeline.config_overlay: the shortcut flags
-    and every --set, checked as the file's values are), every plug-in it names loaded and checked."""
+    and every --set, checked as the file's values are), every plug-in it names loaded and checked. ``imports``
+    adds the candidates taken in from elsewhere (--juniors-from) before the roles are checked, as they count as
+    juniors: a vote over them alone, or the senior's choice among them, needs no junior model."""
     cfg = load_config(config_path, assignments)
+    if imports is not None:
+        cfg = imports(cfg)
     roles = needed_roles(strategy_class(cfg.strategy), cfg)  # loads every plug-in the config names
     switched_off = [role for role in roles if not cfg.plays(role)]
     if switched_off:

@@ -33,9 +33,11 @@ class PipelineStrategy(BaseStrategy):
         """The roles that call a model: juniors unless k is 0, and the roles of the senior and principal stages
         unless switched off (model ``none``; a plug-in stage with ``role = None`` calls no model either).
         Ablations that cannot give a patch are refused here, before anything is spent."""
-        if config.juniors.k == 0 and not config.plays("principal") and not config.principal.impl:
-            raise SwepipeError("juniors.k is 0 and the principal model is none: no junior proposes a patch and no "
-                               "principal writes one; keep juniors (-k N) or a principal model")
+        if (config.juniors.k == 0 and not config.juniors.imported and not config.plays("principal")
+                and not config.principal.impl):
+            raise SwepipeError("juniors.k is 0, no candidates are imported and the principal model is none: no junior "
+                               "proposes a patch and no principal writes one; keep juniors (-k N), import candidates "
+                               "(--juniors-from) or a principal model")
         junior = ("junior",) if config.juniors.k > 0 else ()
         stages = (_senior_class(config), _principal_class(config))
         roles = (getattr(stage, "role", None) for stage in stages)

@@ -25,11 +25,13 @@ class VoteStrategy(BaseStrategy):
 
     @staticmethod
     def needed_roles(config: RunConfig) -> tuple[str, ...]:
-        """The juniors; a vote among no rollouts (k = 0) is refused before anything is spent."""
-        if config.juniors.k == 0:
-            raise SwepipeError("the vote strategy needs juniors, but juniors.k is 0: there would be nothing to vote "
-                               "on; pass -k N (N >= 1)")
-        return ("junior",)
+        """The juniors, unless k is 0 and every candidate is imported (--juniors-from: a vote over published runs
+        calls no model); a vote among no rollouts and no imported candidates is refused before anything is
+        spent."""
+        if config.juniors.k == 0 and not config.juniors.imported:
+            raise SwepipeError("the vote strategy needs juniors, but juniors.k is 0 and no candidates are imported: "
+                               "there would be nothing to vote on; pass -k N (N >= 1) or --juniors-from")
+        return ("junior",) if config.juniors.k > 0 else ()
 
     def run_task(self, job: TaskJob) -> TaskAnswer:
         rollouts, pool = junior_stage(job)

@@ -7,9 +7,11 @@ write them, with the references to the harnesses' repositories):
 ``mini-swe-agent-1``, ``mini-swe-agent-2`` (``mini``): mini-swe-agent 1.x's and 2.x's ``<instance_id>.traj.json``,
     tagged ``"trajectory_format": "mini-swe-agent-1"`` and ``"mini-swe-agent-1.1"`` (2.x's messages are 2.x's under
     either tag).
-``swe-agent`` (``swe_agent``): SWE-agent's ``<instance_id>.traj``.
+``swe-agent`` (``swe_agent``): SWE-agent's ``<instance_id>.traj``, or its demonstrations that hold only ``history``.
 ``swepipe`` (``swepipe``): ``swepipe export --format trajectories`` (pipeline.interop.export), mini-swe-agent 1.x's
     shape with ``info.swepipe``.
+``atif`` (``atif_format``): ATIF v1.x, ``"schema_version": "ATIF-v1.N"`` (Harbor's trials, OpenHands' output,
+    ``swepipe export --format atif``).
 
 What they share (the file's JSON, the values a file may hold, the tool calls a step becomes) is ``common``'s.
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.interop.recorded import NotReplayable, RecordedTrajectory, names_root
+from pipeline.interop.trajectory_formats.atif_format import ATIF, is_atif, read_atif
 from pipeline.interop.trajectory_formats.common import (
     TRAJECTORY_SUFFIXES,
     Refused,
@@ -105,7 +108,10 @@ def _holds_trajectory(path: Path) -> bool:
 
 def _format_of(data: dict[str, Any]) -> str | None:
     """The format ``data`` is written in, from its keys; None for none this package reads."""
-    if isinstance(data.get("trajectory"), list) or isinstance(data.get("attempts"), list):
+    if is_atif(data):
+        return ATIF
+    if isinstance(data.get("trajectory"), list) or isinstance(data.get("attempts"), list) or \
+            (isinstance(data.get("history"), list) and not isinstance(data.get("messages"), list)):
         return SWE_AGENT
     if not isinstance(data.get("messages"), list):
         return None
@@ -133,6 +139,6 @@ def _read(path: Path, data: Any) -> RecordedTrajectory:
         raise Refused("is no trajectory of a known format: neither mini-swe-agent's (messages, info) nor "
                       "SWE-agent's (trajectory, history, info)")
     readers: dict[str, Callable[[Path, dict[str, Any]], RecordedTrajectory]] = {
-        MINI_1: read_mini_1, MINI_2: read_mini_2, SWE_AGENT: read_swe_agent, SWEPIPE: read_swepipe}
+        MINI_1: read_mini_1, MINI_2: read_mini_2, SWE_AGENT: read_swe_agent, SWEPIPE: read_swepipe, ATIF: read_atif}
     return readers[fmt](path, data)
 

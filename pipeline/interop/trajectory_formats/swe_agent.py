@@ -7,12 +7,18 @@
     replies it ran, so a step missing from it stands for no call. Actions are command lines: ``str_replace_editor``
     calls become the editor's (read as its argparse reads them, words split as the shell does; the function-calling
     parser's JSON arguments in ``history``'s ``tool_calls`` win when present), ``submit`` submits, the windowed tools
-    (``open``, ``goto``, ``edit`` ...) have no counterpart (NotReplayable), anything else is a bash command. SWE-agent
-    records no exit codes.
+    (``open``, ``goto``, ``scroll_*``, ``create``, ``edit``, ``insert``, ``search_*``, ``find_file``) run as SWE-agent's
+    0.x or 1.x tools ran them (``windowed``), anything else is a bash command. SWE-agent records no exit codes.
+    A file that holds only ``history`` (SWE-agent's demonstrations, which its ``run replay`` and demonstration loader
+    read) has its steps there: each reply with an ``action`` that is no demonstration's, the next message its
+    observation; its submission, when it records none in ``info``, is what the ``submit`` step printed.
+    The repository is where SWE-agent put it: ``/<repo_name>`` of the config's repository (a pre-existing one's name,
+    ``owner__repo`` of a GitHub URL, a local folder's name), else the working folder the first step records.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -32,12 +38,16 @@ from pipeline.interop.trajectory_formats.common import (
     submit_call,
     summary_of,
 )
+from pipeline.interop.trajectory_formats.windowed import (
+    WINDOWED_TOOLS,
+    WindowSettings,
+    generation_of,
+    window_settings,
+    windowed_command,
+)
 
 SWE_AGENT = "swe-agent"
 
-# SWE-agent's windowed tools (tools/windowed, windowed_edit_*, search): a file window swepipe has no counterpart for.
-WINDOWED_TOOLS = frozenset({"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "search_file",
-                            "search_dir", "find_file"})
 EDITOR_ARGUMENTS = ("command", "path", "file_text", "old_str", "new_str", "insert_line", "view_range")
 _EDITOR_FLAGS = {"--file_text": "file_text", "--old_str": "old_str", "--new_str": "new_str",
                  "--insert_line": "insert_line", "--view_range": "view_range"}
@@ -49,20 +59,30 @@ def read_swe_agent(path: Path, data: dict[str, Any]) -> RecordedTrajectory:
     info = as_dict(attempt.get("info")) or as_dict(data.get("info"))
     summary = summary_of(info, notes)
     config = as_dict(parse_json_text(attempt.get("replay_config") or data.get("replay_config")))
-    steps = _swe_agent_steps(as_list(attempt.get("trajectory")), as_list(attempt.get("history")),
-                             summary["exit_status"], notes)
+    trajectory, history = as_list(attempt.get("trajectory")), as_list(attempt.get("history"))
+    settings = window_settings(generation_of(info, trajectory, history), config)
+    if trajectory:
+        steps = _swe_agent_steps(trajectory, history, summary["exit_status"], settings, notes)
+    else:
+        steps, printed = _history_steps(history, settings, notes)
+        if summary["submission"] is None and printed is not None:
+            summary["submission"] = printed
+            notes.append("the submission is what the submit step printed (the file records none in info)")
+    summary["submission"] = _as_patch(summary["submission"], notes)
     recorded_id = as_dict(config.get("problem_statement")).get("id"), info.get("instance_id")
     return RecordedTrajectory(
         source=path, format=SWE_AGENT, steps=steps, notes=notes, **summary,
         instance_id=instance_id(path, *recorded_id),
         model=as_string(as_dict(as_dict(config.get("agent")).get("model")).get("name")) or None,
-        repo_root=_swe_agent_repo_root(config, as_list(attempt.get("trajectory"))),
-        task_text=opening_text(as_list(attempt.get("history")), lambda message: message.get("role") == "assistant"))
+        repo_root=_swe_agent_repo_root(config, trajectory, history),
+        task_text=opening_text(history, lambda message: message.get("role") == "assistant"))
 
 
 def _chosen_attempt(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """The run itself, or (a retrying agent's file without its own trajectory) its last attempt."""
-    if isinstance(data.get("trajectory"), list):
+    """The run itself, or (a retrying agent's file without its own trajectory) its last attempt; a file of
+    ``history`` alone is its own."""
+    if isinstance(data.get("trajectory"), list) or (isinstance(data.get("history"), list)
+                                                    and not isinstance(data.get("attempts"), list)):
         return data
     attempts = [attempt for attempt in as_list(data.get("attempts"))
                 if isinstance(as_dict(attempt).get("trajectory"), list)]
@@ -73,26 +93,116 @@ def _chosen_attempt(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     return dict(attempts[-1])
 
 
-def _swe_agent_repo_root(config: dict[str, Any], trajectory: list[Any]) -> str | None:
-    """SWE-agent's repository is at /<repo_name> (sweagent/environment); else the first step's working folder."""
-    name = as_dict(as_dict(config.get("env")).get("repo")).get("repo_name")
-    if isinstance(name, str) and name.strip("/") and "/" not in name.strip("/"):
-        return "/" + name.strip("/")
+_CURRENT_FOLDER = re.compile(r"\(Current directory: (/[^)\n]*)\)")
+
+
+def _swe_agent_repo_root(config: dict[str, Any], trajectory: list[Any], history: list[Any]) -> str | None:
+    """Where SWE-agent put the repository: /<repo_name> of the config's repository (sweagent/environment/repo.py:
+    a pre-existing repository's name, ``owner__repo`` of a GitHub URL, a local folder's name); else the working
+    folder of the first step (its state, or the ``(Current directory: ...)`` its observation ends with)."""
+    repo = as_dict(as_dict(config.get("env")).get("repo"))
+    for name in (repo.get("repo_name"), _github_repo_name(repo.get("github_url")), _folder_name(repo.get("path"))):
+        if isinstance(name, str) and name.strip("/") and "/" not in name.strip("/"):
+            return "/" + name.strip("/")
     for step in trajectory:
         state = as_dict(parse_json_text(as_dict(step).get("state")))
         folder = state.get("working_dir")
         if isinstance(folder, str) and folder.startswith("/"):
             return folder
+    for message in history:
+        text = as_string(as_dict(message).get("content")) if as_dict(message).get("role") != "system" else None
+        found = _CURRENT_FOLDER.search(text or "")
+        if found:
+            return found.group(1)
     return None
 
 
-def _swe_agent_steps(trajectory: list[Any], history: list[Any], exit_status: str | None,
+def _github_repo_name(url: Any) -> str | None:
+    """``owner__repo`` of a GitHub repository's URL (https://github.com/owner/repo[.git][/])."""
+    if not isinstance(url, str):
+        return None
+    parts = [part for part in url.strip().removesuffix("/").removesuffix(".git").split("/") if part]
+    if len(parts) < 2 or "github.com" not in url:
+        return None
+    return f"{parts[-2]}__{parts[-1]}"
+
+
+def _folder_name(path: Any) -> str | None:
+    if not isinstance(path, str) or not path.strip("/"):
+        return None
+    return path.rstrip("/").rsplit("/", 1)[-1].replace(" ", "-").replace("'", "")
+
+
+def _history_steps(history: list[Any], settings: WindowSettings,
+                   notes: list[str]) -> tuple[list[RecordedStep], str | None]:
+    """The steps of a file that holds only ``history``: each reply SWE-agent ran (an ``action`` that is no
+    demonstration's), its observation the message after it; and what the submit step printed, as a patch."""
+    messages = [entry if isinstance(entry, dict) else {} for entry in history]
+    steps: list[RecordedStep] = []
+    printed = None
+    windowed = _Windowed(settings)
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant" or message.get("is_demo") or not isinstance(message.get("action"), str):
+            continue
+        following = messages[index + 1] if index + 1 < len(messages) else {}
+        observation = as_string(following.get("content")) if following.get("role") in ("user", "tool") else None
+        thought = as_string(message.get("thought"))
+        thought = (as_string(message.get("content")) or "") if thought is None else thought
+        call = _swe_agent_call(message["action"], message, len(steps) + 1, notes, windowed, observation)
+        if call is not None and call["name"] == SUBMIT and observation is not None:
+            printed = _printed_patch(observation)
+        steps.append(RecordedStep(thought, call, output=observation))
+    if not steps:
+        raise Refused("is a SWE-agent trajectory without steps: its history holds no reply with an action")
+    return _drop_early_submits(steps, notes), printed
+
+
+def _as_patch(submission: str | None, notes: list[str]) -> str | None:
+    """The recorded submission as the patch SWE-agent wrote: without the newline its 0.x submit printed before it,
+    and without a terminal's carriage returns when every line ends with one (a demonstration's record)."""
+    if not submission:
+        return submission
+    patch = submission
+    if patch.count("\r\n") == patch.count("\n"):
+        patch = patch.replace("\r\n", "\n")
+    patch = patch.lstrip("\n") if patch.lstrip("\n").startswith("diff --git ") else patch
+    if patch != submission:
+        notes.append("the recorded submission read without the terminal's carriage returns and leading newline")
+    return patch
+
+
+def _printed_patch(observation: str) -> str | None:
+    """The patch a submit step printed: 0.x's ``<<SUBMISSION||...||SUBMISSION>>``, or the diff 1.x's shows; the
+    terminal's carriage returns taken out."""
+    text = observation.replace("\r\n", "\n")
+    if "<<SUBMISSION||" in text:
+        return text.split("<<SUBMISSION||", 1)[1].split("||SUBMISSION>>", 1)[0].lstrip("\n")
+    start = text.find("diff --git ")
+    if start == -1:
+        return None
+    return text[start:].split("\n(Open file: ", 1)[0]  # without the state SWE-agent shows after the output
+
+
+class _Windowed:
+    """The windowed tools' settings, and whether a step already wrote their script to the container."""
+
+    def __init__(self, settings: WindowSettings):
+        self.settings, self.installed = settings, False
+
+    def command(self, action: str, observation: str | None, number: int) -> str:
+        command = windowed_command(action, self.settings, observation, not self.installed, number)
+        self.installed = True
+        return command
+
+
+def _swe_agent_steps(trajectory: list[Any], history: list[Any], exit_status: str | None, settings: WindowSettings,
                      notes: list[str]) -> list[RecordedStep]:
     """Each step of the trajectory, matched in order to the replies ``history`` kept (those SWE-agent ran); a
     step it holds no match for was rejected and asked again for, and stands for no call."""
     ran = [entry for entry in history if isinstance(entry, dict) and entry.get("role") == "assistant"
            and isinstance(entry.get("action"), str) and not entry.get("is_demo")]
     steps, matched = [], 0
+    windowed = _Windowed(settings)
     for number, step in enumerate(trajectory, 1):
         step = as_dict(step)
         action = as_string(step.get("action")) or ""
@@ -110,9 +220,9 @@ def _swe_agent_steps(trajectory: list[Any], history: list[Any], exit_status: str
                              "blocked command or bad syntax): replayed as a reply without a call")
             steps.append(RecordedStep(thought, None))
             continue
-        observation = step.get("observation")
-        steps.append(RecordedStep(thought, _swe_agent_call(action, message, number, notes),
-                                  output=observation if isinstance(observation, str) else None))
+        observation = as_string(step.get("observation"))
+        steps.append(RecordedStep(thought, _swe_agent_call(action, message, number, notes, windowed, observation),
+                                  output=observation))
     return _drop_early_submits(steps, notes)
 
 
@@ -124,14 +234,14 @@ def _is_harness_exit(step: dict[str, Any], exit_status: str | None) -> bool:
             and thought == step.get("response") and "exit" in (exit_status or ""))
 
 
-def _swe_agent_call(action: str, message: dict[str, Any], number: int, notes: list[str]) -> dict[str, Any] | None:
+def _swe_agent_call(action: str, message: dict[str, Any], number: int, notes: list[str], windowed: _Windowed,
+                    observation: str | None) -> dict[str, Any] | None:
     words = action.split(None, 1)
     if not words:
         return None
     tool = words[0]
     if tool in WINDOWED_TOOLS:
-        raise Refused(f"step {number} uses SWE-agent's windowed tool `{tool}`, which swepipe has no counterpart "
-                      "for")
+        return bash_call(windowed.command(action.strip("\n") if tool != "edit" else action, observation, number))
     if tool == "submit":
         return submit_call()
     if tool == "str_replace_editor":

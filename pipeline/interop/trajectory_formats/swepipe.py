@@ -68,7 +68,7 @@ def _swepipe_steps(message: dict[str, Any], number: int, notes: list[str],
     if not action:
         notes.append(f"reply {number} was not acted on (the run ended before it was): left out")
         return []
-    calls = _swepipe_calls(action, command, number, notes)
+    calls = swepipe_calls(action, command, number, notes)
     if not calls:
         return [RecordedStep(text, None)]
     thought = text if message.get("tool_calls") else _without_block(text, action, command)
@@ -78,7 +78,7 @@ def _swepipe_steps(message: dict[str, Any], number: int, notes: list[str],
             for index, call in enumerate(calls)]
 
 
-def _swepipe_calls(action: str, command: Any, number: int, notes: list[str]) -> list[dict[str, Any]]:
+def swepipe_calls(action: str, command: Any, number: int, notes: list[str]) -> list[dict[str, Any]]:
     if action == SUBMIT:
         return [submit_call()]
     if not isinstance(command, str) or not command:

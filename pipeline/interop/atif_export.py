@@ -1,0 +1,426 @@
+"""`swepipe export --format atif`: every agent of a run as an ATIF trajectory (the Agent Trajectory Interchange
+Format, Harbor's RFC 0001, v1.8), validated against the ``atif`` package's models before it is written.
+
+One file per agent, ``<output>/<instance_id>/<agent>.atif.json``: each junior rollout, the senior, the principal's
+call(s), the solo agent, a team's lead (its workers embedded as ``subagent_trajectories``, linked from the lead's
+delegating step by a ``subagent_trajectory_ref``). The steps: the agent's system prompt and task (``system``,
+``user``), then one ``agent`` step a reply: the reply as ``message``, its action as ``tool_calls`` (a tool-call
+reply's call as sent; a text-format reply's action block as a call of the action's name with the block as
+``command``, ``extra.format`` "text"), what the agent saw next as the ``observation`` (exit code, timeout and
+changed files in the result's ``extra``), a format or action error as the step it was (no call, the error as the
+observation, ``extra.format_error``). Per-step ``metrics`` (prompt tokens, cached tokens, completion tokens, cost)
+and timestamps come from the task's ledger (the agent's rows in order); ``final_metrics`` are the agent's ledger
+totals, so the trajectories of a run add up to its ledger. What the specification has no place for (the task, the
+run, the role, the models of the other roles, the verdict, the submission) is under the root ``extra.swepipe``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import atif
+
+from pipeline import records
+from pipeline.errors import SwepipeError
+from pipeline.interop.export import ExportSummary, require_predictions
+from pipeline.layout import RunLayout, TaskPaths
+from pipeline.records import Prediction
+from pipeline.records.ledger import LedgerRow, read_ledger
+from pipeline.secrets import redact_data, redact_values
+from pipeline.storage import write_code_atomic
+from pipeline.tasks import check_instance_id
+
+ATIF_VERSION = "ATIF-v1.8"  # the specification the atif package's models hold
+ATIF_SUFFIX = ".atif.json"
+AGENT_NAME = "swepipe"
+
+
+@dataclass
+class AgentSource:
+    """One agent's records, as the export reads them."""
+
+    name: str  # the file's name without .atif.json: junior-rollout-00, senior, principal, solo, lead, worker-1
+    role: str  # junior, senior, principal, solo, lead, worker
+    model: str | None
+    ledger: list[LedgerRow]  # its rows of the task's ledger, in order
+    run: dict[str, Any] | None = None  # an agent's saved run (pipeline.agent.AgentRun.to_dict()); None: the principal
+    exit_status: str | None = None
+    submission: str | None = None
+    submission_is_patch: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    workers: list[AgentSource] = field(default_factory=list)  # a lead's, embedded
+    delegated_at: dict[str, int] = field(default_factory=dict)  # a lead's: worker name -> the lead's step index
+
+
+def export_atif(root: Path, output: Path) -> ExportSummary:
+    """Write <output>/<instance_id>/<agent>.atif.json for every agent of every task with a prediction."""
+    if output.exists() and not output.is_dir():
+        raise SwepipeError(f"--output {output} is a file; ATIF trajectories are written into a directory")
+    layout = RunLayout(root)
+    lines = records.read_predictions(layout.predictions)
+    summary = ExportSummary(path=output, format="atif", left_out=require_predictions(root, lines))
+    for instance_id, prediction in sorted(lines.records.items()):
+        try:
+            check_instance_id(instance_id)
+        except ValueError as error:
+            raise SwepipeError(f"{layout.predictions}: instance id {error}; it cannot name a folder of "
+                               "trajectories") from None
+        summary.exported += 1
+        paths = layout.task(instance_id)
+        context = _TaskContext(run_id=root.name, instance_id=instance_id, prediction=prediction,
+                               verdict=_verdict(paths, prediction))
+        for source in agent_sources(paths, prediction):
+            trajectory = atif_trajectory(source, context)
+            write_code_atomic(output / instance_id / f"{source.name}{ATIF_SUFFIX}",
+                              json.dumps(trajectory, indent=2) + "\n")
+            summary.files += 1
+            summary.by_agent[source.role] = summary.by_agent.get(source.role, 0) + 1
+    return summary
+
+
+# -- the agents of a task --------------------------------------------------------------------------------------
+
+
+def agent_sources(paths: TaskPaths, prediction: Prediction) -> list[AgentSource]:
+    """Every agent a task left, with its ledger rows. A record that is missing or unreadable is skipped (an ablated
+    stage has none)."""
+    models = {role: model for role, model in (prediction.models or {}).items() if isinstance(model, str)}
+    ledger = [row for row in read_ledger(paths.ledger) if _well_formed(row)]
+
+    def rows(stage: str, agent: str) -> list[LedgerRow]:
+        return sorted((row for row in ledger if row.stage == stage and row.agent == agent), key=lambda r: r.time)
+
+    found = []
+    for path in paths.junior_files.rollouts().values():
+        rollout = records.Rollout.read(path)
+        if isinstance(rollout, records.Rollout) and rollout.trajectory is not None:
+            found.append(AgentSource(
+                f"junior-{path.stem}", "junior", _text(rollout.model) or models.get("junior"),
+                rows("junior", path.stem), run=rollout.trajectory, exit_status=rollout.exit_reason,
+                submission=rollout.patch, submission_is_patch=True,
+                extra=_present(temperature=rollout.temperature, seed=rollout.seed, reused_from=rollout.reused_from,
+                               patch_source=rollout.patch_source, recorded_cost_usd=rollout.cost)))
+    senior = records.read_trajectory(paths.senior_files.trajectory).data
+    if isinstance(senior, dict):
+        found.append(AgentSource("senior", "senior", models.get("senior"), rows("senior", "senior"), run=senior,
+                                 submission=_text(senior.get("submission"))))
+    principal = _principal(paths, models.get("principal"), rows("principal", ""))
+    if principal is not None:
+        found.append(principal)
+    solo = records.read_trajectory(paths.solo_files.trajectory).data
+    if isinstance(solo, dict):
+        result = records.SoloResult.read(paths.solo_files.result)
+        found.append(AgentSource("solo", "solo", models.get("solo"), rows("solo", "solo"), run=solo,
+                                 submission=result.patch if isinstance(result, records.SoloResult) else None,
+                                 submission_is_patch=True))
+    lead = _lead(paths, models, rows)
+    if lead is not None:
+        found.append(lead)
+    return found
+
+
+def _lead(paths: TaskPaths, models: dict[str, str], rows: Any) -> AgentSource | None:
+    team = paths.team_files
+    run = records.read_trajectory(team.lead_trajectory).data
+    if not isinstance(run, dict):
+        return None
+    result = records.TeamResult.read(team.result)
+    lead = AgentSource("lead", "lead", models.get("lead"), rows("team", "lead"), run=run,
+                       submission=result.patch if isinstance(result, records.TeamResult) else None,
+                       submission_is_patch=True)
+    for name, path in team.worker_trajectories():
+        worker = records.read_trajectory(path).data
+        if isinstance(worker, dict):
+            lead.workers.append(AgentSource(name, "worker", models.get("worker"), rows("team", name), run=worker,
+                                            submission=_text(worker.get("submission"))))
+    delegations = records.read_json(team.delegations).data
+    for delegation in _list(delegations.get("delegations") if isinstance(delegations, dict) else None):
+        if isinstance(delegation, dict) and isinstance(delegation.get("worker"), str) \
+                and isinstance(delegation.get("lead_step"), int):
+            lead.delegated_at[delegation["worker"]] = delegation["lead_step"]
+    return lead
+
+
+def _principal(paths: TaskPaths, model: str | None, ledger: list[LedgerRow]) -> AgentSource | None:
+    """The principal's calls: each call's new messages and its reply, as a run of the agent's shape would hold
+    them, so it becomes steps the same way."""
+    files = paths.principal_files
+    request = records.read_json(files.request).data
+    calls = request.get("calls") if isinstance(request, dict) else None
+    if not isinstance(calls, list) or not calls:
+        return None
+    replies = records.read_json(files.replies).data
+    replies = [r for r in replies if isinstance(r, dict)] if isinstance(replies, list) else []
+    result = records.PrincipalResult.read(files.result)
+    result = result if isinstance(result, records.PrincipalResult) else records.PrincipalResult()
+    failed = [attempt for attempt in _list(result.failed_attempts) if isinstance(attempt, str)]
+    messages: list[dict[str, Any]] = []
+    steps = []
+    for number, call in enumerate(calls):
+        sent = [m for m in _list(call.get("messages") if isinstance(call, dict) else None) if isinstance(m, dict)]
+        messages.extend(dict(m) for m in sent[len(messages):])
+        if number < len(replies):
+            reply = replies[number]
+            messages.append({"role": "assistant", "content": _text(reply.get("content")) or ""})
+            error = failed[number] if number < len(failed) else None  # why the reply's edits were refused
+            steps.append({"index": number, "reply": _text(reply.get("content")) or "", "format_error": error,
+                          "cost": reply.get("cost"), "input_tokens": reply.get("input_tokens"),
+                          "output_tokens": reply.get("output_tokens")})
+    source, error = result.source, result.error
+    status = ("submitted" if source == "principal" else
+              "model_error" if isinstance(error, str) and error.startswith("principal call failed") else
+              "format_errors" if result.to_dict() else None)
+    return AgentSource("principal", "principal", model, ledger, run={"messages": messages, "steps": steps},
+                       exit_status=status, submission=result.patch if source == "principal" else None,
+                       submission_is_patch=True, extra=_present(source=source, error=error))
+
+
+# -- one agent as an ATIF trajectory -----------------------------------------------------------------------------
+
+
+@dataclass
+class _TaskContext:
+    run_id: str
+    instance_id: str
+    prediction: Prediction
+    verdict: dict[str, Any] | None
+
+
+def atif_trajectory(source: AgentSource, context: _TaskContext) -> dict[str, Any]:
+    """``source`` as an ATIF trajectory (JSON data), validated against the atif models; secrets redacted, the
+    submitted patch kept byte for byte."""
+    data = _trajectory_data(source, context)
+    clean = redact_data(data)
+    _restore_submissions(clean, data)
+    try:
+        return atif.Trajectory.model_validate(clean).to_json_dict()
+    except ValueError as error:  # pydantic's ValidationError: a defect here, not in the run
+        raise SwepipeError(f"task {context.instance_id}, agent {source.name}: the ATIF trajectory made of its "
+                           f"records does not validate: {error}") from None
+
+
+def _restore_submissions(clean: dict[str, Any], data: dict[str, Any]) -> None:
+    """A patch keeps its bytes (only the environment's secret values go, as for patches everywhere)."""
+    own, raw = clean["extra"]["swepipe"], data["extra"]["swepipe"]
+    if raw.get("submission_is_patch") and isinstance(raw.get("submission"), str):
+        own["submission"] = redact_values(raw["submission"])
+    for cleaned, original in zip(clean.get("subagent_trajectories") or [], data.get("subagent_trajectories") or [],
+                                 strict=True):
+        _restore_submissions(cleaned, original)
+
+
+def _trajectory_data(source: AgentSource, context: _TaskContext, embedded: bool = False) -> dict[str, Any]:
+    run = source.run or {}
+    steps = _steps(source, run)
+    rows = source.ledger
+    own = {"run_id": context.run_id, "instance_id": context.instance_id, "agent": source.name,
+           "role": source.role, "strategy": context.prediction.strategy,
+           "models": {role: model for role, model in (context.prediction.models or {}).items()},
+           "exit_status": source.exit_status or _text(run.get("exit_reason")) or None,
+           "error": _text(run.get("error")), "submission": source.submission,
+           "submission_is_patch": source.submission_is_patch, "verdict": context.verdict, **source.extra}
+    data: dict[str, Any] = {
+        "schema_version": ATIF_VERSION,
+        "session_id": f"{context.run_id}/{context.instance_id}",
+        "trajectory_id": source.name if embedded else f"{context.instance_id}/{source.name}",
+        "agent": {"name": AGENT_NAME, "version": _version(), **_present(model_name=source.model),
+                  "extra": {"role": source.role}},
+        "steps": steps,
+        "final_metrics": {"total_prompt_tokens": sum(row.input_tokens for row in rows),
+                          "total_completion_tokens": sum(row.output_tokens for row in rows),
+                          "total_cached_tokens": sum(row.cached_tokens for row in rows),
+                          "total_cost_usd": sum(row.cost for row in rows),
+                          "total_steps": len(steps),
+                          "extra": {"model_calls": len(rows), "failed_calls": sum(row.error is not None
+                                                                                   for row in rows)}},
+        "extra": {"swepipe": {key: value for key, value in own.items() if value is not None}},
+    }
+    if not rows and source.extra.get("reused_from"):
+        data["notes"] = ("the rollout was reused from another run: its calls are in that run's ledger, so the final "
+                         "metrics of this run are 0 and each step's metrics are the rollout's own")
+    if source.workers:
+        data["subagent_trajectories"] = [_trajectory_data(worker, context, embedded=True)
+                                         for worker in source.workers]
+        _link_workers(data["steps"], source)
+    return data
+
+
+def _steps(source: AgentSource, run: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = [m for m in _list(run.get("messages")) if isinstance(m, dict)]
+    agent_steps = [s for s in _list(run.get("steps")) if isinstance(s, dict)]
+    opening = _opening(messages)
+    replies = _replies(messages[len(opening):])
+    if len(replies) < len(agent_steps):  # a compacted conversation: the steps' own texts
+        replies = [(_text(step.get("reply")) or "", None) for step in agent_steps]
+    started = run.get("started") if isinstance(run.get("started"), (int, float)) else None
+    successful = [row for row in source.ledger if row.error is None]
+    steps: list[dict[str, Any]] = []
+    for message in opening:
+        role = "system" if message.get("role") == "system" else "user"
+        steps.append({"step_id": len(steps) + 1, "source": role, "message": _content(message.get("content")),
+                      **_present(timestamp=_iso(started))})
+    for index, step in enumerate(agent_steps):
+        reply, seen = replies[index]
+        row = successful[index] if index < len(successful) else None
+        steps.append(_agent_step(len(steps) + 1, step, reply, seen, row, source.model))
+    return steps
+
+
+def _opening(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    opening = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            break
+        opening.append(message)
+    return opening
+
+
+def _replies(messages: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """Each reply's text and what the agent was shown after it (the messages up to the next reply, joined)."""
+    found: list[tuple[str, list[str]]] = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            found.append((_content(message.get("content")), []))
+        elif found:
+            found[-1][1].append(_content(message.get("content")))
+    return [(reply, "\n\n".join(seen) if seen else None) for reply, seen in found]
+
+
+def _agent_step(step_id: int, step: dict[str, Any], reply: str, seen: str | None, row: LedgerRow | None,
+                model: str | None) -> dict[str, Any]:
+    index = step.get("index") if isinstance(step.get("index"), int) else step_id
+    call_id = f"call-{index}"
+    format_error = _text(step.get("format_error"))
+    calls = [] if format_error else _tool_calls(step, call_id)
+    observed = seen if seen is not None else _text(step.get("output"))
+    result_extra = _present(exit_code=step.get("exit_code"), timed_out=step.get("timed_out") or None,
+                            changed_files=step.get("changed_files") or None, edits=step.get("edits") or None)
+    results = []
+    if observed is not None or result_extra:
+        results.append({**({"source_call_id": calls[0]["tool_call_id"]} if calls else {}),
+                        **_present(content=observed, extra=result_extra or None)})
+    if row is not None:
+        metrics = {"prompt_tokens": row.input_tokens, "completion_tokens": row.output_tokens,
+                   "cached_tokens": row.cached_tokens, "cost_usd": row.cost,
+                   "extra": _present(cache_write_tokens=row.cache_write_tokens or None, latency=row.latency,
+                                     retries=row.retries or None, call=row.call or None)}
+    else:
+        metrics = _present(prompt_tokens=_int(step.get("input_tokens")),
+                           completion_tokens=_int(step.get("output_tokens")), cost_usd=_number(step.get("cost")))
+    extra = _present(format_error=format_error, action=_text(step.get("action")) or None,
+                     model_seconds=step.get("model_seconds"), command_seconds=step.get("command_seconds"),
+                     seconds=step.get("seconds"))
+    return {"step_id": step_id, "source": "agent", "message": reply,
+            **_present(timestamp=_iso(row.time) if row is not None else None, model_name=model,
+                       tool_calls=calls or None, observation={"results": results} if results else None,
+                       metrics=metrics or None, extra=extra or None)}
+
+
+def _tool_calls(step: dict[str, Any], call_id: str) -> list[dict[str, Any]]:
+    """The reply's action: its tool call as sent, or a text-format action block as a call of the action's name."""
+    sent = [call for call in _list(step.get("tool_calls")) if isinstance(call, dict)]
+    if sent:
+        calls = []
+        for number, call in enumerate(sent):
+            arguments = call.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    arguments = {"raw": arguments}
+            calls.append({"tool_call_id": _text(call.get("id")) or (call_id if number == 0 else f"{call_id}-{number}"),
+                          "function_name": _text(call.get("name")) or "",
+                          "arguments": arguments if isinstance(arguments, dict) else {"raw": arguments}})
+        return calls
+    action = _text(step.get("action"))
+    if not action:
+        return []
+    command = _text(step.get("command"))
+    arguments = {} if action == "submit" or command is None else {"command": command}
+    return [{"tool_call_id": call_id, "function_name": action, "arguments": arguments,
+             "extra": {"format": "text"}}]
+
+
+def _link_workers(steps: list[dict[str, Any]], lead: AgentSource) -> None:
+    """Each worker's trajectory referred to from the lead's step that delegated it."""
+    agent_steps = [step for step in steps if step["source"] == "agent"]
+    for worker in lead.workers:
+        at = lead.delegated_at.get(worker.name)
+        if at is None or not 0 <= at < len(agent_steps):
+            continue
+        step = agent_steps[at]
+        results = step.setdefault("observation", {"results": []})["results"]
+        if not results:
+            results.append({})
+        results[0].setdefault("subagent_trajectory_ref", []).append({"trajectory_id": worker.name})
+
+
+# -- small readers ----------------------------------------------------------------------------------------------
+
+
+def _verdict(paths: TaskPaths, prediction: Prediction) -> dict[str, Any] | None:
+    result = records.read_json(paths.eval_files.result).data
+    found = _present(resolved=prediction.resolved,
+                     category=_text(result.get("category")) if isinstance(result, dict) else None)
+    return found or None
+
+
+def _well_formed(row: LedgerRow) -> bool:
+    """A ledger row whose numbers are numbers (a hand-edited or foreign ledger may hold anything): the others
+    cannot be summed or shown as ATIF metrics, and are left out as the ledger's other readers would fail on them."""
+    counts = (row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens, row.retries)
+    amounts = (row.cost, row.time, row.latency)
+    return (all(_int(count) is not None and count >= 0 for count in counts)
+            and all(_number(amount) is not None and math.isfinite(amount) for amount in amounts)
+            and isinstance(row.stage, str) and isinstance(row.agent, str) and isinstance(row.call, str))
+
+
+def _version() -> str:
+    try:
+        return metadata.version("swepipe")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _iso(seconds: Any) -> str | None:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _content(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n\n".join(part["text"] for part in value
+                           if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return ""
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
