@@ -50,11 +50,15 @@ def scratch_left(run_id: str) -> list[Path]:
 def lasting_files(root: Path) -> dict[str, int]:
     """The files of run directory ``root`` that last, and their sizes. What a run replaces or removes itself as it
     goes is left out: an atomic write's temporary file (``.name.XXXX.tmp``, renamed over its file a moment later),
-    the journal of a paid reply (``*.reply``, rewritten by each call, removed once the trajectory holds the reply)
-    and a file gone between the listing and its size."""
+    the journal of a paid reply (``*.reply``, rewritten by each call, removed once the trajectory holds the reply),
+    the Ray driver's note of a task's attempt in flight (``ray_attempt.json``, removed once all it wrote is in the
+    run directory) and a file gone between the listing and its size."""
+    from pipeline.layout import TASK
+
     found = {}
     for path in root.rglob("*"):
-        if (path.name.startswith(".") and path.name.endswith(".tmp")) or path.suffix == ".reply":
+        if (path.name.startswith(".") and path.name.endswith(".tmp")) or path.suffix == ".reply" or \
+                path.name == TASK.ray_attempt.name:
             continue
         with contextlib.suppress(FileNotFoundError):
             if path.is_file():

@@ -113,7 +113,8 @@ def test_the_network_on_is_reported_loudly_first(tmp_path, task):
     assert {c.role: c.network for c in found.containers} == {  # the read-only view never has it
         "rollout-00": True, "rollout-01": True, "senior": False, "principal": True}
     warning = shown.index("Warning: online: the agents' containers had the network (3 of 4, containers.network on)")
-    assert warning < shown.index("┏")  # the end of the run's summary opens with it, before its table
+    assert shown.find("run online", warning) > warning  # the end of the run's summary opens with it, before its
+    # table (titled with the run, a grid or turned into blocks, whatever the terminal's width)
     assert "sealed: 4 of 4 containers; network on in 3 of 4 (containers.network on)" in shown
     lines = report(tmp_path, "online")
     assert lines[2].startswith("Warning: online: the agents' containers had the network (3 of 4, containers.network "
@@ -132,7 +133,7 @@ def test_a_container_that_is_not_sealed_is_reported_as_not_sealed(tmp_path, task
     assert [c.sealed for c in found.containers] == [False] * 4
     warning = shown.index("Warning: leaky: 4 of 4 containers were not sealed (history beyond the base within an "
                           f"agent's reach): {task.instance_id} principal")
-    assert warning < shown.index("┏") and re.search(f"rollout-00: {why}(;| run leaky)", shown)
+    assert shown.find("run leaky", warning) > warning and re.search(f"rollout-00: {why}(;| run leaky)", shown)
     assert "sealed: 0 of 4 containers; network off" in shown
     lines = report(tmp_path, "leaky")
     assert lines[2].startswith("Warning: leaky: 4 of 4 containers were not sealed")

@@ -86,10 +86,11 @@ def test_a_narrow_table_stays_a_grid_and_a_wide_one_turns(width):
 def test_the_run_table_shows_ids_whole_and_the_edit_error_whole(width, tmp_path):
     from pipeline.cli.run_commands import run_table
     from pipeline.layout import RunLayout
+    from pipeline.records import Prediction
     from pipeline.run.bookkeeping import RunSummary
 
-    predictions = {i: {"instance_id": i, "source": "principal", "cost": {"junior": 0.0, "senior": 0.0,
-                                                                           "principal": 0.0}, "error": EDIT_ERROR}
+    predictions = {i: Prediction(instance_id=i, source="principal", error=EDIT_ERROR,
+                                 cost={"junior": 0.0, "senior": 0.0, "principal": 0.0})
                    for i in (BUNDLED_ID, PRO_ID)}
     summary = RunSummary(roles=("junior", "senior", "principal"), predictions=predictions)
     out = rendered(run_table(summary, RunLayout(tmp_path / "main-20261206-110645")), width)
@@ -182,8 +183,10 @@ def test_the_eval_and_validation_summaries_read_at_the_width(width, monkeypatch)
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.validate import TaskCheck
+    from pipeline.records import EvalResult
 
-    summary = EvalSummary(results={BUNDLED_ID: {"category": "tests_failed", "resolved": False}}, dataset_size=1)
+    summary = EvalSummary(results={BUNDLED_ID: EvalResult.of({"instance_id": BUNDLED_ID, "category": "tests_failed",
+                                                              "resolved": False})}, dataset_size=1)
     console = literal_console(file=io.StringIO(), width=width or 80, force_terminal=False)
     print_summary(summary, Path("eval"), console)
     problem = f"tests/test_table.py::test_[{'x' * 90}] failed on gold; {EDIT_ERROR}"
@@ -196,9 +199,10 @@ def test_the_eval_and_validation_summaries_read_at_the_width(width, monkeypatch)
 
 
 def test_the_run_summary_line_of_a_log_keeps_the_error_sentence_whole():
+    from pipeline.records import Prediction
     from pipeline.run.bookkeeping import task_line
 
-    line = task_line({"instance_id": BUNDLED_ID, "source": "principal", "error": EDIT_ERROR}, ("principal",))
+    line = task_line(Prediction(instance_id=BUNDLED_ID, source="principal", error=EDIT_ERROR), ("principal",))
     assert "task markroll@4554c23" in line
     assert " ".join(EDIT_ERROR.split()) in line
 

@@ -28,13 +28,12 @@ import atif
 
 from pipeline import records
 from pipeline.errors import SwepipeError
-from pipeline.interop.export import ExportSummary, require_predictions
-from pipeline.layout import RunLayout, TaskPaths
+from pipeline.interop.export import ExportSummary, tasks_to_export
+from pipeline.layout import TaskPaths
 from pipeline.records import Prediction
 from pipeline.records.ledger import LedgerRow, read_ledger
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic
-from pipeline.tasks import check_instance_id
 
 ATIF_VERSION = "ATIF-v1.8"  # the specification the atif package's models hold
 ATIF_SUFFIX = ".atif.json"
@@ -60,19 +59,8 @@ class AgentSource:
 
 def export_atif(root: Path, output: Path) -> ExportSummary:
     """Write <output>/<instance_id>/<agent>.atif.json for every agent of every task with a prediction."""
-    if output.exists() and not output.is_dir():
-        raise SwepipeError(f"--output {output} is a file; ATIF trajectories are written into a directory")
-    layout = RunLayout(root)
-    lines = records.read_predictions(layout.predictions)
-    summary = ExportSummary(path=output, format="atif", left_out=require_predictions(root, lines))
-    for instance_id, prediction in sorted(lines.records.items()):
-        try:
-            check_instance_id(instance_id)
-        except ValueError as error:
-            raise SwepipeError(f"{layout.predictions}: instance id {error}; it cannot name a folder of "
-                               "trajectories") from None
-        summary.exported += 1
-        paths = layout.task(instance_id)
+    summary, tasks = tasks_to_export(root, output, "atif", "ATIF trajectories")
+    for instance_id, prediction, paths in tasks:
         context = _TaskContext(run_id=root.name, instance_id=instance_id, prediction=prediction,
                                verdict=_verdict(paths, prediction))
         for source in agent_sources(paths, prediction):

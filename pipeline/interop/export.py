@@ -179,21 +179,32 @@ class ExportedTrajectory:
     extra: dict
 
 
-def export_trajectories(root: Path, output: Path) -> ExportSummary:
-    """Write <output>/<instance_id>/<agent>.traj.json for every agent of every task with a prediction."""
+def tasks_to_export(root: Path, output: Path, format: str, what: str
+                    ) -> tuple[ExportSummary, list[tuple[str, Prediction, TaskPaths]]]:
+    """The summary of an export of ``what`` (its files, one folder per task) into ``output``, and the tasks with a
+    prediction, each with its files; refused when ``output`` is a file or an instance id cannot name a folder."""
     if output.exists() and not output.is_dir():
-        raise SwepipeError(f"--output {output} is a file; trajectories are written into a directory")
+        raise SwepipeError(f"--output {output} is a file; {what} are written into a directory")
     layout = RunLayout(root)
     lines = records.read_predictions(layout.predictions)
-    summary = ExportSummary(path=output, format="trajectories", left_out=require_predictions(root, lines))
+    summary = ExportSummary(path=output, format=format, left_out=require_predictions(root, lines))
+    tasks = []
     for instance_id, prediction in sorted(lines.records.items()):
         try:
             check_instance_id(instance_id)
         except ValueError as error:
             raise SwepipeError(f"{layout.predictions}: instance id {error}; it cannot name a folder of "
                                "trajectories") from None
-        summary.exported += 1
-        for trajectory in task_trajectories(layout.task(instance_id), prediction):
+        tasks.append((instance_id, prediction, layout.task(instance_id)))
+    summary.exported = len(tasks)
+    return summary, tasks
+
+
+def export_trajectories(root: Path, output: Path) -> ExportSummary:
+    """Write <output>/<instance_id>/<agent>.traj.json for every agent of every task with a prediction."""
+    summary, tasks = tasks_to_export(root, output, "trajectories", "trajectories")
+    for instance_id, prediction, paths in tasks:
+        for trajectory in task_trajectories(paths, prediction):
             write_trajectory(output / instance_id / f"{trajectory.agent}{TRAJECTORY_SUFFIX}", trajectory,
                              run_id=root.name, instance_id=instance_id)
             summary.files += 1
