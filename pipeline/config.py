@@ -61,7 +61,7 @@ class Limits(BaseModel):
                                "observation when compact_after is set")
     leave_out_scratch: bool = Field(default=False, description="a junior's and a solo agent's patch leaves out its "
                                     "scratch files, as the pool does (a new file no other edit imports or "
-                                    "references, outside the source layout or named like a reproduction script); "
+                                    "references, outside the source tree or named like a reproduction script); "
                                     "what was left out is recorded (scratch_left_out)")
 
 

@@ -6,7 +6,9 @@ budget, so a task can run on any thread or machine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,6 +55,13 @@ class TaskJob:
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.paths.ledger)
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """``stage``'s wall time into ``seconds`` when the block ends (one that raises records none)."""
+        started = time.monotonic()
+        yield
+        self.seconds[stage] = round(time.monotonic() - started, 2)
 
     def budget_for(self, role: str) -> Budget:
         """The budget ``role``'s calls draw from: juniors and the senior leave the principal's reserve alone."""
@@ -105,7 +114,8 @@ class TaskJob:
 
 
 def once(path: Path, make: Callable[[], R], record: type[R]) -> R:
-    """The record at ``path`` if an earlier session finished it, else ``make()``'s, saved there. ``record``: its
+    """The resume cache of a stage's record: the one at ``path`` if an earlier session of the run finished it (its
+    spend is not paid again), else ``make()``'s, saved there. ``record``: its
     type (pipeline.records), which reads an earlier one (an older format upgraded) and writes the new one."""
     if path.exists():
         return record.load(path)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import SwepipeError
-from pipeline.tasks.record import check_instance_id
+from pipeline.tasks.task import check_instance_id
 
 _CANDIDATE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _SENIOR_AT = re.compile(r"senior-at-(\d+)")

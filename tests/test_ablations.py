@@ -87,18 +87,18 @@ def settings_of(*typed: str) -> list:
 def run_in_process(directory, repo, *typed: str):
     """One task through `swepipe run`'s own setup and task runner (``typed``: its --set assignments); its
     prediction, ledger and paths."""
-    from pipeline.run.setup import prepare_run, resolve_config
+    from run_sessions import request
+
+    from pipeline.run.lifecycle import Run
+    from pipeline.run.setup import resolve_config
     from pipeline.run.task import run_one_task, seeded_run_budget
 
     config = resolve_config(directory / "config.yaml", settings_of(*typed))
-    settings, server = prepare_run(dataset="bundled", config=config, run_id="run", runs_dir=directory / "runs")
-    try:
-        assert server is None  # no local model for a role that is switched off or not needed
-        task = demo_task(repo)
+    task = demo_task(repo)
+    with Run.open(request(config, "run", directory / "runs")) as run:
+        settings = run.settings
+        assert run.local_model is None  # no local model for a role that is switched off or not needed
         prediction = run_one_task(task, settings, seeded_run_budget(settings))
-    finally:
-        if server is not None:
-            server.stop()
     paths = settings.layout.task(task.instance_id)
     return prediction, Ledger.read(paths.ledger), paths, settings
 

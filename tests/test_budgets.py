@@ -232,7 +232,10 @@ def test_four_parallel_rollouts_never_spend_more_than_the_task_budget(tmp_path, 
 
 
 def test_parallel_tasks_never_spend_more_than_the_run_budget(tmp_path, local_repo):
-    from pipeline.run.setup import prepare_run, resolve_config
+    from run_sessions import request
+
+    from pipeline.run.lifecycle import Run
+    from pipeline.run.setup import resolve_config
     from pipeline.run.thread_executor import run_tasks
 
     scripts = [[bash("ls", EXPENSIVE, delay=1.0), bash("git status", EXPENSIVE), bash("submit", EXPENSIVE)]]
@@ -242,9 +245,10 @@ def test_parallel_tasks_never_spend_more_than_the_run_budget(tmp_path, local_rep
         "models": {"junior": spec}, "juniors": {"k": 2}, "budgets": {"per_run": 1.00},
         "containers": {"impl": "local_opener:open_local"}}))
     config = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=vote")])
-    settings, _ = prepare_run(dataset="bundled", config=config, run_id="parallel", runs_dir=tmp_path / "runs")
     tasks = [demo_task(local_repo, n) for n in range(3)]
-    summary = run_tasks(tasks, settings, workers=3, show_progress=False)
+    with Run.open(request(config, "parallel", tmp_path / "runs")) as run:
+        settings = run.settings
+        summary = run_tasks(tasks, settings, workers=3, show_progress=False)
     assert len(summary.predictions) == 3
     rows = [row for task in tasks for row in Ledger.read(settings.layout.task(task.instance_id).ledger)]
     assert sum(r.cost for r in rows) <= 1.00 and len(rows) == 3  # six rollouts at once, three calls paid
@@ -259,7 +263,10 @@ PRINCIPAL_EDIT = ("calc.py\n```\n<<<<<<< SEARCH\n    return a - b\n=======\n    
 
 
 def _pipeline_run(tmp_path, leaky_repo, name, budgets):
-    from pipeline.run.setup import prepare_run, resolve_config
+    from run_sessions import request
+
+    from pipeline.run.lifecycle import Run
+    from pipeline.run.setup import resolve_config
     from pipeline.run.task import run_one_task, seeded_run_budget
 
     call = {"prompt_tokens": 300, "completion_tokens": 300}  # $0.0003 + $0.09; a worst case of ~$0.09
@@ -274,9 +281,10 @@ def _pipeline_run(tmp_path, leaky_repo, name, budgets):
         "models": {role: spec for role in ("junior", "senior", "principal")}, "juniors": {"k": 2},
         "limits": {"max_steps": 12}, "budgets": budgets, "containers": {"impl": "local_opener:open_local"}}))
     config = resolve_config(directory / "config.yaml")
-    settings, _ = prepare_run(dataset="bundled", config=config, run_id=name, runs_dir=directory / "runs")
     task = demo_task(leaky_repo)
-    prediction = run_one_task(task, settings, seeded_run_budget(settings))
+    with Run.open(request(config, name, directory / "runs")) as run:
+        settings = run.settings
+        prediction = run_one_task(task, settings, seeded_run_budget(settings))
     return prediction, Ledger.read(settings.layout.task(task.instance_id).ledger)
 
 
@@ -372,7 +380,9 @@ def test_a_rerun_after_kill_9_goes_on_with_what_is_left_and_never_above(tmp_path
 
 def test_no_reserve_is_held_for_a_principal_switched_off(tmp_path, local_repo):
     """With --principal-model none nothing would ever spend the reserve: juniors and the senior get all of per_task."""
-    from pipeline.run.setup import prepare_run, resolve_config
+    from run_sessions import session
+
+    from pipeline.run.setup import resolve_config
     from pipeline.run.task import seeded_run_budget, task_job
 
     spec = {"model": f"scripted/{tmp_path / 'script.yaml'}", "prices": PRICES}
@@ -384,8 +394,7 @@ def test_no_reserve_is_held_for_a_principal_switched_off(tmp_path, local_repo):
         (directory / "config.yaml").write_text(yaml.safe_dump({
             "models": models, "juniors": {"k": 1}, "budgets": {"per_task": 1.0, "principal_reserve": 0.3},
             "containers": {"impl": "local_opener:open_local"}}))
-        settings, _ = prepare_run(dataset="bundled", config=resolve_config(directory / "config.yaml"),
-                                  run_id=principal, runs_dir=directory / "runs")
+        settings = session(resolve_config(directory / "config.yaml"), principal, directory / "runs")
         jobs[principal] = task_job(demo_task(local_repo), settings, seeded_run_budget(settings))
     assert jobs["scripted"].stage_budget is not None and jobs["scripted"].stage_budget.limit == pytest.approx(0.7)
     assert jobs["none"].stage_budget is None

@@ -136,17 +136,17 @@ def test_each_command_summary_is_one_line_at_80_columns():
 
 def test_the_scoring_groups_log_cap_reaches_a_runs_scoring_settings(tmp_path):
     """--eval-log-mb, once only swepipe eval's, is in the scoring group run --evaluate and sweep share."""
+    from run_sessions import session
     from test_run_dataset import scripted_config
 
-    from pipeline.cli.options import Scoring
-    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.evaluation.options import ScoringOptions
+    from pipeline.run.setup import resolve_config
 
-    scoring = Scoring(eval_log_mb=0.5)
-    settings, server = prepare_run(dataset="bundled", config=resolve_config(scripted_config(tmp_path)), run_id="r",
-                                   runs_dir=tmp_path / "runs", evaluate=True, eval_log_limit=scoring.log_limit)
-    assert server is None and settings.evaluation.log_limit == 500_000
+    settings = session(resolve_config(scripted_config(tmp_path)), "r", tmp_path / "runs", evaluate=True,
+                       scoring=ScoringOptions(eval_log_mb=0.5))
+    assert settings.evaluation.log_limit == 500_000
     with pytest.raises(SwepipeError, match="--eval-log-mb"):
-        Scoring(eval_log_mb=0)
+        ScoringOptions(eval_log_mb=0)
 
 
 def test_the_top_level_help_ends_with_examples_whole_at_80_columns():

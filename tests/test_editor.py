@@ -239,7 +239,7 @@ def test_two_workers_editing_one_file_at_once_lose_no_update(workspace, tmp_path
     workspace.write_file("shared.txt", "".join(f"slot {n}\n" for n in range(40)))
     rebuilt = SharedWorkspace(workspace, journal=tmp_path / "commands.jsonl")
     editors = {name: open_editor(rebuilt.for_agent(name), 10_000) for name in ("worker-0", "worker-1")}
-    assert rebuilt.replay({"worker-0": 20, "worker-1": 19}, editors) == 39  # worker-1's last edit was not saved
+    assert rebuilt.restore({"worker-0": 20, "worker-1": 19}, editors) == 39  # worker-1's last edit was not saved
     assert text(workspace, "shared.txt").decode() == finished.replace("slot 39 done", "slot 39")
     assert edit(editors["worker-0"], "undo_edit", "shared.txt").ok
     assert "slot 38 done" not in text(workspace, "shared.txt").decode()

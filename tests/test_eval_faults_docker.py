@@ -20,11 +20,11 @@ from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.engine import TRIES
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.evaluation.task_scoring import score_prediction
 from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import RunLayout
 from pipeline.outages import BREAKERS, Settings
 from pipeline.records.prediction import finished_predictions
-from pipeline.run.task import score_prediction
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker
@@ -70,8 +70,8 @@ def test_a_connection_error_once_is_tried_again_and_scored(tmp_path, run_id, mon
 
 
 def test_run_evaluate_keeps_an_infra_error_apart_and_scores_it_on_the_rerun(tmp_path, run_id, monkeypatch):
-    """`swepipe run --evaluate` scores through pipeline.run.task.score_prediction: a fault there leaves no
-    result.json (the task stays unfinished), and the next try scores it."""
+    """`swepipe run --evaluate` scores through pipeline.evaluation.task_scoring.score_prediction: a fault there
+    leaves no result.json (the task stays unfinished), and the next try scores it."""
     BREAKERS.configure(Settings(pause_after=50))
     task = TASKS[0]
     paths = RunLayout(tmp_path / "run").task(task.instance_id)

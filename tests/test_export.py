@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import patchtext
-from pipeline.agent.record import AgentRun, AgentStep
+from pipeline.agent.agent_run import AgentRun, AgentStep
 from pipeline.interop.predictions import load_predictions
 from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions

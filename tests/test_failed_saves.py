@@ -24,8 +24,8 @@ from test_trajectory_journal import OPERATIONS, _act
 from pipeline import storage
 from pipeline.agent import journal as journal_module
 from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.journal import TrajectoryJournal
-from pipeline.agent.record import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.config import Limits

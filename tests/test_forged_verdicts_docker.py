@@ -18,9 +18,9 @@ from scripted_pipeline import SUBMIT, apply_patch_command, bash
 
 from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.evaluation.task_scoring import score_prediction
 from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions
-from pipeline.run.task import score_prediction
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.docker

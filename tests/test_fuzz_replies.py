@@ -39,8 +39,8 @@ from pipeline.agent.actions import (
     parse_tool_action,
 )
 from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.agent_run import EXIT_REASONS
 from pipeline.agent.edit_actions import editor_calls
-from pipeline.agent.record import EXIT_REASONS
 from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
 from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits

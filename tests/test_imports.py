@@ -40,8 +40,8 @@ READERS_OF_RUNS = ("report", "analysis", "interop")
 # each because it replays the stage's own rule on recorded data; the list can only shrink (move the rule to a
 # module both import, as pipeline.pool_rules and pipeline.records.ledger were, then take it off).
 CALL_TIME_STAGE_IMPORTS = {
-    ("pipeline.analysis.replay_history", "pipeline.agent.compact"),  # the agent's compaction, replayed
-    ("pipeline.analysis.replay_history", "pipeline.models.prompt_cache"),  # where the calls put cache marks
+    ("pipeline.analysis.repricing", "pipeline.agent.compact"),  # the agent's compaction, replayed
+    ("pipeline.analysis.repricing", "pipeline.models.prompt_cache"),  # where the calls put cache marks
     ("pipeline.analysis.whatif", "pipeline.models.pricing"),  # a policy priced at the models' prices
     ("pipeline.analysis.whatif", "pipeline.models.prompt_cache"),
     ("pipeline.report.task_build", "pipeline.agent.edit_actions"),  # a step's editor calls, parsed as the agent did
@@ -253,7 +253,7 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
                      ("pipeline.team.lead", 11)}
 
     imports = all_imports()
-    assert ("pipeline.tasks", "pipeline.tasks.record") in {(i.source, i.target) for i in imports}
+    assert ("pipeline.tasks", "pipeline.tasks.task") in {(i.source, i.target) for i in imports}
     assert not any(".bundled.tasks." in i.source for i in imports)
 
 
@@ -452,7 +452,7 @@ def _python(code: str, *args: str) -> str:
     [
         ("import pipeline.models.client", ["pipeline.models.scripted"]),
         ("import pipeline.models.litellm_setup", ["pipeline.models.scripted"]),
-        ("import pipeline.tasks.record", ["pipeline.bundled.build", "pipeline.datasets"]),
+        ("import pipeline.tasks.task", ["pipeline.bundled.build", "pipeline.datasets"]),
         ("import pipeline.tasks", ["pipeline.bundled.build", "pipeline.datasets"]),
         # the executors: Ray is imported only inside the ray executor's functions, the thread one never loads it
         ("from pipeline.config import ExecutorConfig; from pipeline.run.executors import executor_for; "

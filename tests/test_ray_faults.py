@@ -26,7 +26,6 @@ from pipeline.errors import ClusterFault
 from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
-from pipeline.run.lock import unlock_run
 from pipeline.run.ray import driver as ray_driver
 from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper, ray_reason
 from pipeline.run.ray.connect import RESOURCE
@@ -182,9 +181,12 @@ def test_a_fault_stop_on_a_node_stops_the_run_with_its_reason_and_code(on_cluste
 @pytest.mark.slow
 def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_reruns(cluster, on_cluster, tmp_path,
                                                                                    monkeypatch):
+    from run_sessions import request
+
     from pipeline import storage
+    from pipeline.run.lifecycle import Run
     from pipeline.run.ray.executor import RayRun
-    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.setup import resolve_config
 
     task = FIRST
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[SUBMIT]]}))
@@ -210,12 +212,12 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
     monkeypatch.setattr(storage, "apply_mirrored", slow_ledger)
     monkeypatch.setattr(RayRun, "flush", flush_at_the_end)
     config = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=vote")])
-    settings, _ = prepare_run(dataset="bundled", config=config, run_id="behind", runs_dir=tmp_path / "runs")
     lines = []
-    driver = RayRun(on_cluster, [task], settings, False, lines.append)
-    summary = driver.execute()
-    driver.drainer.join(timeout=30)
-    unlock_run(settings.layout)
+    with Run.open(request(config, "behind", tmp_path / "runs")) as run:
+        settings = run.settings
+        driver = RayRun(on_cluster, [task], settings, False, lines.append)
+        summary = driver.execute()
+        driver.drainer.join(timeout=30)
     layout = settings.layout
     assert finished_predictions(layout.predictions) == {} and not layout.predictions.exists(), lines
     infra = [json.loads(line) for line in (layout.root / "infra_errors.jsonl").read_text().splitlines()]

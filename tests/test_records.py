@@ -16,9 +16,9 @@ from scripted_pipeline import bash, reply
 
 from pipeline import records
 from pipeline.analysis.load import load_run
-from pipeline.analysis.replay_data import read_run
 from pipeline.analysis.stats import run_stats
 from pipeline.analysis.whatif import Pricer, what_if
+from pipeline.analysis.whatif_data import read_run
 from pipeline.interop.export import export_predictions, export_trajectories
 from pipeline.records import (
     Brief,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_sessions import session
 from test_coverage import GOLD, make_run
 
 from pipeline.errors import SwepipeError
-from pipeline.run.lock import unlock_run
 from pipeline.run.run_dataset import recorded_dataset
-from pipeline.run.setup import prepare_run, resolve_config
+from pipeline.run.setup import resolve_config
 from pipeline.tasks import load_tasks
 
 TESTS = Path(__file__).parent
@@ -49,19 +49,18 @@ def test_a_run_records_its_dataset_as_an_absolute_path_and_refuses_another(tmp_p
     task_file(tmp_path)
     monkeypatch.chdir(tmp_path)  # the dataset is named relative to here, as on a command line
     config = resolve_config(scripted_config(tmp_path))
-    settings, _ = prepare_run(dataset="tasks.jsonl", config=config, run_id="r", runs_dir=tmp_path / "runs")
+    settings = session(config, "r", tmp_path / "runs", dataset="tasks.jsonl")
     recorded = recorded_dataset(settings.layout.root)
     assert recorded.dataset == str(tmp_path / "tasks.jsonl") and recorded.split == ""
     assert [t.instance_id for t in load_tasks(recorded.dataset)] == ["t1"]  # loads from any directory
 
-    prepare_run(dataset=str(tmp_path / "tasks.jsonl"), config=config, run_id="r", runs_dir=tmp_path / "runs")
+    session(config, "r", tmp_path / "runs", dataset=str(tmp_path / "tasks.jsonl"))
     with pytest.raises(SwepipeError) as refused:
-        prepare_run(dataset="bundled", config=config, run_id="r", runs_dir=tmp_path / "runs")
+        session(config, "r", tmp_path / "runs", dataset="bundled")
     assert "holds tasks of" in str(refused.value) and str(tmp_path / "tasks.jsonl") in str(refused.value)
     assert "not bundled" in str(refused.value) and "--run-id" in str(refused.value)
     with pytest.raises(SwepipeError, match="split train"):
-        prepare_run(dataset="ScaleAI/SWE-bench_Pro", split="train", config=config, run_id="r",
-                    runs_dir=tmp_path / "runs")
+        session(config, "r", tmp_path / "runs", dataset="ScaleAI/SWE-bench_Pro", split="train")
     assert recorded_dataset(settings.layout.root) == recorded  # untouched by the refused ones
 
 
@@ -70,17 +69,13 @@ def test_a_run_begun_before_runs_recorded_their_dataset_gets_no_record_it_cannot
     every later command load the wrong tasks without a word."""
     old = tmp_path / "runs" / "old"
     (old / "tasks" / "some-task").mkdir(parents=True)
-    settings, _ = prepare_run(dataset="bundled", config=resolve_config(scripted_config(tmp_path)), run_id="old",
-                              runs_dir=tmp_path / "runs")
-    unlock_run(settings.layout)
+    settings = session(resolve_config(scripted_config(tmp_path)), "old", tmp_path / "runs")
     assert not settings.layout.dataset.exists() and recorded_dataset(old) is None
 
 
 def test_a_resume_that_names_another_dataset_is_refused_before_anything_runs(tmp_path):
     task_file(tmp_path)
-    settings, _ = prepare_run(dataset=str(tmp_path / "tasks.jsonl"), config=resolve_config(scripted_config(tmp_path)),
-                              run_id="r", runs_dir=tmp_path / "runs")
-    unlock_run(settings.layout)  # as when that run's process ended
+    session(resolve_config(scripted_config(tmp_path)), "r", tmp_path / "runs", dataset=str(tmp_path / "tasks.jsonl"))
     tinyq = next(t.instance_id for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))
     done = swepipe("run", "-d", "bundled", "--instance-ids", tinyq, "--run-id", "r", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr

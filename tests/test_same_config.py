@@ -2,11 +2,11 @@
 reached or priced may change. Runs are prepared in-process with scripted models (no Docker, no model call)."""
 
 import pytest
+from run_sessions import session
 
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
-from pipeline.run.lock import unlock_run
-from pipeline.run.setup import prepare_run
+from pipeline.evaluation.options import ScoringOptions
 
 
 def config(tmp_path, **changes) -> RunConfig:
@@ -23,9 +23,7 @@ def config(tmp_path, **changes) -> RunConfig:
 
 
 def prepare(tmp_path, cfg: RunConfig, run_id: str = "r"):
-    settings, _ = prepare_run(dataset="bundled", config=cfg, run_id=run_id, runs_dir=tmp_path / "runs")
-    unlock_run(settings.layout)  # as when the session's process ended
-    return settings
+    return session(cfg, run_id, tmp_path / "runs")
 
 
 def started(settings) -> None:
@@ -100,16 +98,12 @@ def test_another_image_template_or_container_network_is_refused(tmp_path):
 
 def test_the_image_template_given_by_flag_or_by_the_dataset_is_recorded_and_kept(tmp_path):
     cfg = config(tmp_path)
-    settings, _ = prepare_run(dataset="bundled", config=cfg, run_id="r", runs_dir=tmp_path / "runs",
-                              image_template="mirror.example/{dockerhub_tag}")
-    unlock_run(settings.layout)
+    settings = session(cfg, "r", tmp_path / "runs", image_template="mirror.example/{dockerhub_tag}")
     assert "image_template: mirror.example/{dockerhub_tag}" in settings.layout.config.read_text()
     started(settings)
     with pytest.raises(SwepipeError, match=r"containers.image_template: mirror.example/\{dockerhub_tag\} -> "):
         prepare(tmp_path, cfg)  # the flag forgotten: the dataset's default template is another one
-    settings, _ = prepare_run(dataset="bundled", config=cfg, run_id="r", runs_dir=tmp_path / "runs",
-                              image_template="mirror.example/{dockerhub_tag}")
-    unlock_run(settings.layout)
+    settings = session(cfg, "r", tmp_path / "runs", image_template="mirror.example/{dockerhub_tag}")
 
 
 def test_a_run_from_before_the_template_was_recorded_takes_the_one_given_now(tmp_path):
@@ -121,32 +115,26 @@ def test_a_run_from_before_the_template_was_recorded_takes_the_one_given_now(tmp
 
 
 def test_scoring_with_another_network_than_the_scored_tasks_had_is_refused(tmp_path):
-    def session(**options):
-        settings, _ = prepare_run(dataset="bundled", config=config(tmp_path), run_id="r", runs_dir=tmp_path / "runs",
-                                  **options)
-        unlock_run(settings.layout)
-        return settings
+    def scoring_session(evaluate: bool = False, **scoring):
+        return session(config(tmp_path), "r", tmp_path / "runs", evaluate=evaluate, scoring=ScoringOptions(**scoring))
 
-    settings = session(evaluate=True)
+    settings = scoring_session(evaluate=True)
     started(settings)
-    session(evaluate=True, eval_network=True)  # nothing scored yet: nothing to mix
+    scoring_session(evaluate=True, eval_network=True)  # nothing scored yet: nothing to mix
     result = settings.layout.task("some-task").eval / "result.json"
     result.parent.mkdir(parents=True)
     result.write_text('{"instance_id": "some-task", "resolved": true, "network": false}')
     with pytest.raises(SwepipeError, match=r"scoring network \(--eval-network\): off -> on"):
-        session(evaluate=True, eval_network=True)
-    session(evaluate=True)
-    session(eval_network=True)  # this session does not score
+        scoring_session(evaluate=True, eval_network=True)
+    scoring_session(evaluate=True)
+    scoring_session(eval_network=True)  # this session does not score
 
 
 def test_scoring_under_another_profile_than_the_scored_tasks_had_is_refused(tmp_path):
-    def session(**options):
-        settings, _ = prepare_run(dataset="bundled", config=config(tmp_path), run_id="r", runs_dir=tmp_path / "runs",
-                                  **options)
-        unlock_run(settings.layout)
-        return settings
+    def scoring_session(evaluate: bool = False, **scoring):
+        return session(config(tmp_path), "r", tmp_path / "runs", evaluate=evaluate, scoring=ScoringOptions(**scoring))
 
-    settings = session(evaluate=True, scoring_profile="official")
+    settings = scoring_session(evaluate=True, scoring_profile="official")
     assert settings.evaluation.profile == "official" and settings.evaluation.time_limit == 3600
     started(settings)
     result = settings.layout.task("some-task").eval / "result.json"
@@ -154,6 +142,6 @@ def test_scoring_under_another_profile_than_the_scored_tasks_had_is_refused(tmp_
     result.write_text('{"instance_id": "some-task", "resolved": true, "network": false, '
                       '"scorer": {"profile": "official", "timeout": 3600}}')
     with pytest.raises(SwepipeError, match=r"scoring profile \(--scoring-profile\): official -> local"):
-        session(evaluate=True)
-    session(evaluate=True, scoring_profile="official")
-    session()  # this session does not score
+        scoring_session(evaluate=True)
+    scoring_session(evaluate=True, scoring_profile="official")
+    scoring_session()  # this session does not score

@@ -14,12 +14,12 @@ from test_ablations import PRINCIPAL_EDIT, brief, run_in_process, write_run_conf
 from pipeline.config import Juniors, Limits, PrincipalConfig, RunConfig, ScheduleConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
 from pipeline.layout import TaskPaths
 from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger
+from pipeline.pool_rules import CandidatePool
 from pipeline.records.prediction import finished_predictions
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10}

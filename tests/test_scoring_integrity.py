@@ -230,22 +230,22 @@ def test_a_format_1_result_reads_with_its_verdict_as_the_official_one(tmp_path):
 
 
 def test_a_scoring_that_crashes_is_the_tasks_recorded_error_never_the_end_of_the_run(tmp_path, monkeypatch):
+    from pipeline.evaluation import task_scoring
     from pipeline.evaluation.runner import EvalSettings
-    from pipeline.run import task as run_task
 
     def crashing(task, patch, out_dir, settings):
         return {}["the scoring code has a bug"]
 
-    monkeypatch.setattr(run_task, "evaluate", crashing)
+    monkeypatch.setattr(task_scoring, "evaluate", crashing)
     paths = RunLayout(tmp_path / "run").task("instance_acme__calc-1")
-    assert run_task.score_prediction(make_task(), "p", paths, EvalSettings(image_template="x")) is None
+    assert task_scoring.score_prediction(make_task(), "p", paths, EvalSettings(image_template="x")) is None
     record = json.loads((paths.eval / "infra_error.json").read_text())
     assert record["category"] == "infra_error" and "scoring crashed: KeyError" in record["error"]
     assert "Traceback" in (paths.eval / "error.txt").read_text()
     (paths.eval / "result.json").write_text('{"format": 2, "instance_id": "i", "resol')  # cut short by a kill
-    monkeypatch.setattr(run_task, "evaluate", lambda *args: EvalResult.of({
+    monkeypatch.setattr(task_scoring, "evaluate", lambda *args: EvalResult.of({
         "instance_id": "i", "resolved": False, "official_resolved": False, "category": "tests_failed"}))
-    assert run_task.score_prediction(make_task(), "p", paths, EvalSettings(image_template="x")) is False
+    assert task_scoring.score_prediction(make_task(), "p", paths, EvalSettings(image_template="x")) is False
 
 
 # -- the report and compare: how many verdicts were flagged, and why ----------------------------------------------

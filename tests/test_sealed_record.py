@@ -26,7 +26,6 @@ from pipeline.layout import RunLayout
 from pipeline.records import Prediction, TaskContainers, read_predictions
 from pipeline.records.sealing import ContainerSeal
 from pipeline.report.render import markdown
-from pipeline.run.lock import unlock_run
 from pipeline.runtime.seal import Seal, read_facts
 from pipeline.terminal import literal_console
 
@@ -158,23 +157,26 @@ def test_a_run_from_before_says_not_recorded(tmp_path, task):
 def test_a_resumed_task_keeps_the_containers_an_earlier_session_ran(tmp_path, task, local_repo):
     """The junior containers of a session that was stopped are in the prediction of the session that finishes
     the task, though that one reuses their rollouts and opens none of them."""
-    from pipeline.run.setup import prepare_run, resolve_config
+    from run_sessions import request
+
+    from pipeline.run.lifecycle import Run
+    from pipeline.run.setup import resolve_config
     from pipeline.run.task import record_containers, seeded_run_budget, task_job
 
     configure(tmp_path)
-    settings, _ = prepare_run(dataset=str(tmp_path / "tasks.jsonl"), config=resolve_config(tmp_path / "config.yaml"),
-                              run_id="resumed", runs_dir=tmp_path / "runs")
-    earlier = ContainerSeal.model_validate({"role": "rollout-00", "runtime": "docker", "sanitised": True,
-                                            "sealed": True, "network": False, "commits": 9})
-    paths = settings.layout.task(task.instance_id)
-    paths.root.mkdir(parents=True)
-    TaskContainers.of({"containers": [earlier.to_dict()]}).write(paths.containers)
-    job = task_job(task, settings, seeded_run_budget(settings))
-    with job.open_runtime("senior", read_only=True):
-        pass
-    assert [(c.role, c.commits) for c in record_containers(job)] == [("rollout-00", 9), ("senior", 2)]
-    assert [c.role for c in TaskContainers.read(paths.containers).containers] == ["rollout-00", "senior"]
-    unlock_run(settings.layout)
+    with Run.open(request(resolve_config(tmp_path / "config.yaml"), "resumed", tmp_path / "runs",
+                          dataset=str(tmp_path / "tasks.jsonl"))) as run:
+        settings = run.settings
+        earlier = ContainerSeal.model_validate({"role": "rollout-00", "runtime": "docker", "sanitised": True,
+                                                "sealed": True, "network": False, "commits": 9})
+        paths = settings.layout.task(task.instance_id)
+        paths.root.mkdir(parents=True)
+        TaskContainers.of({"containers": [earlier.to_dict()]}).write(paths.containers)
+        job = task_job(task, settings, seeded_run_budget(settings))
+        with job.open_runtime("senior", read_only=True):
+            pass
+        assert [(c.role, c.commits) for c in record_containers(job)] == [("rollout-00", 9), ("senior", 2)]
+        assert [c.role for c in TaskContainers.read(paths.containers).containers] == ["rollout-00", "senior"]
 
 
 def test_the_seal_script_counts_what_a_repository_holds_beyond_head(tmp_path, leaky_repo):

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import SwepipeError
-from pipeline.principal.choice import SeniorChoice
-from pipeline.principal.skip import SkippedSenior, SkipPrincipal
+from pipeline.principal.choice import SubmitSeniorCandidate
+from pipeline.principal.skip import SubmitTopCandidate
 from pipeline.principal.stage import Principal
+from pipeline.senior.skipped import SkippedBrief
 from pipeline.senior.stage import Senior
 from pipeline.strategies.base import STAGE_PROTOCOLS, PrincipalStage, SeniorStage, stage_class
 
@@ -34,8 +35,9 @@ def parameters(function) -> list[str]:
 
 
 @pytest.mark.parametrize(("stage", "protocol", "configured"), [
-    (Senior, SeniorStage, True), (SkippedSenior, SeniorStage, False),
-    (Principal, PrincipalStage, True), (SeniorChoice, PrincipalStage, True), (SkipPrincipal, PrincipalStage, False),
+    (Senior, SeniorStage, True), (SkippedBrief, SeniorStage, False),
+    (Principal, PrincipalStage, True), (SubmitSeniorCandidate, PrincipalStage, True),
+    (SubmitTopCandidate, PrincipalStage, False),
     (merge_principal(), PrincipalStage, True)])
 def test_each_built_in_stage_has_its_protocols_interface(stage, protocol, configured):
     method = "brief" if protocol is SeniorStage else "write"

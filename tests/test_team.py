@@ -337,8 +337,11 @@ def make_task(leaky_repo) -> Task:
 
 
 def test_run_one_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monkeypatch):
+    from run_sessions import request
+
     from pipeline.models.budget import Budget
-    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.lifecycle import Run
+    from pipeline.run.setup import resolve_config
     from pipeline.run.task import run_one_task
 
     script = {"lead": [action("delegate", {"stage": "implementation", "task": "Fix add.", "writable": ["calc.py"]}),
@@ -353,10 +356,11 @@ def test_run_one_task_records_lead_and_worker_spend(tmp_path, leaky_repo, monkey
     monkeypatch.setenv("SWEPIPE_TEST_BASE", leaky_repo["base"])
     cfg = resolve_config(tmp_path / "config.yaml", [parse_set("strategy=team"), parse_set("team.size=4")])
     assert cfg.team.size == 4 and cfg.team.mode == "async"
-    settings, server = prepare_run(dataset="bundled", config=cfg, run_id="team-local", runs_dir=tmp_path / "runs")
-    assert server is None
     task = make_task(leaky_repo)
-    prediction = run_one_task(task, settings, Budget("run"))
+    with Run.open(request(cfg, "team-local", tmp_path / "runs")) as run:
+        settings = run.settings
+        assert run.local_model is None
+        prediction = run_one_task(task, settings, Budget("run"))
     assert prediction.strategy == "team" and prediction.source == "team" and prediction.error is None
     assert "+    return a + b" in prediction.model_patch
     assert prediction.cost == pytest.approx({"lead": 4 * REPLY_COST, "worker": 2 * REPLY_COST,

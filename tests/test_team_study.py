@@ -123,7 +123,7 @@ def test_the_journal_replays_concurrent_commands_to_the_same_tree(tmp_path, leak
     assert [e["agent"] for e in lines] == ["b", "a", "a"]  # finishing order, not start order
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as fresh:
         again = SharedWorkspace(fresh, journal=path)
-        assert again.replay({"a": 2, "b": 1}) == 3
+        assert again.restore({"a": 2, "b": 1}) == 3
         assert fresh.read_file("f.txt") == before
         assert again.writes("a") == {"f.txt": ["b"]}  # b ran while a's first command did, and saw f.txt change
 
@@ -156,7 +156,7 @@ def test_the_journal_is_in_finishing_order_when_the_first_finisher_is_slow_to_be
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [e["agent"] for e in lines] == ["a", "b"] and lines[0]["ended"] < lines[1]["ended"]
     with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as fresh:
-        assert SharedWorkspace(fresh, journal=path).replay({"a": 1, "b": 1}) == 2
+        assert SharedWorkspace(fresh, journal=path).restore({"a": 1, "b": 1}) == 2
         assert fresh.read_file("f.txt") == b"b\n"
 
 

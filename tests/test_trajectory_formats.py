@@ -348,7 +348,7 @@ def exported(tmp_path: Path, run, kind: str = "solo") -> Path:
 
 
 def test_swepipe_export_reads_the_actions_its_agent_recorded(tmp_path):
-    from pipeline.agent.record import AgentRun, AgentStep
+    from pipeline.agent.agent_run import AgentRun, AgentStep
 
     replies = [("Look.\n\n```bash\nls /app/src\n```", dict(action="bash", command="ls /app/src", exit_code=0)),
                ("No block here.", dict(format_error="your reply had no ```bash blocks; it must have exactly one")),
@@ -380,7 +380,7 @@ def test_swepipe_export_reads_the_actions_its_agent_recorded(tmp_path):
 
 
 def test_swepipe_export_in_the_tool_call_format(tmp_path):
-    from pipeline.agent.record import AgentRun, AgentStep
+    from pipeline.agent.agent_run import AgentRun, AgentStep
 
     arguments = {"command": "create", "path": "bin/tool", "file_text": "#!/bin/sh\nexit 0\n"}
     run = AgentRun(name="junior", exit_reason="submitted")

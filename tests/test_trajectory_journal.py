@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from pipeline import storage
 from pipeline.agent.agent import Agent, prompt
+from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.journal import TrajectoryJournal
-from pipeline.agent.record import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.config import Limits

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.analysis.replay_data import read_run
-from pipeline.analysis.replay_history import HistoryVariant, replay_task
+from pipeline.analysis.repricing import HistoryVariant, reprice_task
 from pipeline.analysis.whatif import Pricer, pareto_front, what_if
+from pipeline.analysis.whatif_data import read_run
 from pipeline.layout import RunLayout
 
 PRICES = {"input": 1.0, "output": 2.0}  # dollars per million tokens
@@ -174,16 +174,16 @@ def test_history_replay_follows_recorded_tokens_and_prices_the_cache_by_hand(tmp
     replay = read_run(run)
     task = replay.tasks[0]
     pricer = Pricer.for_run(replay.config, {})
-    plain = replay_task(task, HistoryVariant(), pricer, HistoryVariant())["rollout-00"]
+    plain = reprice_task(task, HistoryVariant(), pricer, HistoryVariant())["rollout-00"]
     tokens = [_chars(p) / 4 for p in prompts]
     assert plain.input_tokens == pytest.approx(sum(tokens))
     assert plain.dollars == pytest.approx((sum(tokens) * 3.0 + 400 * 15.0) / 1e6)
-    cached = replay_task(task, HistoryVariant(cache=True), pricer, HistoryVariant())["rollout-00"]
+    cached = reprice_task(task, HistoryVariant(cache=True), pricer, HistoryVariant())["rollout-00"]
     expected_cached = sum(tokens[:-1])  # call j+1 reads all of call j's prompt
     assert cached.cached_tokens == pytest.approx(expected_cached)
     expected = (expected_cached * 0.3 + (sum(tokens) - expected_cached) * 3.75 + 400 * 15.0) / 1e6
     assert cached.dollars == pytest.approx(expected) and cached.dollars < plain.dollars
-    compact = replay_task(task, HistoryVariant(compact_after=1, compact_chars=500), pricer,
+    compact = reprice_task(task, HistoryVariant(compact_after=1, compact_chars=500), pricer,
                           HistoryVariant())["rollout-00"]
     # call 3 sends observations 1 and 2, call 4 observations 1-3: all but the last cut to 500 + note + 500
     assert compact.input_tokens < plain.input_tokens - 2 * (8000 - 1200) / 4
@@ -207,13 +207,13 @@ def test_rollouts_started_together_do_not_read_each_others_first_prompt(tmp_path
     run = make_run(tmp_path / "run", votes=["x", "x"], verdicts={"x": True}, principal_resolved=True, rows=rows,
                    conversations={0: first, 1: first}, config=config)
     replay = read_run(run)
-    spend = replay_task(replay.tasks[0], HistoryVariant(cache=True), Pricer.for_run(replay.config, {}),
+    spend = reprice_task(replay.tasks[0], HistoryVariant(cache=True), Pricer.for_run(replay.config, {}),
                         HistoryVariant())
     assert spend["rollout-00"].cached_tokens == 0 and spend["rollout-01"].cached_tokens == 0
     rows[1]["time"] = 8.0  # rollout 1 starts at 7.0, after rollout 0 finished at 5.0: it reads the shared prefix
     (RunLayout(run).task(TASK).ledger).write_text("".join(json.dumps(r) + "\n" for r in rows))
     replay = read_run(run)
-    spend = replay_task(replay.tasks[0], HistoryVariant(cache=True), Pricer.for_run(replay.config, {}),
+    spend = reprice_task(replay.tasks[0], HistoryVariant(cache=True), Pricer.for_run(replay.config, {}),
                         HistoryVariant())
     assert spend["rollout-01"].cached_tokens == pytest.approx(2000)  # its first prompt is the shared prefix
 
@@ -293,7 +293,7 @@ def test_prompts_under_the_models_cache_minimum_are_neither_read_nor_written(tmp
     messages = _conversation(3, 8000)  # prompts of 2,000, 4,100 and 6,200 tokens at 4 characters a token
     replay, pricer, prompts = _replayed(tmp_path, messages, "anthropic/claude-haiku-4-5", 0)
     assert pricer.prices["junior"].cache_min_tokens == 4096
-    spend = replay_task(replay.tasks[0], HistoryVariant(cache=True), pricer, HistoryVariant())["rollout-00"]
+    spend = reprice_task(replay.tasks[0], HistoryVariant(cache=True), pricer, HistoryVariant())["rollout-00"]
     tokens = [_chars(p) / 4 for p in prompts]
     # call 1 (2,000) is under the minimum: plain input, nothing written; call 2 (4,100) reads nothing (call 1 was
     # never written) and writes itself; call 3 reads call 2's 4,100 tokens and writes the rest
@@ -302,7 +302,7 @@ def test_prompts_under_the_models_cache_minimum_are_neither_read_nor_written(tmp
     expected = (tokens[0] * 1.0 + tokens[1] * 1.25 + tokens[1] * 0.1 + (tokens[2] - tokens[1]) * 1.25) / 1e6
     assert spend.dollars == pytest.approx(expected)
     lower = Pricer.for_run(replay.config, {"junior": "anthropic/claude-sonnet-4-5-20250929"})  # minimum 1,024
-    assert replay_task(replay.tasks[0], HistoryVariant(cache=True), lower, HistoryVariant())[
+    assert reprice_task(replay.tasks[0], HistoryVariant(cache=True), lower, HistoryVariant())[
         "rollout-00"].cached_tokens == pytest.approx(tokens[0] + tokens[1])
 
 
@@ -379,7 +379,7 @@ def test_the_cache_replay_reads_and_writes_only_where_the_run_marks(tmp_path):
     replay = read_run(run)
     pricer = Pricer.for_run(replay.config, {"junior": "anthropic/claude-sonnet-4-5-20250929"})  # minimum 1,024
     assert pricer.at_markers(replay.tasks[0].calls[0])
-    spend = replay_task(replay.tasks[0], HistoryVariant(cache=True), pricer, HistoryVariant())
+    spend = reprice_task(replay.tasks[0], HistoryVariant(cache=True), pricer, HistoryVariant())
     tokens = [c / 4 for c in chars]
     near = lambda value: pytest.approx(value, rel=1e-3)  # noqa: E731 - the ledger's tokens are whole
     task_prefix = 2000  # system prompt and task: the first marks past the minimum
@@ -391,7 +391,7 @@ def test_the_cache_replay_reads_and_writes_only_where_the_run_marks(tmp_path):
     assert spend["rollout-01"].cached_tokens == near(2 * task_prefix)
     assert spend["rollout-01"].written_tokens == near(tokens[4] - task_prefix)
     # a provider that caches every prefix on its own (no markers) reads the shared command too
-    automatic = replay_task(replay.tasks[0], HistoryVariant(cache=True), Pricer.for_run(replay.config, {}),
+    automatic = reprice_task(replay.tasks[0], HistoryVariant(cache=True), Pricer.for_run(replay.config, {}),
                             HistoryVariant())
     assert automatic["rollout-01"].cached_tokens == near(task_prefix + _chars_with_calls(other[:3]) / 4)
 
@@ -408,7 +408,7 @@ def test_a_cache_entry_further_back_than_anthropics_lookback_is_not_read(tmp_pat
 
     def cached(after: int, price=pricer) -> float:
         variant = HistoryVariant(cache=True, compact_after=after, compact_chars=100)
-        return replay_task(replay.tasks[0], variant, price, HistoryVariant())["rollout-00"].cached_tokens
+        return reprice_task(replay.tasks[0], variant, price, HistoryVariant())["rollout-00"].cached_tokens
 
     # Calls with at most N observations cut nothing: each reads its predecessor's whole prompt.
     whole_reads = {after: sum(_chars(p) / 4 for p in prompts[:after]) for after in (10, 11)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidatePool
+from pipeline.pool_rules import CandidatePool
 from pipeline.principal.stage import check_applies
 from pipeline.records import Brief, PrincipalResult
 

@@ -29,12 +29,12 @@ from pipeline.agent.actions import (
     parse_tool_action,
     tools_for,
 )
+from pipeline.agent.agent_run import AgentRun, AgentStep, Stop
 from pipeline.agent.bash_action import BashAction
 from pipeline.agent.compact import compact_history
 from pipeline.agent.editor_action import EditorAction, editor_kinds
 from pipeline.agent.failures import briefly
 from pipeline.agent.journal import TrajectoryJournal
-from pipeline.agent.record import AgentRun, AgentStep, Stop
 from pipeline.agent.role_actions import RoleActions, SubmitAction
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
@@ -102,24 +102,24 @@ class Agent:
 
     # -- resume ---------------------------------------------------------------------------
 
-    def resume(self, replay: bool = True) -> bool:
+    def resume(self, restore: bool = True) -> bool:
         """Continue the trajectory saved at ``trajectory_path``, if there is one; True when there was.
 
         Its cost is not charged again: the task's and run's budgets were seeded from the ledger when the
         task started; an agent with a budget of its own (a rollout, a worker) has its owner seed that one
-        (``Budget.seed(agent.record.cost)``). With ``replay`` its commands are run again in order,
+        (``Budget.seed(agent.record.cost)``). With ``restore`` its commands are run again in order,
         rebuilding the workspace; a shared workspace is rebuilt by its owner instead.
         """
         saved = self.journal.load()
         if saved is None:
             return False
         self.transcript.record = saved
-        if replay:
+        if restore:
             for step in saved.steps:
                 if step.action == BASH and step.exit_code is not None:
-                    self.bash.replay(step)
+                    self.bash.restore(step)
                 elif step.action in EDITOR_KINDS and self.editor_action and any(e.get("ok") for e in step.edits):
-                    self.editor_action.replay(step)
+                    self.editor_action.restore(step)
         return True
 
     def journalled_steps(self) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.agent.actions import Action
+from pipeline.agent.agent_run import AgentStep, Stop
 from pipeline.agent.failures import workspace_failure
-from pipeline.agent.record import AgentStep, Stop
 from pipeline.config import Limits
 from pipeline.errors import ContainerDied
 from pipeline.prompts import render
@@ -39,7 +39,7 @@ class BashAction:
         return render("observation.md.j2", exit_code=result.exit_code, output=result.output,
                       timed_out=result.timed_out, timeout=int(limits.command_timeout), cut_bytes=result.cut_bytes)
 
-    def replay(self, step: AgentStep) -> None:
+    def restore(self, step: AgentStep) -> None:
         """A recorded command run again, as a resumed agent rebuilds its workspace."""
         try:
             self.runtime.run(step.command, timeout=self.limits.command_timeout, output_limit=1000)

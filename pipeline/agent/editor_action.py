@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.agent.actions import EDIT, EDITOR, VIEW, Action, FormatError
+from pipeline.agent.agent_run import AgentStep
 from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.failures import briefly, workspace_failure
-from pipeline.agent.record import AgentStep
 from pipeline.edits.editor import Editor, EditorResult, open_editor
 from pipeline.errors import ContainerDied
 
@@ -53,7 +53,7 @@ class EditorAction:
                 break
         return results
 
-    def replay(self, step: AgentStep) -> None:
+    def restore(self, step: AgentStep) -> None:
         """A recorded editor action made again, as a resumed agent rebuilds its workspace: the same calls on the
         same files."""
         self.apply(Action(step.action, step.command or ""))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline import stopping
-from pipeline.agent.record import Stop
+from pipeline.agent.agent_run import Stop
 from pipeline.errors import RuntimeUnavailable, describe, is_transport_error
 
 

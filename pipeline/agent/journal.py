@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pipeline.agent.record import AgentRun
+from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.transcript import Transcript
 from pipeline.errors import StorageFault
 from pipeline.layout import reply_journal, trajectory_journal

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pipeline.agent.actions import Action, ActionError, FormatError
+from pipeline.agent.agent_run import AgentStep, Stop
 from pipeline.agent.failures import briefly, workspace_failure
-from pipeline.agent.record import AgentStep, Stop
 from pipeline.errors import ContainerDied
 
 

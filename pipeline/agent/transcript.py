@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from pipeline.agent.record import AgentRun, AgentStep
+from pipeline.agent.agent_run import AgentRun, AgentStep
 from pipeline.models.client import Completion, Usage
 
 

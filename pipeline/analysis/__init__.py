@@ -1,6 +1,6 @@
 """Analyses of runs already on disk, computed from their records alone (no model call, no container): a run read
 (``load``) and counted (``stats``), coverage of the gold patch (``coverage``), paired comparisons (``compare``),
-repeats (``repeats``), what other policies would have cost and resolved (``replay_data``, ``replay_history``,
+repeats (``repeats``), what other policies would have cost and resolved (``whatif_data``, ``repricing``,
 ``whatif``), and the team analysis (``team``). Their results are numbers and plain-string tables (``table``); the
 run report (``pipeline.report``) draws and renders them.
 
@@ -10,10 +10,10 @@ through the records it wrote.
 """
 
 from pipeline.analysis.coverage import GoldEdits, RunCoverage, TaskCoverage, gold_edits, run_coverage, task_coverage
-from pipeline.analysis.load import RunData, TaskRecord, load_run
+from pipeline.analysis.load import RunData, TaskData, load_run
 from pipeline.analysis.stats import RunStats, bootstrap_interval, efficiency, run_stats
 
 __all__ = [
-    "GoldEdits", "RunCoverage", "RunData", "RunStats", "TaskCoverage", "TaskRecord", "bootstrap_interval",
+    "GoldEdits", "RunCoverage", "RunData", "RunStats", "TaskCoverage", "TaskData", "bootstrap_interval",
     "efficiency", "gold_edits", "load_run", "run_coverage", "run_stats", "task_coverage",
 ]

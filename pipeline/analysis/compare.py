@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from pipeline.analysis.load import RunData, TaskRecord, named_apart
+from pipeline.analysis.load import RunData, TaskData, named_apart
 from pipeline.analysis.stats import BOOTSTRAP_RESAMPLES, changed_infrastructure, file_editor, integrity_kinds
 from pipeline.analysis.table import Table, by_repository_and_language, money, percent
 from pipeline.records.evaluation import infrastructure_named
@@ -90,7 +90,7 @@ def compare_runs(runs: list[RunData], meta: dict[str, tuple[str, str]] | None = 
     return [compare_pair(first, other, meta or {}, seed) for other in others]
 
 
-def _shared(run_a: RunData, run_b: RunData) -> tuple[dict[str, TaskRecord], dict[str, TaskRecord], list[str]]:
+def _shared(run_a: RunData, run_b: RunData) -> tuple[dict[str, TaskData], dict[str, TaskData], list[str]]:
     """Each run's scored tasks by id, and the ids both scored, in order."""
     scored_a = {t.instance_id: t for t in run_a.tasks if t.resolved is not None}
     scored_b = {t.instance_id: t for t in run_b.tasks if t.resolved is not None}
@@ -144,7 +144,7 @@ def infrastructure_count(run: RunData) -> str:
     return f"{count} ({files})" if count else "0"
 
 
-def scoring(task: TaskRecord) -> tuple[str, str | None]:
+def scoring(task: TaskData) -> tuple[str, str | None]:
     """How a task was scored, from its eval/result.json: its settings (network, limits, the scoring profile,
     the time limit, the protocol's and swepipe's versions) in words, and the image's id; ("not on record", None)
     for a verdict that came without one."""
@@ -158,7 +158,7 @@ def scoring(task: TaskRecord) -> tuple[str, str | None]:
     return words, scorer.get("image_id")
 
 
-def scoring_warnings(name_a: str, tasks_a: list[TaskRecord], name_b: str, tasks_b: list[TaskRecord]) -> list[str]:
+def scoring_warnings(name_a: str, tasks_a: list[TaskData], name_b: str, tasks_b: list[TaskData]) -> list[str]:
     """What differed between how two runs' shared tasks were scored (both lists in the same task order)."""
     warnings = []
     scored_a, scored_b = [scoring(t) for t in tasks_a], [scoring(t) for t in tasks_b]
@@ -172,7 +172,7 @@ def scoring_warnings(name_a: str, tasks_a: list[TaskRecord], name_b: str, tasks_
     return warnings
 
 
-def _costs(tasks: list[TaskRecord]) -> np.ndarray:
+def _costs(tasks: list[TaskData]) -> np.ndarray:
     """Each task's dollars, as the report counts them (the prediction's, else its ledger's)."""
     return np.array([t.total_cost for t in tasks], dtype=float)
 

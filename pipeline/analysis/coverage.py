@@ -45,7 +45,7 @@ from pathlib import Path
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from pipeline.analysis.load import RunData, TaskRecord, config_section
+from pipeline.analysis.load import RunData, TaskData, config_section
 from pipeline.analysis.stats import model_off
 from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import Brief, Pool, read_json
@@ -242,7 +242,7 @@ class _Brief:
     context_tokens: float | None
 
 
-def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | None = 0, seed: int = 0,
+def task_coverage(task: TaskData, gold: GoldEdits, shown_candidates: int | None = 0, seed: int = 0,
                   task_root: Path | None = None, senior_off: bool = False) -> TaskCoverage | None:
     """The curves and points of one task; None when its pool names no rollout.
 
@@ -310,7 +310,7 @@ def task_coverage(task: TaskRecord, gold: GoldEdits, shown_candidates: int | Non
                         complete_text=not isinstance(base, dict) or base.get("complete", True) is not False)
 
 
-def _task_measure(task: TaskRecord, gold: GoldEdits, task_root: Path | None, big_k: int):
+def _task_measure(task: TaskData, gold: GoldEdits, task_root: Path | None, big_k: int):
     """(the senior's briefs by k, the task's coverage measure, its expansion_text.json record)."""
     briefs, contexts, base_texts = _senior_briefs(task, task_root, big_k)
     base = read_json(TaskPaths(task_root).senior_files.expansion_text).data if task_root else None
@@ -330,7 +330,7 @@ class GoldLineCoverage:
     contexts: dict[str, tuple[set, set]]
 
 
-def gold_line_coverage(task: TaskRecord, patch: str, shown_candidates: int | None = 0,
+def gold_line_coverage(task: TaskData, patch: str, shown_candidates: int | None = 0,
                        task_root: Path | None = None) -> GoldLineCoverage | None:
     """Per gold line, whether the task's contexts at k = K held it: 'cand.' (every candidate's hunks and added
     lines), '+exp.' (plus their code expansion) and 'sent' (what the principal got: the brief's context_spans
@@ -364,7 +364,7 @@ def shown_candidates(config: dict) -> int | None:
     return _shown_candidates(config)
 
 
-def _senior_briefs(task: TaskRecord, task_root: Path | None,
+def _senior_briefs(task: TaskData, task_root: Path | None,
                    big_k: int) -> tuple[dict[int, _Brief], list[str], list]:
     """k -> the senior's brief on the first k rollouts (the run's own at k = K, else tasks/<id>/analysis); and
     the analysis briefs' context.md texts and expansion_text.json records (base-commit text, all of it)."""
@@ -490,7 +490,7 @@ def _candidate(raw: Candidate) -> _Candidate:
     return _Candidate(raw.key if raw.key is not None else "", set(raw.files or []), ranges, added, added_tokens)
 
 
-def _has_pool(task: TaskRecord) -> bool:
+def _has_pool(task: TaskData) -> bool:
     """Whether the task has a pool with anything in it (an empty pool.json is none)."""
     return task.pool is not None and bool(task.pool.to_dict())
 

@@ -45,7 +45,7 @@ from pipeline.records.ledger import read_ledger
 from pipeline.records.retrieval import RetrievalFinding
 from pipeline.tasks import check_instance_id
 
-__all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskRecord", "config_section",
+__all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskData", "config_section",
            "is_number", "load_run", "named_apart", "read_json", "read_text"]
 
 
@@ -53,7 +53,7 @@ _EVAL_RESULT = TASK.relative(TASK.eval_files.result)
 
 
 @dataclass
-class TaskRecord:
+class TaskData:
     """What a run left on disk for one finished task (a prediction exists)."""
 
     instance_id: str
@@ -158,7 +158,7 @@ class TaskRecord:
 @dataclass
 class RunData:
     root: Path
-    tasks: list[TaskRecord]
+    tasks: list[TaskData]
     config: dict = field(default_factory=dict)
     unfinished: list[str] = field(default_factory=list)  # task directories without a prediction yet
     refused: dict[str, str] = field(default_factory=dict)  # instance id -> why it cannot be one (left out)
@@ -225,7 +225,7 @@ def _checked(by_id: dict) -> tuple[dict, dict[str, str]]:
     return kept, refused
 
 
-def _task(layout: RunLayout, root: Path, instance_id: str, prediction: Prediction) -> TaskRecord:
+def _task(layout: RunLayout, root: Path, instance_id: str, prediction: Prediction) -> TaskData:
     paths = layout.task(instance_id)
     unreadable: dict[str, str] = {}
 
@@ -249,7 +249,7 @@ def _task(layout: RunLayout, root: Path, instance_id: str, prediction: Predictio
     if expansion.problem not in (None, MISSING):
         unreadable[paths.relative(senior.expansion_by_candidate)] = expansion.problem
     edits: Counter = Counter()
-    return TaskRecord(
+    return TaskData(
         instance_id=instance_id, prediction=prediction, eval_result=eval_result,
         rollouts=_rollouts(paths, unreadable, edits), pool=record(Pool, paths.junior_files.pool),
         brief=record(Brief, senior.brief), expansion_by_candidate=expansion.data,
@@ -367,7 +367,7 @@ class TaskFiles:
     tasks holds gigabytes of trajectories): for the task pages. Records are read through their types, other JSON
     with ``read_json`` (bytes that are not UTF-8 kept, to be shown as such), text with ``read_text``."""
 
-    def __init__(self, run: RunData, task: TaskRecord):
+    def __init__(self, run: RunData, task: TaskData):
         self.run_root = run.root
         self.layout = RunLayout(run.root)
         self.paths = self.layout.task(task.instance_id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipeline.analysis.load import TaskRecord
+from pipeline.analysis.load import TaskData
 from pipeline.records import Rollout
 from pipeline.records.retrieval import RetrievalFinding
 
@@ -44,7 +44,7 @@ def rollout_name(rollout: Rollout, number: int) -> str:
     return f"rollout {index:02d}{source}"
 
 
-def task_findings(task: TaskRecord) -> list[WhoseFinding]:
+def task_findings(task: TaskData) -> list[WhoseFinding]:
     """Every finding on the task's trajectories, the juniors' first, then the senior's, the solo agent's, the
     team's and a replayed trajectory's."""
     found = [WhoseFinding(rollout_name(rollout, number), finding) for number, rollout in enumerate(task.rollouts)
@@ -58,12 +58,12 @@ def task_findings(task: TaskRecord) -> list[WhoseFinding]:
     return found
 
 
-def unaudited(task: TaskRecord) -> list[Rollout]:
+def unaudited(task: TaskData) -> list[Rollout]:
     """The task's imported candidates that came without a trajectory to audit (a predictions file's)."""
     return [rollout for rollout in task.rollouts if isinstance(rollout.unaudited, str)]
 
 
-def candidate_count(task: TaskRecord) -> CandidateCount:
+def candidate_count(task: TaskData) -> CandidateCount:
     """The task's candidates from audited trajectories: the pool's (a candidate reached when any of its rollouts'
     trajectories did), else the solo agent's, the team's or a replayed prediction (one candidate)."""
     audited_rollouts = {rollout.index: _findings(rollout.retrieval) for rollout in task.rollouts

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.analysis.load import RunData, TaskRecord, config_section, is_number
+from pipeline.analysis.load import RunData, TaskData, config_section, is_number
 from pipeline.analysis.retrieval import candidate_count, unaudited
 from pipeline.analysis.sealing import SealCount, run_seal_count
 from pipeline.records.evaluation import CATEGORIES
@@ -178,7 +178,7 @@ def model_off(config: dict, role: str) -> bool:
     return isinstance(spec, dict) and str(spec.get("model") or "").strip().lower() == NO_MODEL
 
 
-def _schedules(tasks: list[TaskRecord]) -> list[Schedule]:
+def _schedules(tasks: list[TaskData]) -> list[Schedule]:
     """The junior schedules of the tasks that ran one, in order."""
     return [t.pool.schedule for t in tasks if t.pool is not None and t.pool.schedule is not None]
 
@@ -282,7 +282,7 @@ def error_kind(error: str) -> str:
     return head[:80]
 
 
-def integrity_kinds(task: TaskRecord) -> set[str]:
+def integrity_kinds(task: TaskData) -> set[str]:
     """The kinds of the integrity findings on a task's verdict (pipeline.evaluation.integrity)."""
     result = task.eval_result
     if result is None or not result.flagged:
@@ -290,7 +290,7 @@ def integrity_kinds(task: TaskRecord) -> set[str]:
     return {str(finding.kind) for finding in result.integrity if isinstance(finding.kind, str)} or {"unnamed"}
 
 
-def changed_infrastructure(task: TaskRecord) -> list[str]:
+def changed_infrastructure(task: TaskData) -> list[str]:
     """The test infrastructure files a resolved task's patch changes (eval/result.json's test_infrastructure notes);
     none for a task not resolved."""
     if task.resolved is not True or task.eval_result is None:
@@ -298,14 +298,14 @@ def changed_infrastructure(task: TaskRecord) -> list[str]:
     return task.eval_result.infrastructure_files
 
 
-def _categories(tasks: list[TaskRecord]) -> Counter:
+def _categories(tasks: list[TaskData]) -> Counter:
     counts = Counter(t.category for t in tasks)
     ordered = Counter({c: counts[c] for c in CATEGORIES if counts[c]})
     ordered.update({c: n for c, n in counts.items() if c not in CATEGORIES})
     return ordered
 
 
-def _tokens(task: TaskRecord, stage: str, kind: str) -> int:
+def _tokens(task: TaskData, stage: str, kind: str) -> int:
     used = (task.prediction.tokens or {}).get(stage)
     value = getattr(used, kind) if used is not None else None
     return int(value) if is_number(value) else 0

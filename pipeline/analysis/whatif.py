@@ -2,7 +2,7 @@
 model call, no container).
 
 Per task it reads the rollouts, their candidates and the hidden tests' verdict on each candidate (``swepipe eval
---candidates RUN``), the prediction's verdict and every paid call (``replay_data``). The policies:
+--candidates RUN``), the prediction's verdict and every paid call (``whatif_data``). The policies:
 
 - ``pass@k``: some candidate of k rollouts resolves (an oracle: nothing picks it). Exact over every k-subset of a
   task's rollouts: 1 - C(n-c, k) / C(n, k) with c rollouts whose candidate resolves; it costs the k rollouts.
@@ -15,7 +15,7 @@ Per task it reads the rollouts, their candidates and the hidden tests' verdict o
   rollouts in index order; it pays the rollouts it would have run. Then either the top candidate (``-> vote``,
   exact) or the senior and principal (``-> principal``): their verdict on a smaller pool is unknown, so the
   recorded one stands in for it and the policy is marked an estimate where the schedule stopped early.
-- history: the recorded run with its agents' histories compacted and/or a prompt cache (``replay_history``);
+- history: the recorded run with its agents' histories compacted and/or a prompt cache (``repricing``);
   the verdicts stay the recorded ones (an estimate of dollars and tokens only). ``vote@k, prompt cache`` is vote@k
   with each rollout priced as the cached principal's rollouts are (every rollout of the task replayed together).
 
@@ -30,9 +30,9 @@ import math
 import random
 from dataclasses import asdict, dataclass, field, replace
 
-from pipeline.analysis.replay_data import RunReplay, TaskReplay, rollout_index
-from pipeline.analysis.replay_history import HistoryVariant, replay_task
+from pipeline.analysis.repricing import HistoryVariant, reprice_task
 from pipeline.analysis.stats import file_editor
+from pipeline.analysis.whatif_data import WhatIfRun, WhatIfTask, rollout_index
 from pipeline.config import ScheduleConfig
 from pipeline.pool_rules import CandidatePool, agreement, agrees, judge, wave_sizes
 from pipeline.records import Rollout
@@ -125,7 +125,7 @@ class Pricer:
         return prices.cost(row.input_tokens, row.cached_tokens, row.output_tokens, row.cache_write_tokens)
 
 
-def what_if(run: RunReplay, pricer: Pricer, *, max_subsets: int = MAX_SUBSETS, seed: int = 0) -> WhatIf:
+def what_if(run: WhatIfRun, pricer: Pricer, *, max_subsets: int = MAX_SUBSETS, seed: int = 0) -> WhatIf:
     notes: list[str] = []
     tasks = [t for t in run.tasks if t.resolved is not None]
     if len(tasks) < len(run.tasks):
@@ -165,7 +165,7 @@ def what_if(run: RunReplay, pricer: Pricer, *, max_subsets: int = MAX_SUBSETS, s
     return WhatIf(run.run_id, policies, len(tasks), notes, editor=file_editor(run.config))
 
 
-def sub_pool(task: TaskReplay, indices) -> CandidatePool:
+def sub_pool(task: WhatIfTask, indices) -> CandidatePool:
     """The pool the rollouts ``indices`` alone would have made: the task's candidates restricted to them, votes
     counted again, ordered as the pool orders them (most votes, then the earliest rollout)."""
     chosen = set(indices)
@@ -180,23 +180,23 @@ def sub_pool(task: TaskReplay, indices) -> CandidatePool:
     return CandidatePool(task.instance_id, kept, len(chosen), empty=sorted(chosen - voting), unparsable=[])
 
 
-def _records(task: TaskReplay, indices) -> list[Rollout]:
+def _records(task: WhatIfTask, indices) -> list[Rollout]:
     return [Rollout(index=i, exit_reason=str(task.exits.get(i, "unknown"))) for i in sorted(indices)]
 
 
-def _top_verdict(task: TaskReplay, pool: CandidatePool) -> bool:
+def _top_verdict(task: WhatIfTask, pool: CandidatePool) -> bool:
     return bool(pool.candidates) and bool(task.verdicts.get(pool.candidates[0].key))
 
 
-def _rollout_cost(task: TaskReplay, index: int, pricer: Pricer) -> float:
+def _rollout_cost(task: WhatIfTask, index: int, pricer: Pricer) -> float:
     return sum(pricer.row_cost(row) for row in task.rollout_calls(index))
 
 
-def _total_cost(task: TaskReplay, pricer: Pricer) -> float:
+def _total_cost(task: WhatIfTask, pricer: Pricer) -> float:
     return sum(pricer.row_cost(row) for row in task.calls)
 
 
-def _after_juniors_cost(task: TaskReplay, pricer: Pricer) -> float:
+def _after_juniors_cost(task: WhatIfTask, pricer: Pricer) -> float:
     return sum(pricer.row_cost(row) for row in task.calls if row.stage != "junior")
 
 
@@ -208,14 +208,14 @@ def _policy(name: str, family: str, k, outcomes: list[tuple[float, float]], **ex
                   dollars_per_task=sum(d for _, d in outcomes) / count if count else None, **extra)
 
 
-def _recorded(tasks: list[TaskReplay], pricer: Pricer) -> Policy:
+def _recorded(tasks: list[WhatIfTask], pricer: Pricer) -> Policy:
     strategies = sorted({t.strategy for t in tasks})
     name = "principal" if strategies == ["pipeline"] else "recorded (" + ", ".join(strategies) + ")"
     k = sum(len(t.rollouts) for t in tasks) / len(tasks)
     return _policy(name, "principal", k, [(float(bool(t.resolved)), _total_cost(t, pricer)) for t in tasks])
 
 
-def _pass_at(tasks: list[TaskReplay], k: int, pricer: Pricer) -> Policy:
+def _pass_at(tasks: list[WhatIfTask], k: int, pricer: Pricer) -> Policy:
     outcomes = []
     for task in tasks:
         n = len(task.rollouts)
@@ -236,7 +236,7 @@ def _subsets(indices: list[int], k: int, max_subsets: int, rng: random.Random):
     return [tuple(sorted(rng.sample(indices, k))) for _ in range(max_subsets)]
 
 
-def _vote_at(tasks: list[TaskReplay], k: int, rollout_costs: list[dict[int, float]], max_subsets: int, seed: int,
+def _vote_at(tasks: list[WhatIfTask], k: int, rollout_costs: list[dict[int, float]], max_subsets: int, seed: int,
              name: str = "vote@k") -> Policy:
     """``rollout_costs``: per task, what each of its rollouts cost (as recorded, or replayed with a prompt cache)."""
     rng = random.Random(seed * 1_000_003 + k)
@@ -253,7 +253,7 @@ def _vote_at(tasks: list[TaskReplay], k: int, rollout_costs: list[dict[int, floa
     return _policy(name, name, k, outcomes)
 
 
-def _skip(tasks: list[TaskReplay], share: float, least: int, pricer: Pricer) -> Policy:
+def _skip(tasks: list[WhatIfTask], share: float, least: int, pricer: Pricer) -> Policy:
     outcomes = []
     for task in tasks:
         pool = sub_pool(task, task.rollouts)
@@ -267,7 +267,7 @@ def _skip(tasks: list[TaskReplay], share: float, least: int, pricer: Pricer) -> 
     return _policy(f"skip when top >= {share:g} of >= {least} submitted", "skip", k, outcomes)
 
 
-def _stop_point(task: TaskReplay, settings: ScheduleConfig) -> int:
+def _stop_point(task: WhatIfTask, settings: ScheduleConfig) -> int:
     """How many rollouts (in index order) the schedule would have run on this task."""
     indices = task.rollouts
     before = None
@@ -280,7 +280,7 @@ def _stop_point(task: TaskReplay, settings: ScheduleConfig) -> int:
     return len(indices)
 
 
-def _schedules(tasks: list[TaskReplay], pricer: Pricer, k_max: int) -> list[Policy]:
+def _schedules(tasks: list[WhatIfTask], pricer: Pricer, k_max: int) -> list[Policy]:
     policies = []
     for first in SCHEDULE_FIRSTS:
         if first >= k_max:
@@ -304,7 +304,7 @@ def _schedules(tasks: list[TaskReplay], pricer: Pricer, k_max: int) -> list[Poli
     return policies
 
 
-def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
+def _histories(tasks: list[WhatIfTask], pricer: Pricer, config: dict,
                notes: list[str]) -> tuple[list[Policy], list[dict[int, float]] | None]:
     """The principal with each history variant, and per task each rollout's cost with the whole history and a
     prompt cache (None when nothing could be replayed)."""
@@ -324,7 +324,7 @@ def _histories(tasks: list[TaskReplay], pricer: Pricer, config: dict,
     for after, cache in itertools.product(COMPACT_AFTER, (False, True)):
         variant = HistoryVariant(cache=cache, compact_after=after, compact_chars=chars)
         outcomes, rollout_inputs = [], []
-        spends = [replay_task(task, variant, pricer, sent) for task in tasks]
+        spends = [reprice_task(task, variant, pricer, sent) for task in tasks]
         for task, spend in zip(tasks, spends, strict=True):
             outcomes.append((float(bool(task.resolved)), sum(s.dollars for s in spend.values())))
             rollout_inputs += [s.input_tokens for agent, s in spend.items() if rollout_index(agent) is not None]

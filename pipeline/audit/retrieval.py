@@ -107,7 +107,7 @@ def _shown_words(words: tuple[str, ...], limit: int = 160) -> str:
 # -- the actions of a trajectory ---------------------------------------------------------------------------------
 
 def agent_actions(trajectory: Any) -> list[AgentAction]:
-    """The actions of a swepipe agent's trajectory (pipeline.agent.record.AgentRun as a dict, as its record or
+    """The actions of a swepipe agent's trajectory (pipeline.agent.agent_run.AgentRun as a dict, as its record or
     file holds it): each bash step's command and output, each editor call's path; steps numbered by their
     ``index`` (from 0, as task pages number them). Whatever else a file holds is skipped."""
     steps = trajectory.get("steps") if isinstance(trajectory, dict) else None

@@ -15,6 +15,7 @@ from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, images_app
 from pipeline.cli.runs import run_id_of
 from pipeline.errors import SwepipeError
+from pipeline.evaluation.options import ScoringOptions
 from pipeline.printable import short_ids
 from pipeline.terminal_table import TerminalTable
 
@@ -75,7 +76,7 @@ def validate(
     sound."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
                                          language=language, limit=limit)
-    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+    scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.config import ExecutorConfig
     from pipeline.datasets import defaults_for

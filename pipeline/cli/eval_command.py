@@ -19,6 +19,7 @@ from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
 from pipeline.cli.runs import run_directory
 from pipeline.cli.stops import exit_stopped
 from pipeline.errors import SwepipeError
+from pipeline.evaluation.options import ScoringOptions
 from pipeline.layout import TASK
 from pipeline.outages import BREAKERS, OUTAGE_SECONDS, Settings
 
@@ -68,7 +69,7 @@ def eval_(
     A run's predictions (RUN), a predictions file (--predictions), or with --candidates every distinct junior
     candidate of a run, scored by the official SWE-Bench Pro protocol in each task's image."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
-    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+    scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.datasets import defaults_for
     from pipeline.evaluation.report import print_summary
@@ -120,7 +121,7 @@ def eval_(
     print_summary(summary, out, console)
 
 
-def _eval_candidates(root: Path, selection, scoring: opt.Scoring, image_template, workers: int, redo: bool,
+def _eval_candidates(root: Path, selection, scoring: ScoringOptions, image_template, workers: int, redo: bool,
                      attempts: int, platform, skip_image_check: bool, where) -> None:
     """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates) by the executor
     ``where``, its summary."""

@@ -1,7 +1,7 @@
 """Options shared by the commands, declared once so that they read the same everywhere, each in its --help panel
 (pipeline.cli.help): task selection, models, strategy and config, execution, scoring, the run directory. A command
 lists the ones it takes in its own signature and makes of the task-selection and scoring ones one value each
-(TaskSelection.chosen, Scoring)."""
+(TaskSelection.chosen, pipeline.evaluation.options.ScoringOptions)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pipeline.cli.help import CONFIG, EXECUTION, MODELS, OUTPUT, SCORING, STRATE
 from pipeline.datasets import BUNDLED
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
-from pipeline.evaluation.profiles import DEFAULT_PROFILE, scoring_profile
+from pipeline.evaluation.profiles import DEFAULT_PROFILE  # noqa: F401 - the commands' default, opt.DEFAULT_PROFILE
 from pipeline.tasks import Task, TaskFilter, load_tasks, parse_instance_ids
 
 DEFAULT_DATASET = BUNDLED
@@ -161,28 +161,6 @@ _in_panel(CONFIG, ConfigFile, Set, PrintConfig)
 _in_panel(EXECUTION, Executor, RayAddress, ImageTemplate, Platform)
 _in_panel(SCORING, RunScripts, Dockerfiles, Timeout, ScoringProfileName, EvalNetwork, EvalLogMb, OutageSeconds)
 _in_panel(OUTPUT, RunsDir)
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """How the hidden tests score patches, as one value: the options shared by swepipe run --evaluate, eval and
-    sweep --evaluate."""
-
-    run_scripts: Path | None = None
-    dockerfiles: Path | None = None
-    timeout: float | None = None  # None: the profile's
-    scoring_profile: str = DEFAULT_PROFILE
-    eval_network: bool = False
-    eval_log_mb: float = DEFAULT_LOG_MB
-
-    def __post_init__(self) -> None:
-        if (self.timeout is not None and self.timeout <= 0) or self.eval_log_mb <= 0:
-            raise SwepipeError(f"--timeout ({self.timeout}) and --eval-log-mb ({self.eval_log_mb}) must be above 0")
-        scoring_profile(self.scoring_profile)  # an unknown name is refused before anything runs
-
-    @property
-    def log_limit(self) -> int:
-        return int(self.eval_log_mb * 1e6)
 
 
 # A shortcut flag -> the config path it sets.

@@ -4,7 +4,6 @@ recorded replies as the model (pipeline.strategies.replay); nothing is called, n
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,6 +14,7 @@ from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
 from pipeline.errors import SwepipeError
+from pipeline.evaluation.options import ScoringOptions
 from pipeline.interop.recorded import RecordedTrajectory
 from pipeline.printable import short_id
 from pipeline.terminal import literal
@@ -57,16 +57,17 @@ def replay(
     the patch is the recorded submission, which files and hunks differ, the steps whose exit status differs, and
     with --evaluate the verdict beside the recorded one. The run directory is like any other (report, eval,
     compare, task pages); the same --run-id resumes it."""
-    from pipeline.cli.run_commands import _Request, _run_once
+    from pipeline.cli.run_commands import _run_once
     from pipeline.interop.replay import max_steps, write_recorded
     from pipeline.layout import RunLayout
     from pipeline.run.executors import executor_for
+    from pipeline.run.lifecycle import RunRequest, new_run_id
     from pipeline.run.setup import resolve_config
 
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids)
-    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+    scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
-    run_id = run_id or time.strftime("replay-%Y%m%d-%H%M%S")
+    run_id = run_id or new_run_id("replay")
     if (runs_dir / run_id).exists():  # a resumed replay goes on with its own dataset
         selection = selection.for_run(runs_dir / run_id, console.print)
     recorded = _readable(trajectories)
@@ -90,10 +91,9 @@ def replay(
                           f"swepipe's tool calls, at most {steps} step(s); containers without the network, whatever "
                           "containers.network says (the recorded commands are untrusted)"), soft_wrap=True)
     chosen = dataclasses.replace(selection, instance_ids=",".join(trajectory.instance_id for trajectory in recorded))
-    request = _Request(selection=chosen, scoring=scoring, evaluate=evaluate, image_template=image_template,
-                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=None, check_images=True)
-    where = executor_for(cfg.executor)
-    complete = _run_once(request, cfg, run_id, where)
+    request = RunRequest(config=cfg, run_id=run_id, runs_dir=runs_dir, dataset=chosen.dataset, split=chosen.split,
+                         evaluate=evaluate, scoring=scoring, image_template=image_template, workers=workers)
+    complete = _run_once(request, chosen, executor_for(cfg.executor), check_images=True)
     _print_replays(layout, recorded)
     if not complete:
         raise typer.Exit(1)

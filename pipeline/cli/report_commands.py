@@ -174,8 +174,8 @@ def whatif(
     RUN --candidates`."""
     import json
 
-    from pipeline.analysis.replay_data import read_run
     from pipeline.analysis.whatif import Pricer, what_if
+    from pipeline.analysis.whatif_data import read_run
     from pipeline.analysis.whatif_table import whatif_table
     from pipeline.report.render import rich_table
     from pipeline.report.whatif_figure import whatif_figure

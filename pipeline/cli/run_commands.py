@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -17,11 +16,14 @@ from pipeline.cli.help import EXECUTION, OUTPUT, SCORING, STRATEGY, TASKS
 from pipeline.cli.runs import run_directory
 from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
+from pipeline.evaluation.options import ScoringOptions
 from pipeline.layout import TASK
 from pipeline.printable import clean, short_id
-from pipeline.run.lock import unlock_run
 from pipeline.terminal import literal
 from pipeline.terminal_table import TerminalTable
+
+if TYPE_CHECKING:
+    from pipeline.run.lifecycle import RunRequest
 
 
 @app.command()
@@ -84,14 +86,18 @@ def run(
     Every config option can be set with --set PATH=VALUE; --print-config shows them all."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
                                          language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
-    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+    scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.run.executors import executor_for
+    from pipeline.run.lifecycle import RunRequest, new_run_id
     from pipeline.run.repeats import plan_repeats
     from pipeline.run.setup import resolve_config
 
-    group = plan_repeats(run_id or time.strftime("run-%Y%m%d-%H%M%S"), repeats)  # --repeats 0 stops here
-    own = [runs_dir / repeat.run_id for repeat in group] if repeats > 1 else [runs_dir / run_id] if run_id else []
+    given_run_id = run_id
+    run_id = run_id or new_run_id()
+    group = plan_repeats(run_id, repeats)  # --repeats 0 stops here
+    own = ([runs_dir / repeat.run_id for repeat in group] if repeats > 1
+           else [runs_dir / run_id] if given_run_id else [])
     imports = functools.partial(_with_imports, sources=juniors_from, runs_dir=runs_dir, own=own) \
         if juniors_from else None
     cfg = resolve_config(config, opt.config_assignments(assignments, junior_model=junior_model,
@@ -106,15 +112,15 @@ def run(
         raise SwepipeError("--repeats with --reuse-juniors-from: every repeat would take the same rollouts, so the "
                            "repeats would differ in the senior and principal alone; drop one of the two")
     reused = str(run_directory(reuse_juniors_from, runs_dir)) if reuse_juniors_from else None
-    request = _Request(selection=selection, scoring=scoring, evaluate=evaluate, image_template=image_template,
-                       runs_dir=runs_dir, workers=workers, reuse_juniors_from=reused,
-                       check_images=not skip_image_check)
+    request = RunRequest(config=cfg, run_id=run_id, runs_dir=runs_dir, dataset=selection.dataset,
+                         split=selection.split, evaluate=evaluate, scoring=scoring, image_template=image_template,
+                         reuse_juniors_from=reused, workers=workers)
     where = executor_for(cfg.executor)
     where.connect()  # Ray missing or no cluster there: said now, before the run directory exists
     if repeats == 1:
-        complete = _run_once(request, cfg, run_id, where)
+        complete = _run_once(request, selection, where, check_images=not skip_image_check)
     else:
-        complete = _run_repeats(request, cfg, group, where)
+        complete = _run_repeats(request, selection, group, where, check_images=not skip_image_check)
     if not complete:
         raise typer.Exit(1)
 
@@ -146,42 +152,19 @@ def _with_imports(cfg, sources: list[str], runs_dir: Path, own: list[Path]):
     return cfg.model_copy(update={"juniors": juniors})
 
 
-@dataclasses.dataclass(frozen=True)
-class _Request:
-    """What every run of one `swepipe run` command shares: the run, or each of its repeats."""
-
-    selection: opt.TaskSelection
-    scoring: opt.Scoring
-    evaluate: bool
-    image_template: str | None
-    runs_dir: Path
-    workers: int
-    reuse_juniors_from: str | None
-    check_images: bool
-
-
-def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, group_budget=None,
-              resume: str | None = None) -> bool:
+def _run_once(request: RunRequest, selection: opt.TaskSelection, where, *, check_images: bool, repeat=None,
+              group_budget=None, resume: str | None = None) -> bool:
     """One run directory, start to end: False when tasks were left unfinished by infrastructure or no model
     answered. ``repeat``: the repeat it is (its repeat.json is written); ``resume``: how a stop says to resume."""
+    from pipeline.run.lifecycle import Run
     from pipeline.run.repeats import record_repeat
-    from pipeline.run.setup import prepare_run
 
-    selection = request.selection
-    if run_id:  # a resumed run goes on with its own dataset
-        selection = selection.for_run(request.runs_dir / run_id, console.print)
+    selection = selection.for_run(request.runs_dir / request.run_id, console.print)  # a resumed run: its dataset
+    request = dataclasses.replace(request, dataset=selection.dataset, split=selection.split)
     selected = selection.load()
-    scoring = request.scoring
-    settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, run_id=run_id,
-                                   runs_dir=request.runs_dir, evaluate=request.evaluate,
-                                   reuse_juniors_from=request.reuse_juniors_from,
-                                   run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
-                                   image_template=request.image_template, timeout=scoring.timeout,
-                                   scoring_profile=scoring.scoring_profile, announce=console.print,
-                                   eval_network=scoring.eval_network, eval_log_limit=scoring.log_limit,
-                                   workers=request.workers)
     interactive = sys.stderr.isatty()
-    try:
+    with Run.open(request, announce=console.print) as run:
+        settings = run.settings
         if repeat is not None:
             record_repeat(settings.layout, repeat, settings.config, group_budget)
         console.print(f"run {settings.layout.run_id}: {len(selected)} task(s) -> {settings.layout.root}")
@@ -190,7 +173,7 @@ def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, gr
 
             import_candidates(settings.layout, selected, settings.config.juniors.k, settings.config.juniors.imported,
                               lambda line: console.print(literal(line), soft_wrap=True))
-        if request.check_images and (settings.config.containers.impl is None or settings.evaluation is not None):
+        if check_images and (settings.config.containers.impl is None or settings.evaluation is not None):
             where.check_run_images(selected, settings, console.print)  # stops here when an image cannot be had
         summary = where.run_tasks(selected, settings, workers=request.workers, show_progress=interactive,
                                   log=None if interactive else _log_line)
@@ -199,20 +182,17 @@ def _run_once(request: _Request, cfg, run_id: str | None, where, repeat=None, gr
 
             for line in not_applying(settings.layout, selected, settings.config.juniors.k):
                 console.print(literal(line), soft_wrap=True)
-    finally:
-        if server is not None:
-            server.stop()
-        unlock_run(settings.layout)
     if summary.stopped:
         _stopped(summary, settings, resume)
     return _print_run(summary, settings)
 
 
-def _run_repeats(request: _Request, cfg, group: list, where) -> bool:
+def _run_repeats(request: RunRequest, selection: opt.TaskSelection, group: list, where, *,
+                 check_images: bool) -> bool:
     """Each repeat in turn, with its seeds and the group's budget left; False when one was left incomplete."""
     from pipeline.run.repeats import repeat_config
 
-    first = group[0]
+    first, cfg = group[0], request.config
     budget = cfg.budgets.per_run
     shared = f"; budgets.per_run ${budget:g} for the {first.of} together" if budget is not None else ""
     console.print(f"{first.of} repeats of one config: {request.runs_dir / first.group}-r1 .. -r{first.of}{shared}",
@@ -226,8 +206,9 @@ def _run_repeats(request: _Request, cfg, group: list, where) -> bool:
                       soft_wrap=True)
         resume = (f"run the same command again (--run-id {repeat.group} --repeats {repeat.of}) to resume repeat "
                   f"{repeat.number} and run the ones after it")
-        if not _run_once(dataclasses.replace(request, check_images=request.check_images and repeat is first),
-                         repeat_cfg, repeat.run_id, where, repeat=repeat, group_budget=budget, resume=resume):
+        if not _run_once(dataclasses.replace(request, config=repeat_cfg, run_id=repeat.run_id), selection, where,
+                         check_images=check_images and repeat is first, repeat=repeat, group_budget=budget,
+                         resume=resume):
             incomplete.append(repeat.run_id)
     if incomplete:
         console.print(literal(f"incomplete: {', '.join(incomplete)}", "red"),
@@ -331,10 +312,9 @@ def rollouts(
 
     The rollouts and the pool are written to runs/<run-id>/tasks/<id>/junior."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
-    import time as _time
-
     from pipeline.juniors.stage import junior_stage
-    from pipeline.run.setup import prepare_run, resolve_config
+    from pipeline.run.lifecycle import Run, RunRequest, new_run_id
+    from pipeline.run.setup import resolve_config
     from pipeline.run.task import seeded_run_budget, task_job
 
     if k == 0:
@@ -347,16 +327,12 @@ def rollouts(
     juniors_alone = flag("strategy", "vote", "swepipe rollouts (the junior stage alone)")
     cfg = resolve_config(config, [*opt.config_assignments(assignments, junior_model=junior_model, k=k,
                                                           max_steps=max_steps), juniors_alone])
-    settings, server = prepare_run(dataset=selection.dataset, split=selection.split, config=cfg, runs_dir=runs_dir,
-                                   run_id=run_id or _time.strftime("rollouts-%Y%m%d-%H%M%S"),
-                                   image_template=image_template, announce=console.print)
-    try:
-        job = task_job(chosen, settings, seeded_run_budget(settings))
+    request = RunRequest(config=cfg, run_id=run_id or new_run_id("rollouts"), runs_dir=runs_dir,
+                         dataset=selection.dataset, split=selection.split, image_template=image_template)
+    with Run.open(request, announce=console.print) as run:
+        job = task_job(chosen, run.settings, seeded_run_budget(run.settings))
         records, pool = junior_stage(job, on_done=lambda r: console.print(
             f"rollout {r.index:02d}: {r.exit_reason}, {r.steps} steps, ${r.cost:.4f}"))
-    finally:
-        if server is not None:
-            server.stop()
     _print_pool(pool, records)
 
 

@@ -4,9 +4,8 @@ directory per cell, then reward and efficiency against the baseline by team size
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -14,6 +13,10 @@ from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
 from pipeline.cli.runs import run_directory
 from pipeline.errors import SwepipeError
+from pipeline.evaluation.options import ScoringOptions
+
+if TYPE_CHECKING:
+    from pipeline.run.lifecycle import RunRequest
 
 Values = Optional[str]
 
@@ -74,7 +77,7 @@ def sweep(
     directory; then reward and efficiency are plotted against the baseline by team size and by cell."""
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids, repo=repo,
                                          language=language, limit=limit, slice_=slice_, shuffle=shuffle, seed=seed)
-    scoring = opt.Scoring(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
+    scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
     from pipeline.studies.sweep import (
         build_grid,
@@ -97,7 +100,9 @@ def sweep(
             "editors": editors}
     the_grid = build_grid(cfg, read_grid_file(grid) if grid else {}, axes, sizing, grid_file=grid)
     baseline_dir = _baseline(baseline, runs_dir) if baseline else None
-    root_id = sweep_id or time.strftime("sweep-%Y%m%d-%H%M%S")
+    from pipeline.run.lifecycle import new_run_id
+
+    root_id = sweep_id or new_run_id("sweep")
     root = resolve_sweep_root(root_id, runs_dir)
     selection = selection.for_run(root, console.print)  # a resumed sweep goes on with its own dataset
     tasks = selection.load()
@@ -110,21 +115,19 @@ def sweep(
         return
     console.print(f"sweep {plan.sweep_id}: {len(plan.cells)} cell(s) x {len(tasks)} task(s) -> {plan.root}",
                   soft_wrap=True)
-    _run_and_report(plan, selection, workers=workers, evaluate=evaluate, scoring=scoring,
-                    image_template=image_template)
+    from pipeline.run.lifecycle import RunRequest
+
+    # what every cell shares; each runs with its own config and id (the command's config and the sweep's stand here)
+    _run_and_report(plan, RunRequest(config=cfg, run_id=plan.sweep_id, runs_dir=plan.root, dataset=selection.dataset,
+                                     split=selection.split, evaluate=evaluate, scoring=scoring,
+                                     image_template=image_template, workers=workers))
 
 
-def _run_and_report(plan, selection: opt.TaskSelection, *, workers: int, evaluate: bool, scoring: opt.Scoring,
-                    image_template: str | None) -> None:
+def _run_and_report(plan, request: RunRequest) -> None:
     """Run the planned cells, then write the sweep's report; a stop or an infrastructure error says how to resume."""
     from pipeline.studies.sweep import run_sweep
 
-    interactive = sys.stderr.isatty()
-    outcome = run_sweep(plan, dataset=selection.dataset, split=selection.split, workers=workers, evaluate=evaluate,
-                        run_scripts=scoring.run_scripts, dockerfiles=scoring.dockerfiles,
-                        image_template=image_template, timeout=scoring.timeout, scoring_profile=scoring.scoring_profile,
-                        eval_network=scoring.eval_network,
-                        eval_log_limit=scoring.log_limit, show_progress=interactive, log=_line, announce=_line)
+    outcome = run_sweep(plan, request, show_progress=sys.stderr.isatty(), log=_line, announce=_line)
     if outcome.stopped:
         from pipeline.cli.stops import exit_stopped
         from pipeline.layout import SweepLayout

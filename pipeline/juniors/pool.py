@@ -5,14 +5,14 @@ Cleaning drops what a rollout leaves behind that is not part of a fix, and recor
 
 - build and editor artefacts (``.orig``, ``.rej``, ``.bak``, ``.swp``, ``.pyc``, ``.log``) and cache folders;
 - a new file that no other edit of the rollout imports or references, when it lies outside the project's
-  source layout (see ``_Layout``) or is named like a reproduction script (``reproduce*``, ``repro_*``,
+  source tree (see ``_SourceTree``) or is named like a reproduction script (``reproduce*``, ``repro_*``,
   ``scratch*``). A new module the fix imports is kept whatever its name (``templates.py``, ``debugger.py``);
 - changes that are whitespace only. Leading whitespace counts in indentation-sensitive languages (Python,
   YAML, Makefiles, ...): there a re-indented block is a change, and two candidates that differ only in
   indentation are two candidates.
 
 What the base commit holds comes from the rollouts' records (``base_entries``, listed in the rollout's
-workspace by ``layout_probe``), from ``build_pool(base_files=...)`` when a caller has the whole file list,
+workspace by ``source_tree_probe``), from ``build_pool(base_files=...)`` when a caller has the whole file list,
 and otherwise from the files the patches modify (which the base commit has).
 """
 
@@ -28,8 +28,7 @@ from unidiff import Hunk, PatchSet
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import Line
 
-from pipeline.pool_rules import CandidateDraft as CandidateDraft  # re-exported: the stages import them from here
-from pipeline.pool_rules import CandidatePool as CandidatePool
+from pipeline.pool_rules import CandidateDraft, CandidatePool
 from pipeline.records import Rollout
 
 # Files that are tests by their name, in any folder.
@@ -107,10 +106,10 @@ def _kind(path: str) -> str:
     return _KINDS.get(extension, extension) if extension else basename(path)
 
 
-class _Layout:
+class _SourceTree:
     """What the base commit is known to hold: files, and the folders they are in.
 
-    A new file lies inside the project's source layout when the nearest folder on its path that the base
+    A new file lies inside the project's source tree when the nearest folder on its path that the base
     commit has (its own folder, or the closest existing parent of a new folder) already holds files of its kind
     (``.py``, the JavaScript/TypeScript family, ``.go``, ... or the same extension), not counting build and
     config scripts at the root (setup.py, jest.config.js, ...). So a new ``pkg/templates.py`` is inside,
@@ -144,7 +143,7 @@ class _Layout:
             folder = dirname(folder)
 
     def outside(self, path: str) -> str | None:
-        """Why the new file ``path`` lies outside the project's source layout, or None."""
+        """Why the new file ``path`` lies outside the project's source tree, or None."""
         kind = _kind(path)
         if not self.listed:
             code_in_folders = any(dirname(f) for f in self.files)
@@ -162,7 +161,7 @@ class _Layout:
         return f"at {where}, which holds no {kind} source in the base commit"
 
 
-def layout_probe(patch: str) -> tuple[list[str], list[str]]:
+def source_tree_probe(patch: str) -> tuple[list[str], list[str]]:
     """What a rollout's workspace is asked about its base commit, for ``patch``: the folders on the paths of
     the new files (to list, each with its entries) and the spec/ and testing/ folders the patch touches (to
     search for tests). At most a few dozen of each."""
@@ -227,8 +226,8 @@ def build_pool(instance_id: str, rollouts: Sequence[Rollout],
         known.update(f.path for f in files if not f.is_added_file)  # the base commit has what a patch modifies
         parsed.append((index, rollout, files))
     for index, rollout, files in parsed:
-        layout = _Layout(known, listed=base_files is not None or bool(rollout.base_entries))
-        candidate, why = _normalise(files, layout)
+        tree = _SourceTree(known, listed=base_files is not None or bool(rollout.base_entries))
+        candidate, why = _normalise(files, tree)
         dropped += [{"rollout": index, **drop} for drop in why]
         if candidate is None:
             empty.append(index)
@@ -245,7 +244,7 @@ def build_pool(instance_id: str, rollouts: Sequence[Rollout],
 
 def without_scratch(patch: str, base_entries: Iterable[str] | None = None) -> tuple[str, dict[str, str]]:
     """``patch`` without its scratch files, by the pool's rule (a new file that no other edit imports or
-    references, outside the source layout or named like a reproduction script; build and editor artefacts), each
+    references, outside the source tree or named like a reproduction script; build and editor artefacts), each
     left-out file with the reason; the patch as it is when it cannot be parsed. The rest keeps its bytes."""
     from pipeline import patchtext
 
@@ -254,7 +253,7 @@ def without_scratch(patch: str, base_entries: Iterable[str] | None = None) -> tu
     except UnidiffParseError:
         return patch, {}
     known = set(base_entries or ()) | {f.path for f in files if not f.is_added_file}
-    scratch = _scratch_files(files, _Layout(known, listed=base_entries is not None))
+    scratch = _scratch_files(files, _SourceTree(known, listed=base_entries is not None))
     if not scratch:
         return patch, {}
     kept = [section for section in patchtext.sections(patch)
@@ -268,12 +267,12 @@ def normalise(patch: str, base_files: Iterable[str] | None = None) -> CandidateD
         return None
     files = list(PatchSet(patch))
     known = set(base_files or ()) | {f.path for f in files if not f.is_added_file}
-    return _normalise(files, _Layout(known, listed=base_files is not None))[0]
+    return _normalise(files, _SourceTree(known, listed=base_files is not None))[0]
 
 
-def _normalise(files: list[Any], layout: _Layout) -> tuple[CandidateDraft | None, list[dict[str, Any]]]:
+def _normalise(files: list[Any], tree: _SourceTree) -> tuple[CandidateDraft | None, list[dict[str, Any]]]:
     dropped = []
-    scratch = _scratch_files(files, layout)
+    scratch = _scratch_files(files, tree)
     source_files, source_paths, test_files, hunks, functions, signature = [], [], [], [], [], []
     for patched_file in files:
         path = patched_file.path
@@ -290,7 +289,7 @@ def _normalise(files: list[Any], layout: _Layout) -> tuple[CandidateDraft | None
             continue
         if patched_file.is_added_file or patched_file.is_removed_file:
             meaningful = list(patched_file)
-        if is_test_path(path, layout.files):
+        if is_test_path(path, tree.files):
             test_files.append(str(patched_file))
             continue
         source_files.append(str(patched_file))
@@ -313,7 +312,7 @@ def _normalise(files: list[Any], layout: _Layout) -> tuple[CandidateDraft | None
                           files=sorted(source_paths), hunks=hunks, functions=functions), dropped
 
 
-def _scratch_files(files: list[Any], layout: _Layout) -> dict[str, str]:
+def _scratch_files(files: list[Any], tree: _SourceTree) -> dict[str, str]:
     """The files of one rollout's patch that are not part of its fix, each with the reason."""
     scratch = {}
     suspects = {}
@@ -324,7 +323,7 @@ def _scratch_files(files: list[Any], layout: _Layout) -> dict[str, str]:
         elif patched_file.is_added_file and _ARTEFACT_NAME.search(path):
             scratch[path] = "a build or editor artefact"
         elif patched_file.is_added_file:
-            outside = layout.outside(path)
+            outside = tree.outside(path)
             if outside:
                 suspects[path] = f"new file {outside}, and no other edit imports or references it"
             elif _SCRATCH_NAME.search(basename(path)):

@@ -11,7 +11,7 @@ from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, task_subject
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import layout_probe, probe_entries, without_scratch
+from pipeline.juniors.pool import probe_entries, source_tree_probe, without_scratch
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
@@ -158,7 +158,7 @@ def _take_patch(runtime: Runtime, record: Rollout, max_bytes: int) -> None:
             raise  # Docker failed under a working rollout: not its result
         record.patch, record.patch_error = "", str(error)  # its workspace had already died under the agent
         return
-    _probe_layout(runtime, record)
+    _probe_source_tree(runtime, record)
     if submodules:
         record.submodule_changes = submodules
         record.patch_note = (f"edits inside submodule(s) {', '.join(submodules)} are not in the patch: a patch "
@@ -170,7 +170,7 @@ def _patch_ended(record: Rollout, reason: str) -> None:
     record.agent_exit_reason, record.exit_reason = record.exit_reason, reason
 
 
-def _probe_layout(runtime: Runtime, record: Rollout) -> None:
+def _probe_source_tree(runtime: Runtime, record: Rollout) -> None:
     """Record what the base commit holds around the patch's new files and in the spec/ and testing/ folders it
     touches (``base_entries``), so the pool can tell a new source file from a scratch file and a test folder
     from a source folder. Best effort: without it the pool judges from the patches alone."""
@@ -182,7 +182,7 @@ def _probe_layout(runtime: Runtime, record: Rollout) -> None:
 def base_entries(runtime: Runtime, patch: str) -> list[str] | None:
     """What the base commit holds around ``patch``'s new files and in the test-like folders it touches; None when
     it cannot be listed (an optional look, never an agent's outcome)."""
-    folders, test_folders = layout_probe(patch)
+    folders, test_folders = source_tree_probe(patch)
     base = shlex.quote(runtime.base_commit)
     git = f"{GIT_QUIET} -c core.quotePath=false"
     try:

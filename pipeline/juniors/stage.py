@@ -15,9 +15,10 @@ from pipeline.config import ScheduleConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.imported import imported_rollouts
 from pipeline.juniors.imported_checks import checked_against_base
-from pipeline.juniors.pool import CandidatePool, build_pool
+from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
+from pipeline.pool_rules import CandidatePool
 from pipeline.records import Pool, Rollout, Unreadable
 from pipeline.records.pool import Decision, Schedule
 from pipeline.records.retrieval import RetrievalFinding

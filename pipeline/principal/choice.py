@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pipeline import patchtext
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import CandidatePool
+from pipeline.pool_rules import CandidatePool
 from pipeline.principal.stage import Principal, _fallback, check_applies
 from pipeline.records import Brief, PrincipalResult
 from pipeline.runtime.base import Runtime
@@ -20,14 +20,16 @@ SENIOR_CHOICE = "senior_choice"  # the prediction's source: the candidate the br
 JUNIOR_TOP = "junior_top"  # the most-voted candidate that applies
 
 
-class SeniorChoice(Principal):
+class SubmitSeniorCandidate(Principal):
     """A principal stage that calls no model (``role = None``): ``write(job, pool, brief)`` returns the result
     record with the candidate's ``patch`` and its ``source`` (senior_choice, junior_top or none)."""
 
     role: str | None = None  # no model role: nothing is called, priced or started for the principal
 
-    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
-        result = choose(pool, brief, runtime)
+    def write_in_workspace(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
+        """The candidate ``choose`` takes, checked in the principal's workspace; patch.diff written."""
+        with job.timed("principal"), job.open_runtime("principal") as runtime:
+            result = choose(pool, brief, runtime)
         job.paths.principal.mkdir(parents=True, exist_ok=True)
         patchtext.write(job.paths.principal_files.patch, result.patch)
         return result

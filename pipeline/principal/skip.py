@@ -7,9 +7,9 @@ rollouts' votes, with at least ``min_submitted`` rollouts submitted. Failed roll
 votes for any candidate, so they never make agreement.
 
 When it holds, the pipeline runs two stages that call no model (``role = None``, like the principal-off ablation)
-in place of the senior and the principal: ``SkippedSenior`` records senior/brief.json with source ``skipped``,
-``SkipPrincipal`` records principal/result.json and patch.diff with the top candidate and source
-``skip:junior_top``. Nothing is called or paid. The decision is on disk: a rerun of a skipped task skips again,
+in place of the senior and the principal: ``SkippedBrief`` (pipeline.senior.skipped) records senior/brief.json with
+source ``skipped``, ``SubmitTopCandidate`` records principal/result.json and patch.diff with the top candidate and
+source ``skip:junior_top``. Nothing is called or paid. The decision is on disk: a rerun of a skipped task skips again,
 whatever the rule says now.
 """
 
@@ -21,13 +21,12 @@ from pathlib import Path
 from pipeline import patchtext
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidatePool
-from pipeline.pool_rules import agreement, agrees
+from pipeline.pool_rules import CandidatePool, agreement, agrees
 from pipeline.records import Brief, PrincipalResult, Rollout, Unreadable
 from pipeline.records.brief import SkipDecision
+from pipeline.senior.skipped import SKIPPED_BRIEF
 
 SKIP_SOURCE = "skip:junior_top"  # the prediction's source when the senior and principal were skipped
-SKIPPED_BRIEF = "skipped"  # the brief's source then
 
 
 def skip_decision(job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) -> SkipDecision | None:
@@ -55,27 +54,7 @@ def _recorded(brief: Path, result: Path) -> SkipDecision | None:
     return None
 
 
-class SkippedSenior:
-    """The senior stage when the skip rule holds: no model, no workspace; brief.json says why."""
-
-    role = None
-
-    def __init__(self, config: RunConfig, decision: SkipDecision):
-        self.config, self.decision = config, decision
-
-    def brief(self, job: TaskJob, pool: CandidatePool) -> Brief:
-        def make() -> Brief:
-            job.paths.senior.mkdir(parents=True, exist_ok=True)
-            return Brief.of({
-                "source": SKIPPED_BRIEF, "analysis": f"(Skipped by principal.skip_when: {self.decision.reason}.)",
-                "spans": [], "candidate": 1, "problems": [], "context_spans": None, "context_tokens": 0,
-                "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
-                "skipped": self.decision.to_dict()})
-
-        return once(job.paths.senior_files.brief, make, Brief).model_copy(update={"context": ""})
-
-
-class SkipPrincipal:
+class SubmitTopCandidate:
     """The principal stage when the skip rule holds: the pool's top candidate, no model, no workspace."""
 
     role = None
@@ -84,14 +63,16 @@ class SkipPrincipal:
         self.config, self.decision = config, decision
 
     def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
-        def make() -> PrincipalResult:
-            top = pool.candidates[0] if pool.candidates else None
-            patch = top.patch if top else ""
-            job.paths.principal.mkdir(parents=True, exist_ok=True)
-            patchtext.write(job.paths.principal_files.patch, patch)
-            return PrincipalResult.of({
-                "source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
-                "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
-                "patch_lines": patch.count("\n"), "skipped": self.decision.to_dict(), "patch": patch})
+        """The result an earlier session recorded (the resume cache), else the top candidate's."""
+        return once(job.paths.principal_files.result, lambda: self.submit_top(job, pool), PrincipalResult)
 
-        return once(job.paths.principal_files.result, make, PrincipalResult)
+    def submit_top(self, job: TaskJob, pool: CandidatePool) -> PrincipalResult:
+        """The pool's top candidate as the result, patch.diff written (no candidate: no patch, and why)."""
+        top = pool.candidates[0] if pool.candidates else None
+        patch = top.patch if top else ""
+        job.paths.principal.mkdir(parents=True, exist_ok=True)
+        patchtext.write(job.paths.principal_files.patch, patch)
+        return PrincipalResult.of({
+            "source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
+            "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
+            "patch_lines": patch.count("\n"), "skipped": self.decision.to_dict(), "patch": patch})

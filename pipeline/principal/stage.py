@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -18,10 +17,10 @@ from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidateDraft, CandidatePool
 from pipeline.layout import PrincipalFiles
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
+from pipeline.pool_rules import CandidateDraft, CandidatePool
 from pipeline.prompts import render, render_task_prompt
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt
@@ -52,20 +51,16 @@ class Principal:
         self.config = config
 
     def write(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
-        """The patch of an earlier session of this task, or a new one (``make_patch``) in the principal's workspace."""
-        def make() -> PrincipalResult:
-            started = time.monotonic()
-            with job.open_runtime("principal") as runtime:
-                result = self.make_patch(job, pool, brief, runtime)
-            job.seconds["principal"] = round(time.monotonic() - started, 2)
-            return result
+        """The task's patch: the one an earlier session recorded (the resume cache), else a new one."""
+        return once(job.paths.principal_files.result, lambda: self.write_in_workspace(job, pool, brief),
+                    PrincipalResult)
 
-        return once(job.paths.principal_files.result, make, PrincipalResult)
-
-    def make_patch(self, job: TaskJob, pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResult:
-        """The result record, patch.diff written: from the principal model's one call."""
-        return run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
-                             self.config.principal, job.paths.principal, job.count_tokens)
+    def write_in_workspace(self, job: TaskJob, pool: CandidatePool, brief: Brief) -> PrincipalResult:
+        """A new patch, made in the principal's own workspace of the task (timed as the principal stage): the
+        principal model's one call (``run_principal``), patch.diff written."""
+        with job.timed("principal"), job.open_runtime("principal") as runtime:
+            return run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
+                                 self.config.principal, job.paths.principal, job.count_tokens)
 
 
 def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelClient, budget: Budget,

@@ -1,4 +1,4 @@
-"""The senior's record (pipeline.senior.stage.run_senior, or pipeline.principal.skip.SkippedSenior when the skip rule
+"""The senior's record (pipeline.senior.stage.run_senior, or pipeline.senior.skipped.SkippedBrief when the skip rule
 held; ``swepipe coverage --senior-at`` writes the same record for the first k rollouts)."""
 
 from __future__ import annotations

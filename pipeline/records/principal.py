@@ -1,5 +1,5 @@
 """The principal stage's result (pipeline.principal.stage.run_principal; pipeline.principal.choice.choose with the
-principal model none; pipeline.principal.skip.SkipPrincipal when the skip rule held)."""
+principal model none; pipeline.principal.skip.SubmitTopCandidate when the skip rule held)."""
 
 from __future__ import annotations
 

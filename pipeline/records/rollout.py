@@ -30,7 +30,7 @@ class Rollout(Record):
                                "cost_limit, format_errors, ...), or runtime_error, patch_error, "
                                "patch_too_large, resource_limit")
     error: Text | None = absent("what went wrong, if anything")
-    trajectory: dict[str, Any] | None = absent("the agent's record (pipeline.agent.record.AgentRun: "
+    trajectory: dict[str, Any] | None = absent("the agent's record (pipeline.agent.agent_run.AgentRun: "
                                                "messages, steps, cost, tokens, seconds); absent "
                                                "when no agent ran")
     traceback: Text = absent("an unexpected failure's traceback")
@@ -43,7 +43,7 @@ class Rollout(Record):
                                            "repository cannot carry")
     patch_note: Text = absent("a note on the patch (the submodules left out)")
     base_entries: list[Text] = absent("what the base commit holds around the patch's new files "
-                                      "(pipeline.juniors.pool.layout_probe), for the pool")
+                                      "(pipeline.juniors.pool.source_tree_probe), for the pool")
     cost: Number = absent("dollars the rollout's calls cost")
     input_tokens: Int = absent("input tokens of its calls")
     output_tokens: Int = absent("output tokens of its calls")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pipeline.analysis import table as tab
 from pipeline.analysis.coverage import GoldLineCoverage, gold_line_coverage, shown_candidates, squash
-from pipeline.analysis.load import MISSING, RunData, TaskFiles, TaskRecord, config_section, read_json, read_text
+from pipeline.analysis.load import MISSING, RunData, TaskData, TaskFiles, config_section, read_json, read_text
 from pipeline.analysis.retrieval import rollout_name, task_findings, unaudited
 from pipeline.analysis.sealing import seal_count, sealed_words
 from pipeline.analysis.stats import changed_infrastructure
@@ -69,7 +69,7 @@ STEPS_KEPT = 60  # at the smallest cut, steps shown per agent: the first ones an
 _SPAN_HEADER = re.compile(r"^### (.+):(\d+)-(\d+)$")
 
 
-def build_task_view(run: RunData, task: TaskRecord, gold_patch: str | None = None, problem: str | None = None,
+def build_task_view(run: RunData, task: TaskData, gold_patch: str | None = None, problem: str | None = None,
                     limit: int = 20_000, last: bool = False, back: list[str] | None = None) -> TaskPage:
     """The page of ``task`` with long texts cut to ``limit`` characters (``last``: the smallest cut, which also
     leaves steps out); ``back``: the links to the report."""
@@ -99,7 +99,7 @@ def _plain(value):
 
 
 class _Builder:
-    def __init__(self, run: RunData, task: TaskRecord, gold_patch: str | None, problem: str | None, limit: int,
+    def __init__(self, run: RunData, task: TaskData, gold_patch: str | None, problem: str | None, limit: int,
                  last: bool):
         self.run, self.task, self.gold_patch, self.problem = run, task, gold_patch, problem
         self.limit, self.last = limit, last

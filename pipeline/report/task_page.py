@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from pipeline.analysis.load import RunData, TaskRecord
+from pipeline.analysis.load import RunData, TaskData
 from pipeline.layout import ReportFiles, file_name_part
 from pipeline.report.task_build import build_task_view
 from pipeline.report.templating import render
@@ -74,7 +74,7 @@ def write_task_pages(runs: list[RunData], files: ReportFiles, gold: dict[str, st
     return links
 
 
-def task_page(run: RunData, task: TaskRecord, gold_patch: str | None = None, problem: str | None = None,
+def task_page(run: RunData, task: TaskData, gold_patch: str | None = None, problem: str | None = None,
               back: list[str] | None = None) -> str:
     """The page of one task; made again with smaller cuts while it is over MAX_PAGE_BYTES."""
     page = ""

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pipeline import stopping
 from pipeline.config import RunConfig
 from pipeline.errors import InfrastructureFault
-from pipeline.evaluation.batch import infra_error
-from pipeline.evaluation.runner import EvalSettings, evaluate
+from pipeline.evaluation.runner import EvalSettings
+from pipeline.evaluation.task_scoring import score_prediction, scoring_error
 from pipeline.job import TaskJob
-from pipeline.layout import RunLayout, TaskPaths
+from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.outages import BREAKERS
-from pipeline.records import EvalResult, Prediction, RecordError, TaskContainers, Unreadable
+from pipeline.records import Prediction, RecordError, TaskContainers, Unreadable
 from pipeline.records.base import expect_record
 from pipeline.records.prediction import Calls, Tokens
 from pipeline.records.sealing import ContainerSeal
@@ -88,7 +88,7 @@ def run_one_task(task: Task, run: RunSettings, run_budget: Budget,
         prediction.resolved = score_prediction(task, prediction.model_patch or "", paths, run.evaluation)
         if prediction.resolved is None:  # scoring could not run: no verdict, so the task stays unfinished
             prediction.infra_error = True
-            prediction.error = prediction.error or "scoring: " + _scoring_error(paths)
+            prediction.error = prediction.error or "scoring: " + scoring_error(paths)
     return prediction
 
 
@@ -174,12 +174,6 @@ def _with_infra_retries(strategy: Strategy, job: TaskJob, retries: list[str]) ->
     raise AssertionError("unreachable")
 
 
-def _scoring_error(paths: TaskPaths) -> str:
-    record = EvalResult.read(paths.eval_files.infra_error)
-    error = None if isinstance(record, Unreadable) else record.error
-    return error if isinstance(error, str) and error else "infrastructure error"
-
-
 def task_job(task: Task, run: RunSettings, run_budget: Budget) -> TaskJob:
     """The task's share of the run: its folder (created), its budget under the run's, its ledger.
 
@@ -256,25 +250,3 @@ def roll_up(rows: list[LedgerRow], keys: tuple[str, ...], by: str = "stage",
     cost = {key: round(value, 8) for key, value in cost.items()}
     return StageSpend({**cost, "total": round(sum(cost.values()), 8)},
                       {key: Tokens(**counts) for key, counts in tokens.items()})
-
-
-def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSettings) -> bool | None:
-    """Score with the hidden tests into tasks/<id>/eval (reused when done); None for an infrastructure error,
-    which is kept apart (eval/infra_error.json) so that the next try scores again instead of reading it back.
-    A scoring that crashes (a bug, a record it cannot write) is such an error too, its traceback in
-    eval/error.txt: never an exception that ends the run."""
-    done = paths.eval_files.result
-    earlier = EvalResult.read(done)
-    if not isinstance(earlier, Unreadable):  # an unreadable one (cut short by a kill) is scored again
-        return earlier.resolved is True and not earlier.flagged
-    try:
-        record = evaluate(task, patch, paths.eval, settings)
-    except Exception as error:  # noqa: BLE001 - one task's scoring failure is recorded; the run goes on
-        write_text_atomic(paths.eval_files.error, traceback.format_exc())
-        record = infra_error(task.instance_id, f"scoring crashed: {type(error).__name__}: {error} "
-                                               f"({paths.relative(paths.eval_files.error)})")
-    if record.category == "infra_error":
-        record.write(paths.eval_files.infra_error)
-        return None
-    record.write(done)
-    return record.resolved

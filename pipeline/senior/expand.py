@@ -14,7 +14,8 @@ from typing import Any
 
 from unidiff import Hunk, PatchSet
 
-from pipeline.juniors.pool import CandidateDraft, CandidatePool, is_test_path
+from pipeline.juniors.pool import is_test_path
+from pipeline.pool_rules import CandidateDraft, CandidatePool
 from pipeline.runtime.base import GIT_QUIET, Runtime
 from pipeline.senior.code_index import Definition, definitions, enclosing, identifiers, language_for, references
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -12,15 +11,15 @@ from typing import Any
 
 from pipeline import patchtext, records
 from pipeline.agent.agent import Agent, prompt
-from pipeline.agent.record import AgentRun
+from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, reached_line, task_subject
 from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
-from pipeline.juniors.pool import CandidatePool
 from pipeline.layout import SeniorFiles
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
+from pipeline.pool_rules import CandidatePool
 from pipeline.prompts import render, render_task_prompt
 from pipeline.runtime.base import Runtime
 from pipeline.senior.brief import (
@@ -49,20 +48,20 @@ class Senior:
         self.config = config
 
     def brief(self, job: TaskJob, pool: CandidatePool) -> records.Brief:
-        """The brief of an earlier session of this task, or a new one made in a read-only container."""
-        def make() -> records.Brief:
-            client = job.client("senior") if job.config.plays("senior") and "senior" in job.config.models else None
-            started = time.monotonic()
-            with job.open_runtime("senior", read_only=True) as runtime:
-                record = run_senior(job.task, pool, client, job.budget_for("senior"), runtime, self.config,
-                                    job.paths.senior, job.count_tokens)
-            job.seconds["senior"] = round(time.monotonic() - started, 2)
-            return record
-
-        record = once(job.paths.senior_files.brief, make, records.Brief)
+        """The task's brief with its context: the one an earlier session recorded (the resume cache; its context
+        read from context.md), else a new one."""
+        record = once(job.paths.senior_files.brief, lambda: self.brief_in_workspace(job, pool), records.Brief)
         if "context" in record.model_fields_set:
             return record
         return record.model_copy(update={"context": job.paths.senior_files.context.read_text(encoding="utf-8")})
+
+    def brief_in_workspace(self, job: TaskJob, pool: CandidatePool) -> records.Brief:
+        """A new brief, made in a read-only workspace of the task (timed as the senior stage): the senior agent
+        (``run_senior``; none when the senior is switched off: the expansion alone)."""
+        client = job.client("senior") if job.config.plays("senior") and "senior" in job.config.models else None
+        with job.timed("senior"), job.open_runtime("senior", read_only=True) as runtime:
+            return run_senior(job.task, pool, client, job.budget_for("senior"), runtime, self.config,
+                              job.paths.senior, job.count_tokens)
 
 
 def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budget: Budget, runtime: Runtime,

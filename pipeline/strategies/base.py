@@ -10,7 +10,7 @@ from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 
 if TYPE_CHECKING:
-    from pipeline.juniors.pool import CandidatePool
+    from pipeline.pool_rules import CandidatePool
     from pipeline.records import Brief, PrincipalResult
     from pipeline.strategies.answer import TaskAnswer
 
@@ -56,7 +56,7 @@ class SeniorStage(Protocol):
 
 class PrincipalStage(Protocol):
     """The pipeline's third stage (config ``principal.impl``; built in: pipeline.principal.stage:Principal, or
-    pipeline.principal.choice:SeniorChoice with the principal model none). Constructed with the run's config.
+    pipeline.principal.choice:SubmitSeniorCandidate with the principal model none). Constructed with the run's config.
     ``write`` returns the result record (pipeline.records.PrincipalResult: at least ``patch``, the final patch,
     and ``source``, where it came from; ``error`` when there is none). The patch becomes the prediction. A stage
     that writes principal/result.json itself should write it through ``pipeline.job.once(path, make,

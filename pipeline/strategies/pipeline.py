@@ -8,12 +8,13 @@ from pathlib import Path
 from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
-from pipeline.juniors.pool import CandidatePool
 from pipeline.juniors.stage import junior_stage
-from pipeline.principal.skip import SkippedSenior, SkipPrincipal, skip_decision
+from pipeline.pool_rules import CandidatePool
+from pipeline.principal.skip import SubmitTopCandidate, skip_decision
 from pipeline.records import Brief, PrincipalResult, Rollout
 from pipeline.records.base import expect_record
 from pipeline.records.brief import SkipDecision
+from pipeline.senior.skipped import SkippedBrief
 from pipeline.strategies.answer import Spend, TaskAnswer
 from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, stage_class
 
@@ -64,13 +65,13 @@ class PipelineStrategy(BaseStrategy):
         return answer
 
     def stages(self, job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) -> tuple[
-            SeniorStage | SkippedSenior, PrincipalStage | SkipPrincipal, SkipDecision | None]:
+            SeniorStage | SkippedBrief, PrincipalStage | SubmitTopCandidate, SkipDecision | None]:
         """The senior and principal stages for this task, and the skip rule's decision (None when it is off):
         the configured stages, or with principal.skip_when holding two that call no model and submit the top
         candidate (pipeline.principal.skip)."""
         decision = skip_decision(job, pool, rollouts)
         if decision is not None and decision.skip:
-            return SkippedSenior(self.config, decision), SkipPrincipal(self.config, decision), decision
+            return SkippedBrief(self.config, decision), SubmitTopCandidate(self.config, decision), decision
         return self.senior, self.principal, decision
 
 
@@ -82,7 +83,7 @@ def _principal_class(config: RunConfig) -> type[PrincipalStage]:
     """The principal stage: the config's plug-in, else the frontier call, or with the principal model ``none``
     the senior-informed top candidate (pipeline.principal.choice, no call)."""
     default = ("pipeline.principal.stage:Principal" if config.plays("principal")
-               else "pipeline.principal.choice:SeniorChoice")
+               else "pipeline.principal.choice:SubmitSeniorCandidate")
     stage = stage_class(config.principal.impl, default, "principal.impl")
     if config.principal.impl and not config.plays("principal") and getattr(stage, "role", None) == "principal":
         raise SwepipeError(f"principal.impl {config.principal.impl} calls the principal model, which is none; "

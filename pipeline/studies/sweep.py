@@ -1,7 +1,7 @@
 """`swepipe sweep`: a grid of team configurations (and their solo baselines) over one task set.
 
 Each cell of the grid is an ordinary run directory under ``<runs-dir>/<sweep-id>/<cell>``, run through the
-same path as ``swepipe run`` (``prepare_run`` + ``run_tasks``), so it resumes, stops and is scored the same
+same path as ``swepipe run`` (``Run.open`` + ``run_tasks``), so it resumes, stops and is scored the same
 way; ``sweep.json`` in the sweep's directory lists the cells, their values, run directories and status.
 Nothing is shared between cells (each pays for its own agents), and a cell's config is fixed once it ran:
 a rerun that would change it is refused instead of mixing two configurations in one run directory.
@@ -9,6 +9,7 @@ a rerun that would change it is refused instead of mixing two configurations in 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError
@@ -25,15 +26,16 @@ from pydantic import ValidationError
 from pipeline import stopping
 from pipeline.config import RunConfig, SoloConfig
 from pipeline.errors import InfrastructureFault, SwepipeError
-from pipeline.evaluation.logs import LOG_LIMIT
-from pipeline.evaluation.profiles import DEFAULT_PROFILE
 from pipeline.layout import RunLayout, SweepLayout
 from pipeline.model_spec import ModelSpec
-from pipeline.run.lock import lock_run, unlock_run
+from pipeline.run.lock import lock_run
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
 from pipeline.studies.manifest import read_manifest
 from pipeline.tasks import Task
+
+if TYPE_CHECKING:
+    from pipeline.run.lifecycle import RunRequest
 
 AXES = ("sizes", "stages", "modes", "lead_models", "worker_models", "lead_prompts", "solo_prompts", "editors")
 GRID_KEYS = (*AXES, "sizing")
@@ -447,20 +449,17 @@ class SweepOutcome:
     ran: list[str] = field(default_factory=list)  # cells that had tasks to run in this session
 
 
-def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1, evaluate: bool = False,
-              run_scripts: Path | None = None, dockerfiles: Path | None = None, image_template: str | None = None,
-              timeout: float | None = None, scoring_profile: str = DEFAULT_PROFILE, eval_network: bool = False,
-              eval_log_limit: int = LOG_LIMIT,
-              show_progress: bool = False, log: Callable[[str], None] = print,
+def run_sweep(plan: Plan, request: RunRequest, *, show_progress: bool = False, log: Callable[[str], None] = print,
               announce: Callable[[str], None] = print) -> SweepOutcome:
     """Run every cell in turn through the run path; a stop (Ctrl-C, SIGTERM) ends the sweep after saving what
-    finished, with the cell marked stopped, so the same command resumes it."""
+    finished, with the cell marked stopped, so the same command resumes it. ``request``: what every cell shares
+    (its dataset, workers, scoring); each cell runs with its own config and id, under the sweep's directory."""
     from pipeline.run.executors import executor_for
-    from pipeline.run.setup import prepare_run
+    from pipeline.run.lifecycle import Run
 
     sweep_layout = RunLayout(plan.root)
     lock_run(sweep_layout)  # one process per sweep (each cell is locked as well)
-    record_dataset(sweep_layout, dataset, split)  # its cells, and a resumed sweep, use the same tasks
+    record_dataset(sweep_layout, request.dataset, request.split)  # its cells, and a resumed sweep, use the same tasks
     manifest = _manifest(plan, read_manifest(plan.root))
     write_json_atomic(SweepLayout(plan.root).manifest, manifest)
     outcome = SweepOutcome(manifest)
@@ -472,19 +471,10 @@ def run_sweep(plan: Plan, *, dataset: str, split: str = "test", workers: int = 1
             entry["status"] = "running"
             write_json_atomic(SweepLayout(plan.root).manifest, manifest)
             announce(f"cell {number}/{len(plan.cells)} {cell.name}")
-            settings, server = prepare_run(dataset=dataset, split=split, config=cell.config, run_id=cell.name,
-                                           runs_dir=plan.root, evaluate=evaluate, run_scripts=run_scripts,
-                                           dockerfiles=dockerfiles, image_template=image_template, timeout=timeout,
-                                           scoring_profile=scoring_profile,
-                                           announce=announce, eval_network=eval_network, workers=workers,
-                                           eval_log_limit=eval_log_limit)
-            try:
-                summary = executor_for(settings.config.executor).run_tasks(
-                    plan.tasks, settings, workers=workers, show_progress=show_progress, log=log)
-            finally:
-                if server is not None:
-                    server.stop()
-                unlock_run(settings.layout)
+            cell_request = dataclasses.replace(request, config=cell.config, run_id=cell.name, runs_dir=plan.root)
+            with Run.open(cell_request, announce=announce) as run:
+                summary = executor_for(run.settings.config.executor).run_tasks(
+                    plan.tasks, run.settings, workers=request.workers, show_progress=show_progress, log=log)
             if len(summary.skipped) < len(plan.tasks):
                 outcome.ran.append(cell.name)
             entry["finished"] = len(summary.predictions)

@@ -2,8 +2,8 @@
 
 from .decode import CellError
 from .filters import TaskFilter, parse_instance_ids
-from .record import COLUMNS, LIST_COLUMNS, REQUIRED_COLUMNS, Task, check_instance_id
 from .sources import load_task_file, load_tasks, register_named_dataset
+from .task import COLUMNS, LIST_COLUMNS, REQUIRED_COLUMNS, Task, check_instance_id
 
 __all__ = [
     "COLUMNS",

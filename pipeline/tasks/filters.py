@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipeline.errors import DatasetError
 
-from .record import Task
+from .task import Task
 
 LANGUAGE_ALIASES = {
     "python": "python", "py": "python",

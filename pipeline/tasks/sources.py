@@ -13,7 +13,7 @@ from typing import Any
 from pipeline.errors import DatasetError
 
 from .decode import CellError
-from .record import Task
+from .task import Task
 
 Rows = Iterable[tuple[str, Any]]  # (where in the source, e.g. "line 3" or "row 2"; the raw row)
 NamedLoader = Callable[[], Iterable[Mapping[str, Any]] | str | os.PathLike]

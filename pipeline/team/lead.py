@@ -222,7 +222,7 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
     lead.agent = Agent(AgentSettings("lead", lead_client, workspace.for_agent("lead"), budget, limits,
                                      trajectory_path=TeamFiles(directory).lead_trajectory, actions=lead.actions(),
                                      guard_submission=lead.guard, inbox=team.lead_inbox))
-    if lead.agent.resume(replay=False):
+    if lead.agent.resume(restore=False):
         _restore(team, lead, lead.agent)
     else:
         s = team.settings
@@ -287,7 +287,7 @@ def _restore(team: Team, lead: Lead, lead_agent: Agent) -> None:
         worker = Worker.restore(record, team)
         team.workers[worker.name] = worker
     agents = {name: worker.agent for name, worker in team.workers.items()} | {"lead": lead_agent}
-    team.workspace.replay({name: agent.journalled_steps() for name, agent in agents.items()},
+    team.workspace.restore({name: agent.journalled_steps() for name, agent in agents.items()},
                           editors={name: agent.editor for name, agent in agents.items() if agent.editor})
     team.restore_messages(messages)
     lead.submission = team.read(team.files.submission, None)

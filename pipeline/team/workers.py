@@ -48,7 +48,7 @@ class Worker:
         delegation = DelegationRequest(record["task"], record["stage"], record["writable"])
         worker = cls(int(record["worker"].split("-")[1]), delegation, team, record["lead_step"])
         worker.record.update(record)
-        if worker.agent.resume(replay=False):  # the team's journal rebuilds the workspace
+        if worker.agent.resume(restore=False):  # the team's journal rebuilds the workspace
             # Its own limit counts what it spent before, from the ledger as the task's does (models.client).
             worker.agent.budget.seed(team.worker_client.spent_by(worker.name))
         worker.state = record["state"]

@@ -18,8 +18,8 @@ The journal (``commands.jsonl``) holds one line per agent command (or written ed
 **finished** (a line waits for those of commands that ended before it), so the file is in finishing
 order; each line also has the command's start order (``seq``), its start and end times (Unix
 seconds), the paths its window saw change and the commands it overlapped. A resumed
-team replays the journal in file order, one command or edit at a time (edits through their agents' editors,
-which so get back their undo history): the working tree comes back as it was
+team restores the workspace from the journal in file order, one command or edit at a time (edits through their
+agents' editors, which so get back their undo history): the working tree comes back as it was
 whenever concurrent commands changed different files or the one that finished later wrote last.
 """
 
@@ -162,7 +162,7 @@ class SharedWorkspace:
     def _journal_in_turn(self, ticket: int, entry: dict | None) -> None:
         """Under the lock: write ``entry``'s journal line once every command that ended before it is done with
         its line, so the file is in finishing order even when an earlier finisher's closing snapshot is slower
-        (a resumed team replays it in that order). ``None``: a command cut short has no line; nobody waits
+        (a resumed team restores from it in that order). ``None``: a command cut short has no line; nobody waits
         for it, nor for a line that could not be written."""
         try:
             while entry is not None and self._journalled + 1 < ticket:
@@ -200,13 +200,13 @@ class SharedWorkspace:
         with self.lock:
             return all("changed" in e for e in self.commands.values() if e["agent"] == agent)
 
-    def replay(self, completed: dict[str, int], editors: dict[str, JournalledEditor] | None = None) -> int:
+    def restore(self, completed: dict[str, int], editors: dict[str, JournalledEditor] | None = None) -> int:
         """Run again the journal's commands and edits that the agents' saved trajectories show as done, in its order.
 
         ``completed`` is, per agent, how many of its commands and written edits its trajectory holds with
         their output; one made after the last save is left out, as its agent will make it again. ``editors``
         are the agents' editors, through which their edits are made again.
-        The journal is in finishing order (``JOURNAL_ORDER``), and so is the replay, one command at a time.
+        The journal is in finishing order (``JOURNAL_ORDER``), and so is the restore, one command at a time.
         """
         if self.journal is None or not self.journal.exists():
             return 0
@@ -228,7 +228,7 @@ class SharedWorkspace:
                 editor = (editors or {}).get(entry.get("agent", ""))
                 if editor is None:
                     raise ValueError(f"{self.journal} holds an edit by {entry.get('agent')!r}, who has no editor now")
-                editor.replay(EditorCall.from_dict(entry["edit"]))
+                editor.restore(EditorCall.from_dict(entry["edit"]))
             else:
                 self.runtime.run(entry["command"], timeout=entry.get("timeout", 60), output_limit=1000)
         with self.lock:
@@ -313,11 +313,11 @@ class JournalledEditor(Editor):
             return super().__call__(call)
         return self.view.workspace.run_edit(self.view.agent, call, super().__call__)
 
-    def replay(self, call: EditorCall) -> None:
+    def restore(self, call: EditorCall) -> None:
         """Make a journalled edit again on the rebuilt tree (not journalled twice); its undo history comes back."""
         result = super().__call__(call)
         if not result.ok:
-            log.warning("replaying %s's %s of %s did not apply again (%s); the agent goes on from the tree as it is",
+            log.warning("restoring %s's %s of %s did not apply again (%s); the agent goes on from the tree as it is",
                         self.view.agent, call.command, call.path, result.observation[:300])
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipeline.analysis.load import RunData, TaskRecord, read_json
+from pipeline.analysis.load import RunData, TaskData, read_json
 from pipeline.layout import RunLayout
 from pipeline.records import Prediction, TeamDelegations, read_trajectory
 
@@ -142,7 +142,7 @@ def team_runs(runs: list[RunData]) -> list[TeamRun]:
     return found
 
 
-def team_task(run: RunData, task: TaskRecord) -> TeamTask:
+def team_task(run: RunData, task: TaskData) -> TeamTask:
     team = RunLayout(run.root).task(task.instance_id).team_files
     record = TeamDelegations.read(team.delegations)
     saved = record.to_dict() if isinstance(record, TeamDelegations) else None
@@ -288,7 +288,7 @@ def _lost_work(value) -> list[LostWork] | None:
     return found
 
 
-def _is_team(run: RunData, task: TaskRecord) -> bool:
+def _is_team(run: RunData, task: TaskData) -> bool:
     strategy = task.prediction.strategy or run.config.get("strategy")
     return strategy == "team"
 

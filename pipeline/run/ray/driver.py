@@ -49,7 +49,7 @@ def eval_inputs(task: Task, evaluation: EvalSettings | None) -> dict[str, bytes]
 
 def slots_per_task(run: RunSettings) -> int:
     """The docker_slots a task holds: the config's, else its most containers at once (K rollouts side by side;
-    1 for a strategy without juniors), as prepare_run sizes container limits."""
+    1 for a strategy without juniors), as Run.open (pipeline.run.lifecycle) sizes container limits."""
     if run.config.executor.slots_per_task:
         return run.config.executor.slots_per_task
     return max(1, run.config.juniors.k) if "junior" in run.roles else 1

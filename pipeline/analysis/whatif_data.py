@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from pipeline.analysis.load import RunData, TaskRecord, load_run
+from pipeline.analysis.load import RunData, TaskData, load_run
 from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.pool_rules import CandidateDraft
 from pipeline.records import EvalResult, Rollout, Unreadable, read_trajectory
@@ -20,7 +20,7 @@ _CANDIDATE_FIELDS = {f.name for f in fields(CandidateDraft)}
 
 
 @dataclass
-class TaskReplay:
+class WhatIfTask:
     instance_id: str
     resolved: bool | None  # the prediction's verdict (None: never scored)
     strategy: str  # the prediction's strategy: pipeline, solo, team, vote, ...
@@ -50,21 +50,21 @@ class TaskReplay:
 
 
 @dataclass
-class RunReplay:
+class WhatIfRun:
     run_id: str
     config: dict
-    tasks: list[TaskReplay]
+    tasks: list[WhatIfTask]
     unfinished: list[str]
 
 
-def read_run(path: str | Path) -> RunReplay:
+def read_run(path: str | Path) -> WhatIfRun:
     run: RunData = load_run(path)
     layout = RunLayout(Path(path))
     tasks = [_task(layout, record) for record in run.tasks]
-    return RunReplay(run.run_id, run.config, tasks, run.unfinished)
+    return WhatIfRun(run.run_id, run.config, tasks, run.unfinished)
 
 
-def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
+def _task(layout: RunLayout, record: TaskData) -> WhatIfTask:
     paths = layout.task(record.instance_id)
     pool = record.pool.candidates or [] if record.pool is not None else []
     candidates = [CandidateDraft(**{k: v for k, v in c.to_dict().items() if k in _CANDIDATE_FIELDS})
@@ -87,7 +87,7 @@ def _task(layout: RunLayout, record: TaskRecord) -> TaskReplay:
     senior = _messages(read_trajectory(paths.senior_files.trajectory).data)
     if senior:
         conversations["senior"] = senior
-    return TaskReplay(instance_id=record.instance_id, resolved=record.resolved,
+    return WhatIfTask(instance_id=record.instance_id, resolved=record.resolved,
                       strategy=str(record.prediction.strategy or "?"),
                       exits=exits, candidates=candidates, verdicts=verdicts, calls=calls,
                       conversations=conversations)

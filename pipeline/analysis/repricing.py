@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipeline.analysis.replay_data import TaskReplay
+from pipeline.analysis.whatif_data import WhatIfTask
 from pipeline.records.ledger import LedgerRow
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class HistoryVariant:
 
 
 @dataclass
-class ReplayedSpend:
+class RepricedSpend:
     """Tokens and dollars of some calls."""
 
     input_tokens: float = 0.0
@@ -67,7 +67,7 @@ class ReplayedSpend:
     output_tokens: float = 0.0
     dollars: float = 0.0
 
-    def add(self, other: ReplayedSpend) -> None:
+    def add(self, other: RepricedSpend) -> None:
         for name in ("input_tokens", "cached_tokens", "written_tokens", "output_tokens", "dollars"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -84,17 +84,17 @@ class _Call:
         return self.row.time - self.row.latency
 
 
-def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: HistoryVariant) -> dict[str, ReplayedSpend]:
+def reprice_task(task: WhatIfTask, variant: HistoryVariant, price_of, sent: HistoryVariant) -> dict[str, RepricedSpend]:
     """Spend by agent (``rollout-NN``, ``senior``; every other call under its stage's name) of ``task``'s calls under
     ``variant``. ``price_of(row)`` gives the Prices a replayed call is charged at, ``price_of.row_cost(row)`` what a
     call that is not replayed cost, ``price_of.at_markers(row)`` whether its model caches only at markers
     (``whatif.Pricer``); ``sent`` is how the run itself compacted (its ``limits``), for calibrating characters to
     tokens."""
     replayed, paired = _replayable(task, sent)
-    spend: dict[str, ReplayedSpend] = {}
+    spend: dict[str, RepricedSpend] = {}
     for row in task.calls:
         if id(row) not in paired:
-            recorded = ReplayedSpend(row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens,
+            recorded = RepricedSpend(row.input_tokens, row.cached_tokens, row.cache_write_tokens, row.output_tokens,
                                      price_of.row_cost(row))
             _book(spend, row.agent or row.stage, recorded)
     # seen: id(message) -> (size, fingerprint), as prompts share most message objects (each prompt is kept in
@@ -122,7 +122,7 @@ def replay_task(task: TaskReplay, variant: HistoryVariant, price_of, sent: Histo
             cached = plans[number].tokens(read)
             written = max(0.0, plans[number].tokens(plans[number].last_write) - cached)
         dollars = prices.cost(tokens, cached, call.row.output_tokens, written)  # (token counts may be fractional)
-        _book(spend, call.agent, ReplayedSpend(tokens, cached, written, call.row.output_tokens, dollars))
+        _book(spend, call.agent, RepricedSpend(tokens, cached, written, call.row.output_tokens, dollars))
     return spend
 
 
@@ -157,7 +157,7 @@ def _cache_minimum(prices: Prices) -> int:
     return prices.cache_min_tokens or MIN_CACHE_TOKENS
 
 
-def _replayable(task: TaskReplay, sent: HistoryVariant) -> tuple[list[_Call], set[int]]:
+def _replayable(task: WhatIfTask, sent: HistoryVariant) -> tuple[list[_Call], set[int]]:
     """The calls that can be replayed (paired with the prompt that produced their reply), and their rows' ids."""
     calls, paired = [], set()
     for agent, messages in task.conversations.items():
@@ -241,5 +241,5 @@ class _PrefixIndex:
         return found
 
 
-def _book(spend: dict[str, ReplayedSpend], agent: str, amount: ReplayedSpend) -> None:
-    spend.setdefault(agent, ReplayedSpend()).add(amount)
+def _book(spend: dict[str, RepricedSpend], agent: str, amount: RepricedSpend) -> None:
+    spend.setdefault(agent, RepricedSpend()).add(amount)
