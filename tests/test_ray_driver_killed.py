@@ -189,9 +189,11 @@ def _started(layout: RunLayout, log: Path) -> None:
     pytest.fail("the juniors never got going: " + log.read_text()[-3000:])
 
 
-def _nothing_lost_or_paid_twice(layout: RunLayout, served: Path, before: int, expected: dict) -> None:
+def _nothing_lost_or_paid_twice(layout: RunLayout, served: Path, before: int, expected: dict,
+                                said: str = "") -> None:
     paid = _served(served)[before:]
-    assert not [call for call, times in Counter(paid).items() if times > 1]  # no reply paid twice
+    twice = [call for call, times in Counter(paid).items() if times > 1]
+    assert not twice, f"paid twice: {twice}\n{said[-6000:]}"  # no reply paid twice
     assert len(_answered(layout)) == len(paid)  # every reply paid is a ledger row
     for task in TASKS:  # no rollout lost: each ran its whole script
         rollouts = layout.task(task.instance_id).junior_files.rollouts()
@@ -232,7 +234,7 @@ def test_a_driver_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays_none
                            stdin=subprocess.DEVNULL, timeout=600)  # the same command again
     said = again.stdout + again.stderr
     assert again.returncode == 0, said[-3000:]
-    _nothing_lost_or_paid_twice(layout, served, before, expected)
+    _nothing_lost_or_paid_twice(layout, served, before, expected, said)
     assert kept, "the nodes kept nothing of what the killed driver had not applied"
     assert "took back" in said, said[-3000:]
     assert not scratch_left("killed") and not list(layout.root.glob("tasks/*/ray_attempt.json"))
@@ -273,6 +275,7 @@ def test_a_write_queue_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays
     again = subprocess.run(_command(address, "queue"), cwd=work, env=env, capture_output=True, text=True,
                            stdin=subprocess.DEVNULL, timeout=600)
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
-    _nothing_lost_or_paid_twice(layout, served, before, expected)
+    _nothing_lost_or_paid_twice(layout, served, before, expected,
+                                said + "\n--- the rerun:\n" + again.stdout + again.stderr)
     assert not scratch_left("queue") and not list(layout.root.glob("tasks/*/ray_attempt.json"))
     assert not run_folder("queue").exists()

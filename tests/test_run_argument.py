@@ -123,7 +123,7 @@ def test_run_reuses_the_juniors_of_a_run(runs, form, monkeypatch):
             pass
 
     monkeypatch.setattr("pipeline.run.executors.executor_for", lambda config: Here())
-    monkeypatch.setattr(run_commands, "_run_once", lambda request, *rest: reused.append(request) or True)
+    monkeypatch.setattr(run_commands, "_run_once", lambda request, *rest, **options: reused.append(request) or True)
     done = CliRunner().invoke(app, ["run", "--limit", "1", "--reuse-juniors-from", forms(runs)[form]])
     assert done.exit_code == 0, done.output
     assert Path(reused[0].reuse_juniors_from).resolve() == (runs / "demo").resolve()
