@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -29,14 +28,13 @@ from pipeline.agent.journal import TrajectoryJournal
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.config import Limits
-from pipeline.errors import InfrastructureFault
+from pipeline.errors import InfrastructureFault, StorageFault
 from pipeline.layout import JuniorFiles, TaskPaths, trajectory_journal
 from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.records.trajectory import read_trajectory
-from pipeline.runtime import local as local_runtime
 from pipeline.runtime.local import LocalRuntime
 
 SAVE_FAILED = (OSError, InfrastructureFault)  # what a failed save may raise (a StorageFault: infrastructure)
@@ -230,18 +228,38 @@ def test_an_agent_whose_disk_fills_at_step_1_stops_as_a_fault_and_resumes_with_e
     assert not list(small_disk.glob("*.torn"))
 
 
-@pytest.fixture
-def fixed_workspace(tmp_path, monkeypatch):
-    """The local runtime's clone always at one path, as a container's /app is: a rerun then sends the very prompt
-    of the first session (it names the working directory), so a reply journal written before the first save
-    answers for it, as it does in a container."""
-    place = tmp_path / "workspace"
+def test_a_fault_between_the_first_reply_and_its_row_costs_nothing_again_in_a_new_workspace(
+        tmp_path, leaky_repo, monkeypatch):
+    """The first reply is journaled, then its ledger row cannot be written (a kill, a queue gone): the rerun opens a
+    new workspace at another path (the local runtime's clone, a node's scratch) and still pays that reply once,
+    since the opening it was asked with is on disk before the call."""
+    served = tmp_path / "served.jsonl"
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"junior": [["```bash\necho one\n```", "```bash\nsubmit\n```"]],
+                                      "served": str(served)}))
+    trajectory, ledger = tmp_path / "rollout-00.trajectory.json", Ledger(tmp_path / "ledger.jsonl")
+    real, failed = Ledger.append, []
 
-    def mkdtemp(prefix: str = "") -> str:
-        place.mkdir()  # the runtime before it was stopped, its folder removed: one at a time
-        return str(place)
+    def append(self, row):
+        if not failed:
+            failed.append(row)
+            raise StorageFault("the ledger could not be written (injected)")
+        real(self, row)
 
-    monkeypatch.setattr(local_runtime, "tempfile", SimpleNamespace(mkdtemp=mkdtemp))
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as runtime, monkeypatch.context() as patch:
+        first = runtime.workdir
+        patch.setattr(Ledger, "append", append)
+        with pytest.raises(StorageFault):
+            _agent(script, runtime, trajectory, ledger).run()
+    with LocalRuntime(leaky_repo["path"], leaky_repo["base"]) as runtime:
+        assert runtime.workdir != first
+        again = _agent(script, runtime, trajectory, ledger)
+        assert again.resume()
+        run = again.run()
+    assert run.exit_reason == "submitted" and len(run.steps) == 2
+    positions = [json.loads(line)["position"] for line in served.read_text().splitlines()]
+    assert positions == [0, 1]  # each reply paid once
+    assert len(Ledger.read(tmp_path / "ledger.jsonl")) == 2
 
 
 def _rollout_scripts() -> list:
@@ -259,7 +277,7 @@ def _outcome(paths: TaskPaths) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
 def test_a_write_error_at_any_save_of_a_rollout_is_a_fault_and_the_rerun_loses_and_repays_nothing(
-        shop_repo, tmp_path, run_id, monkeypatch, fixed_workspace, code):  # noqa: F811
+        shop_repo, tmp_path, run_id, monkeypatch, code):  # noqa: F811
     clean = tmp_path / "clean"
     clean.mkdir()
     real = storage.append_jsonl
@@ -274,7 +292,7 @@ def test_a_write_error_at_any_save_of_a_rollout_is_a_fault_and_the_rerun_loses_a
     monkeypatch.setattr(journal_module, "append_jsonl", append)
     run_scripts(shop_repo, clean, run_id, monkeypatch, _rollout_scripts(), k=1)
     total, expected = saves["made"], _outcome(TaskPaths(clean))
-    assert total == 6 and expected["exit"] == "submitted" and expected["steps"] == 3  # a save per reply, answer, end
+    assert total == 7 and expected["exit"] == "submitted" and expected["steps"] == 3  # opening, reply, answer, end
     for failing in range(1, total + 1):
         work = tmp_path / f"save-{failing}"
         work.mkdir()
@@ -290,3 +308,43 @@ def test_a_write_error_at_any_save_of_a_rollout_is_a_fault_and_the_rerun_loses_a
         answered = [row for row in Ledger.read(paths.ledger) if row.error is None]
         assert len(answered) == 3, (failing, answered)  # each reply paid once
         assert not list(work.rglob("*.torn")) and not list(paths.junior.glob("*.trajectory.*")), failing
+
+
+# ---------------------------------------------------------------- a paid reply whose journal or row cannot be written
+
+
+@pytest.mark.parametrize("full", ["reply", "row"])
+def test_a_paid_reply_whose_journal_or_ledger_row_meets_a_full_disk_is_a_fault_with_its_spend_on_record(
+        small_disk, tmp_path, full):
+    """The reply was paid whatever the disk says: its cost is settled, its row written where the ledger can be
+    written, the caller stops with a StorageFault that says which write failed (never an outcome of its own), and
+    the rerun pays only what was not saved. Every reply paid is one ledger row."""
+    served = tmp_path / "served.jsonl"
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"served": str(served), "junior": [[
+        {"content": "paid", "usage": {"prompt_tokens": 100, "completion_tokens": 10}}]]}))
+    place = {"reply": small_disk if full == "reply" else tmp_path, "row": small_disk if full == "row" else tmp_path}
+    journal, ledger_path = place["reply"] / "reply.journal", place["row"] / "ledger.jsonl"
+    spec = ModelSpec(model=f"scripted/{script}", prices={"input": 1.0, "output": 2.0})
+    messages = [{"role": "user", "content": "hi"}]
+    budget = Budget("task")
+    filler = fill(small_disk)
+    with pytest.raises(StorageFault) as failed:
+        ModelClient(spec, "junior", Ledger(ledger_path), task="t").complete(messages, budget, journal=journal)
+    said = str(failed.value)
+    assert "a junior call was paid" in said and "disk full (ENOSPC" in said, said
+    assert budget.spent == pytest.approx(100 / 1e6 + 10 * 2 / 1e6)  # settled at its cost, not released
+    if full == "reply":
+        assert "its reply could not be saved" in said and "its cost is in the ledger" in said
+        assert not journal.exists() and len(Ledger.read(ledger_path)) == 1
+    else:
+        assert "its reply is saved" in said and "its ledger row could not be written" in said
+        assert json.loads(journal.read_text())["completion"]["content"] == "paid"
+        assert Ledger.read(ledger_path) == []
+    filler.unlink()
+    again = ModelClient(spec, "junior", Ledger(ledger_path), task="t").complete(messages, Budget("task"),
+                                                                                  journal=journal)
+    assert again.content == "paid"
+    paid = served.read_text().splitlines()
+    assert len(paid) == (2 if full == "reply" else 1)  # a reply that could not be saved is asked again
+    assert len([row for row in Ledger.read(ledger_path) if row.error is None]) == len(paid)

@@ -152,6 +152,11 @@ class Agent:
             while True:
                 self.check_limits()
                 self.deliver()
+                if not record.steps:
+                    # The opening (it may name a workspace path that differs on a rerun) goes on disk before
+                    # the first call: a rerun then sends the very same messages, and a reply journaled for them
+                    # answers it instead of a second payment.
+                    self.save()
                 step = self.query()
                 self.save()  # the reply is paid for: a crash from here on must not lose it
                 self.journal.forget_reply()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pipeline import stopping
-from pipeline.errors import ModelUnavailable, describe
+from pipeline.errors import InfrastructureFault, ModelUnavailable, StorageFault, describe
 from pipeline.model_spec import METADATA_KEY, ModelSpec
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
@@ -28,7 +28,7 @@ from pipeline.models.pricing import resolve_prices
 from pipeline.models.prompt_cache import needs_markers, with_cache_markers
 from pipeline.outages import BREAKERS
 from pipeline.secrets import redact
-from pipeline.storage import write_json_atomic
+from pipeline.storage import write_failure, write_json_atomic
 
 if TYPE_CHECKING:
     from litellm.types.llms.openai import ChatCompletionToolParam
@@ -405,7 +405,11 @@ class ModelClient:
 
     def _record_success(self, response: Any, attempt: _Attempt, journal: Path | None, key: str) -> Completion:
         """The reply's journal entry and ledger row, then the settlement: a settle that fails (a budget held on
-        a cluster) comes after the paid reply is on record, so a resume reuses it instead of paying again."""
+        a cluster) comes after the paid reply is on record, so a resume reuses it instead of paying again.
+
+        The reply was paid whatever happens here: a reply that cannot be read or saved still gets its row
+        (when the ledger can be written) and settles its cost, and a write that fails (the disk full, an I/O
+        error) is a StorageFault, infrastructure, never the caller's outcome."""
         used = usage_of(getattr(response, "usage", None)) or Usage()
         cost = self.prices.cost(used.input, used.cached, used.output, used.cache_write)
         billed, latency = attempt.billed, time.monotonic() - attempt.started
@@ -427,14 +431,51 @@ class ModelClient:
                                     calls, used.cache_write + billed.cache_write)
             if journal is not None:  # first the reply, then its row: a kill in between loses no reply
                 write_json_atomic(journal, {"key": key, "completion": asdict(completion), "row": asdict(row)})
-            attempt.recorded = True
-            if not attempt.charged:  # else a stop's charge wrote this call's row, at its worst case
-                self.ledger.append(row)
-        except BaseException:
-            reservation.release()
+        except BaseException as error:
+            unwritten = self._write_row(row, attempt, quietly=True)
+            reservation.settle(cost)
+            if isinstance(error, OSError):
+                raise self._save_fault(row, error, unwritten, journal) from error
             raise
+        try:
+            self._write_row(row, attempt)
+        except OSError as error:
+            reservation.settle(cost)
+            raise self._save_fault(row, None, error, journal) from error
         reservation.settle(cost)
         return completion
+
+    def _write_row(self, row: LedgerRow, attempt: _Attempt, quietly: bool = False) -> OSError | None:
+        """The paid call's row in the ledger (unless a stop's charge wrote it, at its worst case); ``quietly``,
+        a write that fails is returned rather than raised (the call is failing already)."""
+        try:
+            if not attempt.charged:
+                self.ledger.append(row)
+            attempt.recorded = True
+        except OSError as error:
+            if not quietly:
+                raise
+            return error
+        except InfrastructureFault:  # written here, not sent on (a cluster's queue gone)
+            attempt.recorded = True
+            if not quietly:
+                raise
+        return None
+
+    def _save_fault(self, row: LedgerRow, reply_error: OSError | None, row_error: OSError | None,
+                    journal: Path | None) -> StorageFault:
+        """A paid call whose reply or row could not be written, as the fault that stops its caller."""
+        said = [f"a {self.role} call was paid (${row.cost:.4f})"]
+        if reply_error is not None:
+            said.append(f"its reply could not be saved to {journal} ({write_failure(reply_error)})")
+        elif journal is not None:
+            said.append("its reply is saved: a rerun of the same run id takes it from there and writes its row")
+        if row_error is not None:
+            said.append(f"its ledger row could not be written ({write_failure(row_error)})"
+                        + ("; the ledger misses this spend" if reply_error is not None or journal is None else ""))
+        else:
+            said.append("its cost is in the ledger; a rerun of the same run id asks again")
+        return StorageFault("; ".join(said))
 
     def _journaled(self, journal: Path, key: str, budget: Budget) -> Completion | None:
         """The reply ``journal`` holds for the call ``key``, if it does. A reply whose ledger row the kill
