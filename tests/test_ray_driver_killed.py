@@ -252,8 +252,6 @@ def _queue_actor(two_nodes_pids: set[int]) -> int:
     raise AssertionError("no write queue actor runs on the cluster")
 
 
-@pytest.mark.xfail(strict=False, reason="issue 43, open: a queue actor killed while only one task's juniors "
-                   "are under way has paid junior replies twice (seen 2026-12-06); the window is not found yet")
 def test_a_write_queue_killed_mid_juniors_loses_no_paid_reply_and_the_rerun_pays_none_twice(two_nodes, unkilled):
     address, _ = two_nodes
     work, env, served, expected = unkilled
