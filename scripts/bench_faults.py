@@ -15,6 +15,10 @@ Scenarios (each its own run; --only NAME,NAME runs some of them):
   docker-scoring
              `swepipe eval` of the gold patches while Docker's API raises ConnectionError under the scoring:
              a few times (retried), then for good (the scoring stops past --outage-seconds); the rerun.
+  dockerd-killed
+             `swepipe eval` of the gold patches with the Docker daemon SIGKILLed while a scoring container runs,
+             started again by scripts/setup.sh; the same command again scores the rest (kills every container on
+             the machine: run it alone).
   budget-killed
              on a local Ray cluster (127.0.0.1), the run's budget actor killed mid-run; the rerun finishes.
   second-run on a local Ray cluster, run exp runs beside run exp-2 and is cleaned up while exp-2 runs: no
@@ -342,6 +346,40 @@ def docker_scoring(work: Path, tasks: list) -> Row:
               len(containers_left("eval-predictions")))
     row.notes = (f"exits: with passing faults {passing.returncode}, with Docker down {down.returncode} (a stop), "
                  f"once it is back {back.returncode}")
+    return row
+
+
+def dockerd_restarted(work: Path, tasks: list) -> Row:
+    """swepipe eval of the gold patches with the Docker daemon itself SIGKILLed once a scoring container runs, and
+    started again as the README's setup starts it (scripts/setup.sh) a few seconds later: the scorings it cut are
+    infrastructure (retried within the run, or left unscored past --outage-seconds), never verdicts; the same
+    command again scores every task, and no container is left. Every container on this machine dies with the
+    daemon: run it alone."""
+    predictions, out = work / "predictions.jsonl", work / "eval"
+    predictions.write_text("".join(json.dumps({"instance_id": t.instance_id, "model_patch": t.patch,
+                                               "model_name_or_path": "gold"}) + "\n" for t in tasks))
+    command = [sys.executable, "-m", "pipeline.cli", "eval", "--predictions", str(predictions), "--output", str(out),
+               "--workers", "2", "--outage-seconds", "60"]
+    with open(work / "eval.log", "a") as log:
+        proc = subprocess.Popen(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        running = wait_until(lambda: any(c.status == "running" for c in containers_left("eval-predictions")), 300)
+        daemon = int(Path("/var/run/docker.pid").read_text())
+        os.kill(daemon, signal.SIGKILL)
+        time.sleep(3)
+        subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh")], stdout=log, stderr=subprocess.STDOUT,
+                       check=True, stdin=subprocess.DEVNULL)
+        proc.wait(timeout=900)
+        again = subprocess.run(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    verdicts = {t.instance_id: _read(EvalOutput(out).task(t.instance_id).result) for t in tasks}
+    as_results = sum(1 for v in verdicts.values() if v and v.get("category") == "infra_error")
+    finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
+    wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
+    row = Row("dockerd-killed", len(tasks), finished, len(tasks) - finished, 0, as_results + wrong, 0.0, -1.0,
+              len(containers_left("eval-predictions")))
+    row.notes = (f"daemon pid {daemon} killed {'with' if running else 'before'} a scoring container running; "
+                 f"exits: the cut run {proc.returncode}, the same command again {again.returncode}")
     return row
 
 
@@ -706,6 +744,7 @@ SCENARIOS = {
     "outage-10min": lambda work, tasks: outage(work, tasks, 600, "outage-10min"),
     "server-killed": server_killed,
     "docker-scoring": docker_scoring,
+    "dockerd-killed": dockerd_restarted,
     "budget-killed": budget_actor_killed,
     "second-run": second_run_cleanup,
     "journal-fails": journal_fails,
