@@ -164,14 +164,14 @@ def test_rerun_after_interrupting_eval_skips_what_finished(tmp_path):
     assert json.loads((out / "eval_results.json").read_text()) == {t.instance_id: True for t in TASKS[:3]}
 
 
-def test_a_200_mb_test_log_is_saved_capped_in_bounded_memory_and_the_verdict_is_unchanged(tmp_path, run_id):
+def test_a_60_mb_test_log_is_saved_capped_in_bounded_memory_and_the_verdict_is_unchanged(tmp_path, run_id):
     import tracemalloc
 
     task = TASKS[0]
     official = defaults_for(BUNDLED).run_scripts / task.instance_id
     scripts = tmp_path / "run_scripts" / task.instance_id
     scripts.mkdir(parents=True)
-    noise = "yes 'a chatty test run says this again and again 0123456789' | head -c 100000000; echo"
+    noise = "yes 'a chatty test run says this again and again 0123456789' | head -c 30000000; echo"
     (scripts / "run_script.sh").write_text(
         f"#!/bin/bash\n{noise}\ncat > /tmp/official.sh <<'SWEPIPE_OFFICIAL'\n{(official / 'run_script.sh').read_text()}"
         f"SWEPIPE_OFFICIAL\nbash /tmp/official.sh \"$@\"\n{noise}\n")
@@ -184,7 +184,7 @@ def test_a_200_mb_test_log_is_saved_capped_in_bounded_memory_and_the_verdict_is_
     finally:
         tracemalloc.stop()
     assert result["category"] == "resolved", result  # the parser read the whole log in the container
-    assert peak < 64 * 2**20
+    assert peak < 16 * 2**20  # a quarter of the log: read whole, it would not fit
     log = (tmp_path / "eval" / "stdout.log").read_bytes()
     assert len(log) < 2_000_000 + 500 and b"bytes of this log cut here" in log
     assert log.startswith(b"a chatty test run") and b"a chatty test run" in log[-100:]  # its head and its tail
