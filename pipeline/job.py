@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.config import RunConfig
+from pipeline.errors import InfrastructureFault
 from pipeline.layout import TaskPaths
 from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
@@ -109,6 +110,8 @@ class TaskJob:
         model = self.config.models["principal"].model if "principal" in self.config.models else ""
         try:
             return int(litellm.token_counter(model=model, text=text))
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - unknown model or tokenizer: estimate
             return max(1, len(text) // 4)
 

@@ -39,6 +39,7 @@ from pipeline.agent.role_actions import RoleActions, SubmitAction
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.edits.editor import Editor
+from pipeline.errors import InfrastructureFault
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed
 from pipeline.prompts import render
@@ -162,6 +163,8 @@ class Agent:
             record.exit_reason, record.error = stop.reason, stop.error
             if stop.submission is not None:
                 record.submission = stop.submission
+        except InfrastructureFault:
+            raise
         except Exception as error:  # noqa: BLE001 - a fault of swepipe's own: the paid steps and the tree stay
             record.exit_reason = "runtime_error"
             record.error = f"{briefly(error)}\n{traceback.format_exc(limit=8)}"
@@ -212,6 +215,8 @@ class Agent:
             except FormatError as error:
                 self.reject(step, str(error))
                 return
+            except InfrastructureFault:
+                raise
             except Exception as error:  # noqa: BLE001 - a reply no rule foresaw is still the model's to correct
                 self.reject(step, f"your reply could not be read as an action ({briefly(error)})")
                 return

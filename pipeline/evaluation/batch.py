@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pipeline import patchtext
+from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.protocol import strip_binary_sections
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.interop.predictions import PatchToScore
@@ -148,6 +149,8 @@ def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings
     error is an infra_error, never raised (a stop is no Exception); unresolved ones rerun up to ``attempts``."""
     try:
         result = evaluate(task, patch, instance_dir, settings)
+    except InfrastructureFault:
+        raise
     except Exception as error:  # noqa: BLE001 - one broken instance must not end the run (a stop is no Exception)
         result = infra_error(task.instance_id, f"{type(error).__name__}: {error}")
     if not result.resolved and attempts > 1 and result.category != "infra_error":

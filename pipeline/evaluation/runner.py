@@ -19,7 +19,7 @@ import requests
 from docker.errors import NotFound
 
 from pipeline import __version__, patchtext, stopping
-from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
+from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, transport_errors
 from pipeline.evaluation import canaries, host_parser
 from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
@@ -189,9 +189,7 @@ def _run_containers(task: Task, image: str, workspace: dict[str, bytes], parsing
         return _in_containers(task, image, workspace, parsing, marker, out_dir, settings, limits)
     except stopping.Stopped:
         raise
-    except (RuntimeUnavailable, Exception) as error:  # RuntimeUnavailable is an InfrastructureFault, no Exception
-        if not isinstance(error, RuntimeUnavailable) and not is_transport_error(error):
-            raise
+    except transport_errors() + (RuntimeUnavailable,) as error:
         if stopping.requested():  # what this instance got so far is not a result
             raise stopping.Stopped(task.instance_id) from error
         text = str(error) if isinstance(error, RuntimeUnavailable) else \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import traceback
 
+from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.batch import infra_error
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import TaskPaths
@@ -24,6 +25,8 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
         return earlier.resolved is True and not earlier.flagged
     try:
         record = evaluate(task, patch, paths.eval, settings)
+    except InfrastructureFault:
+        raise
     except Exception as error:  # noqa: BLE001 - one task's scoring failure is recorded; the run goes on
         write_text_atomic(paths.eval_files.error, traceback.format_exc())
         record = infra_error(task.instance_id, f"scoring crashed: {type(error).__name__}: {error} "

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pipeline import stopping
-from pipeline.errors import ModelUnavailable, describe
+from pipeline.errors import InfrastructureFault, ModelUnavailable, describe
 from pipeline.model_spec import METADATA_KEY, ModelSpec
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
@@ -89,6 +89,8 @@ def default_max_tokens(model: str) -> int:
     try:
         info = litellm.get_model_info(model)
         known = info.get("max_output_tokens") or info.get("max_tokens")
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - litellm raises several types for "not in the map"
         known = None
     return min(int(known), MAX_DEFAULT_TOKENS) if known else DEFAULT_MAX_TOKENS
@@ -103,6 +105,8 @@ def count_input_tokens(model: str, messages: list[dict[str, Any]], tools: list[d
         # the tools are OpenAI's tool objects, the shape litellm's typed dict describes
         sent_tools = cast("list[ChatCompletionToolParam] | None", tools or None)
         counted = int(litellm.token_counter(model=model, messages=messages, tools=sent_tools))
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - an unknown model or message shape: the character estimate stands
         counted = 0
     text = json.dumps([messages, tools or []], ensure_ascii=False, default=str)
@@ -127,6 +131,8 @@ def usage_of(source: Any, depth: int = 0) -> Usage | None:
     if callable(getattr(source, "json", None)):  # an httpx.Response: a provider's error body may hold usage
         try:
             return usage_of(source.json(), depth + 1)
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - no JSON body, or one not read
             return None
     return usage_of(getattr(source, "usage", None), depth + 1)
@@ -154,6 +160,8 @@ def reported_usage(error: Exception) -> Usage:
     for source in (getattr(error, "usage", None), getattr(error, "body", None), getattr(error, "response", None)):
         try:
             found = usage_of(source)
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - an odd error object: nothing reported
             found = None
         if found is not None:
@@ -200,6 +208,8 @@ def endpoint_of(spec: ModelSpec) -> str:
 
     try:
         provider = litellm.get_llm_provider(spec.model)[1]
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - a model string litellm cannot place: its prefix names the provider
         provider = spec.model.split("/", 1)[0]
     return f"model provider {provider}"
@@ -348,8 +358,19 @@ class ModelClient:
                            uuid.uuid4().hex)
         with _IN_FLIGHT_LOCK:
             _IN_FLIGHT[flight.call] = flight
+
+        def abandoned() -> None:  # a stop in this thread, or a fault under the call: no reply to record
+            if _claim(flight.call) is None:
+                attempt.recorded = True
+            reservation.release()
+            if probe:
+                BREAKERS.released(self.endpoint)
+
         try:
             response = litellm.completion(**params)
+        except InfrastructureFault:
+            abandoned()
+            raise
         except Exception as error:  # noqa: BLE001 - sorted below; every provider error is recorded
             if _claim(flight.call) is None:  # a stop's charge wrote its row, at its worst case
                 attempt.recorded = True
@@ -357,11 +378,7 @@ class ModelClient:
                 raise stopping.Stopped("abandoned at a stop") from None
             return self._failed(error, reservation, attempt, probe)
         except BaseException:
-            if _claim(flight.call) is None:
-                attempt.recorded = True
-            reservation.release()  # abandoned (a stop in this thread)
-            if probe:
-                BREAKERS.released(self.endpoint)
+            abandoned()
             raise
         attempt.call, attempt.charged = flight.call, _claim(flight.call) is None
         attempt.reservation = reservation

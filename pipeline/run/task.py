@@ -152,6 +152,8 @@ def record_containers(job: TaskJob) -> list[ContainerSeal] | None:
         containers = [kept[role] for role in sorted(kept)]  # by role: not in the order rollouts started
         if job.opened:
             TaskContainers.of({"containers": [seal.to_dict() for seal in containers]}).write(job.paths.containers)
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - bookkeeping: the task's answer must not be lost to it
         return None
     return containers

@@ -15,6 +15,7 @@ from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, reached_line, task_subject
 from pipeline.config import RunConfig
+from pipeline.errors import InfrastructureFault
 from pipeline.job import TaskJob, once
 from pipeline.layout import SeniorFiles
 from pipeline.models.budget import Budget
@@ -111,7 +112,9 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                 brief = parse_brief(run.submission or "")
             else:
                 brief = _brief_in_last_reply(run)
-        except Exception as error:  # an InfrastructureFault is no Exception: the task reruns the senior  # noqa: BLE001 - a broken senior falls back, never ends the task
+        except InfrastructureFault:  # the task reruns the senior
+            raise
+        except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
             write_text_atomic(written.error, traceback.format_exc())
             agent_error: str | None = f"{type(error).__name__}: {error}"
         else:
@@ -216,6 +219,8 @@ class _FileCache:
             except IsADirectoryError:
                 self._lines[path] = None
                 self._directories.add(path)
+            except InfrastructureFault:
+                raise
             except Exception:  # noqa: BLE001 - missing, undecodable, a dead container
                 self._lines[path] = None
         return self._lines[path]
