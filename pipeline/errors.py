@@ -2,7 +2,7 @@
 
 - **The model's own outcomes** are results: it submitted, ran out of steps, time or budget, kept replying in a
   form that cannot be used, filled its context window, or the provider refused the request itself. They end an
-  agent or a stage with a recorded reason (pipeline.agent.agent_run.EXIT_REASONS) and the task goes on.
+  agent or a stage with a recorded reason (pipeline.records.trajectory.ExitReason) and the task goes on.
 - **Infrastructure faults** (``InfrastructureFault``) are not results: a provider or model server that does not
   answer past its retries, Docker or a transport failing, a cluster actor that times out or dies. They never
   write a final record: the rollout or stage stays unfinished (its trajectory kept), the task stays out of

@@ -30,8 +30,7 @@ from typing import Any
 from pipeline.config import ScheduleConfig
 from pipeline.records import Rollout
 from pipeline.records.pool import Decision, Schedule
-
-SUBMITTED = "submitted"
+from pipeline.records.trajectory import ExitReason
 
 
 @dataclass
@@ -78,9 +77,9 @@ class Agreement:
 
 def agreement(pool: CandidatePool, rollouts: Sequence[Rollout]) -> Agreement:
     """How strongly ``rollouts`` (whose pool is ``pool``) agree."""
-    submitted = sorted(r.index or 0 for r in rollouts if r.exit_reason == SUBMITTED)
+    submitted = sorted(r.index or 0 for r in rollouts if r.exit_reason == ExitReason.SUBMITTED)
     top = pool.candidates[0] if pool.candidates else None
-    votes = sum(1 for reason in top.exit_reasons if reason == SUBMITTED) if top else 0
+    votes = sum(1 for reason in top.exit_reasons if reason == ExitReason.SUBMITTED) if top else 0
     return Agreement(submitted=len(submitted), top_candidate=top.key if top else None,
                      top_votes=top.votes if top else 0, top_submitted_votes=votes,
                      top_share=round(votes / len(submitted), 4) if submitted else 0.0)

@@ -8,6 +8,7 @@ from pipeline.agent.actions import Action, ActionError, FormatError
 from pipeline.agent.agent_run import AgentStep, Stop
 from pipeline.agent.failures import briefly, workspace_failure
 from pipeline.errors import ContainerDied, InfrastructureFault
+from pipeline.records.trajectory import ExitReason
 
 
 class RoleActions:
@@ -49,4 +50,4 @@ class SubmitAction:
         if refusal:
             step.output = refusal
             return refusal
-        raise Stop("submitted", submission=action.body)
+        raise Stop(ExitReason.SUBMITTED, submission=action.body)

@@ -32,6 +32,7 @@ from pipeline.interop.export import ExportSummary, tasks_to_export
 from pipeline.layout import TaskPaths
 from pipeline.records import Prediction
 from pipeline.records.ledger import LedgerRow, read_ledger
+from pipeline.records.trajectory import ExitReason
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic
 
@@ -161,9 +162,9 @@ def _principal(paths: TaskPaths, model: str | None, ledger: list[LedgerRow]) -> 
                           "cost": reply.get("cost"), "input_tokens": reply.get("input_tokens"),
                           "output_tokens": reply.get("output_tokens")})
     source, error = result.source, result.error
-    status = ("submitted" if source == "principal" else
-              "model_error" if isinstance(error, str) and error.startswith("principal call failed") else
-              "format_errors" if result.to_dict() else None)
+    status = (ExitReason.SUBMITTED if source == "principal" else
+              ExitReason.MODEL_ERROR if isinstance(error, str) and error.startswith("principal call failed") else
+              ExitReason.FORMAT_ERRORS if result.to_dict() else None)
     return AgentSource("principal", "principal", model, ledger, run={"messages": messages, "steps": steps},
                        exit_status=status, submission=result.patch if source == "principal" else None,
                        submission_is_patch=True, extra=_present(source=source, error=error))

@@ -27,6 +27,7 @@ from pipeline import records
 from pipeline.errors import SwepipeError
 from pipeline.layout import PrincipalFiles, RunLayout, TaskPaths
 from pipeline.records import Prediction
+from pipeline.records.trajectory import ExitReason
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic, write_json_atomic
 from pipeline.tasks import check_instance_id
@@ -312,11 +313,11 @@ def _principal(files: PrincipalFiles, model: str | None) -> ExportedTrajectory |
                                                           ("cost", "input_tokens", "output_tokens") if key in reply}}})
     source, error = result.source, result.error
     if source == "principal":
-        status = "submitted"
+        status = ExitReason.SUBMITTED
     elif isinstance(error, str) and error.startswith("principal call failed"):
-        status = "model_error"
+        status = ExitReason.MODEL_ERROR
     elif result.to_dict():
-        status = "format_errors"  # every reply's edits were unusable
+        status = ExitReason.FORMAT_ERRORS  # every reply's edits were unusable
     else:
         status = None  # the stage did not finish
     return ExportedTrajectory(

@@ -17,6 +17,7 @@ from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
 from pipeline.records import Rollout
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, Runtime, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
 
@@ -113,7 +114,7 @@ def _failed(record: Rollout, agent: Agent | None, runtime: Runtime | None, max_p
             traceback: str | None = None) -> None:
     """A rollout that failed outside its agent's loop still keeps what was paid for: the agent's steps (and so
     their cost) and, while the workspace answers, its diff."""
-    record.exit_reason, record.error = "runtime_error", error
+    record.exit_reason, record.error = ExitReason.RUNTIME_ERROR, error
     if traceback is not None:
         record.traceback = traceback
     if agent is None:
@@ -128,7 +129,7 @@ def _failed(record: Rollout, agent: Agent | None, runtime: Runtime | None, max_p
             record.patch_error = f"{type(problem).__name__}: {problem}"
 
 
-_WORKSPACE_FAILED = ("runtime_error", "resource_limit")
+_WORKSPACE_FAILED = (ExitReason.RUNTIME_ERROR, ExitReason.RESOURCE_LIMIT)
 
 
 def _take_patch(runtime: Runtime, record: Rollout, max_bytes: int) -> None:
@@ -155,7 +156,7 @@ def _take_patch(runtime: Runtime, record: Rollout, max_bytes: int) -> None:
         return
     except ResourceLimitHit as hit:  # what the agent left running (a fork bomb in the background) hit a limit
         record.patch, record.patch_error, record.error = "", str(hit), record.error or str(hit)
-        _patch_ended(record, "resource_limit")
+        _patch_ended(record, ExitReason.RESOURCE_LIMIT)
         return
     except (SwepipeError, RuntimeUnavailable) as error:
         if record.exit_reason not in _WORKSPACE_FAILED:

@@ -27,6 +27,7 @@ from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.prompt_cache import needs_markers, with_cache_markers
 from pipeline.outages import BREAKERS
+from pipeline.records.trajectory import ExitReason
 from pipeline.secrets import redact
 from pipeline.storage import write_json_atomic
 
@@ -41,7 +42,7 @@ class ModelCallFailed(Exception):
     """The provider refused this very request (the model's own outcome, final): its context window is exceeded,
     it is malformed or against the provider's policy. ``reason`` is the agent's exit reason for it."""
 
-    def __init__(self, message: str, billed: Usage | None = None, reason: str = "model_error"):
+    def __init__(self, message: str, billed: Usage | None = None, reason: ExitReason = ExitReason.MODEL_ERROR):
         super().__init__(message)
         self.billed = billed or Usage()  # what the failed attempts were billed, as the provider reported it
         self.reason = reason  # model_error or context_window
@@ -194,10 +195,12 @@ def provider_fault(error: Exception) -> str:
     return FINAL
 
 
-def _final_reason(error: Exception) -> str:
+def _final_reason(error: Exception) -> ExitReason:
     from pipeline.models.litellm_setup import litellm
 
-    return "context_window" if isinstance(error, litellm.ContextWindowExceededError) else "model_error"
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return ExitReason.CONTEXT_WINDOW
+    return ExitReason.MODEL_ERROR
 
 
 def endpoint_of(spec: ModelSpec) -> str:

@@ -22,6 +22,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.pool_rules import CandidatePool
 from pipeline.prompts import render, render_task_prompt
+from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import Runtime
 from pipeline.senior.brief import (
     BriefDraft,
@@ -107,8 +108,8 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                 editor=("view",)))  # read-only: the brief is its work, not a change
             agent.resume()
             # A session the budget stopped goes on from where it was (with a budget that allows it now).
-            run = agent.record if agent.finished and agent.record.exit_reason != "cost_limit" else agent.run()
-            if run.exit_reason == "submitted":
+            run = agent.record if agent.finished and agent.record.exit_reason != ExitReason.COST_LIMIT else agent.run()
+            if run.exit_reason == ExitReason.SUBMITTED:
                 brief = parse_brief(run.submission or "")
             else:
                 brief = _brief_in_last_reply(run)

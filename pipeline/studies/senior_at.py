@@ -33,6 +33,7 @@ from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.printable import short_id
 from pipeline.records.prediction import finished_predictions
+from pipeline.records.trajectory import ExitReason
 from pipeline.run.lock import lock_run, repair_run
 from pipeline.tasks import Task
 
@@ -190,7 +191,7 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
         client = job.client("senior", stage=STAGE)
         with job.open_runtime("senior", read_only=True) as runtime:
             brief = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
-        if brief.senior_exit == "cost_limit":
+        if brief.senior_exit == ExitReason.COST_LIMIT:
             failure = f"the budget stopped the senior ({brief.senior_error}); a rerun goes on from there"
             raise _NotSaved
         record = brief.to_dict()
