@@ -13,7 +13,7 @@ import numpy as np
 from pipeline.analysis.load import RunData, TaskData, config_section, is_number
 from pipeline.analysis.retrieval import candidate_count, unaudited
 from pipeline.analysis.sealing import SealCount, run_seal_count
-from pipeline.records.evaluation import CATEGORIES
+from pipeline.records.evaluation import EvalCategory
 from pipeline.records.pool import Schedule
 
 # The pipeline's stages, as pipeline.run.task.STAGES (not imported: that module pulls in litellm).
@@ -300,8 +300,8 @@ def changed_infrastructure(task: TaskData) -> list[str]:
 
 def _categories(tasks: list[TaskData]) -> Counter:
     counts = Counter(t.category for t in tasks)
-    ordered = Counter({c: counts[c] for c in CATEGORIES if counts[c]})
-    ordered.update({c: n for c, n in counts.items() if c not in CATEGORIES})
+    ordered: Counter[str] = Counter({c: counts[c] for c in EvalCategory if counts[c]})
+    ordered.update({c: n for c, n in counts.items() if c not in set(EvalCategory)})
     return ordered
 
 

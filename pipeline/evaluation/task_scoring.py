@@ -10,6 +10,7 @@ from pipeline.evaluation.batch import infra_error
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import TaskPaths
 from pipeline.records import EvalResult, Unreadable
+from pipeline.records.evaluation import EvalCategory
 from pipeline.storage import write_text_atomic
 from pipeline.tasks import Task
 
@@ -31,7 +32,7 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
         write_text_atomic(paths.eval_files.error, traceback.format_exc())
         record = infra_error(task.instance_id, f"scoring crashed: {type(error).__name__}: {error} "
                                                f"({paths.relative(paths.eval_files.error)})")
-    if record.category == "infra_error":
+    if record.category == EvalCategory.INFRA_ERROR:
         record.write(paths.eval_files.infra_error)
         return None
     record.write(done)
