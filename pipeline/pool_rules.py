@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline.config import ScheduleConfig
 from pipeline.records import Rollout
-from pipeline.records.pool import Decision, Schedule
+from pipeline.records.pool import Decision, Schedule, ScheduleDecision
 from pipeline.records.trajectory import ExitReason
 
 
@@ -141,11 +141,11 @@ def judge(settings: ScheduleConfig, k: int, wave: int, records: Sequence[Rollout
                 why.append(f"this wave added no file to the {len(files)} the pool changes")
     converged = any(rules.values())
     if converged:
-        decision = "stop"
+        decision = ScheduleDecision.STOP
     elif len(records) >= k:
-        decision, why = "stop", [*why, f"all K={k} rollouts run"]
+        decision, why = ScheduleDecision.STOP, [*why, f"all K={k} rollouts run"]
     else:
-        decision = "go on"
+        decision = ScheduleDecision.GO_ON
     return Decision(wave=wave, rollouts=len(records), decision=decision, converged=converged, rules=rules,
                     **asdict(measure), candidates=len(pool.candidates), files=sorted(files), new_files=new,
                     reason="; ".join(why), time=round(time.time(), 3))
@@ -154,7 +154,7 @@ def judge(settings: ScheduleConfig, k: int, wave: int, records: Sequence[Rollout
 def record(settings: ScheduleConfig, k: int, decisions: list[Decision], left_out: list[int] | None = None) -> Schedule:
     """The ``schedule`` entry of junior/pool.json."""
     run = rollouts_run(decisions)
-    stopped = bool(decisions) and decisions[-1].decision == "stop"
+    stopped = bool(decisions) and decisions[-1].decision == ScheduleDecision.STOP
     entry = Schedule(settings=settings.model_dump(mode="json"), k=k, decisions=decisions, rollouts_run=run,
                      stopped_early=stopped and run < k, not_started=k - run if stopped else None)
     if left_out:
