@@ -18,6 +18,7 @@ from pipeline.juniors.imported_checks import checked_against_base
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
+from pipeline.model_spec import Role
 from pipeline.pool_rules import CandidatePool
 from pipeline.records import Pool, Rollout, Unreadable
 from pipeline.records.pool import Decision, Schedule, ScheduleDecision
@@ -137,7 +138,7 @@ def _rollouts(job: TaskJob, indices: range, on_done: OnDone | None,
     if todo:
         if check_stop:
             stopping.check()
-        client = job.client("junior")
+        client = job.client(Role.JUNIOR)
         with ThreadPoolExecutor(max_workers=len(todo),
                                 thread_name_prefix=f"junior-{job.task.instance_id[:20]}") as pool:
             futures = {pool.submit(run_rollout, job, index, client): index for index in todo}

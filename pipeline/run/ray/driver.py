@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipeline import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe, ignoring_errors
+from pipeline.model_spec import Role
 from pipeline.run.ray.actors import StopFlag, WriteQueue, ask, ray_reason
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
 from pipeline.run.ray.node import AttemptOutcome, Write, remove_run_containers, snapshot
@@ -51,7 +52,7 @@ def slots_per_task(run: RunSettings) -> int:
     1 for a strategy without juniors), as Run.open (pipeline.run.lifecycle) sizes container limits."""
     if run.config.executor.slots_per_task:
         return run.config.executor.slots_per_task
-    return max(1, run.config.juniors.k) if "junior" in run.roles else 1
+    return max(1, run.config.juniors.k) if Role.JUNIOR in run.roles else 1
 
 
 SYSTEM_ERRORS_NAMES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "RaySystemError",
