@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pipeline.config_overlay import Assignment, overlay, validation_problems
 from pipeline.errors import SwepipeError
-from pipeline.model_spec import ROLES, ModelSpec
+from pipeline.model_spec import ModelSpec, Role
 
 if TYPE_CHECKING:
     from pipeline.outages import Settings
@@ -264,7 +264,7 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _something_finds_the_code(self) -> RunConfig:
-        if self.strategy == "pipeline" and self.juniors.k == 0 and not self.plays("senior"):
+        if self.strategy == "pipeline" and self.juniors.k == 0 and not self.plays(Role.SENIOR):
             raise ValueError("juniors.k is 0 and the senior model is none: nothing would look at the code; "
                              "keep juniors (-k N) or a senior model")
         return self
@@ -339,10 +339,10 @@ def load_config(path: Path | None, assignments: Iterable[Assignment] = ()) -> Ru
         if not isinstance(data, dict):
             raise SwepipeError(f"the config file {path} is not a mapping of options (it holds a "
                                f"{type(data).__name__})")
-        unknown_roles = sorted(set((data.get("models") or {})) - set(ROLES))
+        unknown_roles = sorted(set((data.get("models") or {})) - set(Role))
         if unknown_roles:
             raise SwepipeError(f"{path}: unknown role(s) {', '.join(unknown_roles)} under models; roles are "
-                               f"{', '.join(ROLES)}")
+                               f"{', '.join(Role)}")
     assignments = list(assignments)
     merged = overlay(data, assignments, RunConfig)
     try:

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel
 
 from pipeline.errors import SwepipeError
-from pipeline.model_spec import ROLES
+from pipeline.model_spec import Role
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ def check_path(assignment: Assignment, config_type: type[BaseModel]) -> None:
                                    f"are {', '.join(fields)}")
             where = _inner(fields[key].annotation)
         elif _is_dict(where):
-            if walked == ["models"] and key not in ROLES:
-                raise SwepipeError(f"{assignment.given}: no role {key!r} under models; roles are {', '.join(ROLES)}")
+            if walked == ["models"] and key not in set(Role):
+                raise SwepipeError(f"{assignment.given}: no role {key!r} under models; roles are {', '.join(Role)}")
             where = _inner(typing.get_args(where)[1]) if typing.get_args(where) else Any
         else:
             if where is not Any:

@@ -2,12 +2,14 @@
 
 - **The model's own outcomes** are results: it submitted, ran out of steps, time or budget, kept replying in a
   form that cannot be used, filled its context window, or the provider refused the request itself. They end an
-  agent or a stage with a recorded reason (pipeline.agent.agent_run.EXIT_REASONS) and the task goes on.
+  agent or a stage with a recorded reason (pipeline.records.trajectory.ExitReason) and the task goes on.
 - **Infrastructure faults** (``InfrastructureFault``) are not results: a provider or model server that does not
   answer past its retries, Docker or a transport failing, a cluster actor that times out or dies. They never
   write a final record: the rollout or stage stays unfinished (its trajectory kept), the task stays out of
-  predictions.jsonl, and a rerun resumes it without paying twice. Like ``pipeline.stopping.Stopped`` they are
-  BaseExceptions, so no ``except Exception`` meant for a stage's own failures can turn one into an answer.
+  predictions.jsonl, and a rerun resumes it without paying twice. They are Exceptions, one tree under
+  ``InfrastructureFault``; a handler of ``Exception`` in pipeline/ takes them first (``except InfrastructureFault:
+  raise``) or names the errors it means, so none turns a fault into an answer (tests/test_fault_handlers.py holds
+  it). ``pipeline.stopping.Stopped`` stays a BaseException, like KeyboardInterrupt: it passes every handler.
 - **Configuration errors** (``ConfigurationError``: a rejected API key, a model the provider does not know) make
   every later call fail the same way: the run stops at once, exit 2, naming the role, model and endpoint.
 - **Bad input or an unusable environment** before anything runs (``SwepipeError``): the CLI prints the message
@@ -15,6 +17,9 @@
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 
 class SwepipeError(Exception):
@@ -35,7 +40,7 @@ class ContainerDied(SwepipeError):
     it, so it is that agent's outcome (``runtime_error``), recorded like any other."""
 
 
-class InfrastructureFault(BaseException):
+class InfrastructureFault(Exception):
     """Something outside swepipe failed, so the work in hand has no answer: it is never recorded as a result.
     The task stays unfinished and a rerun of the same run id resumes it."""
 
@@ -64,12 +69,28 @@ class StorageFault(InfrastructureFault):
     stops there, what was saved before stays, and a rerun resumes from it. The message says what the write met."""
 
 
-def is_transport_error(error: BaseException) -> bool:
+def transport_errors() -> tuple[type[Exception], ...]:
     """Docker's API, an HTTP transport or a socket failing: infrastructure wherever it surfaces."""
     import requests
     from docker.errors import DockerException
 
-    return isinstance(error, (DockerException, requests.exceptions.RequestException, ConnectionError, TimeoutError))
+    return DockerException, requests.exceptions.RequestException, ConnectionError, TimeoutError
+
+
+def is_transport_error(error: BaseException) -> bool:
+    return isinstance(error, transport_errors())
+
+
+@contextlib.contextmanager
+def ignoring_errors() -> Iterator[None]:
+    """``contextlib.suppress(Exception)`` for best-effort work (a cleanup, a courtesy call), except that an
+    InfrastructureFault raised there goes on: it is the caller's to handle, never silently an answer."""
+    try:
+        yield
+    except InfrastructureFault:
+        raise
+    except Exception:  # noqa: BLE001 - best effort, as the caller says
+        pass
 
 
 def describe(error: BaseException) -> str:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.config import RunConfig
+from pipeline.errors import InfrastructureFault
 from pipeline.layout import TaskPaths
-from pipeline.model_spec import ModelSpec
+from pipeline.model_spec import ModelSpec, Role
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
@@ -106,9 +107,11 @@ class TaskJob:
         """Tokens of ``text`` for the principal's model where litellm knows its tokenizer, else ~4 characters each."""
         from pipeline.models.litellm_setup import litellm
 
-        model = self.config.models["principal"].model if "principal" in self.config.models else ""
+        model = self.config.models[Role.PRINCIPAL].model if Role.PRINCIPAL in self.config.models else ""
         try:
             return int(litellm.token_counter(model=model, text=text))
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - unknown model or tokenizer: estimate
             return max(1, len(text) // 4)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
@@ -9,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.secrets import is_secret_name, looks_like_secret
 
-ROLES = ("junior", "senior", "principal", "solo", "lead", "worker")
 SECRET_KEYS = {"api_key", "api_keys", "key", "token", "secret", "password", "authorization"}
 KEYS_FROM_ENVIRONMENT = ("API keys come only from the environment (e.g. OPENAI_API_KEY, or the variables litellm "
                          "reads for the provider), so they never reach a file, log or container")
@@ -17,6 +17,17 @@ KEYS_FROM_ENVIRONMENT = ("API keys come only from the environment (e.g. OPENAI_A
 # scripted model (pipeline.models.scripted) picks its script by it.
 METADATA_KEY = "swepipe_scripted"
 NO_MODEL = "none"  # as a role's model: the role is switched off (an ablation), no call is made
+
+
+class Role(StrEnum):
+    """Who calls a model: each role has its model under ``models:`` in the config."""
+
+    JUNIOR = "junior"
+    SENIOR = "senior"
+    PRINCIPAL = "principal"
+    SOLO = "solo"
+    LEAD = "lead"
+    WORKER = "worker"
 
 
 class Prices(BaseModel):

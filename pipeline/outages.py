@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline import stopping
+from pipeline.errors import InfrastructureFault
 
 FIRST_WAIT = 5.0  # seconds before the first probe of a paused endpoint; doubled for each probe after
 OUTAGE_SECONDS = 300.0  # failing this long stops the run
@@ -124,6 +125,8 @@ class Breakers:
         if self.announce is not None:
             try:
                 self.announce(line)
+            except InfrastructureFault:
+                raise
             except Exception:  # noqa: BLE001 - a log line must not fail a call
                 pass
 

@@ -29,9 +29,8 @@ from typing import Any
 
 from pipeline.config import ScheduleConfig
 from pipeline.records import Rollout
-from pipeline.records.pool import Decision, Schedule
-
-SUBMITTED = "submitted"
+from pipeline.records.pool import Decision, Schedule, ScheduleDecision
+from pipeline.records.trajectory import ExitReason
 
 
 @dataclass
@@ -78,9 +77,9 @@ class Agreement:
 
 def agreement(pool: CandidatePool, rollouts: Sequence[Rollout]) -> Agreement:
     """How strongly ``rollouts`` (whose pool is ``pool``) agree."""
-    submitted = sorted(r.index or 0 for r in rollouts if r.exit_reason == SUBMITTED)
+    submitted = sorted(r.index or 0 for r in rollouts if r.exit_reason == ExitReason.SUBMITTED)
     top = pool.candidates[0] if pool.candidates else None
-    votes = sum(1 for reason in top.exit_reasons if reason == SUBMITTED) if top else 0
+    votes = sum(1 for reason in top.exit_reasons if reason == ExitReason.SUBMITTED) if top else 0
     return Agreement(submitted=len(submitted), top_candidate=top.key if top else None,
                      top_votes=top.votes if top else 0, top_submitted_votes=votes,
                      top_share=round(votes / len(submitted), 4) if submitted else 0.0)
@@ -142,11 +141,11 @@ def judge(settings: ScheduleConfig, k: int, wave: int, records: Sequence[Rollout
                 why.append(f"this wave added no file to the {len(files)} the pool changes")
     converged = any(rules.values())
     if converged:
-        decision = "stop"
+        decision = ScheduleDecision.STOP
     elif len(records) >= k:
-        decision, why = "stop", [*why, f"all K={k} rollouts run"]
+        decision, why = ScheduleDecision.STOP, [*why, f"all K={k} rollouts run"]
     else:
-        decision = "go on"
+        decision = ScheduleDecision.GO_ON
     return Decision(wave=wave, rollouts=len(records), decision=decision, converged=converged, rules=rules,
                     **asdict(measure), candidates=len(pool.candidates), files=sorted(files), new_files=new,
                     reason="; ".join(why), time=round(time.time(), 3))
@@ -155,7 +154,7 @@ def judge(settings: ScheduleConfig, k: int, wave: int, records: Sequence[Rollout
 def record(settings: ScheduleConfig, k: int, decisions: list[Decision], left_out: list[int] | None = None) -> Schedule:
     """The ``schedule`` entry of junior/pool.json."""
     run = rollouts_run(decisions)
-    stopped = bool(decisions) and decisions[-1].decision == "stop"
+    stopped = bool(decisions) and decisions[-1].decision == ScheduleDecision.STOP
     entry = Schedule(settings=settings.model_dump(mode="json"), k=k, decisions=decisions, rollouts_run=run,
                      stopped_early=stopped and run < k, not_started=k - run if stopped else None)
     if left_out:

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import NoReturn
 
+from pipeline.errors import InfrastructureFault
+
 STOP = threading.Event()
 _signal: list[int] = []  # the signal that asked for the stop
 _fault: list[tuple[str, int]] = []  # (why, exit code) when a fault stopped the run (``fault``), not a signal
@@ -94,6 +96,8 @@ def _call_each(callbacks: list[Callable[[], object]]) -> None:
     for callback in list(callbacks):
         try:
             callback()
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - a stop (or the exit) must go on whatever one of them does
             pass
 

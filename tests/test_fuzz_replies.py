@@ -39,7 +39,6 @@ from pipeline.agent.actions import (
     parse_tool_action,
 )
 from pipeline.agent.agent import Agent, prompt
-from pipeline.agent.agent_run import EXIT_REASONS
 from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.settings import AgentSettings
 from pipeline.config import Limits
@@ -50,6 +49,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.principal.stage import UnusableEdits, apply_to_base
+from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import CommandResult
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.brief import BriefFormatError, parse_brief
@@ -273,7 +273,8 @@ def test_the_agent_loop_survives_any_replies_and_keeps_every_paid_one(tmp_path_f
     agent = Agent(AgentSettings("junior", client, hands, Budget("r"), limits, messages=messages,
                                 trajectory_path=trajectory))
     run = agent.run()
-    assert run.exit_reason in EXIT_REASONS and run.exit_reason != "runtime_error", (run.exit_reason, run.error)
+    assert run.exit_reason in list(ExitReason), (run.exit_reason, run.error)
+    assert run.exit_reason != ExitReason.RUNTIME_ERROR, (run.exit_reason, run.error)
     sent = replies[:len(run.steps)]
     assert [step.reply for step in run.steps] == [str(r.get("content", "")) for r in sent]
     saved = json.loads(trajectory.read_text())

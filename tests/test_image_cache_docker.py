@@ -255,8 +255,8 @@ def test_a_container_removed_while_the_cache_lists_them_is_simply_gone(monkeypat
 
 
 def test_a_docker_engine_gone_after_a_task_fails_its_prune_and_nothing_else(monkeypatch):
-    """The prune after a task runs in the task's `finally`: an engine that no longer answers there (no Exception
-    since infrastructure faults are BaseExceptions) must be a logged line, never an error that ends the run."""
+    """The prune after a task runs in the task's `finally`: an engine that no longer answers there (a
+    RuntimeUnavailable) must be a logged line, never an error that ends the run."""
     from pipeline.errors import RuntimeUnavailable
 
     said = []

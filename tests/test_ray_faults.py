@@ -1,7 +1,7 @@
 """Cluster faults on a real local Ray cluster (tests/ray_cluster.py) are never results: the run's budget actor
 timing out or dying is a ClusterFault and leaves no hold; a task whose last writes did not reach the driver is not
-recorded as done; a fault stop on a node stops the whole run with its reason and code; what a Ray task raises that
-is no Exception reaches the driver as infrastructure. And a run's records are its own: another run's cleanup,
+recorded as done; a fault stop on a node stops the whole run with its reason and code; an infrastructure fault a Ray
+task raises reaches the driver as infrastructure. And a run's records are its own: another run's cleanup,
 whose id starts the same, touches none of them."""
 
 import json
@@ -150,7 +150,7 @@ def test_an_infrastructure_fault_raised_in_a_ray_task_is_infra_and_the_worker_se
         from pipeline.errors import ClusterFault
 
         if item == "faulty":
-            raise ClusterFault("the head went away")  # a BaseException: Ray hands it over as a task error
+            raise ClusterFault("the head went away")  # Ray hands it over as a task error
         return {"pid": os.getpid()}
 
     probe = Probe(on_cluster, tmp_path, body)

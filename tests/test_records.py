@@ -35,6 +35,7 @@ from pipeline.records import (
     TeamResult,
     Unreadable,
 )
+from pipeline.records.trajectory import ExitReason
 from pipeline.report.build import build_report, write_report
 from pipeline.tasks import load_task_file
 
@@ -105,8 +106,9 @@ def test_a_malformed_brief_or_prediction_is_named_never_a_crash_of_the_report(tm
     (run / "predictions.jsonl").write_text("\n".join([lines[0], json.dumps(odd), lines[2]]) + "\n")
     loaded = load_run(run)
     assert [t.instance_id for t in loaded.tasks] == ["demo__calc-1", "demo__lib-3"]
+    words = " or ".join(", ".join(repr(reason.value) for reason in ExitReason).rsplit(", ", 1))
     assert loaded.refused == {"demo__calc-2": "task demo__calc-2: its prediction (predictions.jsonl line 2) is of "
-                                              "the wrong shape (exit_reason: Input should be a valid string)"}
+                                              f"the wrong shape (exit_reason: Input should be {words})"}
     calc = loaded.tasks[0]
     assert calc.brief is None and calc.unreadable["senior/brief.json"] == "not a JSON object"
     stats = run_stats(loaded)

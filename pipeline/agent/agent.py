@@ -39,9 +39,11 @@ from pipeline.agent.role_actions import RoleActions, SubmitAction
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
 from pipeline.edits.editor import Editor
+from pipeline.errors import InfrastructureFault
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed
 from pipeline.prompts import render
+from pipeline.records.trajectory import ExitReason
 
 STEPS_LEFT_NOTES = (3, 1)  # the agent is told how many replies remain when this many do (1: the last one)
 
@@ -167,8 +169,10 @@ class Agent:
             record.exit_reason, record.error = stop.reason, stop.error
             if stop.submission is not None:
                 record.submission = stop.submission
+        except InfrastructureFault:
+            raise
         except Exception as error:  # noqa: BLE001 - a fault of swepipe's own: the paid steps and the tree stay
-            record.exit_reason = "runtime_error"
+            record.exit_reason = ExitReason.RUNTIME_ERROR
             record.error = f"{briefly(error)}\n{traceback.format_exc(limit=8)}"
         self.journal.end_session(self.transcript, self._elapsed())
         return record
@@ -177,11 +181,11 @@ class Agent:
         record, limits = self.record, self.settings.limits
         stopping.check()  # the whole run is stopping: nothing more starts, and nothing here is a result
         if self.stop_event.is_set():
-            raise Stop("stopped")
+            raise Stop(ExitReason.STOPPED)
         if record.steps_this_session() >= limits.max_steps:
-            raise Stop("step_limit")
+            raise Stop(ExitReason.STEP_LIMIT)
         if self._elapsed() - record.session_seconds > limits.wall_time:
-            raise Stop("time_limit")
+            raise Stop(ExitReason.TIME_LIMIT)
 
     def query(self) -> AgentStep:
         """Ask the model for its next reply and record it."""
@@ -196,7 +200,7 @@ class Agent:
                 journal=self.journal.reply_journal)
         except CostLimitExceeded as error:
             self.transcript.add_billed(getattr(error, "billed", None))
-            raise Stop("cost_limit", str(error)) from None
+            raise Stop(ExitReason.COST_LIMIT, str(error)) from None
         except ModelCallFailed as error:
             self.transcript.add_billed(error.billed)
             raise Stop(error.reason, str(error)) from None
@@ -217,6 +221,8 @@ class Agent:
             except FormatError as error:
                 self.reject(step, str(error))
                 return
+            except InfrastructureFault:
+                raise
             except Exception as error:  # noqa: BLE001 - a reply no rule foresaw is still the model's to correct
                 self.reject(step, f"your reply could not be read as an action ({briefly(error)})")
                 return
@@ -236,7 +242,7 @@ class Agent:
         self.transcript.tell(step, render(template, error=problem, actions=list(self.allowed)))
         errors = self.record.format_errors_this_session()
         if errors >= self.settings.limits.max_format_errors:
-            raise Stop("format_errors", f"{errors} unusable replies, the last: {problem}")
+            raise Stop(ExitReason.FORMAT_ERRORS, f"{errors} unusable replies, the last: {problem}")
 
     def note_steps_left(self) -> None:
         """When few replies remain (STEPS_LEFT_NOTES), the next turn says how many; the last one's note is the

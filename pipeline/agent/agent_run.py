@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-# The agent's own outcomes (pipeline.errors): model_error is a request the provider refused (bad request, content
-# policy), context_window one too long for the model. An endpoint that does not answer ends no agent: it raises
-# ModelUnavailable, or stops the run, and the trajectory is resumed by a rerun.
-EXIT_REASONS = ("submitted", "step_limit", "cost_limit", "time_limit", "format_errors", "model_error",
-                "context_window", "runtime_error", "resource_limit", "stopped")
+from pipeline.records.trajectory import ExitReason
 
 
 class Stop(Exception):
-    """Ends a session; ``reason`` is one of EXIT_REASONS. A submission carries the text handed in with it."""
+    """Ends a session for ``reason``. A submission carries the text handed in with it."""
 
-    def __init__(self, reason: str, error: str | None = None, submission: str | None = None):
+    def __init__(self, reason: ExitReason, error: str | None = None, submission: str | None = None):
         super().__init__(reason)
         self.reason, self.error, self.submission = reason, error, submission
 
@@ -45,7 +41,7 @@ class AgentStep:
 @dataclass
 class AgentRun:
     name: str
-    exit_reason: str = ""
+    exit_reason: ExitReason | Literal[""] = ""  # "": not ended
     error: str | None = None
     submission: str | None = None  # the text handed in with submit (a brief, a report)
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -66,6 +62,8 @@ class AgentRun:
     def from_dict(cls, saved: dict[str, Any]) -> AgentRun:
         known = set(cls.__dataclass_fields__)
         run = cls(**{key: value for key, value in saved.items() if key in known and key != "steps"})
+        if run.exit_reason in ExitReason.__members__.values():
+            run.exit_reason = ExitReason(run.exit_reason)  # else kept as read, as records keep unknown words
         step_fields = set(AgentStep.__dataclass_fields__)
         run.steps = [AgentStep(**{k: v for k, v in step.items() if k in step_fields})
                      for step in saved.get("steps", [])]

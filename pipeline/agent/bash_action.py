@@ -10,6 +10,7 @@ from pipeline.agent.failures import workspace_failure
 from pipeline.config import Limits
 from pipeline.errors import ContainerDied
 from pipeline.prompts import render
+from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.limits import ResourceLimitHit
 
 
@@ -31,7 +32,7 @@ class BashAction:
             if hit.result is not None:
                 step.exit_code, step.output, step.timed_out = (hit.result.exit_code, hit.result.output,
                                                                hit.result.timed_out)
-            raise Stop("resource_limit", str(hit)) from None
+            raise Stop(ExitReason.RESOURCE_LIMIT, str(hit)) from None
         except (ContainerDied, OSError) as error:
             raise workspace_failure(error) from error
         step.exit_code, step.output, step.timed_out = result.exit_code, result.output, result.timed_out

@@ -9,7 +9,7 @@ from pipeline.agent.agent_run import AgentStep
 from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.failures import briefly, workspace_failure
 from pipeline.edits.editor import Editor, EditorResult, open_editor
-from pipeline.errors import ContainerDied
+from pipeline.errors import ContainerDied, InfrastructureFault
 
 
 def editor_kinds(commands: tuple[str, ...], tools: bool) -> tuple[str, ...]:
@@ -34,6 +34,8 @@ class EditorAction:
             raise
         except (ContainerDied, OSError) as error:  # the runtime under the editor, as under a command
             raise workspace_failure(error) from error
+        except InfrastructureFault:
+            raise
         except Exception as error:  # noqa: BLE001 - a call no rule foresaw fails alone; the agent is told
             raise FormatError(f"your editor action could not be carried out ({briefly(error)})") from error
         step.edits = [result.record() for result in results]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pipeline import stopping
 from pipeline.agent.agent_run import Stop
 from pipeline.errors import RuntimeUnavailable, describe, is_transport_error
+from pipeline.records.trajectory import ExitReason
 
 
 def workspace_failure(error: BaseException) -> BaseException:
@@ -13,7 +14,7 @@ def workspace_failure(error: BaseException) -> BaseException:
     stopping.check()  # the stop removed the container: not this agent's outcome
     if is_transport_error(error):
         return RuntimeUnavailable(f"the workspace's runtime failed: {describe(error)}")
-    return Stop("runtime_error", str(error))
+    return Stop(ExitReason.RUNTIME_ERROR, str(error))
 
 
 def briefly(error: BaseException, limit: int = 500) -> str:

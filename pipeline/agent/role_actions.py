@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pipeline.agent.actions import Action, ActionError, FormatError
 from pipeline.agent.agent_run import AgentStep, Stop
 from pipeline.agent.failures import briefly, workspace_failure
-from pipeline.errors import ContainerDied
+from pipeline.errors import ContainerDied, InfrastructureFault
+from pipeline.records.trajectory import ExitReason
 
 
 class RoleActions:
@@ -25,6 +26,8 @@ class RoleActions:
             observation = f"error: {error}"
         except (ContainerDied, OSError) as error:
             raise workspace_failure(error) from error
+        except InfrastructureFault:
+            raise
         except Exception as error:  # noqa: BLE001 - the action fails alone; the agent is told and goes on
             observation = f"error: the {action.kind} action failed ({briefly(error)})"
         step.output = observation
@@ -47,4 +50,4 @@ class SubmitAction:
         if refusal:
             step.output = refusal
             return refusal
-        raise Stop("submitted", submission=action.body)
+        raise Stop(ExitReason.SUBMITTED, submission=action.body)

@@ -40,7 +40,7 @@ from pipeline.records import (
     read_predictions,
     read_trajectory,
 )
-from pipeline.records.evaluation import TestOutcome
+from pipeline.records.evaluation import EvalCategory, TestOutcome
 from pipeline.records.ledger import read_ledger
 from pipeline.records.retrieval import RetrievalFinding
 from pipeline.tasks import check_instance_id
@@ -78,7 +78,7 @@ class TaskData:
         verdict = self.prediction.resolved
         if verdict is not None:
             return verdict is True
-        if self.eval_result is None or self.eval_result.category == "infra_error":
+        if self.eval_result is None or self.eval_result.category == EvalCategory.INFRA_ERROR:
             return None
         verdict = self.eval_result.resolved
         return None if verdict is None else verdict is True
@@ -120,7 +120,7 @@ class TaskData:
     def tests_passed(self, kinds: tuple[str, ...]) -> tuple[int, int] | None:
         """(passed, required) over the eval result's per-test outcomes of ``kinds``: the one reader of them."""
         result = self.eval_result
-        if result is None or result.category == "infra_error":
+        if result is None or result.category == EvalCategory.INFRA_ERROR:
             return None
         verdict = self.resolved
         if verdict is not None and result.resolved is not None and (result.resolved is True) != verdict:
@@ -323,7 +323,7 @@ def _edit_tally(role: str, trajectory) -> Counter:
 
 def _says(result: EvalResult, verdict: bool) -> bool:
     """Whether an eval result says ``verdict``, by its own verdict and by its category."""
-    return (result.resolved is True) == verdict and (result.category == "resolved") <= verdict
+    return (result.resolved is True) == verdict and (result.category == EvalCategory.RESOLVED) <= verdict
 
 
 MAX_NUMBER = 1e15  # no cost in dollars, count of tokens or number of seconds comes near it

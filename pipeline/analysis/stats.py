@@ -13,8 +13,8 @@ import numpy as np
 from pipeline.analysis.load import RunData, TaskData, config_section, is_number
 from pipeline.analysis.retrieval import candidate_count, unaudited
 from pipeline.analysis.sealing import SealCount, run_seal_count
-from pipeline.records.evaluation import CATEGORIES
-from pipeline.records.pool import Schedule
+from pipeline.records.evaluation import EvalCategory
+from pipeline.records.pool import Schedule, ScheduleDecision
 
 # The pipeline's stages, as pipeline.run.task.STAGES (not imported: that module pulls in litellm).
 STAGES = ("junior", "senior", "principal")
@@ -188,7 +188,7 @@ def schedule_stop(schedule: Schedule) -> str:
     ("top_share", "no_new_files", both joined by +), "K reached", or "unfinished"."""
     decisions = schedule.decisions or []
     last = decisions[-1] if decisions else None
-    if last is None or last.decision != "stop":
+    if last is None or last.decision != ScheduleDecision.STOP:
         return "unfinished"
     if not last.converged:
         return "K reached"
@@ -300,8 +300,8 @@ def changed_infrastructure(task: TaskData) -> list[str]:
 
 def _categories(tasks: list[TaskData]) -> Counter:
     counts = Counter(t.category for t in tasks)
-    ordered = Counter({c: counts[c] for c in CATEGORIES if counts[c]})
-    ordered.update({c: n for c, n in counts.items() if c not in CATEGORIES})
+    ordered: Counter[str] = Counter({c: counts[c] for c in EvalCategory if counts[c]})
+    ordered.update({c: n for c, n in counts.items() if c not in set(EvalCategory)})
     return ordered
 
 

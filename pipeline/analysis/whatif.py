@@ -36,6 +36,7 @@ from pipeline.analysis.whatif_data import WhatIfRun, WhatIfTask, rollout_index
 from pipeline.config import ScheduleConfig
 from pipeline.pool_rules import CandidatePool, agreement, agrees, judge, wave_sizes
 from pipeline.records import Rollout
+from pipeline.records.pool import ScheduleDecision
 
 MAX_SUBSETS = 500
 SKIP_GRID = ((0.5, 2), (0.6, 3), (0.8, 2), (0.8, 3), (1.0, 2), (1.0, 3))  # (top_share, min_submitted)
@@ -274,7 +275,7 @@ def _stop_point(task: WhatIfTask, settings: ScheduleConfig) -> int:
     for wave, size in enumerate(wave_sizes(settings, len(indices)), start=1):
         pool = sub_pool(task, indices[:size])
         decision = judge(settings, len(indices), wave, _records(task, indices[:size]), pool, before)
-        if decision.decision == "stop":
+        if decision.decision == ScheduleDecision.STOP:
             return size
         before = pool
     return len(indices)

@@ -13,6 +13,7 @@ from pipeline.analysis.load import RunData, TaskData, load_run
 from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.pool_rules import CandidateDraft
 from pipeline.records import EvalResult, Rollout, Unreadable, read_trajectory
+from pipeline.records.evaluation import EvalCategory
 from pipeline.records.ledger import LedgerRow, read_ledger
 
 _ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
@@ -119,7 +120,7 @@ def rollout_index(agent: str) -> int | None:
 
 
 def _verdict(result: EvalResult | Unreadable) -> bool | None:
-    if isinstance(result, Unreadable) or result.category == "infra_error" or result.resolved is None:
+    if isinstance(result, Unreadable) or result.category == EvalCategory.INFRA_ERROR or result.resolved is None:
         return None
     return bool(result.resolved)
 

@@ -20,7 +20,7 @@ import weakref
 from dataclasses import dataclass
 
 from pipeline.edits.blocks import File, closest, find_lines, split_lines
-from pipeline.errors import ContainerDied
+from pipeline.errors import ContainerDied, InfrastructureFault
 from pipeline.linenumbers import line_number
 from pipeline.repopath import WHOLE_REPOSITORY, from_root
 
@@ -175,6 +175,8 @@ class Editor:
             return EditorResult(call, False, self._bounded(f"error: {error}"))
         except (ContainerDied, OSError):
             raise  # the workspace under the editor failed: the agent's outcome, not this call's
+        except InfrastructureFault:
+            raise
         except Exception as error:  # noqa: BLE001 - whatever a call holds, it fails alone and the agent is told
             return EditorResult(call, False, self._bounded(
                 f"error: the {call.command} call failed ({type(error).__name__}: {_shown(str(error), 300)}); view "

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pipeline import patchtext
+from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.protocol import strip_binary_sections
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.interop.predictions import PatchToScore
 from pipeline.layout import EvalOutput, ScoringFiles
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
-from pipeline.records.evaluation import CATEGORIES, Attempt, Finding, infrastructure_files
+from pipeline.records.evaluation import Attempt, EvalCategory, Finding, infrastructure_files
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -38,7 +39,7 @@ class EvalSummary:
 
     @property
     def scored(self) -> int:
-        return sum(1 for result in self.results.values() if result.category != "infra_error")
+        return sum(1 for result in self.results.values() if result.category != EvalCategory.INFRA_ERROR)
 
     @property
     def flagged(self) -> dict[str, list[Finding]]:
@@ -58,7 +59,7 @@ class EvalSummary:
             "predictions_evaluated": len(self.results), "scored": self.scored, "resolved": self.resolved,
             "resolve_rate_scored": self.resolved / self.scored if self.scored else None,
             "resolve_rate_dataset": self.resolved / self.dataset_size if self.dataset_size else None,
-            "dataset_size": self.dataset_size, "categories": {c: self.counts.get(c, 0) for c in CATEGORIES},
+            "dataset_size": self.dataset_size, "categories": {c: self.counts.get(c, 0) for c in EvalCategory},
             "flagged": len(self.flagged), "resolved_changing_test_infrastructure": self.infrastructure,
             "unknown_instances": self.unknown, "skipped_finished": self.skipped,
             "rescored_changed_patch": self.changed,
@@ -135,12 +136,13 @@ def scored_this_patch(result: EvalResult, files: ScoringFiles, patch: str) -> bo
 def has_verdict(result: EvalResult | None) -> TypeGuard[EvalResult]:
     """Whether a result is a verdict: an infra_error is none (the scoring could not run), so a rerun scores it
     again, without --redo."""
-    return result is not None and result.category != "infra_error"
+    return result is not None and result.category != EvalCategory.INFRA_ERROR
 
 
 def infra_error(instance_id: str, error: str) -> EvalResult:
     """The result of a scoring that could not run: no verdict, scored again on the next invocation."""
-    return EvalResult.of({"instance_id": instance_id, "resolved": False, "category": "infra_error", "error": error})
+    return EvalResult.of({"instance_id": instance_id, "resolved": False, "category": EvalCategory.INFRA_ERROR,
+                          "error": error})
 
 
 def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings, attempts: int = 1) -> EvalResult:
@@ -148,9 +150,11 @@ def score_one(task: Task, patch: str, instance_dir: Path, settings: EvalSettings
     error is an infra_error, never raised (a stop is no Exception); unresolved ones rerun up to ``attempts``."""
     try:
         result = evaluate(task, patch, instance_dir, settings)
+    except InfrastructureFault:
+        raise
     except Exception as error:  # noqa: BLE001 - one broken instance must not end the run (a stop is no Exception)
         result = infra_error(task.instance_id, f"{type(error).__name__}: {error}")
-    if not result.resolved and attempts > 1 and result.category != "infra_error":
+    if not result.resolved and attempts > 1 and result.category != EvalCategory.INFRA_ERROR:
         result.attempts = _reattempt(task, patch, instance_dir, settings, result, attempts)
         result.flaky_tests = _flaky(result.attempts)
     return result
@@ -193,9 +197,9 @@ def _flaky(attempts: list[Attempt]) -> list[str]:
 
 def _write_official(output_dir: Path, summary: EvalSummary) -> None:
     """eval_results.json ({instance_id: bool}) and infra_errors.json, as the official harness writes them."""
-    scored = {i: r.resolved for i, r in sorted(summary.results.items()) if r.category != "infra_error"}
+    scored = {i: r.resolved for i, r in sorted(summary.results.items()) if r.category != EvalCategory.INFRA_ERROR}
     infra = {i: r.error if "error" in r.model_fields_set else "" for i, r in sorted(summary.results.items())
-             if r.category == "infra_error"}
+             if r.category == EvalCategory.INFRA_ERROR}
     write_json_atomic(EvalOutput(output_dir).results, scored)
     write_json_atomic(EvalOutput(output_dir).infra_errors, infra)
 

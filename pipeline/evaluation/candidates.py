@@ -20,6 +20,7 @@ from pipeline.evaluation.runner import EvalSettings
 from pipeline.layout import TASK, RunLayout, TaskPaths, is_candidate_key
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Pool, Unreadable, read_json
+from pipeline.records.evaluation import EvalCategory
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -54,7 +55,8 @@ class TaskCandidates:
 
     @property
     def infra_errors(self) -> list[str]:
-        return [key for key in self.keys if key in self.results and self.results[key].category == "infra_error"]
+        return [key for key in self.keys
+                if key in self.results and self.results[key].category == EvalCategory.INFRA_ERROR]
 
     def as_dict(self) -> dict[str, Any]:
         rows = []

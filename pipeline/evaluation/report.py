@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from pipeline.evaluation.batch import EvalSummary
-from pipeline.records.evaluation import CATEGORIES, canary_coverage, infrastructure_words
+from pipeline.records.evaluation import EvalCategory, canary_coverage, infrastructure_words
 from pipeline.terminal import literal
 from pipeline.terminal_table import TerminalTable
 
@@ -24,7 +24,7 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
     if summary.skipped:
         console.print(f"{len(summary.skipped)} instance(s) already had a result (use --redo to score them again)")
     console.print(TerminalTable(f"evaluation: {output_dir}", ["category", "instances"],
-                                [[category, str(summary.counts.get(category, 0))] for category in CATEGORIES],
+                                [[category, str(summary.counts.get(category, 0))] for category in EvalCategory],
                                 right=["instances"]))
     data = summary.as_dict()
     changed = summary.infrastructure
@@ -34,7 +34,7 @@ def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> N
                               f"({data['resolve_rate_scored']:.1%}" + (f"; {infrastructure}" if infrastructure else "")
                               + f"); {summary.resolved} of the dataset's {summary.dataset_size} tasks "
                               f"({data['resolve_rate_dataset']:.1%})"))
-    planted = canary_coverage([r for r in summary.results.values() if r.category != "infra_error"])
+    planted = canary_coverage([r for r in summary.results.values() if r.category != EvalCategory.INFRA_ERROR])
     if planted:
         console.print(literal(planted))
     for instance_id, findings in summary.flagged.items():

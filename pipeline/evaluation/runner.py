@@ -19,7 +19,7 @@ import requests
 from docker.errors import NotFound
 
 from pipeline import __version__, patchtext, stopping
-from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, is_transport_error
+from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, transport_errors
 from pipeline.evaluation import canaries, host_parser
 from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
 from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, through_breaker
@@ -58,6 +58,7 @@ from pipeline.evaluation.protocol import (
 from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
 from pipeline.layout import ScoringFiles
 from pipeline.records import EvalResult
+from pipeline.records.evaluation import EvalCategory
 from pipeline.runtime import containers
 from pipeline.runtime.images.names import image_name
 from pipeline.runtime.images.prepare import ensure_image
@@ -121,7 +122,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> E
     patchtext.write(saved.patch, applied_patch)
     limits = settings.container_limits()
     record: dict[str, Any] = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
-              "category": "infra_error", "patch_sha256": patchtext.digest(patch),
+              "category": EvalCategory.INFRA_ERROR, "patch_sha256": patchtext.digest(patch),
               "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
               "limits": limits.describe(),
@@ -189,9 +190,7 @@ def _run_containers(task: Task, image: str, workspace: dict[str, bytes], parsing
         return _in_containers(task, image, workspace, parsing, marker, out_dir, settings, limits)
     except stopping.Stopped:
         raise
-    except (RuntimeUnavailable, Exception) as error:  # RuntimeUnavailable is an InfrastructureFault, no Exception
-        if not isinstance(error, RuntimeUnavailable) and not is_transport_error(error):
-            raise
+    except transport_errors() + (RuntimeUnavailable,) as error:
         if stopping.requested():  # what this instance got so far is not a result
             raise stopping.Stopped(task.instance_id) from error
         text = str(error) if isinstance(error, RuntimeUnavailable) else \
@@ -404,16 +403,16 @@ def _canary_record(outcome: canaries.CanaryOutcome) -> dict[str, Any]:
                        "reported": outcome.reported.get(c.name, [])} for c in plan.canaries]}
 
 
-def _category(record: dict[str, Any]) -> str:
+def _category(record: dict[str, Any]) -> EvalCategory:
     if record["resolved"]:
-        return "resolved"
+        return EvalCategory.RESOLVED
     if record.get("official_resolved"):
-        return "flagged"
+        return EvalCategory.FLAGGED
     if record.get("timed_out"):
-        return "timeout"
+        return EvalCategory.TIMEOUT
     if record["patch_applied"] is False and not record["patch_empty"]:
-        return "patch_failed"
-    return "tests_failed"
+        return EvalCategory.PATCH_FAILED
+    return EvalCategory.TESTS_FAILED
 
 
 def save_result(out_dir: Path, record: EvalResult) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import traceback
 
+from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.batch import infra_error
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.layout import TaskPaths
 from pipeline.records import EvalResult, Unreadable
+from pipeline.records.evaluation import EvalCategory
 from pipeline.storage import write_text_atomic
 from pipeline.tasks import Task
 
@@ -24,11 +26,13 @@ def score_prediction(task: Task, patch: str, paths: TaskPaths, settings: EvalSet
         return earlier.resolved is True and not earlier.flagged
     try:
         record = evaluate(task, patch, paths.eval, settings)
+    except InfrastructureFault:
+        raise
     except Exception as error:  # noqa: BLE001 - one task's scoring failure is recorded; the run goes on
         write_text_atomic(paths.eval_files.error, traceback.format_exc())
         record = infra_error(task.instance_id, f"scoring crashed: {type(error).__name__}: {error} "
                                                f"({paths.relative(paths.eval_files.error)})")
-    if record.category == "infra_error":
+    if record.category == EvalCategory.INFRA_ERROR:
         record.write(paths.eval_files.infra_error)
         return None
     record.write(done)

@@ -30,8 +30,10 @@ from pipeline import records
 from pipeline.errors import SwepipeError
 from pipeline.interop.export import ExportSummary, tasks_to_export
 from pipeline.layout import TaskPaths
+from pipeline.model_spec import Role
 from pipeline.records import Prediction
 from pipeline.records.ledger import LedgerRow, read_ledger
+from pipeline.records.trajectory import ExitReason
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic
 
@@ -45,7 +47,7 @@ class AgentSource:
     """One agent's records, as the export reads them."""
 
     name: str  # the file's name without .atif.json: junior-rollout-00, senior, principal, solo, lead, worker-1
-    role: str  # junior, senior, principal, solo, lead, worker
+    role: Role
     model: str | None
     ledger: list[LedgerRow]  # its rows of the task's ledger, in order
     run: dict[str, Any] | None = None  # an agent's saved run (pipeline.agent.AgentRun.to_dict()); None: the principal
@@ -89,22 +91,22 @@ def agent_sources(paths: TaskPaths, prediction: Prediction) -> list[AgentSource]
         rollout = records.Rollout.read(path)
         if isinstance(rollout, records.Rollout) and rollout.trajectory is not None:
             found.append(AgentSource(
-                f"junior-{path.stem}", "junior", _text(rollout.model) or models.get("junior"),
+                f"junior-{path.stem}", Role.JUNIOR, _text(rollout.model) or models.get(Role.JUNIOR),
                 rows("junior", path.stem), run=rollout.trajectory, exit_status=rollout.exit_reason,
                 submission=rollout.patch, submission_is_patch=True,
                 extra=_present(temperature=rollout.temperature, seed=rollout.seed, reused_from=rollout.reused_from,
                                patch_source=rollout.patch_source, recorded_cost_usd=rollout.cost)))
     senior = records.read_trajectory(paths.senior_files.trajectory).data
     if isinstance(senior, dict):
-        found.append(AgentSource("senior", "senior", models.get("senior"), rows("senior", "senior"), run=senior,
+        found.append(AgentSource("senior", Role.SENIOR, models.get(Role.SENIOR), rows("senior", "senior"), run=senior,
                                  submission=_text(senior.get("submission"))))
-    principal = _principal(paths, models.get("principal"), rows("principal", ""))
+    principal = _principal(paths, models.get(Role.PRINCIPAL), rows("principal", ""))
     if principal is not None:
         found.append(principal)
     solo = records.read_trajectory(paths.solo_files.trajectory).data
     if isinstance(solo, dict):
         result = records.SoloResult.read(paths.solo_files.result)
-        found.append(AgentSource("solo", "solo", models.get("solo"), rows("solo", "solo"), run=solo,
+        found.append(AgentSource("solo", Role.SOLO, models.get(Role.SOLO), rows("solo", "solo"), run=solo,
                                  submission=result.patch if isinstance(result, records.SoloResult) else None,
                                  submission_is_patch=True))
     lead = _lead(paths, models, rows)
@@ -119,13 +121,13 @@ def _lead(paths: TaskPaths, models: dict[str, str], rows: Any) -> AgentSource | 
     if not isinstance(run, dict):
         return None
     result = records.TeamResult.read(team.result)
-    lead = AgentSource("lead", "lead", models.get("lead"), rows("team", "lead"), run=run,
+    lead = AgentSource("lead", Role.LEAD, models.get(Role.LEAD), rows("team", "lead"), run=run,
                        submission=result.patch if isinstance(result, records.TeamResult) else None,
                        submission_is_patch=True)
     for name, path in team.worker_trajectories():
         worker = records.read_trajectory(path).data
         if isinstance(worker, dict):
-            lead.workers.append(AgentSource(name, "worker", models.get("worker"), rows("team", name), run=worker,
+            lead.workers.append(AgentSource(name, Role.WORKER, models.get(Role.WORKER), rows("team", name), run=worker,
                                             submission=_text(worker.get("submission"))))
     delegations = records.read_json(team.delegations).data
     for delegation in _list(delegations.get("delegations") if isinstance(delegations, dict) else None):
@@ -161,10 +163,10 @@ def _principal(paths: TaskPaths, model: str | None, ledger: list[LedgerRow]) -> 
                           "cost": reply.get("cost"), "input_tokens": reply.get("input_tokens"),
                           "output_tokens": reply.get("output_tokens")})
     source, error = result.source, result.error
-    status = ("submitted" if source == "principal" else
-              "model_error" if isinstance(error, str) and error.startswith("principal call failed") else
-              "format_errors" if result.to_dict() else None)
-    return AgentSource("principal", "principal", model, ledger, run={"messages": messages, "steps": steps},
+    status = (ExitReason.SUBMITTED if source == "principal" else
+              ExitReason.MODEL_ERROR if isinstance(error, str) and error.startswith("principal call failed") else
+              ExitReason.FORMAT_ERRORS if result.to_dict() else None)
+    return AgentSource("principal", Role.PRINCIPAL, model, ledger, run={"messages": messages, "steps": steps},
                        exit_status=status, submission=result.patch if source == "principal" else None,
                        submission_is_patch=True, extra=_present(source=source, error=error))
 

@@ -26,7 +26,9 @@ from pathlib import Path
 from pipeline import records
 from pipeline.errors import SwepipeError
 from pipeline.layout import PrincipalFiles, RunLayout, TaskPaths
+from pipeline.model_spec import Role
 from pipeline.records import Prediction
+from pipeline.records.trajectory import ExitReason
 from pipeline.secrets import redact_data, redact_values
 from pipeline.storage import write_code_atomic, write_json_atomic
 from pipeline.tasks import check_instance_id
@@ -223,15 +225,15 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
             found.append(_from_agent_run(
                 f"junior-{path.stem}", "junior", rollout.trajectory,
                 submission=rollout.patch, is_patch=True,
-                model={"model_name": rollout.model or models.get("junior"),
+                model={"model_name": rollout.model or models.get(Role.JUNIOR),
                        "temperature": rollout.temperature, "seed": rollout.seed},
                 extra={"reused_from": rollout.reused_from, "patch_source": rollout.patch_source},
                 exit_reason=rollout.exit_reason))
     senior = records.read_trajectory(paths.senior_files.trajectory).data
     if isinstance(senior, dict):
         found.append(_from_agent_run("senior", "senior", senior, submission=senior.get("submission"),
-                                     is_patch=False, model={"model_name": models.get("senior")}))
-    principal = _principal(paths.principal_files, models.get("principal"))
+                                     is_patch=False, model={"model_name": models.get(Role.SENIOR)}))
+    principal = _principal(paths.principal_files, models.get(Role.PRINCIPAL))
     if principal is not None:
         found.append(principal)
     solo = records.read_trajectory(paths.solo_files.trajectory).data
@@ -239,7 +241,7 @@ def task_trajectories(paths: TaskPaths, prediction: Prediction) -> list[Exported
         solo_result = records.SoloResult.read(paths.solo_files.result)
         patch = solo_result.patch if isinstance(solo_result, records.SoloResult) else None
         found.append(_from_agent_run("solo", "solo", solo, submission=patch, is_patch=True,
-                                     model={"model_name": models.get("solo")}))
+                                     model={"model_name": models.get(Role.SOLO)}))
     team = paths.team_files
     for name, path in [("lead", team.lead_trajectory), *team.worker_trajectories()]:
         record = records.read_trajectory(path).data
@@ -312,11 +314,11 @@ def _principal(files: PrincipalFiles, model: str | None) -> ExportedTrajectory |
                                                           ("cost", "input_tokens", "output_tokens") if key in reply}}})
     source, error = result.source, result.error
     if source == "principal":
-        status = "submitted"
+        status = ExitReason.SUBMITTED
     elif isinstance(error, str) and error.startswith("principal call failed"):
-        status = "model_error"
+        status = ExitReason.MODEL_ERROR
     elif result.to_dict():
-        status = "format_errors"  # every reply's edits were unusable
+        status = ExitReason.FORMAT_ERRORS  # every reply's edits were unusable
     else:
         status = None  # the stage did not finish
     return ExportedTrajectory(

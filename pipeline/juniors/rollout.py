@@ -9,7 +9,7 @@ from typing import Any
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, task_subject
-from pipeline.errors import RuntimeUnavailable, SwepipeError
+from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import probe_entries, source_tree_probe, without_scratch
 from pipeline.models.budget import Budget
@@ -17,6 +17,7 @@ from pipeline.models.client import ModelClient
 from pipeline.prompts import render_task_prompt
 from pipeline.records import Rollout
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, Runtime, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
 
@@ -84,8 +85,10 @@ def run_rollout(job: TaskJob, index: int, client: ModelClient) -> Rollout:
             record.patch, left_out = without_scratch(record.patch, record.base_entries)
             if left_out:
                 record.scratch_left_out = left_out
-    except SwepipeError as error:  # an InfrastructureFault is no Exception: the trajectory stays, the task reruns
+    except SwepipeError as error:
         _failed(record, agent, runtime, juniors.max_patch_bytes, str(error))
+    except InfrastructureFault:  # the trajectory stays, the task reruns
+        raise
     except Exception as error:  # noqa: BLE001 - one broken rollout must not end the task
         _failed(record, agent, runtime, juniors.max_patch_bytes, f"{type(error).__name__}: {error}",
                 traceback=traceback.format_exc(limit=8))
@@ -111,7 +114,7 @@ def _failed(record: Rollout, agent: Agent | None, runtime: Runtime | None, max_p
             traceback: str | None = None) -> None:
     """A rollout that failed outside its agent's loop still keeps what was paid for: the agent's steps (and so
     their cost) and, while the workspace answers, its diff."""
-    record.exit_reason, record.error = "runtime_error", error
+    record.exit_reason, record.error = ExitReason.RUNTIME_ERROR, error
     if traceback is not None:
         record.traceback = traceback
     if agent is None:
@@ -120,11 +123,13 @@ def _failed(record: Rollout, agent: Agent | None, runtime: Runtime | None, max_p
     if runtime is not None and not record.patch_source:
         try:
             _take_patch(runtime, record, max_patch_bytes)
+        except InfrastructureFault:
+            raise
         except Exception as problem:  # noqa: BLE001 - no diff to be had: the failure is already on record
             record.patch_error = f"{type(problem).__name__}: {problem}"
 
 
-_WORKSPACE_FAILED = ("runtime_error", "resource_limit")
+_WORKSPACE_FAILED = (ExitReason.RUNTIME_ERROR, ExitReason.RESOURCE_LIMIT)
 
 
 def _take_patch(runtime: Runtime, record: Rollout, max_bytes: int) -> None:
@@ -151,7 +156,7 @@ def _take_patch(runtime: Runtime, record: Rollout, max_bytes: int) -> None:
         return
     except ResourceLimitHit as hit:  # what the agent left running (a fork bomb in the background) hit a limit
         record.patch, record.patch_error, record.error = "", str(hit), record.error or str(hit)
-        _patch_ended(record, "resource_limit")
+        _patch_ended(record, ExitReason.RESOURCE_LIMIT)
         return
     except (SwepipeError, RuntimeUnavailable) as error:
         if record.exit_reason not in _WORKSPACE_FAILED:
@@ -190,6 +195,8 @@ def base_entries(runtime: Runtime, patch: str) -> list[str] | None:
                               output_limit=None)
         tests = (runtime.run(f"{git} ls-tree -r --name-only {base} -- {' '.join(map(shlex.quote, test_folders))}",
                              timeout=60, output_limit=None) if test_folders else None)
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - an optional look at the base commit
         return None
     if listing.ok and (tests is None or tests.ok):

@@ -18,9 +18,10 @@ from pipeline.juniors.imported_checks import checked_against_base
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import run_rollout
 from pipeline.layout import JuniorFiles
+from pipeline.model_spec import Role
 from pipeline.pool_rules import CandidatePool
 from pipeline.records import Pool, Rollout, Unreadable
-from pipeline.records.pool import Decision, Schedule
+from pipeline.records.pool import Decision, Schedule, ScheduleDecision
 from pipeline.records.retrieval import RetrievalFinding
 from pipeline.tasks import Task
 
@@ -75,7 +76,7 @@ def _run_waves(job: TaskJob, on_done: OnDone | None) -> tuple[list[Rollout], Sch
     finishes that wave."""
     settings, k, directory = job.config.juniors.schedule, job.config.juniors.k, job.paths.junior
     recorded = _recorded_decisions(directory)
-    stop = next((d for d in recorded if d.decision == "stop" and d.converged), None)
+    stop = next((d for d in recorded if d.decision == ScheduleDecision.STOP and d.converged), None)
     if stop is not None and isinstance(stop.rollouts, int) and 0 < stop.rollouts <= k \
             and all(JuniorFiles(directory).rollout(i).exists() for i in range(stop.rollouts)):
         kept = recorded[:recorded.index(stop) + 1]
@@ -91,14 +92,15 @@ def _run_waves(job: TaskJob, on_done: OnDone | None) -> tuple[list[Rollout], Sch
         so_far = [records[i] for i in range(size)]
         pool = build_pool(job.task.instance_id, so_far)
         old = recorded[wave - 1] if wave <= len(recorded) else None
-        if old is not None and old.rollouts == size and (old.decision == "go on" or size >= k):
+        went_on = old is not None and old.decision == ScheduleDecision.GO_ON
+        if old is not None and old.rollouts == size and (went_on or size >= k):
             decision = old  # an earlier session's decision on the same rollouts
         else:
             decision = waves.judge(settings, k, wave, so_far, pool, before)
         decisions.append(decision)
         if decision is not old:  # on disk as soon as it is made
             write_pool(job, pool, _schedule_record(settings, k, decisions, directory))
-        if decision.decision == "stop":
+        if decision.decision == ScheduleDecision.STOP:
             break
         before = pool
     run = waves.rollouts_run(decisions)
@@ -136,7 +138,7 @@ def _rollouts(job: TaskJob, indices: range, on_done: OnDone | None,
     if todo:
         if check_stop:
             stopping.check()
-        client = job.client("junior")
+        client = job.client(Role.JUNIOR)
         with ThreadPoolExecutor(max_workers=len(todo),
                                 thread_name_prefix=f"junior-{job.task.instance_id[:20]}") as pool:
             futures = {pool.submit(run_rollout, job, index, client): index for index in todo}

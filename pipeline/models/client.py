@@ -27,6 +27,7 @@ from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.prompt_cache import needs_markers, with_cache_markers
 from pipeline.outages import BREAKERS
+from pipeline.records.trajectory import ExitReason
 from pipeline.secrets import redact
 from pipeline.storage import write_failure, write_json_atomic
 
@@ -41,7 +42,7 @@ class ModelCallFailed(Exception):
     """The provider refused this very request (the model's own outcome, final): its context window is exceeded,
     it is malformed or against the provider's policy. ``reason`` is the agent's exit reason for it."""
 
-    def __init__(self, message: str, billed: Usage | None = None, reason: str = "model_error"):
+    def __init__(self, message: str, billed: Usage | None = None, reason: ExitReason = ExitReason.MODEL_ERROR):
         super().__init__(message)
         self.billed = billed or Usage()  # what the failed attempts were billed, as the provider reported it
         self.reason = reason  # model_error or context_window
@@ -89,6 +90,8 @@ def default_max_tokens(model: str) -> int:
     try:
         info = litellm.get_model_info(model)
         known = info.get("max_output_tokens") or info.get("max_tokens")
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - litellm raises several types for "not in the map"
         known = None
     return min(int(known), MAX_DEFAULT_TOKENS) if known else DEFAULT_MAX_TOKENS
@@ -103,6 +106,8 @@ def count_input_tokens(model: str, messages: list[dict[str, Any]], tools: list[d
         # the tools are OpenAI's tool objects, the shape litellm's typed dict describes
         sent_tools = cast("list[ChatCompletionToolParam] | None", tools or None)
         counted = int(litellm.token_counter(model=model, messages=messages, tools=sent_tools))
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - an unknown model or message shape: the character estimate stands
         counted = 0
     text = json.dumps([messages, tools or []], ensure_ascii=False, default=str)
@@ -127,6 +132,8 @@ def usage_of(source: Any, depth: int = 0) -> Usage | None:
     if callable(getattr(source, "json", None)):  # an httpx.Response: a provider's error body may hold usage
         try:
             return usage_of(source.json(), depth + 1)
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - no JSON body, or one not read
             return None
     return usage_of(getattr(source, "usage", None), depth + 1)
@@ -154,6 +161,8 @@ def reported_usage(error: Exception) -> Usage:
     for source in (getattr(error, "usage", None), getattr(error, "body", None), getattr(error, "response", None)):
         try:
             found = usage_of(source)
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - an odd error object: nothing reported
             found = None
         if found is not None:
@@ -186,10 +195,12 @@ def provider_fault(error: Exception) -> str:
     return FINAL
 
 
-def _final_reason(error: Exception) -> str:
+def _final_reason(error: Exception) -> ExitReason:
     from pipeline.models.litellm_setup import litellm
 
-    return "context_window" if isinstance(error, litellm.ContextWindowExceededError) else "model_error"
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return ExitReason.CONTEXT_WINDOW
+    return ExitReason.MODEL_ERROR
 
 
 def endpoint_of(spec: ModelSpec) -> str:
@@ -200,6 +211,8 @@ def endpoint_of(spec: ModelSpec) -> str:
 
     try:
         provider = litellm.get_llm_provider(spec.model)[1]
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - a model string litellm cannot place: its prefix names the provider
         provider = spec.model.split("/", 1)[0]
     return f"model provider {provider}"
@@ -348,8 +361,19 @@ class ModelClient:
                            uuid.uuid4().hex)
         with _IN_FLIGHT_LOCK:
             _IN_FLIGHT[flight.call] = flight
+
+        def abandoned() -> None:  # a stop in this thread, or a fault under the call: no reply to record
+            if _claim(flight.call) is None:
+                attempt.recorded = True
+            reservation.release()
+            if probe:
+                BREAKERS.released(self.endpoint)
+
         try:
             response = litellm.completion(**params)
+        except InfrastructureFault:
+            abandoned()
+            raise
         except Exception as error:  # noqa: BLE001 - sorted below; every provider error is recorded
             if _claim(flight.call) is None:  # a stop's charge wrote its row, at its worst case
                 attempt.recorded = True
@@ -357,11 +381,7 @@ class ModelClient:
                 raise stopping.Stopped("abandoned at a stop") from None
             return self._failed(error, reservation, attempt, probe)
         except BaseException:
-            if _claim(flight.call) is None:
-                attempt.recorded = True
-            reservation.release()  # abandoned (a stop in this thread)
-            if probe:
-                BREAKERS.released(self.endpoint)
+            abandoned()
             raise
         attempt.call, attempt.charged = flight.call, _claim(flight.call) is None
         attempt.reservation = reservation

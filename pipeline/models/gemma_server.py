@@ -42,6 +42,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pipeline.errors import InfrastructureFault
 from pipeline.models.gemma_chat import END, as_tool_call, gemma_prompt
 from pipeline.models.grammars import tool_call
 
@@ -302,6 +303,8 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
                 answer = route(body)
             except (RequestError, ValueError) as error:
                 answer = 400, _error(f"bad request: {error}")
+            except InfrastructureFault:
+                raise
             except Exception as error:  # noqa: BLE001 - the caller gets the fault, the server serves on
                 answer = 500, {"error": {"message": f"{type(error).__name__}: {error}", "type": "server_error"}}
             self._send(*answer)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.errors import SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.model_spec import ModelSpec, Prices
 
 
@@ -16,6 +16,8 @@ def resolve_prices(spec: ModelSpec, role: str) -> Prices:
 
     try:
         info = litellm.get_model_info(spec.model)
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - litellm raises several types for "not in the map"
         info = None
     # litellm also answers for a model its map does not list (a provider's defaults: $0 a token); only a model

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipeline.model_spec import Role
 from pipeline.models.grammars import BASH, EDIT, VIEW, Grammar, action_reply, edit_reply
 
 if TYPE_CHECKING:  # models is below config
@@ -17,12 +18,12 @@ MESSAGE, DIRECTORY = "message", "directory"
 def reply_grammar(role: str, config: RunConfig) -> Grammar | None:
     """The grammar of ``role``'s replies under ``config``; None in the tool format, where the local server holds
     every request with tools to one call of them (pipeline.models.gemma_chat)."""
-    if role == "principal":
+    if role == Role.PRINCIPAL:
         return edit_reply()
     limits = config.limits
     if limits.action_format == "tools":
         return None
-    if role == "senior":  # it only views; its last reply is the brief
+    if role == Role.SENIOR:  # it only views; its last reply is the brief
         return action_reply((BASH, VIEW) if limits.editor else (BASH,), brief=True)
     editor = (EDIT, VIEW) if limits.editor else ()
     messages = (MESSAGE,) if config.team.messages else ()

@@ -45,9 +45,9 @@ import litellm
 import yaml
 from litellm import CustomLLM, ModelResponse
 
-from pipeline.model_spec import METADATA_KEY  # {"scope": str, "role": str, "agent": int}
+from pipeline.model_spec import METADATA_KEY, Role  # {"scope": str, "role": str, "agent": int}
 
-MULTI_AGENT_ROLES = ("junior", "solo", "worker")
+MULTI_AGENT_ROLES = (Role.JUNIOR, Role.SOLO, Role.WORKER)
 
 
 class ScriptError(litellm.BadRequestError):

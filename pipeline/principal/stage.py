@@ -18,6 +18,7 @@ from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_e
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
 from pipeline.layout import PrincipalFiles
+from pipeline.model_spec import Role
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.pool_rules import CandidateDraft, CandidatePool
@@ -59,7 +60,7 @@ class Principal:
         """A new patch, made in the principal's own workspace of the task (timed as the principal stage): the
         principal model's one call (``run_principal``), patch.diff written."""
         with job.timed("principal"), job.open_runtime("principal") as runtime:
-            return run_principal(job.task, brief, pool, job.client("principal"), job.budget, runtime,
+            return run_principal(job.task, brief, pool, job.client(Role.PRINCIPAL), job.budget, runtime,
                                  self.config.principal, job.paths.principal, job.count_tokens)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
@@ -63,6 +64,10 @@ Text = Annotated[str, _KEPT]
 Int = Annotated[int, _KEPT]
 Number = Annotated[int | float, _KEPT]  # a JSON number: an int stays an int, a float a float
 Flag = Annotated[bool, _KEPT]
+_E = TypeVar("_E", bound=StrEnum)
+# A closed vocabulary's field (``Word[AnEnum]``): its word as written (by a writer or on disk) becomes the enum's
+# member; reading, a word the enum does not know is kept as read, as any value of another kind is.
+Word = Annotated[_E, Field(strict=False), _KEPT]
 
 
 class Part(BaseModel):

@@ -4,15 +4,23 @@ and pipeline.evaluation.candidates' candidate fields)."""
 from __future__ import annotations
 
 from collections import Counter
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pipeline.layout import TASK, ScoringFiles
-from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Word, absent
 
-# An EvalResult's category, in the order reports list them; flagged: resolved by the official protocol, but with an
-# integrity finding (pipeline.evaluation.integrity).
-CATEGORIES = ("resolved", "flagged", "tests_failed", "patch_failed", "timeout", "infra_error")
+
+class EvalCategory(StrEnum):
+    """How a scoring came out, in the order reports list them."""
+
+    RESOLVED = "resolved"
+    FLAGGED = "flagged"  # resolved by the official protocol, but with an integrity finding (evaluation.integrity)
+    TESTS_FAILED = "tests_failed"
+    PATCH_FAILED = "patch_failed"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"  # the environment failed, so the patch was never scored
 
 
 class TestOutcome(Part):
@@ -30,7 +38,7 @@ class Attempt(Part):
 
     attempt: Int = absent("its number, from 1")
     resolved: Flag = absent("its verdict")
-    category: Text = absent("its category")
+    category: Word[EvalCategory] = absent("its category")
     statuses: dict[str, Text] = absent("test name -> status")
 
 
@@ -84,7 +92,7 @@ class EvalResult(Record):
     resolved: Flag = absent("the verdict that counts: official_resolved, and no integrity finding")
     official_resolved: Flag = absent("the official protocol's verdict, as the official harness "
                                      "gives it (format 1 results: their resolved)")
-    category: Text = absent("resolved, flagged (resolved by the official protocol, but with an "
+    category: Word[EvalCategory] = absent("resolved, flagged (resolved by the official protocol, but with an "
                             "integrity finding), tests_failed, patch_failed, timeout or infra_error")
     integrity: list[Finding] = absent("signs that the test run tampered with its verdict; any "
                                       "one keeps the result from counting as resolved (none: "

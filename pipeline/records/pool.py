@@ -3,10 +3,11 @@ schedule's decisions when juniors.schedule is on."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pipeline.layout import TASK
-from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Word, absent
 from pipeline.records.retrieval import ReachedRollout
 
 
@@ -36,12 +37,19 @@ class Candidate(Part):
                                            "and the senior and principal are told")
 
 
+class ScheduleDecision(StrEnum):
+    """What juniors.schedule decided after a wave."""
+
+    STOP = "stop"  # a rule held (the pool converged), or all K rollouts ran
+    GO_ON = "go on"  # another wave of rollouts
+
+
 class Decision(Part):
     """One decision of juniors.schedule, made after a wave (pipeline.pool_rules.judge)."""
 
     wave: Int = absent("the wave, from 1")
     rollouts: Int = absent("the rollouts run so far")
-    decision: Text = absent("\"stop\" or \"go on\"")
+    decision: Word[ScheduleDecision] = absent("stop, or go on to another wave")
     converged: Flag = absent("a rule held")
     rules: dict[str, Flag | None] = absent("each rule (top_share, no_new_files) and whether it "
                                            "held; null when off or not judged")

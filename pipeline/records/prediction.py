@@ -11,9 +11,10 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.layout import RUN
-from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable, absent
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable, Word, absent
 from pipeline.records.brief import SkipDecision
 from pipeline.records.sealing import ContainerSeal
+from pipeline.records.trajectory import ExitReason
 
 
 class Tokens(Part):
@@ -54,7 +55,7 @@ class Prediction(Record):
                                               "that are in this task's pool")
     imported_cost: Number | None = absent("dollars those sources recorded for their candidates: spent there, "
                                           "not counted in cost")
-    exit_reason: Text | None = absent("solo and team: how the agent (the lead) ended")
+    exit_reason: Word[ExitReason] | None = absent("solo and team: how the agent (the lead) ended")
     workers: Int = absent("team: the workers started")
     delegations: dict[str, Int] | None = absent("team: delegations by stage")
     lost_work: list[dict[str, Any]] | dict[str, Any] | None = absent(

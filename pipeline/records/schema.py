@@ -4,6 +4,7 @@ cannot drift from the types (tests/test_records.py checks it)."""
 
 from __future__ import annotations
 
+import enum
 import inspect
 import sys
 import types
@@ -98,6 +99,8 @@ def _type(annotation: Any, parts: list[type[Part]]) -> str:
         return f"[{annotation.__name__}](#{annotation.__name__.lower()})"
     if annotation in _SCALARS:
         return _SCALARS[annotation]
+    if isinstance(annotation, type) and issubclass(annotation, enum.StrEnum):  # a closed vocabulary
+        return "text: " + ", ".join(f"`{member.value}`" for member in annotation)
     raise TypeError(f"no words for the type {annotation!r}")
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pipeline.layout import TASK
-from pipeline.records.base import Int, Number, Record, Text, absent
+from pipeline.records.base import Int, Number, Record, Text, Word, absent
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.records.trajectory import ExitReason
 
 
 class SoloResult(Record):
@@ -13,7 +14,7 @@ class SoloResult(Record):
 
     FILE = str(TASK.solo_files.result)
 
-    exit_reason: Text | None = absent("how the agent ended (submitted, step_limit, cost_limit, ...)")
+    exit_reason: Word[ExitReason] | None = absent("how the agent ended (submitted, step_limit, cost_limit, ...)")
     error: Text | None = absent("what went wrong, if anything")
     steps: Int = absent("the agent's steps")
     cost: Number = absent("dollars its calls cost")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.layout import TASK
-from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
+from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Word, absent
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.records.trajectory import ExitReason
 
 
 class TeamResult(Record):
@@ -16,7 +17,7 @@ class TeamResult(Record):
 
     FILE = str(TASK.team_files.result)
 
-    exit_reason: Text | None = absent("how the lead ended (submitted, step_limit, ...)")
+    exit_reason: Word[ExitReason] | None = absent("how the lead ended (submitted, step_limit, ...)")
     error: Text | None = absent("what went wrong, if anything")
     steps: Int = absent("the lead's steps")
     workers: Int = absent("the workers started")
@@ -66,7 +67,7 @@ class WorkerRecord(Part):
     offset: Number = absent("when it was delegated, since the team started")
     sessions: list[dict[str, Any]] = absent("its sessions (a continued worker has several)")
     state: Text = absent("running, reported, collected or stopped")
-    exit_reason: Text | None = absent("how its agent ended")
+    exit_reason: Word[ExitReason] | None = absent("how its agent ended")
     error: Text | None = absent("what went wrong, if anything")
     steps: Int = absent("its steps")
     seconds: Number = absent("its wall time")

@@ -26,6 +26,7 @@ object, are skipped: the reply journal (pipeline.layout.reply_journal) still hol
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,24 @@ from pipeline.layout import trajectory_journal
 from pipeline.records.base import MISSING, Read, read_json
 
 JOURNAL_FORMAT = 1
+
+
+class ExitReason(StrEnum):
+    """How an agent's session ended: the model's own outcomes (pipeline.errors), recorded as its trajectory's
+    ``exit_reason``. An endpoint that does not answer ends no agent: it raises ModelUnavailable, or stops the run,
+    and the trajectory is resumed by a rerun."""
+
+    SUBMITTED = "submitted"
+    STEP_LIMIT = "step_limit"
+    COST_LIMIT = "cost_limit"
+    TIME_LIMIT = "time_limit"
+    FORMAT_ERRORS = "format_errors"  # it kept replying in a form that cannot be used
+    MODEL_ERROR = "model_error"  # the provider refused the request itself (bad request, content policy)
+    CONTEXT_WINDOW = "context_window"  # a request too long for the model
+    RUNTIME_ERROR = "runtime_error"  # its workspace failed under it, or swepipe's own code did
+    RESOURCE_LIMIT = "resource_limit"  # a command hit a container limit (memory, processes, disk)
+    STOPPED = "stopped"  # the run stopped under it
+    ERROR = "error"  # a team worker whose session raised (pipeline.team.workers)
 
 
 def read_trajectory(trajectory: Path, errors: str = "strict") -> Read:

@@ -22,6 +22,7 @@ from pipeline.analysis.sealing import seal_count, sealed_words
 from pipeline.analysis.stats import changed_infrastructure
 from pipeline.analysis.team.records import ABSOLUTE
 from pipeline.audit import reached_line
+from pipeline.errors import InfrastructureFault
 from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
 from pipeline.records.base import Part
@@ -126,6 +127,8 @@ class _Builder:
         for anchor, title, make in makers:
             try:
                 view = make()
+            except InfrastructureFault:
+                raise
             except Exception as error:  # noqa: BLE001 - one odd record must not cost the whole page
                 sections.append(Section(anchor, title, failure=f"{type(error).__name__}: {clean(error)}"))
                 continue

@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.config import RunConfig, load_config
 from pipeline.config_overlay import Assignment
 from pipeline.errors import SwepipeError
+from pipeline.model_spec import Role
 from pipeline.strategies.base import needed_roles, strategy_class
 
 
@@ -25,7 +26,7 @@ def resolve_config(config_path: Path | None, assignments: Iterable[Assignment] =
     switched_off = [role for role in roles if not cfg.plays(role)]
     if switched_off:
         role = switched_off[0]
-        hint = "; for no juniors use -k 0" if role == "junior" else ""
+        hint = "; for no juniors use -k 0" if role == Role.JUNIOR else ""
         raise SwepipeError(f"the {cfg.strategy} strategy cannot run without its {role} model, which is none "
                            f"(only the pipeline's senior and principal can be switched off){hint}")
     return cfg

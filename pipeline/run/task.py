@@ -15,6 +15,7 @@ from pipeline.evaluation.runner import EvalSettings
 from pipeline.evaluation.task_scoring import score_prediction, scoring_error
 from pipeline.job import TaskJob
 from pipeline.layout import RunLayout
+from pipeline.model_spec import Role
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.outages import BREAKERS
@@ -152,6 +153,8 @@ def record_containers(job: TaskJob) -> list[ContainerSeal] | None:
         containers = [kept[role] for role in sorted(kept)]  # by role: not in the order rollouts started
         if job.opened:
             TaskContainers.of({"containers": [seal.to_dict() for seal in containers]}).write(job.paths.containers)
+    except InfrastructureFault:
+        raise
     except Exception:  # noqa: BLE001 - bookkeeping: the task's answer must not be lost to it
         return None
     return containers
@@ -188,8 +191,8 @@ def task_job(task: Task, run: RunSettings, run_budget: Budget) -> TaskJob:
     budget = run_budget.child(f"task {task.instance_id}", budgets.per_task)
     budget.seed(sum(row.cost for row in rows))
     stage_budget = None
-    if (budgets.principal_reserve and budgets.per_task is not None and "principal" in run.roles
-            and run.config.plays("principal")):  # no reserve for a principal switched off
+    if (budgets.principal_reserve and budgets.per_task is not None and Role.PRINCIPAL in run.roles
+            and run.config.plays(Role.PRINCIPAL)):  # no reserve for a principal switched off
         stage_budget = budget.child(f"task {task.instance_id} (juniors and senior; ${budgets.principal_reserve:g} "
                                     "held back for the principal)", budgets.per_task - budgets.principal_reserve)
         stage_budget.seed(sum(row.cost for row in rows if row.role in ("junior", "senior")))

@@ -52,7 +52,7 @@ class BackgroundRuntime:
         return self._runtime().diff(max_bytes)
 
     def stop(self) -> None:
-        # exception() waits for the start; a start that raised (RuntimeUnavailable is a BaseException) left
+        # exception() waits for the start; a start that raised left
         # nothing to stop, and its error is for the first use to raise, not for stop()
         if self._future.exception() is None:
             self._future.result().stop()

@@ -17,7 +17,7 @@ import docker
 from docker.errors import DockerException, NotFound
 
 from pipeline import stopping
-from pipeline.errors import RuntimeUnavailable, is_transport_error
+from pipeline.errors import InfrastructureFault, RuntimeUnavailable, is_transport_error
 
 LABEL = "swepipe"
 RUN_LABEL = "swepipe.run_id"
@@ -112,6 +112,8 @@ def remove(container) -> None:
         container.remove(force=True)
     except NotFound:
         pass
+    except InfrastructureFault:
+        raise
     except Exception as error:
         if not isinstance(error, DockerException) and not is_transport_error(error):
             raise

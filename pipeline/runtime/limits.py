@@ -22,7 +22,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
-from pipeline.errors import SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError
 
 if TYPE_CHECKING:
     from pipeline.config import Containers
@@ -182,6 +182,8 @@ def disk_quota_supported(client) -> bool | None:
             return _quota_supported
         try:
             info = client.info()
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001 - an engine that cannot say gets no quota
             _quota_supported = False
             return False

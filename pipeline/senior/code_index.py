@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipeline.errors import InfrastructureFault
+
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
@@ -105,6 +107,8 @@ def definitions(path: str, source: str) -> list[Definition]:
                 parent = made
             stack.extend((child, parent) for child in reversed(node.named_children))
         return sorted(found, key=lambda d: (d.start_line, -d.end_line, d.name))
+    except InfrastructureFault:
+        raise
     except Exception:
         return []
 
@@ -217,6 +221,8 @@ def identifiers(path: str, source: str, start_line: int, end_line: int) -> set[s
         try:
             names = {_text(n).lstrip("#") for n in _identifier_nodes(_parse(language, source), start_line, end_line)}
             return {n for n in names if len(n) > 2 and n not in NOISE[language]}
+        except InfrastructureFault:
+            raise
         except Exception:
             pass
     lines = source.split("\n")[max(start_line - 1, 0):max(end_line, 0)]
@@ -247,6 +253,8 @@ def references(path: str, source: str, name: str) -> list[int]:
             found = {_lines(n)[0] for n in _identifier_nodes(_parse(language, source), 1, len(lines))
                      if _text(n) == name and not _defines_or_imports(n)}
             return sorted(found)
+        except InfrastructureFault:
+            raise
         except Exception:
             pass
     word = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")

@@ -14,6 +14,7 @@ from typing import Any
 
 from unidiff import Hunk, PatchSet
 
+from pipeline.errors import InfrastructureFault
 from pipeline.juniors.pool import is_test_path
 from pipeline.pool_rules import CandidateDraft, CandidatePool
 from pipeline.runtime.base import GIT_QUIET, Runtime
@@ -109,6 +110,8 @@ class _Repo:
                 listing = self.runtime.run(f"{GIT_QUIET} -c core.quotePath=false ls-files", timeout=60,
                                            output_limit=None)
                 self._files = listing.output.splitlines() if listing.ok else []
+            except InfrastructureFault:
+                raise
             except Exception:  # noqa: BLE001 - a listing that fails only makes spec/ folders count as source
                 self._files = []
         return self._files
@@ -121,6 +124,8 @@ class _Repo:
     def _read(self, path: str) -> str | None:
         try:
             data = self.runtime.read_file(path)
+        except InfrastructureFault:
+            raise
         except Exception:
             return None
         if not isinstance(data, bytes) or len(data) > _MAX_FILE_BYTES or b"\0" in data[:8192]:
@@ -150,6 +155,8 @@ class _Repo:
                    f"{' '.join(shlex.quote(p) for p in pathspecs)} | cut -c1-400 | head -n {_GREP_CAP + 1}")
         try:
             result = self.runtime.run(command, timeout=30, output_limit=256_000)
+        except InfrastructureFault:
+            raise
         except Exception:
             return None
         if result.timed_out or result.cut_bytes:
@@ -172,6 +179,8 @@ def _hunks(candidate: CandidateDraft) -> list[_Hunk]:
     wanted = {(h["file"], h["old_start"], h["old_lines"]) for h in candidate.hunks}
     try:
         patch = PatchSet(candidate.patch)
+    except InfrastructureFault:
+        raise
     except Exception:
         return [_Hunk(h["file"], [(h["old_start"], h["old_start"] + max(h["old_lines"], 1) - 1, "")], "", "")
                 for h in candidate.hunks]

@@ -15,12 +15,15 @@ from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, reached_line, task_subject
 from pipeline.config import RunConfig
+from pipeline.errors import InfrastructureFault
 from pipeline.job import TaskJob, once
 from pipeline.layout import SeniorFiles
+from pipeline.model_spec import Role
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.pool_rules import CandidatePool
 from pipeline.prompts import render, render_task_prompt
+from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import Runtime
 from pipeline.senior.brief import (
     BriefDraft,
@@ -42,7 +45,7 @@ class Senior:
     """Stage 2 as a plug-in: ``brief(job, pool)`` returns the brief record, whose ``context`` is the text
     the principal gets. Replace it with ``senior: {impl: "mypkg.mod:MySenior"}``."""
 
-    role = "senior"  # the model role it calls
+    role = Role.SENIOR  # the model role it calls
 
     def __init__(self, config: RunConfig):
         self.config = config
@@ -58,7 +61,8 @@ class Senior:
     def brief_in_workspace(self, job: TaskJob, pool: CandidatePool) -> records.Brief:
         """A new brief, made in a read-only workspace of the task (timed as the senior stage): the senior agent
         (``run_senior``; none when the senior is switched off: the expansion alone)."""
-        client = job.client("senior") if job.config.plays("senior") and "senior" in job.config.models else None
+        plays = job.config.plays(Role.SENIOR) and Role.SENIOR in job.config.models
+        client = job.client(Role.SENIOR) if plays else None
         with job.timed("senior"), job.open_runtime("senior", read_only=True) as runtime:
             return run_senior(job.task, pool, client, job.budget_for("senior"), runtime, self.config,
                               job.paths.senior, job.count_tokens)
@@ -97,7 +101,7 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                               task_text=render_task_prompt(task), tools=tools, editor=limits.editor,
                               context_tokens=settings.context_tokens,
                               principal_sees_candidates=config.principal.show_candidates != 0,
-                              principal_writes=config.plays("principal"),
+                              principal_writes=config.plays(Role.PRINCIPAL),
                               **_pool_variables(pool, shown.text))
             agent = Agent(AgentSettings(
                 "senior", client, runtime, budget, limits, messages=messages, trajectory_path=written.trajectory,
@@ -106,12 +110,14 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
                 editor=("view",)))  # read-only: the brief is its work, not a change
             agent.resume()
             # A session the budget stopped goes on from where it was (with a budget that allows it now).
-            run = agent.record if agent.finished and agent.record.exit_reason != "cost_limit" else agent.run()
-            if run.exit_reason == "submitted":
+            run = agent.record if agent.finished and agent.record.exit_reason != ExitReason.COST_LIMIT else agent.run()
+            if run.exit_reason == ExitReason.SUBMITTED:
                 brief = parse_brief(run.submission or "")
             else:
                 brief = _brief_in_last_reply(run)
-        except Exception as error:  # an InfrastructureFault is no Exception: the task reruns the senior  # noqa: BLE001 - a broken senior falls back, never ends the task
+        except InfrastructureFault:  # the task reruns the senior
+            raise
+        except Exception as error:  # noqa: BLE001 - a broken senior falls back, never ends the task
             write_text_atomic(written.error, traceback.format_exc())
             agent_error: str | None = f"{type(error).__name__}: {error}"
         else:
@@ -216,6 +222,8 @@ class _FileCache:
             except IsADirectoryError:
                 self._lines[path] = None
                 self._directories.add(path)
+            except InfrastructureFault:
+                raise
             except Exception:  # noqa: BLE001 - missing, undecodable, a dead container
                 self._lines[path] = None
         return self._lines[path]

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
-from pipeline.records.base import Part
+from pipeline.records.base import Part, Word
 from pipeline.records.brief import SkipDecision
+from pipeline.records.trajectory import ExitReason
 
 
 class Spend(Part):
@@ -26,7 +27,8 @@ class TaskAnswer(Part):
     model_patch: str = Field("", description="the patch submitted; empty for none")
     source: str = Field("none", description="where the patch came from")
     error: str | None = Field(None, description="a stage's own error, when it gave no patch")
-    exit_reason: str | None = Field(None, description="solo and team: how the agent (the lead) ended")
+    exit_reason: Word[ExitReason] | None = Field(None, description="solo and team: how the agent (the lead) "
+                                                                  "ended")
     skip_check: SkipDecision | None = Field(None, description="pipeline with principal.skip_when: its decision")
     juniors_reused_from: str | None = Field(None, description="the run the rollouts were reused from, if any")
     imported_from: list[str] | None = Field(None, description="the sources of the candidates taken in "

@@ -9,6 +9,7 @@ from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
+from pipeline.model_spec import Role
 from pipeline.pool_rules import CandidatePool
 from pipeline.principal.skip import SubmitTopCandidate, skip_decision
 from pipeline.records import Brief, PrincipalResult, Rollout
@@ -21,7 +22,7 @@ from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, 
 
 class PipelineStrategy(BaseStrategy):
     name = "pipeline"
-    roles = ("junior", "senior", "principal")
+    roles = (Role.JUNIOR, Role.SENIOR, Role.PRINCIPAL)
 
     def __init__(self, config: RunConfig):
         super().__init__(config)
@@ -33,7 +34,7 @@ class PipelineStrategy(BaseStrategy):
         """The roles that call a model: juniors unless k is 0, and the roles of the senior and principal stages
         unless switched off (model ``none``; a plug-in stage with ``role = None`` calls no model either).
         Ablations that cannot give a patch are refused here, before anything is spent."""
-        if (config.juniors.k == 0 and not config.juniors.imported and not config.plays("principal")
+        if (config.juniors.k == 0 and not config.juniors.imported and not config.plays(Role.PRINCIPAL)
                 and not config.principal.impl):
             raise SwepipeError("juniors.k is 0, no candidates are imported and the principal model is none: no junior "
                                "proposes a patch and no principal writes one; keep juniors (-k N), import candidates "
@@ -82,10 +83,10 @@ def _senior_class(config: RunConfig) -> type[SeniorStage]:
 def _principal_class(config: RunConfig) -> type[PrincipalStage]:
     """The principal stage: the config's plug-in, else the frontier call, or with the principal model ``none``
     the senior-informed top candidate (pipeline.principal.choice, no call)."""
-    default = ("pipeline.principal.stage:Principal" if config.plays("principal")
+    default = ("pipeline.principal.stage:Principal" if config.plays(Role.PRINCIPAL)
                else "pipeline.principal.choice:SubmitSeniorCandidate")
     stage = stage_class(config.principal.impl, default, "principal.impl")
-    if config.principal.impl and not config.plays("principal") and getattr(stage, "role", None) == "principal":
+    if config.principal.impl and not config.plays(Role.PRINCIPAL) and getattr(stage, "role", None) == Role.PRINCIPAL:
         raise SwepipeError(f"principal.impl {config.principal.impl} calls the principal model, which is none; "
                            "give a principal model, or a principal stage that calls none (role = None)")
     return stage

@@ -14,7 +14,7 @@ from pipeline.interop.replay import (
     script_replies,
 )
 from pipeline.job import TaskJob, once
-from pipeline.model_spec import ModelSpec
+from pipeline.model_spec import ModelSpec, Role
 from pipeline.models.client import ModelClient
 from pipeline.records import ReplayResult, read_json, read_trajectory
 from pipeline.runtime.base import Runtime
@@ -25,7 +25,7 @@ from pipeline.strategies.solo import SoloStrategy
 
 class ReplayStrategy(SoloStrategy):
     name = "replay"
-    roles = ("solo",)
+    roles = (Role.SOLO,)
 
     def run_task(self, job: TaskJob) -> TaskAnswer:
         if not job.paths.replay_files.recorded.exists():
@@ -42,7 +42,7 @@ class ReplayStrategy(SoloStrategy):
         if not files.script.exists():
             replies, notes = script_replies(read_recorded(files.recorded), str(runtime.workdir))
             write_json_atomic(files.script, {"solo": [replies], "notes": notes})
-        return job.client("solo", spec=ModelSpec(model=f"scripted/{files.script.resolve()}", free=True))
+        return job.client(Role.SOLO, spec=ModelSpec(model=f"scripted/{files.script.resolve()}", free=True))
 
     def compare(self, job: TaskJob, patch: str) -> ReplayResult:
         files = job.paths.replay_files

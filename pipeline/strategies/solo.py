@@ -8,6 +8,7 @@ from pipeline import patchtext
 from pipeline.audit import audit_agent, task_subject
 from pipeline.job import TaskJob, once
 from pipeline.juniors.rollout import leave_out_scratch, task_agent
+from pipeline.model_spec import Role
 from pipeline.models.client import ModelClient
 from pipeline.records import SoloResult
 from pipeline.runtime.base import Runtime
@@ -17,7 +18,7 @@ from pipeline.strategies.base import BaseStrategy
 
 class SoloStrategy(BaseStrategy):
     name = "solo"
-    roles = ("solo",)
+    roles = (Role.SOLO,)
 
     def run_task(self, job: TaskJob) -> TaskAnswer:
         """Writes tasks/<id>/solo/{trajectory.json, result.json, patch.diff}."""
@@ -53,4 +54,4 @@ class SoloStrategy(BaseStrategy):
 
     def client(self, job: TaskJob, runtime: Runtime) -> ModelClient:
         """The agent's model, once its workspace is open."""
-        return job.client("solo")
+        return job.client(Role.SOLO)

@@ -7,6 +7,7 @@ import time
 from pipeline import patchtext
 from pipeline.audit import task_subject
 from pipeline.job import TaskJob, once
+from pipeline.model_spec import Role
 from pipeline.prompts import render_task_prompt
 from pipeline.records import TeamResult
 from pipeline.strategies.answer import TaskAnswer
@@ -16,7 +17,7 @@ from pipeline.team.lead import run_team
 
 class TeamStrategy(BaseStrategy):
     name = "team"
-    roles = ("lead", "worker")
+    roles = (Role.LEAD, Role.WORKER)
     spend_by = "role"
 
     def run_task(self, job: TaskJob) -> TaskAnswer:

@@ -10,6 +10,7 @@ from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
+from pipeline.model_spec import Role
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
 from pipeline.strategies.pipeline import reused_juniors, with_imported
@@ -17,7 +18,7 @@ from pipeline.strategies.pipeline import reused_juniors, with_imported
 
 class VoteStrategy(BaseStrategy):
     name = "vote"
-    roles = ("junior",)
+    roles = (Role.JUNIOR,)
 
     def __init__(self, config: RunConfig):
         super().__init__(config)

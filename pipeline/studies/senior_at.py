@@ -30,9 +30,11 @@ from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
 from pipeline.layout import RunLayout
+from pipeline.model_spec import Role
 from pipeline.models.ledger import Ledger
 from pipeline.printable import short_id
 from pipeline.records.prediction import finished_predictions
+from pipeline.records.trajectory import ExitReason
 from pipeline.run.lock import lock_run, repair_run
 from pipeline.tasks import Task
 
@@ -85,7 +87,7 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
     if not layout.config.is_file():
         raise SwepipeError(f"{run_dir}: no run directory (config.yaml is missing)")
     config = load_config(layout.config)
-    if not config.plays("senior"):
+    if not config.plays(Role.SENIOR):
         raise SwepipeError(f"{run_dir}: the run's senior is switched off (--senior-model none); nothing to replay")
     if config.senior.impl:
         raise SwepipeError(f"{run_dir}: the run's senior is a plug-in ({config.senior.impl}); --senior-at replays "
@@ -105,9 +107,9 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
         server = LocalModelServer()
         log("the run's senior is the local model: starting it on a loopback port")
         server.start()
-        config = config.model_copy(update={"models": {**config.models, "senior": server.spec("senior", config)}})
+        config = config.model_copy(update={"models": {**config.models, Role.SENIOR: server.spec(Role.SENIOR, config)}})
     try:
-        resolve_prices(config.model_for("senior"), "senior")  # an unpriced model stops before anything is spent
+        resolve_prices(config.model_for(Role.SENIOR), Role.SENIOR)  # an unpriced model stops before anything is spent
         template = image_template or config.containers.image_template or defaults_for(dataset).image_template
         settings = RunSettings(config=config, layout=layout, image_template=template)
         run_budget = seeded_run_budget(settings)  # the run's and earlier analyses' spend counts against per_run
@@ -187,10 +189,10 @@ def _one(item: Item, settings, run_budget) -> tuple[str, float, bool]:
     def make() -> records.Brief:
         nonlocal failure
         _require_image(job)
-        client = job.client("senior", stage=STAGE)
+        client = job.client(Role.SENIOR, stage=STAGE)
         with job.open_runtime("senior", read_only=True) as runtime:
             brief = run_senior(task, pool, client, budget, runtime, config, directory, job.count_tokens)
-        if brief.senior_exit == "cost_limit":
+        if brief.senior_exit == ExitReason.COST_LIMIT:
             failure = f"the budget stopped the senior ({brief.senior_error}); a rerun goes on from there"
             raise _NotSaved
         record = brief.to_dict()
@@ -223,7 +225,7 @@ class _NotSaved(Exception):
 def _needs_local_model(config: RunConfig) -> bool:
     from pipeline.models.local_server import LOCAL_ALIAS
 
-    spec = config.models.get("senior")
+    spec = config.models.get(Role.SENIOR)
     return spec is None or (spec.model == f"openai/{LOCAL_ALIAS}" and spec.free
                             and "127.0.0.1" in (spec.api_base or ""))
 

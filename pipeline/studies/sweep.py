@@ -27,7 +27,7 @@ from pipeline import stopping
 from pipeline.config import RunConfig, SoloConfig
 from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.layout import RunLayout, SweepLayout
-from pipeline.model_spec import ModelSpec
+from pipeline.model_spec import ModelSpec, Role
 from pipeline.run.lock import lock_run
 from pipeline.run.run_dataset import record_dataset
 from pipeline.storage import write_json_atomic
@@ -256,29 +256,29 @@ def plan_sweep(config: RunConfig, grid: Grid, tasks: list[Task], *, sweep_id: st
     """Every cell of the grid with its config, checked (values, plug-ins, prices) before anything runs: the
     solo baselines first (one per lead model and solo prompt, unless ``baseline`` names an existing run),
     then the team cells."""
-    lead_slugs = _slugs(grid.lead_models, config.models.get("lead"))
-    worker_slugs = _slugs(grid.worker_models, config.models.get("worker"))
+    lead_slugs = _slugs(grid.lead_models, config.models.get(Role.LEAD))
+    worker_slugs = _slugs(grid.worker_models, config.models.get(Role.WORKER))
     cells: list[SweepCell] = []
     solo_names: dict[tuple[str, str, str], str] = {}
     if baseline is None:
         for lead, prompt, editor in itertools.product(grid.lead_models, grid.solo_prompts, grid.editors):
-            models = _with_choice(config.models, "lead", lead)
+            models = _with_choice(config.models, Role.LEAD, lead)
             solo_models = dict(models)
-            if "lead" in models:
-                solo_models["solo"] = models["lead"]  # the lead model playing solo
+            if Role.LEAD in models:
+                solo_models[Role.SOLO] = models[Role.LEAD]  # the lead model playing solo
             else:
-                solo_models.pop("solo", None)  # no lead model: the local model plays both
+                solo_models.pop(Role.SOLO, None)  # no lead model: the local model plays both
             cfg = _checked(config.model_copy(update={"strategy": "solo", "models": solo_models,
                                                      "solo": SoloConfig(prompt=prompt),
                                                      "limits": _limits(config, editor)}), "the solo baseline")
             name = f"solo-{lead_slugs[lead.key]}-{prompt}{_editor_part(editor)}"
             solo_names[(lead.key, prompt, editor)] = name
-            cells.append(SweepCell(name, "solo", {"model": _model_name(solo_models.get("solo")), "prompt": prompt,
+            cells.append(SweepCell(name, "solo", {"model": _model_name(solo_models.get(Role.SOLO)), "prompt": prompt,
                                                   "editor": editor}, cfg))
     for lead, worker, prompt, stage, mode, size, editor in itertools.product(
             grid.lead_models, grid.worker_models, grid.lead_prompts, grid.stages, grid.modes, grid.sizes,
             grid.editors):
-        models = _with_choice(_with_choice(config.models, "lead", lead), "worker", worker)
+        models = _with_choice(_with_choice(config.models, Role.LEAD, lead), Role.WORKER, worker)
         team = config.team.model_copy(update={"size": size, "sizing": grid.sizing, "stages": stage, "mode": mode,
                                               "lead_prompt": prompt})
         cfg = _checked(config.model_copy(update={"strategy": "team", "models": models, "team": team,
@@ -288,8 +288,8 @@ def plan_sweep(config: RunConfig, grid: Grid, tasks: list[Task], *, sweep_id: st
                 f"-{prompt}{_editor_part(editor)}")
         solo_prompt = prompt if prompt in grid.solo_prompts else grid.solo_prompts[0]
         cells.append(SweepCell(name, "team", {"size": size, "sizing": grid.sizing, "stage": stage, "mode": mode,
-                                              "lead": _model_name(models.get("lead")),
-                                              "worker": _model_name(models.get("worker")), "prompt": prompt,
+                                              "lead": _model_name(models.get(Role.LEAD)),
+                                              "worker": _model_name(models.get(Role.WORKER)), "prompt": prompt,
                                               "editor": editor},
                                cfg, baseline=solo_names.get((lead.key, solo_prompt, editor))))
     _check_prices(cells)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import DatasetError
+from pipeline.errors import DatasetError, InfrastructureFault
 
 from .decode import CellError
 from .task import Task
@@ -197,6 +197,8 @@ def _load_hub(name: str, split: str) -> list[Task]:
         import datasets
 
         rows = datasets.load_dataset(name, split=split)
+    except InfrastructureFault:
+        raise
     except Exception as error:  # the Hub client raises many unrelated types for "offline" / "not found"
         reason = (str(error).strip().splitlines() or [""])[0]
         raise DatasetError(

@@ -15,6 +15,7 @@ from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.prompts import render
 from pipeline.records import TeamResult
+from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import Runtime
 from pipeline.storage import write_json_atomic
 from pipeline.team.actions import ActionError, parse_delegations, parse_names, parse_resume
@@ -244,7 +245,7 @@ def run_team(task_text: str, runtime: Runtime, lead_client: ModelClient, worker_
         team.abandoned = True
         stop_all(team.running(), "end of task", 0 if stopping.requested() else lead._stop_timeout())
         raise
-    submission = lead.submission if run.exit_reason == "submitted" else None
+    submission = lead.submission if run.exit_reason == ExitReason.SUBMITTED else None
     stopped = [w.name for w in team.running()]
     # Submitted with the guard off while workers ran: they are stopped as the stop action does, and their
     # work from the submission on is lost; the patch is the tree as the lead submitted it.
@@ -291,7 +292,7 @@ def _restore(team: Team, lead: Lead, lead_agent: Agent) -> None:
                           editors={name: agent.editor for name, agent in agents.items() if agent.editor})
     team.restore_messages(messages)
     lead.submission = team.read(team.files.submission, None)
-    submitted = lead_agent.finished and lead_agent.record.exit_reason == "submitted" and lead.submission
+    submitted = lead_agent.finished and lead_agent.record.exit_reason == ExitReason.SUBMITTED and lead.submission
     for worker in team.workers.values():
         if worker.state == "reported":  # its report had not reached the lead
             worker.post_report()

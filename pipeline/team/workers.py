@@ -11,6 +11,7 @@ from pipeline.agent.inbox import InboxItem
 from pipeline.agent.settings import AgentSettings
 from pipeline.errors import InfrastructureFault
 from pipeline.prompts import render
+from pipeline.records.trajectory import ExitReason
 from pipeline.stopping import Stopped
 from pipeline.storage import write_text_atomic
 from pipeline.team.actions import ActionError, DelegationRequest, inside, report_block
@@ -100,7 +101,7 @@ class Worker:
                     self.team.infra_error = error
                 return
             except Exception as error:  # noqa: BLE001 - a broken worker is reported to the lead, not fatal
-                self.agent.record.exit_reason = "error"
+                self.agent.record.exit_reason = ExitReason.ERROR
                 self.agent.record.error = f"{type(error).__name__}: {error}"
                 write_text_atomic(self.team.files.worker_error(self.name), traceback.format_exc())
             if not self.team.abandoned:
@@ -110,11 +111,11 @@ class Worker:
 
     def _finish(self) -> None:
         run, s = self.agent.record, self.team.settings
-        report = report_block(run.submission or "") if run.exit_reason == "submitted" else None
+        report = report_block(run.submission or "") if run.exit_reason == ExitReason.SUBMITTED else None
         if report and len(report) > s.report_chars:
             report = report[:s.report_chars] + f"\n[... report cut at {s.report_chars} characters]"
         with self.team.lock:
-            stopped = run.exit_reason == "stopped"
+            stopped = run.exit_reason == ExitReason.STOPPED
             self.state = "stopped" if stopped else "reported"
             if self.record["sessions"]:
                 self.record["sessions"][-1].update(ended=self.team.elapsed(), ended_at=time.time(),

@@ -5,11 +5,10 @@ stage's result."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from typing import Any
 
-from pipeline.errors import ClusterFault
+from pipeline.errors import ClusterFault, ignoring_errors
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.run.ray.connect import CALL_TIMEOUT
 
@@ -170,7 +169,7 @@ class RemoteRunBudget:
             granted, refused = ask(self.keeper.reserve, amount, self.owner, hold, what=self.what,
                                    timeout=self.timeout)
         except ClusterFault:
-            with contextlib.suppress(Exception):  # queued after the reserve: it frees a late grant, if any
+            with ignoring_errors():  # queued after the reserve: it frees a late grant, if any
                 self.keeper.release.remote(hold)
             raise
         if refused:

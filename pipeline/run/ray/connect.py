@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stopping
-from pipeline.errors import SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError
 
 INSTALL_HINT = "pip install 'swepipe[ray]'"
 START_HINT = ("start a cluster first: on the head node `ray start --head --node-ip-address=<its address> "
@@ -70,6 +70,8 @@ def connect(address: str = "auto") -> Any:
         _check_token(ray, target)
     try:
         ray.init(**options)
+    except InfrastructureFault:
+        raise
     except Exception as error:  # noqa: BLE001 - whatever Ray raises, the user needs the same advice
         raise SwepipeError(f"cannot join the Ray cluster at {target} ({type(error).__name__}: {error}); "
                            f"{START_HINT}") from None

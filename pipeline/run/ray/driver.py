@@ -4,7 +4,6 @@ every node."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
@@ -13,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipeline import stopping
-from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe
+from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe, ignoring_errors
+from pipeline.model_spec import Role
 from pipeline.run.ray.actors import StopFlag, WriteQueue, ask, ray_reason
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
 from pipeline.run.ray.node import AttemptOutcome, Write, remove_run_containers, snapshot
@@ -52,7 +52,7 @@ def slots_per_task(run: RunSettings) -> int:
     1 for a strategy without juniors), as Run.open (pipeline.run.lifecycle) sizes container limits."""
     if run.config.executor.slots_per_task:
         return run.config.executor.slots_per_task
-    return max(1, run.config.juniors.k) if "junior" in run.roles else 1
+    return max(1, run.config.juniors.k) if Role.JUNIOR in run.roles else 1
 
 
 SYSTEM_ERRORS_NAMES = ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError", "RaySystemError",
@@ -159,6 +159,8 @@ class RayDriver(Generic[Item]):
                 # No timeout here: a batch taken by a call given up on would be lost. The actor answers within
                 # half a second, and a dead or killed one raises.
                 batch = self.ray.get(self.queue.actor.take.remote(DRAIN_BATCH, 0.5))
+            except InfrastructureFault:
+                raise
             except Exception:  # noqa: BLE001 - the queue's actor went away: nothing more will come
                 if self.draining.wait(0.5):
                     return
@@ -166,6 +168,8 @@ class RayDriver(Generic[Item]):
             for item in batch:
                 try:
                     self._apply(item)
+                except InfrastructureFault:
+                    raise
                 except Exception as error:  # noqa: BLE001 - one bad write must not stop the others
                     self.say(f"ray: could not apply a write from a worker ({type(error).__name__}: {error})")
 
@@ -205,7 +209,12 @@ class RayDriver(Generic[Item]):
         event = self.flushes[token] = threading.Event()
         try:
             ask(self.queue.actor.put, (token, "flush", "", b""), what="the run's write queue", timeout=timeout)
-        except (Exception, ClusterFault):  # noqa: BLE001 - the queue is gone or the head does not answer
+        except ClusterFault:  # the queue is gone or the head does not answer
+            self.behind = True
+            return False
+        except InfrastructureFault:
+            raise
+        except Exception:  # noqa: BLE001 - the queue's own code failed: its writes are as far behind
             self.behind = True
             return False
         if not event.wait(timeout):
@@ -267,6 +276,8 @@ class RayDriver(Generic[Item]):
             if self.keeps_attempts and not self.drainer.is_alive():  # no write of this session can come after it
                 try:
                     self.take_back(own=True, wait=OWN_ATTEMPTS_WAIT)
+                except InfrastructureFault:
+                    raise
                 except Exception as error:  # noqa: BLE001 - the next session of the run takes them back
                     self.say(f"ray: could not take back what the nodes kept ({describe(error)}); the next session "
                              "of the run does")
@@ -346,23 +357,23 @@ class RayDriver(Generic[Item]):
         """The whole cluster's work stops: the flag every worker watches, queued Ray tasks cancelled, running ones
         given a few seconds to save and say so, then the run's containers removed on every node."""
         ray = self.ray
-        with contextlib.suppress(Exception):
+        with ignoring_errors():
             ray.get(self.stop_flag.set.remote(), timeout=10)
         with self.lock:
             started = set(self.started)
         for ref, item in list(self.pending.items()):
             if self.item_id(item) not in started:
-                with contextlib.suppress(Exception):
+                with ignoring_errors():
                     ray.cancel(ref)
         deadline = time.monotonic() + STOP_GRACE
         while self.pending and time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
+            with ignoring_errors():
                 ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
                 for ref in ready:
-                    with contextlib.suppress(Exception):
+                    with ignoring_errors():
                         self.finish(ref)
         for ref in list(self.pending):
-            with contextlib.suppress(Exception):
+            with ignoring_errors():
                 ray.cancel(ref, force=True)  # still blocked after the grace: its worker goes
         self.cleanup_nodes()
         self.flush(timeout=10)

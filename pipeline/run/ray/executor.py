@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import SwepipeError
+from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.layout import TaskPaths
 from pipeline.records import Prediction
 from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
@@ -125,6 +125,8 @@ class RayRun(RayDriver[Task]):
             return ""
         try:
             counted = self.ray.get(self.keeper.abandon.remote(key), timeout=CALL_TIMEOUT)
+        except InfrastructureFault:
+            raise
         except Exception:  # noqa: BLE001
             return ""
         return f"; ${counted:.4f} of calls in flight counted as spent" if counted else ""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import quote
 
 from pipeline import stopping
-from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError, describe
+from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError, describe, ignoring_errors
 from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
 from pipeline.records import EvalResult, Prediction
@@ -159,7 +159,7 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
         containers.set_session(None)
         storage.clear_mirror()
         watcher.close()
-        with contextlib.suppress(Exception, InfrastructureFault):
+        with contextlib.suppress(Exception):  # a fault too
             _reconcile(scratch, folder, sent, put, key, kept)
         done = kept is None or applied(queue, put, key, keep_until_applied or 0.0)
         if kept is not None:
@@ -167,7 +167,7 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
         if done:
             left = remove_tree(base)
             if left:
-                with contextlib.suppress(Exception, InfrastructureFault):
+                with contextlib.suppress(Exception):  # a fault too
                     put((key, "log", "", f"ray: could not remove this attempt's scratch {base}: {left}".encode()))
 
 
@@ -179,7 +179,7 @@ def applied(queue: Any, put: Callable[[Write], None], key: str, timeout: float) 
         put((key, "ack", token, b""))
         return bool(ask(queue.actor.applied, token, timeout, what="the run's write queue (a Ray actor on the head)",
                         timeout=timeout + CALL_TIMEOUT))
-    except (Exception, InfrastructureFault):  # noqa: BLE001 - gone: the scratch stays for the next driver
+    except Exception:  # noqa: BLE001 - gone (a fault too): the scratch stays for the next driver
         return False
 
 
@@ -225,7 +225,7 @@ def stopped_here(node_id: str) -> AttemptOutcome:
 
 def ended_by(error: BaseException) -> AttemptOutcome:
     """A Ray task's value when a stop or an infrastructure fault ended it outside its work (joining the run's
-    actors, sending its writes): Ray would hand such a BaseException to the driver as a task error."""
+    actors, sending its writes): its value says so rather than a Ray task error."""
     if isinstance(error, stopping.Stopped):
         return stopped_here("")
     return {"infra": describe(error)}
@@ -273,7 +273,7 @@ def node_sizing(node_id: str) -> NodeSizing:
 
     slots = 1
     listed: Callable[[], list[dict[str, Any]]] = ray.nodes  # Ray leaves it unannotated
-    with contextlib.suppress(Exception):
+    with ignoring_errors():
         for found in listed():
             if found.get("NodeID") == node_id:
                 slots = max(1, int(found.get("Resources", {}).get(RESOURCE, 1)))
@@ -364,8 +364,12 @@ class NodeImages:
                 names = list(dict.fromkeys(r["image"] for r in finished))
                 result = prune([n for n in names if n not in running], self.keep, protect=running)
                 used = run_images_bytes([*running, *names])
-        except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a Docker fault here is logged, never the
-            # task's result
+        except RuntimeUnavailable as exc:  # a Docker fault here is logged, never the task's result
+            node.log(f"image cache on {socket.gethostname()}: could not prune after {self.instance_id}: {exc}")
+            return None
+        except InfrastructureFault:
+            raise
+        except Exception as exc:  # noqa: BLE001 - nor is anything else the prune meets
             node.log(f"image cache on {socket.gethostname()}: could not prune after {self.instance_id}: {exc}")
             return None
         row = {"after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
@@ -405,6 +409,8 @@ class _StopWatcher:
                 if ray.get(self.flag.is_set.remote(), timeout=CALL_TIMEOUT):
                     stopping.request()
                     return
+            except InfrastructureFault:
+                raise
             except Exception:  # noqa: BLE001 - the head is unreachable: the driver decides what happens
                 continue
 
@@ -488,8 +494,11 @@ def remove_run_containers(run_id: str, session: str | None = None) -> tuple[str,
         run_folder(run_id).rmdir()  # when no other session of the run has scratch here
     try:
         return socket.gethostname(), containers.remove_labelled(run_id, session), kept
-    except (Exception, RuntimeUnavailable) as error:  # noqa: BLE001 - a node without Docker: say so, the others
-        # go on
+    except RuntimeUnavailable as error:  # a node without Docker: say so, the others go on
+        return socket.gethostname(), [f"(failed: {type(error).__name__}: {error})"], kept
+    except InfrastructureFault:
+        raise
+    except Exception as error:  # noqa: BLE001 - nor does anything else stop the others
         return socket.gethostname(), [f"(failed: {type(error).__name__}: {error})"], kept
 
 

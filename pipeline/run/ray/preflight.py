@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypedDict
 
-from pipeline.errors import RuntimeUnavailable
+from pipeline.errors import InfrastructureFault, RuntimeUnavailable
 from pipeline.records.prediction import finished_predictions
 from pipeline.run.ray.connect import RESOURCE, alive_nodes, connect, node_labels
 from pipeline.run.ray.driver import slots_per_task
@@ -41,8 +41,11 @@ def node_preflight(names: list[str], budget_gb: float | None, registry_timeout: 
     host = socket.gethostname()
     try:
         check = preflight(names, budget_gb, registry_timeout=registry_timeout)
-    except (Exception, RuntimeUnavailable) as error:  # noqa: BLE001 - a node without a working Docker: said, by the
-        # driver
+    except RuntimeUnavailable as error:  # a node without a working Docker: said, by the driver
+        return {"host": host, "error": f"Docker cannot be asked there ({type(error).__name__}: {error})"}
+    except InfrastructureFault:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever else the engine's answer holds: said too
         return {"host": host, "error": f"Docker cannot be asked there ({type(error).__name__}: {error})"}
     return {"host": host, "line": check.line(), "problem": None if check.ok else check.problem(),
             "present": [i.name for i in check.images if i.present],

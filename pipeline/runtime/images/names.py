@@ -11,7 +11,7 @@ import threading
 
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from pipeline.errors import RuntimeUnavailable, SwepipeError
+from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError
 from pipeline.runtime import containers
 
 REGISTRY_TIMEOUT = 20.0  # seconds one manifest query may take before the registry counts as unreachable
@@ -74,10 +74,12 @@ def registry_status(name: str, timeout: float = REGISTRY_TIMEOUT) -> str:
             answer["status"] = "available"
         except APIError as exc:
             answer["status"] = _classify(exc)
-        except DockerException as exc:
+        except (DockerException, RuntimeUnavailable) as exc:  # RuntimeUnavailable: no engine at all
             answer["status"] = f"unknown (registry unreachable: {error_text(exc)})"
-        except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a connection error surfaces as requests'
-            answer["status"] = f"unknown (registry unreachable: {error_text(exc)})"  # own types; no engine at all
+        except InfrastructureFault:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a connection error surfaces as requests' own types
+            answer["status"] = f"unknown (registry unreachable: {error_text(exc)})"
 
     thread = threading.Thread(target=ask, name=f"manifest {name}", daemon=True)
     thread.start()

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from docker.errors import APIError
 
 from pipeline import stopping
-from pipeline.errors import RuntimeUnavailable
+from pipeline.errors import InfrastructureFault, RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.images.disk import disk_bytes, gb, run_images_bytes, touch
 from pipeline.runtime.images.names import error_text, local_image
@@ -41,8 +41,12 @@ def prefetch_image(name: str, platform: str | None = None, *, keep_bytes: int | 
                            list(dict.fromkeys(prunable)), protect, guard)
     except stopping.Stopped:
         raise
-    except (Exception, RuntimeUnavailable) as exc:  # noqa: BLE001 - a failed prefetch is no error: the task pulls
-        # the image itself (and meets a lasting fault there, as infrastructure)
+    except RuntimeUnavailable as exc:  # a failed prefetch is no error: the task pulls the image itself (and meets
+        # a lasting fault there, as infrastructure)
+        record = {"outcome": "failed", "reason": error_text(exc, 500)}
+    except InfrastructureFault:
+        raise
+    except Exception as exc:  # noqa: BLE001 - nor is anything else a failed prefetch meets
         record = {"outcome": "failed", "reason": error_text(exc, 500)}
     return {"prefetch": name, **record, "seconds": round(time.monotonic() - started, 2)}
 
