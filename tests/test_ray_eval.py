@@ -237,7 +237,7 @@ def test_sigterm_stops_the_cluster_s_candidate_scoring_keeping_the_summaries(clu
 
 
 def test_validate_and_compare_give_the_same_files_on_the_cluster_as_on_the_thread_pool(cluster, tmp_path):
-    """validate --replicas 3 (a stable task and its seeded flaky copy) and compare of two runs scored by
+    """validate --replicas 2 (a stable task and its seeded flaky copy) and compare of two runs scored by
     `swepipe eval`, once on this machine's thread pool and once on the cluster: the same instances.jsonl,
     reliable.txt and compare --json."""
     from flaky_task import write_dataset
@@ -257,7 +257,7 @@ def test_validate_and_compare_give_the_same_files_on_the_cluster_as_on_the_threa
             swepipe("eval", "--predictions", str(root / "predictions.jsonl"), *extra,
                     cwd=folder)
         compared = swepipe("compare", "runs/A", "runs/B", "--json", cwd=folder).stdout
-        validated = swepipe("validate", "--dataset", str(dataset), "--run-scripts", str(scripts), "--replicas", "3",
+        validated = swepipe("validate", "--dataset", str(dataset), "--run-scripts", str(scripts), "--replicas", "2",
                             "--image-template", BUNDLED_IMAGE_TEMPLATE, "--output", "validation",
                             *extra, cwd=folder, check=False)
         assert validated.returncode == 1, validated.stdout[-3000:] + validated.stderr[-3000:]  # the flaky one
