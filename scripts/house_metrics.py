@@ -14,7 +14,12 @@ TREE is a checkout (default: the one this script is in); its own code is measure
   ``pipeline`` module in ``sys.modules`` when the command returns.
 - **dict[str, Any] annotations**: every ``dict[str, Any]`` (or ``Dict[str, Any]``) inside an annotation of
   ``pipeline/`` (parameters, returns, annotated assignments and fields; nested ones such as ``list[dict[str, Any]]``
-  count once each; string annotations are parsed).
+  count once each; string annotations are parsed). A name bound to ``dict[str, Any]`` anywhere in the tree (``JSON =
+  dict[str, Any]``, ``JSON: TypeAlias = ...``, ``type JSON = ...``) counts as ``dict[str, Any]`` where it is used, so
+  renaming one removes nothing. Split in two: those in the modules whose data is JSON by nature (``JSON_BY_NATURE``
+  below: chat messages and tool calls, provider requests and responses, foreign trajectory files being parsed, JSON
+  schemas, a record's JSON before its type checks it), and the rest (swepipe's own data, which records,
+  dataclasses and TypedDicts can shape).
 - **public functions returning dicts**: functions and methods whose name has no leading underscore and whose return
   annotation is a dict (``dict``, ``dict[...]``, ``Dict[...]``, or one of those ``| None``).
 - **dict shims**: functions that accept a dict where a record is due: a parameter whose annotation holds, at any
@@ -53,6 +58,28 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 ENUM_BASES = {"Enum", "StrEnum", "IntEnum", "Flag", "IntFlag"}
 BROAD = {"Exception", "BaseException"}
+
+# The modules (a path under the tree, or a folder ending in /) whose dict[str, Any] hold data that is JSON by nature,
+# and why; the rule the split of the dict[str, Any] figure follows. A module that mixes such data with swepipe's own
+# is not listed: its annotations count with the rest.
+JSON_BY_NATURE = {
+    "pipeline/models/client.py": "litellm's requests and responses",
+    "pipeline/models/gemma_server.py": "the OpenAI-style bodies it serves, llama.cpp's it forwards",
+    "pipeline/models/gemma_chat.py": "chat messages, tool calls and tool schemas made into a prompt",
+    "pipeline/models/grammars.py": "the tools' JSON schemas",
+    "pipeline/models/prompt_cache.py": "chat messages",
+    "pipeline/models/scripted.py": "litellm's completion call and its reply, scripts read from YAML",
+    "pipeline/model_spec.py": "further litellm.completion parameters",
+    "pipeline/agent/actions.py": "tool schemas, a tool call's arguments",
+    "pipeline/agent/compact.py": "chat messages",
+    "pipeline/agent/transcript.py": "chat messages",
+    "pipeline/agent/settings.py": "chat messages",
+    "pipeline/interop/trajectory_formats/": "foreign trajectory files being parsed",
+    "pipeline/interop/recorded.py": "tool calls of recorded trajectories",
+    "pipeline/interop/replay.py": "tool calls of recorded trajectories, scripted replies",
+    "pipeline/records/base.py": "a record's JSON before its type checks it, and after",
+    "pipeline/run/ray/connect.py": "ray's node table and ray.init's options",
+}
 
 
 def python_files(tree: Path) -> Iterator[Path]:
@@ -129,12 +156,40 @@ def _where(tree: Path, path: Path, line: int) -> str:
     return f"{path.relative_to(tree)}:{line}"
 
 
+def _dict_str_any_aliases(modules: dict[Path, ast.Module]) -> set[str]:
+    """Names bound to ``dict[str, Any]`` (``X = ...``, ``X: TypeAlias = ...``, ``type X = ...``) in the tree."""
+    names = set()
+    for module in modules.values():
+        for node in ast.walk(module):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, value = node.target, node.value
+            elif isinstance(node, getattr(ast, "TypeAlias", ())):  # ``type X = ...``, Python 3.12 on
+                target, value = node.name, node.value  # type: ignore[attr-defined]
+            else:
+                continue
+            if isinstance(target, ast.Name) and _is_dict_str_any(_unstring(value)):
+                names.add(target.id)
+    return names
+
+
 def dict_str_any(tree: Path, modules: dict[Path, ast.Module]) -> list[str]:
+    aliases = _dict_str_any_aliases(modules)
     found = []
     for path, module in modules.items():
         for annotation in _annotations(module):
-            found += [_where(tree, path, annotation.lineno) for node in ast.walk(annotation) if _is_dict_str_any(node)]
+            found += [_where(tree, path, annotation.lineno) for node in ast.walk(annotation)
+                      if _is_dict_str_any(node) or (isinstance(node, ast.Name) and node.id in aliases)]
     return found
+
+
+def json_by_nature(found: list[str]) -> tuple[list[str], list[str]]:
+    """``found`` (path:line) split: those in the modules JSON_BY_NATURE names, and the rest."""
+    def listed(where: str) -> bool:
+        path = where.rsplit(":", 1)[0]
+        return any(path == name or (name.endswith("/") and path.startswith(name)) for name in JSON_BY_NATURE)
+    return [w for w in found if listed(w)], [w for w in found if not listed(w)]
 
 
 def _functions(module: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -374,11 +429,15 @@ def fast_loop(tree: Path) -> float:
 def measure(tree: Path, doc: Path, run: bool, loop: bool) -> dict:
     modules = parsed(tree)
     against, unplaced = against_layers(tree, modules, layer_order(doc))
+    loose = dict_str_any(tree, modules)
+    by_nature, elsewhere = json_by_nature(loose)
     figures: dict = {
         "tree": str(tree),
         "commit": subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
                                  text=True, check=False).stdout.strip(),
-        "dict[str, Any] annotations": dict_str_any(tree, modules),
+        "dict[str, Any] annotations": loose,
+        "  in modules whose data is JSON by nature": by_nature,
+        "  in the rest": elsewhere,
         "public functions returning dicts": public_dict_returns(tree, modules),
         "dict shims": dict_shims(tree, modules),
         "enums": enums(tree, modules),
