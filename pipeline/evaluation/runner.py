@@ -26,6 +26,7 @@ from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, thro
 from pipeline.evaluation.files import archive_digests, tar_stream
 from pipeline.evaluation.integrity import (
     GRADER_OUTPUTS,
+    IntegrityFinding,
     canary_findings,
     conflicting_findings,
     grader_findings,
@@ -102,7 +103,7 @@ class ScoringRun:
     apply_status: str | None = None  # git apply's exit status, from the marker line
     canary_status: str | None = None  # the canaries' status, from the marker line (pipeline.evaluation.canaries)
     tests_started: bool = False  # the marker line was seen: the setup ended and the tests ran
-    grader: list[dict[str, Any]] = field(default_factory=list)  # grader_written findings
+    grader: list[IntegrityFinding] = field(default_factory=list)  # grader_written findings
     parser_exit_code: int | None = None
     output_size: int | None = None  # bytes of output.json; None: the parser wrote none
     parser_unfit_here: str | None = None  # why the parser ran in the task's image (None: on this machine, host_parser)
@@ -288,7 +289,7 @@ def _check_stop(task: Task) -> None:
         raise stopping.Stopped(task.instance_id)
 
 
-def _workspace_findings_and_removal(container: Any, workspace: dict[str, bytes]) -> list[dict[str, Any]]:
+def _workspace_findings_and_removal(container: Any, workspace: dict[str, bytes]) -> list[IntegrityFinding]:
     """The grader_written findings of what the tests' container's /workspace holds; the container removed."""
     try:
         return grader_findings(workspace, _workspace_digests(container))
