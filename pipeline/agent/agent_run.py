@@ -6,6 +6,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pipeline.edits.editor import EditRecord
+
 # The agent's own outcomes (pipeline.errors): model_error is a request the provider refused (bad request, content
 # policy), context_window one too long for the model. An endpoint that does not answer ends no agent: it raises
 # ModelUnavailable, or stops the run, and the trajectory is resumed by a rerun.
@@ -36,7 +38,7 @@ class AgentStep:
     seconds: float = 0.0  # the whole step: model, command, bookkeeping
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # in the tool-call format
     changed_files: list[str] = field(default_factory=list)  # paths the command changed (when tracked)
-    edits: list[dict[str, Any]] = field(default_factory=list)  # an editor action's calls: command, path, ok or error
+    edits: list[EditRecord] = field(default_factory=list)  # an editor action's calls: command, path, ok or error
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
