@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.audit import AgentAction, Subject, audit, finding_dicts
+from pipeline.audit import AgentAction, FindingData, Subject, audit, finding_dicts
 
 # The action format a replay runs in: every recorded step becomes one call of swepipe's tools.
 BASH, EDITOR, SUBMIT = "bash", "str_replace_editor", "submit"  # as pipeline.agent.actions names them
@@ -144,7 +144,7 @@ def recorded_subject(recorded: RecordedTrajectory, repo: str | None = None, base
 
 
 def audit_recorded(recorded: RecordedTrajectory, repo: str | None = None, base_commit: str | None = None,
-                   task_text: str = "") -> list[dict[str, Any]]:
+                   task_text: str = "") -> list[FindingData]:
     """The retrieval audit's findings on a recorded trajectory (its source's harness was not sealed), as a record's
     ``retrieval`` holds them; the task as ``recorded_subject`` knows it."""
     return finding_dicts(audit(recorded_actions(recorded), recorded_subject(recorded, repo, base_commit, task_text)))
