@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, recorded_cost
+from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedCall, recorded_cost
 
 TRAJECTORY_SUFFIXES = (".traj.json", ".traj")
 
@@ -137,15 +137,15 @@ def _named_task(path: Path) -> str | None:
 # -- what the readers make of them: swepipe's tool calls, the end of a run ------------------------------------
 
 
-def bash_call(command: str) -> dict[str, Any]:
+def bash_call(command: str) -> RecordedCall:
     return {"name": BASH, "arguments": {"command": command}}
 
 
-def submit_call() -> dict[str, Any]:
+def submit_call() -> RecordedCall:
     return {"name": SUBMIT, "arguments": {}}
 
 
-def editor_call(arguments: dict[str, Any]) -> dict[str, Any]:
+def editor_call(arguments: dict[str, Any]) -> RecordedCall:
     return {"name": EDITOR, "arguments": arguments}
 
 
