@@ -123,7 +123,7 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
     base = Path(tempfile.mkdtemp(prefix="attempt-", dir=parent))
     scratch = base / (name or run_id)
     scratch.mkdir(parents=True, exist_ok=True)
-    sent: dict[str, Any] = {}  # what the driver holds: relative path -> its running sha256
+    sent: dict[str, hashlib._Hash] = {}  # what the driver holds: relative path -> its running sha256
     for relative, data in files.items():
         target = scratch / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -412,7 +412,7 @@ class _StopWatcher:
         self.done.set()
 
 
-def _reconcile(scratch: Path, folder: str, sent: dict[str, Any], put: Callable[[Write], None], key: str,
+def _reconcile(scratch: Path, folder: str, sent: dict[str, hashlib._Hash], put: Callable[[Write], None], key: str,
                kept: KeptCopy | None = None) -> None:
     """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
     sent whole, and files that went (a trajectory folded into its rollout record) are removed there too;
