@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import requests
 from docker.errors import NotFound
@@ -97,7 +97,7 @@ class EvalSettings:
 class ScoringRun:
     """What the two containers of one scoring gave, beside the files they left in the output folder."""
 
-    identity: dict[str, Any] = field(default_factory=dict)  # the image's (``image_identity``)
+    identity: ImageIdentity = field(default_factory=lambda: ImageIdentity())  # the image's (``image_identity``)
     exit_code: int | None = None  # the tests' container's
     timed_out: bool = False
     apply_status: str | None = None  # git apply's exit status, from the marker line
@@ -338,7 +338,14 @@ def _save_logs(out_dir: Path, spool: Path, printed: list[BoundedOutput], limit: 
         redact_file(log)
 
 
-def image_identity(image: Any) -> dict[str, Any]:
+class ImageIdentity(TypedDict, total=False):
+    """The scored image as the result's ``scorer`` names it (``image_identity``); empty when none was found."""
+
+    image_id: str
+    image_digest: str | None
+
+
+def image_identity(image: Any) -> ImageIdentity:
     """What names the scored image exactly: its id (the digest of its config, the same on every machine for the
     same build) and, for an image pulled from a registry, its repository digest (``repo@sha256:...``, what a
     reader can pull again); None for one built here and never pushed."""
