@@ -295,6 +295,19 @@ def local_eval_settings(evaluation: EvalSettings, eval_files: dict[str, bytes], 
         dockerfiles=base / "eval-inputs" / "dockerfiles" if evaluation.dockerfiles else None)
 
 
+class ImageCacheRow(TypedDict):
+    """A line of the run's image_cache.jsonl: a node's prune after a task."""
+
+    after_task: str
+    node: str
+    keep_bytes: int
+    run_images_bytes: int
+    removed: list[str]
+    kept_in_use: list[str]
+    running: list[str]
+    time: float
+
+
 class NodeImages:
     """The run's task images on one node, pruned within ``containers.image_cache_gb`` after each task there.
 
@@ -343,7 +356,7 @@ class NodeImages:
                 found.append(json.loads(path.read_text()))
         return found
 
-    def finish(self, node: OnNode) -> dict[str, Any] | None:
+    def finish(self, node: OnNode) -> ImageCacheRow | None:
         """After the task (never fails it): this task's image counts as finished on the node, then the prune."""
         import fcntl
 
@@ -368,9 +381,10 @@ class NodeImages:
             # task's result
             node.log(f"image cache on {socket.gethostname()}: could not prune after {self.instance_id}: {exc}")
             return None
-        row = {"after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
-               "run_images_bytes": used, "removed": result.removed, "kept_in_use": result.kept_in_use,
-               "running": sorted(running), "time": round(time.time(), 3)}
+        row: ImageCacheRow = {
+            "after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
+            "run_images_bytes": used, "removed": result.removed, "kept_in_use": result.kept_in_use,
+            "running": sorted(running), "time": round(time.time(), 3)}
         from pipeline.storage import append_jsonl
 
         append_jsonl(RunLayout(node.scratch).image_cache, row)  # to the driver's run directory
