@@ -125,7 +125,7 @@ class Step(TypedDict):
     extra: NotRequired[StepExtra | None]
 
 
-class Verdict(TypedDict, total=False):
+class AtifVerdict(TypedDict, total=False):
     resolved: bool | None
     category: str | None
 
@@ -142,7 +142,7 @@ class SwepipeExtra(SourceExtra, total=False):
     exit_status: str | None
     submission: str | None
     submission_is_patch: bool
-    verdict: Verdict | None
+    verdict: AtifVerdict | None
 
 
 class AgentInfo(TypedDict):
@@ -322,7 +322,7 @@ class _TaskContext:
     run_id: str
     instance_id: str
     prediction: Prediction
-    verdict: Verdict | None
+    verdict: AtifVerdict | None
 
 
 def atif_trajectory(source: AgentSource, context: _TaskContext) -> dict[str, Any]:
@@ -504,9 +504,9 @@ def _link_workers(steps: list[Step], lead: AgentSource) -> None:
 # -- small readers ----------------------------------------------------------------------------------------------
 
 
-def _verdict(paths: TaskPaths, prediction: Prediction) -> Verdict | None:
+def _verdict(paths: TaskPaths, prediction: Prediction) -> AtifVerdict | None:
     result = records.read_json(paths.eval_files.result).data
-    found = _present(Verdict(resolved=prediction.resolved,
+    found = _present(AtifVerdict(resolved=prediction.resolved,
                              category=_text(result.get("category")) if isinstance(result, dict) else None))
     return found or None
 

@@ -20,7 +20,7 @@ class LostCommand(Part):
     started_before_submit: Flag = absent("it was running when the lead submitted")
 
 
-class LostWork(Part):
+class LostWorkRecord(Part):
     """What one worker did after the lead submitted, with the submit guard off."""
 
     worker: Text = absent("the worker, worker-N")
@@ -51,7 +51,7 @@ class TeamResult(Record):
         "agents that may have written them instead")
     submit_guard: Flag = absent("team.submit_guard: whether the lead could submit with workers "
                                 "running")
-    lost_work: list[LostWork] = absent("with the submit guard off: what workers did after the lead submitted")
+    lost_work: list[LostWorkRecord] = absent("with the submit guard off: what workers did after the lead submitted")
     files_changed_after_submit: list[Text] = absent("files changed after the lead submitted")
     resumed: Flag = absent("whether the lead's run was continued from an earlier session")
     patch: Text = absent("the final patch: the tree as the lead submitted it, else the workspace's "
@@ -114,7 +114,7 @@ class WorkerRecord(Part):
     report: Text | None = absent("its report to the lead")
     collected: Any = absent("when the lead read its report")
     stopped_by: Text | None = absent("who stopped it, if anyone")
-    lost_work: LostWork | None = absent("with the submit guard off: what it did after the lead submitted")
+    lost_work: LostWorkRecord | None = absent("with the submit guard off: what it did after the lead submitted")
 
 
 class TeamDelegations(Record):
@@ -132,5 +132,5 @@ class TeamDelegations(Record):
     directory: Flag = absent("team.directory: whether workers see each other")
     lead_prompt: Text = absent("team.lead_prompt")
     counts: Counts = absent("delegations by stage, and in all")
-    lost_work: list[LostWork] = absent("with the submit guard off: what workers did after the lead submitted")
+    lost_work: list[LostWorkRecord] = absent("with the submit guard off: what workers did after the lead submitted")
     delegations: list[WorkerRecord] = absent("the workers, in the order they were delegated")

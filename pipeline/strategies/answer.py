@@ -7,7 +7,7 @@ from pydantic import Field
 
 from pipeline.records.base import Part
 from pipeline.records.brief import SkipDecision
-from pipeline.records.team import LostWork
+from pipeline.records.team import LostWorkRecord
 
 
 class Spend(Part):
@@ -36,5 +36,5 @@ class TaskAnswer(Part):
                                                                               "stage (not in the prediction)")
     workers: int | None = Field(None, description="team: the workers started")
     delegations: dict[str, int] | None = Field(None, description="team: delegations by stage")
-    lost_work: list[LostWork] | None = Field(None, description="team: work lost after the lead submitted")
+    lost_work: list[LostWorkRecord] | None = Field(None, description="team: work lost after the lead submitted")
     votes: int | None = Field(None, description="vote: the votes of the submitted candidate")
