@@ -28,6 +28,7 @@ from pipeline.tasks import Task
 
 if TYPE_CHECKING:
     from pipeline.runtime.base import OpenedRuntime
+    from pipeline.runtime.seal import SealFields
 
 R = TypeVar("R", bound=Record)
 
@@ -97,7 +98,7 @@ class TaskJob:
             if getattr(runtime, "started", True) is False:
                 continue
             seal = getattr(runtime, "seal", None)
-            facts = seal.record_fields() if seal is not None else {
+            facts: SealFields = seal.record_fields() if seal is not None else {
                 "runtime": "unknown", "sanitised": False, "sealed": False, "network": None,
                 "missing": "its runtime opener reports no seal"}
             found[role] = ContainerSeal.model_validate({"role": role, "read_only": read_only, **facts})

@@ -25,12 +25,29 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pipeline.config import ScheduleConfig
 from pipeline.records import Rollout
 from pipeline.records.pool import Decision, Schedule, ScheduleDecision
 from pipeline.records.trajectory import ExitReason
+
+
+class HunkData(TypedDict):
+    """A hunk of a candidate's source edits (pipeline.records.pool.Hunk)."""
+
+    file: str
+    old_start: int
+    old_lines: int
+    function: str | None
+
+
+class DroppedFile(TypedDict):
+    """A file of a rollout's patch that cleaning left out of the pool, and why."""
+
+    rollout: int
+    file: str
+    reason: str
 
 
 @dataclass
@@ -42,7 +59,7 @@ class CandidateDraft:
     rollouts: list[int] = field(default_factory=list)
     exit_reasons: list[str] = field(default_factory=list)  # how each of its rollouts ended, in `rollouts` order
     files: list[str] = field(default_factory=list)
-    hunks: list[dict[str, Any]] = field(default_factory=list)  # file, old_start, old_lines, function
+    hunks: list[HunkData] = field(default_factory=list)
     functions: list[str] = field(default_factory=list)
     # {rollout, findings}: its rollouts whose trajectories reached for the answer (pipeline.audit), and how
     reached: list[dict[str, Any]] = field(default_factory=list)
@@ -56,8 +73,7 @@ class CandidatePool:
     empty: list[int]  # rollouts that left no source edit
     unparsable: list[int]
     failed: list[int] = field(default_factory=list)  # rollouts whose diff could not be taken (patch_error)
-    # {rollout, file, reason}: what cleaning left out, and why
-    dropped: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[DroppedFile] = field(default_factory=list)  # what cleaning left out, and why
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

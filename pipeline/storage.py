@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.printable import clean
@@ -216,7 +217,7 @@ def redact_file(path: Path, block: int = 1 << 20) -> None:
             mirror("write", path.read_bytes())  # whole, once: a scoring log is capped (pipeline.evaluation.logs)
 
 
-def append_jsonl(path: Path, record: dict) -> None:
+def append_jsonl(path: Path, record: Mapping[str, object]) -> None:
     """One line (secrets redacted), written with a single call so concurrent appenders never interleave.
 
     A last line cut short (a killed process, a failed write) is repaired first (``repair_jsonl``), so this line

@@ -14,7 +14,12 @@ TREE is a checkout (default: the one this script is in); its own code is measure
   ``pipeline`` module in ``sys.modules`` when the command returns.
 - **dict[str, Any] annotations**: every ``dict[str, Any]`` (or ``Dict[str, Any]``) inside an annotation of
   ``pipeline/`` (parameters, returns, annotated assignments and fields; nested ones such as ``list[dict[str, Any]]``
-  count once each; string annotations are parsed).
+  count once each; string annotations are parsed). A name bound to ``dict[str, Any]`` anywhere in the tree (``JSON =
+  dict[str, Any]``, ``JSON: TypeAlias = ...``, ``type JSON = ...``) counts as ``dict[str, Any]`` where it is used, so
+  renaming one removes nothing. Split in two: those whose data is JSON by nature (in a module ``JSON_BY_NATURE``
+  names, or belonging to a name ``JSON_BY_NATURE_NAMES`` names: chat messages and tool calls, provider requests
+  and responses, foreign trajectory files being parsed, JSON schemas, a record's JSON before its type checks it),
+  and the rest (swepipe's own data, which records, dataclasses and TypedDicts can shape).
 - **public functions returning dicts**: functions and methods whose name has no leading underscore and whose return
   annotation is a dict (``dict``, ``dict[...]``, ``Dict[...]``, or one of those ``| None``).
 - **dict shims**: functions that accept a dict where a record is due: a parameter whose annotation holds, at any
@@ -54,6 +59,39 @@ HERE = Path(__file__).resolve().parents[1]
 ENUM_BASES = {"Enum", "StrEnum", "IntEnum", "Flag", "IntFlag"}
 BROAD = {"Exception", "BaseException"}
 
+# The modules (a path under the tree, or a folder ending in /) whose dict[str, Any] hold data that is JSON by nature,
+# and why; with JSON_BY_NATURE_NAMES below, the rule the split of the dict[str, Any] figure follows. A module that
+# mixes such data with swepipe's own is not listed: its annotations count with the rest unless a name says.
+JSON_BY_NATURE = {
+    "pipeline/models/client.py": "litellm's requests and responses",
+    "pipeline/models/gemma_server.py": "the OpenAI-style bodies it serves, llama.cpp's it forwards",
+    "pipeline/models/gemma_chat.py": "chat messages, tool calls and tool schemas made into a prompt",
+    "pipeline/models/grammars.py": "the tools' JSON schemas",
+    "pipeline/models/prompt_cache.py": "chat messages",
+    "pipeline/models/scripted.py": "litellm's completion call and its reply, scripts read from YAML",
+    "pipeline/model_spec.py": "further litellm.completion parameters",
+    "pipeline/agent/actions.py": "tool schemas, a tool call's arguments",
+    "pipeline/agent/compact.py": "chat messages",
+    "pipeline/agent/transcript.py": "chat messages",
+    "pipeline/agent/settings.py": "chat messages",
+    "pipeline/interop/trajectory_formats/": "foreign trajectory files being parsed",
+    "pipeline/interop/recorded.py": "tool calls of recorded trajectories",
+    "pipeline/interop/replay.py": "tool calls of recorded trajectories, scripted replies",
+    "pipeline/records/base.py": "a record's JSON before its type checks it, and after",
+    "pipeline/run/ray/connect.py": "ray's node table and ray.init's options",
+    "pipeline/interop/atif_export.py": "a run's saved trajectories read leniently, a tool call's arguments, the "
+                                       "ATIF document the atif models return (its own parts are TypedDicts)",
+}
+# Names whose dict[str, Any] hold JSON by nature in any module: an annotation counts so when it belongs to a
+# function, parameter, field or variable of one of these names.
+JSON_BY_NATURE_NAMES = {
+    "upgrade": "a record file's JSON of an older format, before its type reads it (Record.upgrade)",
+    "messages": "chat messages",
+    "message": "a chat message",
+    "tool_calls": "tool calls in the provider's format",
+    "tools": "tool schemas",
+}
+
 
 def python_files(tree: Path) -> Iterator[Path]:
     skipped = tree / "pipeline" / "bundled" / "tasks"  # the bundled tasks' projects are data
@@ -74,18 +112,27 @@ def _name(node: ast.expr) -> str:
     return ""
 
 
-def _annotations(module: ast.Module) -> Iterator[ast.expr]:
-    for node in ast.walk(module):
+def _annotations(module: ast.Module) -> Iterator[tuple[ast.expr, set[str]]]:
+    """Every annotation, with the names it belongs to: the functions around it, and the parameter, or the field
+    or variable, it annotates (a return's: its function's)."""
+    def walk(node: ast.AST, functions: set[str]) -> Iterator[tuple[ast.expr, set[str]]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions = functions | {node.name}
             arguments = node.args
             for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                              *filter(None, [arguments.vararg, arguments.kwarg])]:
                 if argument.annotation is not None:
-                    yield _unstring(argument.annotation)
+                    yield _unstring(argument.annotation), functions | {argument.arg}
             if node.returns is not None:
-                yield _unstring(node.returns)
+                yield _unstring(node.returns), functions
         elif isinstance(node, ast.AnnAssign):
-            yield _unstring(node.annotation)
+            target = node.target
+            name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) \
+                else ""
+            yield _unstring(node.annotation), functions | {name}
+        for child in ast.iter_child_nodes(node):
+            yield from walk(child, functions)
+    yield from walk(module, set())
 
 
 def _unstring(annotation: ast.expr) -> ast.expr:
@@ -129,12 +176,47 @@ def _where(tree: Path, path: Path, line: int) -> str:
     return f"{path.relative_to(tree)}:{line}"
 
 
-def dict_str_any(tree: Path, modules: dict[Path, ast.Module]) -> list[str]:
+def _dict_str_any_aliases(modules: dict[Path, ast.Module]) -> set[str]:
+    """Names bound to ``dict[str, Any]`` (``X = ...``, ``X: TypeAlias = ...``, ``type X = ...``) in the tree."""
+    names = set()
+    for module in modules.values():
+        for node in ast.walk(module):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, value = node.target, node.value
+            elif isinstance(node, getattr(ast, "TypeAlias", ())):  # ``type X = ...``, Python 3.12 on
+                target, value = node.name, node.value  # type: ignore[attr-defined]
+            else:
+                continue
+            if isinstance(target, ast.Name) and _is_dict_str_any(_unstring(value)):
+                names.add(target.id)
+    return names
+
+
+def _dict_str_any_found(tree: Path, modules: dict[Path, ast.Module]) -> list[tuple[str, bool]]:
+    """Each dict[str, Any] of an annotation (path:line), and whether its data is JSON by nature (its module is in
+    JSON_BY_NATURE, or a name it belongs to in JSON_BY_NATURE_NAMES)."""
+    aliases = _dict_str_any_aliases(modules)
     found = []
     for path, module in modules.items():
-        for annotation in _annotations(module):
-            found += [_where(tree, path, annotation.lineno) for node in ast.walk(annotation) if _is_dict_str_any(node)]
+        where = path.relative_to(tree).as_posix()
+        listed = any(where == name or (name.endswith("/") and where.startswith(name)) for name in JSON_BY_NATURE)
+        for annotation, names in _annotations(module):
+            by_nature = listed or bool(names & set(JSON_BY_NATURE_NAMES))
+            found += [(_where(tree, path, annotation.lineno), by_nature) for node in ast.walk(annotation)
+                      if _is_dict_str_any(node) or (isinstance(node, ast.Name) and node.id in aliases)]
     return found
+
+
+def dict_str_any(tree: Path, modules: dict[Path, ast.Module]) -> list[str]:
+    return [where for where, _ in _dict_str_any_found(tree, modules)]
+
+
+def json_by_nature(tree: Path, modules: dict[Path, ast.Module]) -> tuple[list[str], list[str]]:
+    """The dict[str, Any] annotations whose data is JSON by nature, and the rest."""
+    found = _dict_str_any_found(tree, modules)
+    return [where for where, by_nature in found if by_nature], [where for where, by_nature in found if not by_nature]
 
 
 def _functions(module: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -374,11 +456,15 @@ def fast_loop(tree: Path) -> float:
 def measure(tree: Path, doc: Path, run: bool, loop: bool) -> dict:
     modules = parsed(tree)
     against, unplaced = against_layers(tree, modules, layer_order(doc))
+    loose = dict_str_any(tree, modules)
+    by_nature, elsewhere = json_by_nature(tree, modules)
     figures: dict = {
         "tree": str(tree),
         "commit": subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
                                  text=True, check=False).stdout.strip(),
-        "dict[str, Any] annotations": dict_str_any(tree, modules),
+        "dict[str, Any] annotations": loose,
+        "  whose data is JSON by nature": by_nature,
+        "  in the rest": elsewhere,
         "public functions returning dicts": public_dict_returns(tree, modules),
         "dict shims": dict_shims(tree, modules),
         "enums": enums(tree, modules),

@@ -1,5 +1,6 @@
 """The senior's brief as real models write it: free text, odd span lines, paths as they were shown."""
 
+import dataclasses
 import json
 
 import pytest
@@ -219,3 +220,5 @@ def test_the_brief_record_round_trips_with_its_candidate():
     brief = parse_brief(REPLY)
     again = BriefDraft.from_dict(json.loads(json.dumps(brief.to_dict())))
     assert again == brief and again.to_dict()["candidate"] == 2
+    # to_dict names the fields by hand: it must say what dataclasses.asdict said, key for key, in order
+    assert json.dumps(brief.to_dict()) == json.dumps(dataclasses.asdict(brief))

@@ -69,7 +69,7 @@ def test_read_pool_refuses_what_it_cannot_score(tmp_path):
         with pytest.raises(MalformedPool, match=message):
             read_pool(path)
     path.write_text(json.dumps({"candidates": [good]}))
-    assert read_pool(path) == [good]
+    assert [candidate.to_dict() for candidate in read_pool(path)] == [good]
 
 
 def test_plan_names_tasks_without_a_pool_and_keeps_verdicts_but_not_infra_errors(tmp_path):

@@ -389,3 +389,14 @@ def test_the_script_counts_per_kind_and_names_every_finding_and_every_file_it_co
     assert "history     2 finding(s) in    1 trajectories" in said and "network     0 finding(s)" in said
     assert "step 3 [history] git log --all --oneline -S parse_header: walks every ref" in said
     assert "command: git show feedbee1:src/app.py > /tmp/app.py" in said and "broken.traj.json" in said
+
+
+def test_a_finding_as_a_record_holds_it_names_its_fields_as_the_dataclass_does():
+    """Reaching.to_dict names the fields by hand (a FindingData): it must say what dataclasses.asdict says."""
+    import dataclasses
+
+    from pipeline.audit import Reaching, finding_dicts
+
+    finding = Reaching(kind="history", step=3, command="git log --all", reason="reads other commits")
+    assert json.dumps(finding.to_dict()) == json.dumps(dataclasses.asdict(finding))
+    assert finding_dicts([finding], "lead") == [{**dataclasses.asdict(finding), "agent": "lead"}]

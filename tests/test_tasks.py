@@ -191,6 +191,19 @@ def test_to_row_round_trips(tmp_path):
     assert [Task.from_row(row) for row in rows] == tasks
 
 
+def test_a_row_holds_every_field_of_the_task_in_its_order():
+    """to_row writes TaskRow's columns by hand: a field added to Task and not to the row would be lost, and a row
+    in another order would change the bytes of every dataset written (they were model_dump's)."""
+    from pipeline.bundled.build import ROW_COLUMNS
+    from pipeline.tasks.task import TaskRow
+
+    task = load_tasks(str(FIXTURE))[0]
+    assert list(TaskRow.__annotations__) == list(Task.model_fields) == list(task.to_row())
+    assert sorted(ROW_COLUMNS) == sorted(TaskRow.__annotations__)
+    dumped = task.model_dump(mode="json")
+    assert json.dumps(task.to_row()) == json.dumps(dumped)
+
+
 def test_blank_jsonl_lines_are_skipped_and_lines_are_counted(tmp_path):
     rows = raw_rows()
     rows[1]["fail_to_pass"] = "[broken"

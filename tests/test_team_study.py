@@ -180,11 +180,12 @@ def test_guard_off_an_early_submit_ends_the_task_and_the_workers_later_work_is_l
     assert result.exit_reason == "submitted" and result.stopped_at_end == ["worker-0"]
     # The patch is the tree as the lead submitted it: its own note, not the fix the worker made after.
     assert "+# notes" in result.patch and "a + b" not in result.patch
-    [lost] = result.lost_work
-    assert lost["worker"] == "worker-0" and lost["files"] == ["calc.py"] and lost["steps"] == 0
-    [command] = lost["commands"]
-    assert command["command"].endswith(FIX) and command["started_before_submit"] and command["exit_code"] == 0
+    [lost_work] = result.lost_work
+    assert lost_work.worker == "worker-0" and lost_work.files == ["calc.py"] and lost_work.steps == 0
+    [command] = lost_work.commands
+    assert command.command.endswith(FIX) and command.started_before_submit and command.exit_code == 0
     assert result.files_changed_after_submit == ["calc.py"]
+    lost = lost_work.to_dict()
     record = delegations(directory)
     assert record["submit_guard"] is False and record["lost_work"] == [lost]
     worker = record["delegations"][0]

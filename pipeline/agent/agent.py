@@ -50,7 +50,7 @@ STEPS_LEFT_NOTES = (3, 1)  # the agent is told how many replies remain when this
 ActionHandler = Callable[[AgentStep, Action], str]  # the observation; FormatError: the reply is rejected
 
 
-def prompt(system: str, instance: str, **variables: Any) -> list[dict[str, Any]]:
+def prompt(system: str, instance: str, **variables: Any) -> list[dict[str, str]]:
     """The opening messages from a system and an instance template."""
     return [{"role": "system", "content": render(system, **variables)},
             {"role": "user", "content": render(instance, **variables)}]

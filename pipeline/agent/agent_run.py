@@ -6,6 +6,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pipeline.edits.editor import EditRecord
 from pipeline.records.trajectory import ExitReason
 
 
@@ -32,7 +33,7 @@ class AgentStep:
     seconds: float = 0.0  # the whole step: model, command, bookkeeping
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # in the tool-call format
     changed_files: list[str] = field(default_factory=list)  # paths the command changed (when tracked)
-    edits: list[dict[str, Any]] = field(default_factory=list)  # an editor action's calls: command, path, ok or error
+    edits: list[EditRecord] = field(default_factory=list)  # an editor action's calls: command, path, ok or error
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0

@@ -9,11 +9,12 @@ rewrite after every step grew with the square of the steps.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from pipeline.agent.agent_run import AgentRun
+from pipeline.agent.agent_run import AgentRun, AgentStep
 from pipeline.agent.transcript import Transcript
 from pipeline.errors import StorageFault
 from pipeline.layout import reply_journal, trajectory_journal
@@ -21,6 +22,15 @@ from pipeline.records.trajectory import JOURNAL_FORMAT, read_trajectory
 from pipeline.storage import append_jsonl, remove, write_failure, write_json_atomic
 
 _LISTS = ("messages", "steps")
+
+Scalar = str | int | float | bool | None  # a top-level field of AgentRun other than its lists
+
+# One line of the journal (pipeline.records.trajectory.apply_entry reads it back): the whole record, or the fields
+# set, the messages replaced ([index, message] or [index, shell, [before, step, after]]), the messages extended
+# ([index, offset, text]) and the steps changed ([index, fields]); the first line also names the journal's format.
+JournalEntry = TypedDict("JournalEntry", {
+    "journal": int, "whole": dict[str, Any], "set": dict[str, Scalar], "messages": list[list[Any]],
+    "extend": list[list[Any]], "steps": list[list[Any]]}, total=False)
 
 
 class TrajectoryJournal:
@@ -59,14 +69,14 @@ class TrajectoryJournal:
             if self._written is None:  # a new trajectory: whatever an older one left is replaced
                 remove(self.steps_journal)
             if self._written is None or self._unsure:
-                entry: dict[str, Any] = {"whole": record.to_dict()}
+                entry: JournalEntry = {"whole": record.to_dict()}
                 written = _Written.of(record)
             else:
                 entry, written = self._written.changes(record), self._written
             if entry:
                 first = not self.steps_journal.exists()
                 try:
-                    append_jsonl(self.steps_journal, {"journal": JOURNAL_FORMAT, **entry} if first else entry)
+                    append_jsonl(self.steps_journal, JournalEntry(journal=JOURNAL_FORMAT, **entry) if first else entry)
                 except OSError as error:
                     # What the journal holds is not what ``written`` says now: the next save states it whole.
                     self._unsure = self._written is not None
@@ -107,9 +117,9 @@ class _Written:
     identity first), so a save costs no serialising of what did not change."""
 
     def __init__(self) -> None:
-        self.fields: dict[str, Any] = {}
+        self.fields: dict[str, Scalar] = {}
         self.messages: list[dict[str, Any]] = []
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[AgentStep] = []
 
     @classmethod
     def of(cls, record: AgentRun) -> _Written:
@@ -120,12 +130,12 @@ class _Written:
     def take(self, record: AgentRun) -> None:
         self.fields = _fields(record)
         self.messages = [copy.deepcopy(message) for message in record.messages]
-        self.steps = [copy.deepcopy(vars(step)) for step in record.steps]
+        self.steps = [copy.deepcopy(step) for step in record.steps]
 
-    def changes(self, record: AgentRun) -> dict[str, Any]:
+    def changes(self, record: AgentRun) -> JournalEntry:
         """The journal entry that brings the files from what they hold to ``record`` (empty: nothing changed)."""
         if len(record.messages) < len(self.messages) or len(record.steps) < len(self.steps):
-            entry: dict[str, Any] = {"whole": record.to_dict()}  # shrunk: no rule of the agent does that today
+            entry: JournalEntry = {"whole": record.to_dict()}  # shrunk: no rule of the agent does that today
             self.take(record)
             return entry
         entry = {}
@@ -138,7 +148,7 @@ class _Written:
         self._step_changes(record, entry)
         return entry
 
-    def _message_changes(self, record: AgentRun, entry: dict[str, Any]) -> None:
+    def _message_changes(self, record: AgentRun, entry: JournalEntry) -> None:
         replaced: list[list[Any]] = []
         extended: list[list[Any]] = []
         for index, message in enumerate(record.messages):
@@ -161,20 +171,21 @@ class _Written:
         if extended:
             entry["extend"] = extended
 
-    def _step_changes(self, record: AgentRun, entry: dict[str, Any]) -> None:
-        changed = []
+    def _step_changes(self, record: AgentRun, entry: JournalEntry) -> None:
+        changed: list[list[Any]] = []
         for index, step in enumerate(record.steps):
-            now = vars(step)
             if index < len(self.steps):
                 before = self.steps[index]
-                if now == before:
+                if step == before:
                     continue
-                fields = {key: value for key, value in now.items() if before.get(key, _ABSENT) != value}
-                changed.append([index, copy.deepcopy(fields)])
-                before.update(copy.deepcopy(fields))
+                differ = {f.name: getattr(step, f.name) for f in dataclasses.fields(step)
+                          if getattr(before, f.name) != getattr(step, f.name)}
+                changed.append([index, copy.deepcopy(differ)])
+                for name, value in differ.items():
+                    setattr(before, name, copy.deepcopy(value))
             else:
                 changed.append([index, asdict(step)])
-                self.steps.append(copy.deepcopy(now))
+                self.steps.append(copy.deepcopy(step))
         if changed:
             entry["steps"] = changed
 
@@ -197,5 +208,5 @@ def _message_entry(index: int, message: dict[str, Any], record: AgentRun) -> lis
     return [index, copy.deepcopy(message)]
 
 
-def _fields(record: AgentRun) -> dict[str, Any]:
+def _fields(record: AgentRun) -> dict[str, Scalar]:
     return {key: value for key, value in vars(record).items() if key not in _LISTS}

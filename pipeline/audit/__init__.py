@@ -6,6 +6,7 @@ from pipeline.audit.project import Subject, task_subject
 from pipeline.audit.retrieval import (
     KINDS,
     AgentAction,
+    FindingData,
     Reaching,
     agent_actions,
     audit,
@@ -14,5 +15,5 @@ from pipeline.audit.retrieval import (
     reached_line,
 )
 
-__all__ = ["KINDS", "AgentAction", "Reaching", "Subject", "agent_actions", "audit", "audit_agent", "finding_dicts",
-           "reached_line", "task_subject"]
+__all__ = ["KINDS", "AgentAction", "FindingData", "Reaching", "Subject", "agent_actions", "audit", "audit_agent",
+           "finding_dicts", "reached_line", "task_subject"]

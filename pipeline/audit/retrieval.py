@@ -20,8 +20,8 @@ what it flags and what it leaves alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
 
 from pipeline.audit.history import KnownHashes, git_subcommand, history_reason
 from pipeline.audit.invocations import invocations
@@ -48,6 +48,16 @@ class AgentAction:
     output: str | None = None
 
 
+class FindingData(TypedDict):
+    """A finding as a record's ``retrieval`` list holds it (pipeline.records.retrieval.RetrievalFinding)."""
+
+    kind: str
+    step: int
+    command: str
+    reason: str
+    agent: NotRequired[str]  # whose, where a record holds several agents' findings
+
+
 @dataclass(frozen=True)
 class Reaching:
     """One finding: a step that reached for the answer, of one kind (a key of KINDS), and why."""
@@ -57,8 +67,8 @@ class Reaching:
     command: str  # as recorded, its first COMMAND_CHARS characters
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> FindingData:
+        return {"kind": self.kind, "step": self.step, "command": self.command, "reason": self.reason}
 
 
 def audit(actions: Iterable[AgentAction], subject: Subject) -> list[Reaching]:
@@ -129,12 +139,18 @@ def agent_actions(trajectory: Any) -> list[AgentAction]:
     return actions
 
 
-def finding_dicts(findings: list[Reaching], agent: str | None = None) -> list[dict[str, Any]]:
+def finding_dicts(findings: list[Reaching], agent: str | None = None) -> list[FindingData]:
     """Findings as a record's ``retrieval`` list holds them (``agent``: whose, where a record holds several)."""
-    return [{**finding.to_dict(), **({"agent": agent} if agent else {})} for finding in findings]
+    found = []
+    for finding in findings:
+        data = finding.to_dict()
+        if agent:
+            data["agent"] = agent
+        found.append(data)
+    return found
 
 
-def audit_agent(trajectory: Any, subject: Subject, agent: str | None = None) -> list[dict[str, Any]]:
+def audit_agent(trajectory: Any, subject: Subject, agent: str | None = None) -> list[FindingData]:
     """The findings on a swepipe agent's trajectory (``agent_actions``), as a record's ``retrieval`` holds them."""
     return finding_dicts(audit(agent_actions(trajectory), subject), agent)
 

@@ -34,7 +34,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import yaml
 
@@ -44,6 +44,7 @@ from pipeline.datasets import BUNDLED_DIR as BUNDLED_ROOT  # noqa: F401 - build.
 from pipeline.datasets import BUNDLED_IMAGE_REPOSITORY as IMAGE_REPOSITORY
 from pipeline.datasets import BUNDLED_IMAGES_DIR as IMAGES_ROOT  # noqa: F401 - build.IMAGES_ROOT (images.py)
 from pipeline.datasets import BUNDLED_TASKS_DIR as TASKS_ROOT
+from pipeline.tasks.task import TaskRow
 
 # Identity and clock of every commit, so that shas do not depend on who builds or when.
 AUTHOR_NAME = "swepipe bundled tasks"
@@ -76,6 +77,31 @@ ROW_COLUMNS = (
     "selected_test_files_to_run",
     "dockerhub_tag",
 )
+
+class TaskYaml(TypedDict):
+    """A bundled task's task.yaml (``load_task`` checks it): the dataset's columns a task states itself."""
+
+    instance_id: str
+    repo: str
+    repo_language: str
+    problem_statement: str
+    requirements: str
+    interface: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    selected_test_files_to_run: list[str]
+    dockerhub_tag: str
+    issue_specificity: list[str]
+    issue_categories: list[str]
+    gold_message: NotRequired[str]  # the gold commit's message (else the problem statement's first line)
+
+
+class HistoryCommit(TypedDict):
+    """A commit of a bundled task's history.yaml: its message, and the paths of the files it adds."""
+
+    message: str
+    paths: NotRequired[list[str]]
+
 
 TASK_FIELDS = (
     "instance_id",
@@ -115,7 +141,7 @@ def task_dirs(tasks_root: Path = TASKS_ROOT) -> list[Path]:
     return sorted(p.parent for p in Path(tasks_root).glob("*/task.yaml"))
 
 
-def load_task(task_dir: Path) -> dict[str, Any]:
+def load_task(task_dir: Path) -> TaskYaml:
     """task.yaml of one task, checked for the fields the dataset needs."""
     task_dir = Path(task_dir)
     with open(task_dir / "task.yaml", encoding="utf-8") as fh:
@@ -132,10 +158,15 @@ def load_task(task_dir: Path) -> dict[str, Any]:
     for name in ("fail_to_pass", "pass_to_pass", "selected_test_files_to_run", "issue_specificity", "issue_categories"):
         if not isinstance(task[name], list) or not all(isinstance(x, str) for x in task[name]):
             raise BundledTaskError(f"{task_dir}: {name} must be a list of strings")
-    return task
+    for name in ("instance_id", "repo", "problem_statement", "requirements", "interface", "dockerhub_tag"):
+        if not isinstance(task[name], str):
+            raise BundledTaskError(f"{task_dir}: {name} must be a string")
+    if not isinstance(task.get("gold_message", ""), str):
+        raise BundledTaskError(f"{task_dir}: gold_message must be a string")
+    return cast(TaskYaml, task)  # every field checked above
 
 
-def load_history(task_dir: Path) -> list[dict[str, Any]]:
+def load_history(task_dir: Path) -> list[HistoryCommit]:
     with open(Path(task_dir) / "history.yaml", encoding="utf-8") as fh:
         history = yaml.safe_load(fh)
     if not isinstance(history, list) or not history:
@@ -143,7 +174,11 @@ def load_history(task_dir: Path) -> list[dict[str, Any]]:
     for i, commit in enumerate(history):
         if not isinstance(commit, dict) or not isinstance(commit.get("message"), str):
             raise BundledTaskError(f"{task_dir}: history.yaml commit {i} needs a message")
-    return history
+        paths = commit.get("paths", [])
+        if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+            raise BundledTaskError(f"{task_dir}: history.yaml commit {i}'s paths must be a list of strings")
+    checked: list[HistoryCommit] = history
+    return checked
 
 
 def base_files(task_dir: Path) -> list[str]:
@@ -322,7 +357,7 @@ def before_repo_set_cmd(base_sha: str, gold_sha: str, test_files: Iterable[str])
     )
 
 
-def build_row(task_dir: Path, workdir: Path | None = None) -> dict[str, Any]:
+def build_row(task_dir: Path, workdir: Path | None = None) -> TaskRow:
     task_dir = Path(task_dir)
     task = load_task(task_dir)
     gold = read_patch(task_dir, "gold.patch")
@@ -331,17 +366,18 @@ def build_row(task_dir: Path, workdir: Path | None = None) -> dict[str, Any]:
         raise BundledTaskError(f"{task_dir}: test.patch deletes {patch_deletes(test)}; hidden tests cannot be deleted")
     with tempfile.TemporaryDirectory(prefix="swepipe-bundled-") as tmp:
         base_sha, gold_sha = materialise_repo(task_dir, Path(workdir or tmp) / "repo")
-    values = {
-        **{name: task[name] for name in TASK_FIELDS},
-        "base_commit": base_sha,
-        "patch": gold,
-        "test_patch": test,
+    return {  # in ROW_COLUMNS' order
+        "repo": task["repo"], "instance_id": task["instance_id"], "base_commit": base_sha, "patch": gold,
+        "test_patch": test, "problem_statement": task["problem_statement"], "requirements": task["requirements"],
+        "interface": task["interface"], "repo_language": task["repo_language"], "fail_to_pass": task["fail_to_pass"],
+        "pass_to_pass": task["pass_to_pass"], "issue_specificity": task["issue_specificity"],
+        "issue_categories": task["issue_categories"],
         "before_repo_set_cmd": before_repo_set_cmd(base_sha, gold_sha, patch_paths(test)),
+        "selected_test_files_to_run": task["selected_test_files_to_run"], "dockerhub_tag": task["dockerhub_tag"],
     }
-    return {column: values[column] for column in ROW_COLUMNS}
 
 
-def build_rows(tasks_root: Path = TASKS_ROOT) -> list[dict[str, Any]]:
+def build_rows(tasks_root: Path = TASKS_ROOT) -> list[TaskRow]:
     """One dataset row per task under `tasks_root`, sorted by instance id."""
     return [build_row(task_dir) for task_dir in task_dirs(tasks_root)]
 

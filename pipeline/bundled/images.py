@@ -102,7 +102,7 @@ def build_images(instance_ids: list[str] | None = None, force: bool = False, on_
             seconds = build_base_image(force=force, log=lambda _line: None)
             results.append(Built(BASE_IMAGE, seconds, seconds == 0.0))
         elif kind == "language":
-            results.append(build_language_image(item, force))
+            results.append(build_language_image(str(item), force))
         else:
-            results.append(build_task_image(item, force))
+            results.append(build_task_image(Path(item), force))
     return results

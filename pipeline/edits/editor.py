@@ -18,6 +18,7 @@ import shlex
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from pipeline.edits.blocks import File, closest, find_lines, split_lines
 from pipeline.errors import ContainerDied, InfrastructureFault
@@ -113,6 +114,16 @@ def _shown(value, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
+class EditRecord(TypedDict):
+    """An editor call as a trajectory's step keeps it (``AgentStep.edits``)."""
+
+    command: str
+    path: str
+    ok: bool
+    error: NotRequired[str]  # when not ok: what the agent was told
+    tolerated: NotRequired[list[str]]
+
+
 @dataclass(frozen=True)
 class EditorResult:
     call: EditorCall
@@ -125,9 +136,9 @@ class EditorResult:
     def changed(self) -> bool:
         return self.written is not None
 
-    def record(self) -> dict:
+    def record(self) -> EditRecord:
         """What a trajectory's step keeps of it: the command, the path, ok or the error, what was tolerated."""
-        entry = {"command": self.call.command, "path": self.written or self.call.path, "ok": self.ok}
+        entry: EditRecord = {"command": self.call.command, "path": self.written or self.call.path, "ok": self.ok}
         if not self.ok:
             entry["error"] = self.observation
         if self.tolerated:

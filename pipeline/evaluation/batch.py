@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TypedDict, TypeGuard
 
 from pipeline import patchtext
 from pipeline.errors import InfrastructureFault
@@ -19,6 +19,23 @@ from pipeline.records import EvalResult, Unreadable
 from pipeline.records.evaluation import Attempt, EvalCategory, Finding, infrastructure_files
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
+
+
+class EvalSummaryData(TypedDict):
+    """The scoring's summary.json (``EvalSummary.as_dict``)."""
+
+    predictions_evaluated: int
+    scored: int
+    resolved: int
+    resolve_rate_scored: float | None
+    resolve_rate_dataset: float | None
+    dataset_size: int
+    categories: dict[str, int]
+    flagged: int
+    resolved_changing_test_infrastructure: dict[str, list[str]]
+    unknown_instances: list[str]
+    skipped_finished: list[str]
+    rescored_changed_patch: list[str]
 
 
 @dataclass
@@ -54,7 +71,7 @@ class EvalSummary:
                    if r.resolved is True}
         return {i: files for i, files in changed.items() if files}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> EvalSummaryData:
         return {
             "predictions_evaluated": len(self.results), "scored": self.scored, "resolved": self.resolved,
             "resolve_rate_scored": self.resolved / self.scored if self.scored else None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pipeline.evaluation.batch import has_verdict, read_result, score_one
 from pipeline.evaluation.runner import EvalSettings
@@ -21,6 +21,7 @@ from pipeline.layout import TASK, RunLayout, TaskPaths, is_candidate_key
 from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Pool, Unreadable, read_json
 from pipeline.records.evaluation import EvalCategory
+from pipeline.records.pool import Candidate
 from pipeline.storage import write_json_atomic
 from pipeline.tasks import Task
 
@@ -37,6 +38,43 @@ class CandidateJob:
     patch: str
     votes: int | None  # None: the pool does not say
     rollouts: list[int] | None
+
+
+class CandidateRow(TypedDict):
+    """A candidate in a task's candidates/summary.json."""
+
+    key: str
+    votes: int | None
+    rollouts: list[int] | None
+    resolved: bool | None
+    category: str | None
+
+
+class TaskCandidatesSummary(TypedDict):
+    """A task's candidates/summary.json; the run's by_task."""
+
+    instance_id: str
+    error: str | None
+    candidates: list[CandidateRow]
+    total: int
+    resolved: int
+    infra_error: int
+
+
+class CandidatesSummaryData(TypedDict):
+    """The run's scoring of candidates, as ``swepipe eval --candidates --json`` and its summary give it."""
+
+    run: str
+    tasks: int
+    candidates: int
+    scored_now: int
+    skipped: int
+    resolved: int
+    infra_error: int
+    no_pool: list[str]
+    unknown: list[str]
+    failed: dict[str, str]
+    by_task: dict[str, TaskCandidatesSummary]
 
 
 @dataclass
@@ -58,8 +96,8 @@ class TaskCandidates:
         return [key for key in self.keys
                 if key in self.results and self.results[key].category == EvalCategory.INFRA_ERROR]
 
-    def as_dict(self) -> dict[str, Any]:
-        rows = []
+    def as_dict(self) -> TaskCandidatesSummary:
+        rows: list[CandidateRow] = []
         for key in self.keys:
             result = self.results.get(key) or EvalResult()
             rows.append({"key": key, "votes": result.votes, "rollouts": result.rollouts,
@@ -96,7 +134,7 @@ class CandidatesSummary:
     def infra_errors(self) -> int:
         return sum(len(t.infra_errors) for t in self.tasks.values())
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CandidatesSummaryData:
         return {"run": str(self.run_dir), "tasks": len(self.tasks), "candidates": self.candidates,
                 "scored_now": self.scored_now, "skipped": self.skipped, "resolved": self.resolved,
                 "infra_error": self.infra_errors, "no_pool": self.no_pool, "unknown": self.unknown,
@@ -109,7 +147,7 @@ class CandidatesPlan:
     todo: list[CandidateJob]
 
 
-def read_pool(path: Path) -> list[dict[str, Any]]:
+def read_pool(path: Path) -> list[Candidate]:
     """The candidates of a pool.json (pipeline.records.Pool), checked: MalformedPool says what is wrong with it."""
     read = read_json(path)
     if read.problem is not None:
@@ -135,7 +173,7 @@ def read_pool(path: Path) -> list[dict[str, Any]]:
         seen.add(key)
         if not isinstance(candidate.patch, str) or not candidate.patch.strip():
             raise MalformedPool(f"{where} ({key}) has no \"patch\" text")
-    return [candidate.to_dict() for candidate in pool.candidates]
+    return list(pool.candidates)
 
 
 def plan_candidates(run_dir: Path, tasks: list[Task], redo: bool = False) -> CandidatesPlan:
@@ -162,15 +200,15 @@ def plan_candidates(run_dir: Path, tasks: list[Task], redo: bool = False) -> Can
             entry.error = str(error)
             continue
         for candidate in candidates:
-            key = candidate["key"]
+            key = candidate.key
             entry.keys.append(key)
             previous = read_result(paths.candidate_result(key))
             if has_verdict(previous) and not redo:
                 entry.results[key] = previous
                 entry.skipped.append(key)
                 continue
-            todo.append(CandidateJob(task=by_id[instance_id], paths=paths, key=key, patch=candidate["patch"],
-                                     votes=candidate.get("votes"), rollouts=candidate.get("rollouts")))
+            todo.append(CandidateJob(task=by_id[instance_id], paths=paths, key=key, patch=candidate.patch,
+                                     votes=candidate.votes, rollouts=candidate.rollouts))
     return CandidatesPlan(summary, todo)
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from typing import Any
+from typing import TypedDict
 
 from pipeline import patchtext
 from pipeline.evaluation import canaries
@@ -55,7 +55,14 @@ SHOWN = 3  # names given in a finding's detail
 _NAME_WIDTH = 200  # characters of a name shown in a detail
 
 
-def finding(kind: str, detail: str) -> dict[str, Any]:
+class IntegrityFinding(TypedDict):
+    """One finding as a result's ``integrity`` list holds it (pipeline.records.evaluation.Finding)."""
+
+    kind: str
+    detail: str
+
+
+def finding(kind: str, detail: str) -> IntegrityFinding:
     return {"kind": kind, "detail": detail}
 
 
@@ -63,7 +70,7 @@ def digest(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-def grader_findings(sent: dict[str, bytes], found: dict[str, str] | None) -> list[dict[str, Any]]:
+def grader_findings(sent: dict[str, bytes], found: dict[str, str] | None) -> list[IntegrityFinding]:
     """``sent``: the files put in the tests' /workspace; ``found``: what /workspace held once the tests had ended
     (name -> ``digest`` of a regular file, or the kind of anything else: ``files.archive_digests``), None when it
     was gone."""
@@ -71,7 +78,7 @@ def grader_findings(sent: dict[str, bytes], found: dict[str, str] | None) -> lis
         return [finding(GRADER_WRITTEN, f"the test run removed {WORKSPACE}")]
     changed = [name for name, payload in sent.items() if found.get(name) != digest(payload)]
     written = [name for name in GRADER_OUTPUTS if name in found]
-    findings = []
+    findings: list[IntegrityFinding] = []
     if changed:
         findings.append(finding(GRADER_WRITTEN, f"the test run changed or removed {_names(changed)} in {WORKSPACE}"))
     if written:
@@ -80,7 +87,7 @@ def grader_findings(sent: dict[str, bytes], found: dict[str, str] | None) -> lis
     return findings
 
 
-def conflicting_findings(task: Task, entries: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def conflicting_findings(task: Task, entries: list[tuple[str, str]]) -> list[IntegrityFinding]:
     """A required test reported more than once with different statuses (``entries``: output.json's, in order)."""
     required = set(task.fail_to_pass) | set(task.pass_to_pass)
     reported: dict[str, list[str]] = {}
@@ -98,10 +105,10 @@ def conflicting_findings(task: Task, entries: list[tuple[str, str]]) -> list[dic
 
 
 def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passed: set[str],
-                     unreported_failures: int = 0) -> list[dict[str, Any]]:
+                     unreported_failures: int = 0) -> list[IntegrityFinding]:
     """Tests reported PASSED (``passed``) where the runners' summaries in the logs count failures (beside
     ``unreported_failures``: planted tests that must fail, which a parser may not report)."""
-    findings = []
+    findings: list[IntegrityFinding] = []
     not_passing = sum(1 for name in statuses if name not in passed) + unreported_failures
     if passed and summaries.counted > not_passing:
         runners = ", ".join(f"{runner}: {count}" for runner, count in summaries.failed.items() if count)
@@ -115,11 +122,11 @@ def summary_findings(summaries: RunnerSummaries, statuses: dict[str, str], passe
     return findings
 
 
-def canary_findings(outcome: canaries.CanaryOutcome) -> list[dict[str, Any]]:
+def canary_findings(outcome: canaries.CanaryOutcome) -> list[IntegrityFinding]:
     return [finding(CANARY, detail) for detail in canaries.findings(outcome)]
 
 
-def summary_missing_findings(runner: Runner | None, summaries: RunnerSummaries) -> list[dict[str, Any]]:
+def summary_missing_findings(runner: Runner | None, summaries: RunnerSummaries) -> list[IntegrityFinding]:
     """The runner's end-of-run summary absent from a run whose required tests passed (nothing to ask of a runner
     swepipe does not know, or of one run so that it prints none: ``canaries.CanaryPlan.summary``)."""
     if runner is None:

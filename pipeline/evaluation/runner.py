@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import requests
 from docker.errors import NotFound
@@ -26,6 +26,7 @@ from pipeline.evaluation.engine import EngineDown, InfraError, engine_down, thro
 from pipeline.evaluation.files import archive_digests, tar_stream
 from pipeline.evaluation.integrity import (
     GRADER_OUTPUTS,
+    IntegrityFinding,
     canary_findings,
     conflicting_findings,
     grader_findings,
@@ -97,13 +98,13 @@ class EvalSettings:
 class ScoringRun:
     """What the two containers of one scoring gave, beside the files they left in the output folder."""
 
-    identity: dict[str, Any] = field(default_factory=dict)  # the image's (``image_identity``)
+    identity: ImageIdentity = field(default_factory=lambda: ImageIdentity())  # the image's (``image_identity``)
     exit_code: int | None = None  # the tests' container's
     timed_out: bool = False
     apply_status: str | None = None  # git apply's exit status, from the marker line
     canary_status: str | None = None  # the canaries' status, from the marker line (pipeline.evaluation.canaries)
     tests_started: bool = False  # the marker line was seen: the setup ended and the tests ran
-    grader: list[dict[str, Any]] = field(default_factory=list)  # grader_written findings
+    grader: list[IntegrityFinding] = field(default_factory=list)  # grader_written findings
     parser_exit_code: int | None = None
     output_size: int | None = None  # bytes of output.json; None: the parser wrote none
     parser_unfit_here: str | None = None  # why the parser ran in the task's image (None: on this machine, host_parser)
@@ -287,7 +288,7 @@ def _check_stop(task: Task) -> None:
         raise stopping.Stopped(task.instance_id)
 
 
-def _workspace_findings_and_removal(container: Any, workspace: dict[str, bytes]) -> list[dict[str, Any]]:
+def _workspace_findings_and_removal(container: Any, workspace: dict[str, bytes]) -> list[IntegrityFinding]:
     """The grader_written findings of what the tests' container's /workspace holds; the container removed."""
     try:
         return grader_findings(workspace, _workspace_digests(container))
@@ -336,7 +337,14 @@ def _save_logs(out_dir: Path, spool: Path, printed: list[BoundedOutput], limit: 
         redact_file(log)
 
 
-def image_identity(image: Any) -> dict[str, Any]:
+class ImageIdentity(TypedDict, total=False):
+    """The scored image as the result's ``scorer`` names it (``image_identity``); empty when none was found."""
+
+    image_id: str
+    image_digest: str | None
+
+
+def image_identity(image: Any) -> ImageIdentity:
     """What names the scored image exactly: its id (the digest of its config, the same on every machine for the
     same build) and, for an image pulled from a registry, its repository digest (``repo@sha256:...``, what a
     reader can pull again); None for one built here and never pushed."""

@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from pipeline.evaluation.batch import has_verdict
 from pipeline.evaluation.runner import EvalSettings
@@ -39,6 +39,31 @@ RELIABLE = "reliable.txt"
 # (patch, should the test pass) -> what it is when it does the opposite on every run
 _WRONG = {("gold", True): "not passing with the gold patch", ("empty", True): "PASS_TO_PASS not passing at base",
           ("empty", False): "FAIL_TO_PASS passing at base"}
+
+
+class PatchRuns(TypedDict):
+    resolved: int
+    unevaluable: int
+
+
+class HiddenTestsByOutcome(TypedDict):
+    stable: list[str]
+    flaky: list[str]
+    broken: list[str]
+
+
+class TaskCheckRow(TypedDict):
+    """A task's line of the validation's instances file."""
+
+    instance_id: str
+    repo: str
+    language: str
+    status: str
+    replicas: int
+    gold: PatchRuns
+    empty: PatchRuns
+    tests: HiddenTestsByOutcome
+    problems: list[str]
 
 
 @dataclass
@@ -63,7 +88,7 @@ class TaskCheck:
         """Sound: reliable, and nothing else wrong with it (a hidden test named in the prompt)."""
         return self.status == "reliable" and not self.problems
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> TaskCheckRow:
         return {"instance_id": self.instance_id, "repo": self.repo, "language": self.language,
                 "status": self.status, "replicas": self.replicas,
                 "gold": {"resolved": self.gold_resolved, "unevaluable": self.unevaluable.get("gold", 0)},

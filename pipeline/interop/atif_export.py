@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, TypeVar, cast
 
 import atif
 
@@ -42,6 +43,149 @@ ATIF_SUFFIX = ".atif.json"
 AGENT_NAME = "swepipe"
 
 
+# The optional parts below may hold None until ``_present`` leaves such keys out, as the files never hold them.
+
+
+class SourceExtra(TypedDict, total=False):
+    """What the root's ``extra.swepipe`` adds of one kind of agent: a junior rollout's settings, the principal's
+    outcome."""
+
+    temperature: float | None
+    seed: int | None
+    reused_from: str | None
+    patch_source: str | None
+    recorded_cost_usd: float | None
+    source: str | None
+    error: str | None
+
+
+class ToolCall(TypedDict):
+    """An ATIF tool call: the call as sent, or a text-format action block as a call of the action's name."""
+
+    tool_call_id: str
+    function_name: str
+    arguments: dict[str, Any]  # the call's arguments: JSON, as the model wrote them
+    extra: NotRequired[dict[str, str]]  # {"format": "text"} for an action block
+
+
+class ResultExtra(TypedDict, total=False):
+    exit_code: int | None
+    timed_out: bool | None
+    changed_files: list[str] | None
+    edits: list[dict[str, Any]] | None  # the editor calls as the trajectory file holds them
+
+
+class SubagentRef(TypedDict):
+    trajectory_id: str
+
+
+class ObservationResult(TypedDict, total=False):
+    source_call_id: str
+    content: str | None
+    extra: ResultExtra | None
+    subagent_trajectory_ref: list[SubagentRef]
+
+
+class Observation(TypedDict):
+    results: list[ObservationResult]
+
+
+class MetricsExtra(TypedDict, total=False):
+    cache_write_tokens: int | None
+    latency: float | None
+    retries: int | None
+    call: str | None
+
+
+class Metrics(TypedDict, total=False):
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int
+    cost_usd: float | None
+    extra: MetricsExtra
+
+
+class StepExtra(TypedDict, total=False):
+    format_error: str | None
+    action: str | None
+    model_seconds: float | None
+    command_seconds: float | None
+    seconds: float | None
+
+
+class Step(TypedDict):
+    """An ATIF step: the opening's system prompt and task, then one a reply."""
+
+    step_id: int
+    source: str  # system, user or agent
+    message: str
+    timestamp: NotRequired[str | None]
+    model_name: NotRequired[str | None]
+    tool_calls: NotRequired[list[ToolCall] | None]
+    observation: NotRequired[Observation | None]
+    metrics: NotRequired[Metrics | None]
+    extra: NotRequired[StepExtra | None]
+
+
+class AtifVerdict(TypedDict, total=False):
+    resolved: bool | None
+    category: str | None
+
+
+class SwepipeExtra(SourceExtra, total=False):
+    """The root's ``extra.swepipe``: what the specification has no place for (its values None are left out)."""
+
+    run_id: str
+    instance_id: str
+    agent: str
+    role: str
+    strategy: str | None
+    models: dict[str, Any]  # role -> model, as the prediction holds them
+    exit_status: str | None
+    submission: str | None
+    submission_is_patch: bool
+    verdict: AtifVerdict | None
+
+
+class AgentInfo(TypedDict):
+    name: str
+    version: str
+    model_name: NotRequired[str | None]
+    extra: dict[str, str]  # {"role": ...}
+
+
+class FinalMetricsExtra(TypedDict):
+    model_calls: int
+    failed_calls: int
+
+
+class FinalMetrics(TypedDict):
+    total_prompt_tokens: int
+    total_completion_tokens: int
+    total_cached_tokens: int
+    total_cost_usd: float
+    total_steps: int
+    extra: FinalMetricsExtra
+
+
+class RootExtra(TypedDict):
+    swepipe: SwepipeExtra
+
+
+class Trajectory(TypedDict):
+    """An ATIF trajectory as swepipe makes it, before the atif package's models check it."""
+
+    schema_version: str
+    session_id: str
+    trajectory_id: str
+    agent: AgentInfo
+    steps: list[Step]
+    final_metrics: FinalMetrics
+    extra: RootExtra
+    notes: NotRequired[str]
+    subagent_trajectories: NotRequired[list[Trajectory]]
+
+
 @dataclass
 class AgentSource:
     """One agent's records, as the export reads them."""
@@ -54,7 +198,7 @@ class AgentSource:
     exit_status: str | None = None
     submission: str | None = None
     submission_is_patch: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: SourceExtra = field(default_factory=lambda: SourceExtra())
     workers: list[AgentSource] = field(default_factory=list)  # a lead's, embedded
     delegated_at: dict[str, int] = field(default_factory=dict)  # a lead's: worker name -> the lead's step index
 
@@ -94,8 +238,9 @@ def agent_sources(paths: TaskPaths, prediction: Prediction) -> list[AgentSource]
                 f"junior-{path.stem}", Role.JUNIOR, _text(rollout.model) or models.get(Role.JUNIOR),
                 rows("junior", path.stem), run=rollout.trajectory, exit_status=rollout.exit_reason,
                 submission=rollout.patch, submission_is_patch=True,
-                extra=_present(temperature=rollout.temperature, seed=rollout.seed, reused_from=rollout.reused_from,
-                               patch_source=rollout.patch_source, recorded_cost_usd=rollout.cost)))
+                extra=_present(SourceExtra(temperature=rollout.temperature, seed=rollout.seed,
+                                           reused_from=rollout.reused_from, patch_source=rollout.patch_source,
+                                           recorded_cost_usd=rollout.cost))))
     senior = records.read_trajectory(paths.senior_files.trajectory).data
     if isinstance(senior, dict):
         found.append(AgentSource("senior", Role.SENIOR, models.get(Role.SENIOR), rows("senior", "senior"), run=senior,
@@ -168,7 +313,7 @@ def _principal(paths: TaskPaths, model: str | None, ledger: list[LedgerRow]) -> 
               ExitReason.FORMAT_ERRORS if result.to_dict() else None)
     return AgentSource("principal", Role.PRINCIPAL, model, ledger, run={"messages": messages, "steps": steps},
                        exit_status=status, submission=result.patch if source == "principal" else None,
-                       submission_is_patch=True, extra=_present(source=source, error=error))
+                       submission_is_patch=True, extra=_present(SourceExtra(source=source, error=error)))
 
 
 # -- one agent as an ATIF trajectory -----------------------------------------------------------------------------
@@ -179,14 +324,14 @@ class _TaskContext:
     run_id: str
     instance_id: str
     prediction: Prediction
-    verdict: dict[str, Any] | None
+    verdict: AtifVerdict | None
 
 
 def atif_trajectory(source: AgentSource, context: _TaskContext) -> dict[str, Any]:
     """``source`` as an ATIF trajectory (JSON data), validated against the atif models; secrets redacted, the
     submitted patch kept byte for byte."""
     data = _trajectory_data(source, context)
-    clean = redact_data(data)
+    clean: Trajectory = redact_data(data)
     _restore_submissions(clean, data)
     try:
         return atif.Trajectory.model_validate(clean).to_json_dict()
@@ -195,32 +340,34 @@ def atif_trajectory(source: AgentSource, context: _TaskContext) -> dict[str, Any
                            f"records does not validate: {error}") from None
 
 
-def _restore_submissions(clean: dict[str, Any], data: dict[str, Any]) -> None:
+def _restore_submissions(clean: Trajectory, data: Trajectory) -> None:
     """A patch keeps its bytes (only the environment's secret values go, as for patches everywhere)."""
     own, raw = clean["extra"]["swepipe"], data["extra"]["swepipe"]
-    if raw.get("submission_is_patch") and isinstance(raw.get("submission"), str):
-        own["submission"] = redact_values(raw["submission"])
+    submission = raw.get("submission")
+    if raw.get("submission_is_patch") and isinstance(submission, str):
+        own["submission"] = redact_values(submission)
     for cleaned, original in zip(clean.get("subagent_trajectories") or [], data.get("subagent_trajectories") or [],
                                  strict=True):
         _restore_submissions(cleaned, original)
 
 
-def _trajectory_data(source: AgentSource, context: _TaskContext, embedded: bool = False) -> dict[str, Any]:
+def _trajectory_data(source: AgentSource, context: _TaskContext, embedded: bool = False) -> Trajectory:
     run = source.run or {}
     steps = _steps(source, run)
     rows = source.ledger
-    own = {"run_id": context.run_id, "instance_id": context.instance_id, "agent": source.name,
-           "role": source.role, "strategy": context.prediction.strategy,
-           "models": {role: model for role, model in (context.prediction.models or {}).items()},
-           "exit_status": source.exit_status or _text(run.get("exit_reason")) or None,
-           "error": _text(run.get("error")), "submission": source.submission,
-           "submission_is_patch": source.submission_is_patch, "verdict": context.verdict, **source.extra}
-    data: dict[str, Any] = {
+    own = SwepipeExtra(run_id=context.run_id, instance_id=context.instance_id, agent=source.name,
+                       role=source.role, strategy=context.prediction.strategy,
+                       models={role: model for role, model in (context.prediction.models or {}).items()},
+                       exit_status=source.exit_status or _text(run.get("exit_reason")) or None,
+                       error=_text(run.get("error")), submission=source.submission,
+                       submission_is_patch=source.submission_is_patch, verdict=context.verdict)
+    own.update(source.extra)
+    data: Trajectory = {
         "schema_version": ATIF_VERSION,
         "session_id": f"{context.run_id}/{context.instance_id}",
         "trajectory_id": source.name if embedded else f"{context.instance_id}/{source.name}",
-        "agent": {"name": AGENT_NAME, "version": _version(), **_present(model_name=source.model),
-                  "extra": {"role": source.role}},
+        "agent": _present(AgentInfo(name=AGENT_NAME, version=_version(), model_name=source.model,
+                                    extra={"role": source.role})),
         "steps": steps,
         "final_metrics": {"total_prompt_tokens": sum(row.input_tokens for row in rows),
                           "total_completion_tokens": sum(row.output_tokens for row in rows),
@@ -229,7 +376,7 @@ def _trajectory_data(source: AgentSource, context: _TaskContext, embedded: bool 
                           "total_steps": len(steps),
                           "extra": {"model_calls": len(rows), "failed_calls": sum(row.error is not None
                                                                                    for row in rows)}},
-        "extra": {"swepipe": {key: value for key, value in own.items() if value is not None}},
+        "extra": {"swepipe": _present(own)},
     }
     if not rows and source.extra.get("reused_from"):
         data["notes"] = ("the rollout was reused from another run: its calls are in that run's ledger, so the final "
@@ -241,7 +388,7 @@ def _trajectory_data(source: AgentSource, context: _TaskContext, embedded: bool 
     return data
 
 
-def _steps(source: AgentSource, run: dict[str, Any]) -> list[dict[str, Any]]:
+def _steps(source: AgentSource, run: dict[str, Any]) -> list[Step]:
     messages = [m for m in _list(run.get("messages")) if isinstance(m, dict)]
     agent_steps = [s for s in _list(run.get("steps")) if isinstance(s, dict)]
     opening = _opening(messages)
@@ -250,11 +397,11 @@ def _steps(source: AgentSource, run: dict[str, Any]) -> list[dict[str, Any]]:
         replies = [(_text(step.get("reply")) or "", None) for step in agent_steps]
     started = run.get("started") if isinstance(run.get("started"), (int, float)) else None
     successful = [row for row in source.ledger if row.error is None]
-    steps: list[dict[str, Any]] = []
+    steps: list[Step] = []
     for message in opening:
         role = "system" if message.get("role") == "system" else "user"
-        steps.append({"step_id": len(steps) + 1, "source": role, "message": _content(message.get("content")),
-                      **_present(timestamp=_iso(started))})
+        steps.append(_present(Step(step_id=len(steps) + 1, source=role, message=_content(message.get("content")),
+                                   timestamp=_iso(started))))
     for index, step in enumerate(agent_steps):
         reply, seen = replies[index]
         row = successful[index] if index < len(successful) else None
@@ -283,40 +430,44 @@ def _replies(messages: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
 
 
 def _agent_step(step_id: int, step: dict[str, Any], reply: str, seen: str | None, row: LedgerRow | None,
-                model: str | None) -> dict[str, Any]:
+                model: str | None) -> Step:
     index = step.get("index") if isinstance(step.get("index"), int) else step_id
     call_id = f"call-{index}"
     format_error = _text(step.get("format_error"))
     calls = [] if format_error else _tool_calls(step, call_id)
     observed = seen if seen is not None else _text(step.get("output"))
-    result_extra = _present(exit_code=step.get("exit_code"), timed_out=step.get("timed_out") or None,
-                            changed_files=step.get("changed_files") or None, edits=step.get("edits") or None)
-    results = []
+    result_extra = _present(ResultExtra(exit_code=step.get("exit_code"), timed_out=step.get("timed_out") or None,
+                                        changed_files=step.get("changed_files") or None,
+                                        edits=step.get("edits") or None))
+    results: list[ObservationResult] = []
     if observed is not None or result_extra:
-        results.append({**({"source_call_id": calls[0]["tool_call_id"]} if calls else {}),
-                        **_present(content=observed, extra=result_extra or None)})
+        result = ObservationResult(source_call_id=calls[0]["tool_call_id"]) if calls else ObservationResult()
+        result.update(_present(ObservationResult(content=observed, extra=result_extra or None)))
+        results.append(result)
     if row is not None:
-        metrics = {"prompt_tokens": row.input_tokens, "completion_tokens": row.output_tokens,
-                   "cached_tokens": row.cached_tokens, "cost_usd": row.cost,
-                   "extra": _present(cache_write_tokens=row.cache_write_tokens or None, latency=row.latency,
-                                     retries=row.retries or None, call=row.call or None)}
+        metrics = Metrics(prompt_tokens=row.input_tokens, completion_tokens=row.output_tokens,
+                          cached_tokens=row.cached_tokens, cost_usd=row.cost,
+                          extra=_present(MetricsExtra(cache_write_tokens=row.cache_write_tokens or None,
+                                                      latency=row.latency, retries=row.retries or None,
+                                                      call=row.call or None)))
     else:
-        metrics = _present(prompt_tokens=_int(step.get("input_tokens")),
-                           completion_tokens=_int(step.get("output_tokens")), cost_usd=_number(step.get("cost")))
-    extra = _present(format_error=format_error, action=_text(step.get("action")) or None,
-                     model_seconds=step.get("model_seconds"), command_seconds=step.get("command_seconds"),
-                     seconds=step.get("seconds"))
-    return {"step_id": step_id, "source": "agent", "message": reply,
-            **_present(timestamp=_iso(row.time) if row is not None else None, model_name=model,
-                       tool_calls=calls or None, observation={"results": results} if results else None,
-                       metrics=metrics or None, extra=extra or None)}
+        metrics = _present(Metrics(prompt_tokens=_int(step.get("input_tokens")),
+                                   completion_tokens=_int(step.get("output_tokens")),
+                                   cost_usd=_number(step.get("cost"))))
+    extra = _present(StepExtra(format_error=format_error, action=_text(step.get("action")) or None,
+                               model_seconds=step.get("model_seconds"), command_seconds=step.get("command_seconds"),
+                               seconds=step.get("seconds")))
+    return _present(Step(step_id=step_id, source="agent", message=reply,
+                         timestamp=_iso(row.time) if row is not None else None, model_name=model,
+                         tool_calls=calls or None, observation={"results": results} if results else None,
+                         metrics=metrics or None, extra=extra or None))
 
 
-def _tool_calls(step: dict[str, Any], call_id: str) -> list[dict[str, Any]]:
+def _tool_calls(step: dict[str, Any], call_id: str) -> list[ToolCall]:
     """The reply's action: its tool call as sent, or a text-format action block as a call of the action's name."""
     sent = [call for call in _list(step.get("tool_calls")) if isinstance(call, dict)]
     if sent:
-        calls = []
+        calls: list[ToolCall] = []
         for number, call in enumerate(sent):
             arguments = call.get("arguments")
             if isinstance(arguments, str):
@@ -337,7 +488,7 @@ def _tool_calls(step: dict[str, Any], call_id: str) -> list[dict[str, Any]]:
              "extra": {"format": "text"}}]
 
 
-def _link_workers(steps: list[dict[str, Any]], lead: AgentSource) -> None:
+def _link_workers(steps: list[Step], lead: AgentSource) -> None:
     """Each worker's trajectory referred to from the lead's step that delegated it."""
     agent_steps = [step for step in steps if step["source"] == "agent"]
     for worker in lead.workers:
@@ -345,7 +496,8 @@ def _link_workers(steps: list[dict[str, Any]], lead: AgentSource) -> None:
         if at is None or not 0 <= at < len(agent_steps):
             continue
         step = agent_steps[at]
-        results = step.setdefault("observation", {"results": []})["results"]
+        observation = step["observation"] = step.get("observation") or {"results": []}
+        results = observation["results"]
         if not results:
             results.append({})
         results[0].setdefault("subagent_trajectory_ref", []).append({"trajectory_id": worker.name})
@@ -354,10 +506,10 @@ def _link_workers(steps: list[dict[str, Any]], lead: AgentSource) -> None:
 # -- small readers ----------------------------------------------------------------------------------------------
 
 
-def _verdict(paths: TaskPaths, prediction: Prediction) -> dict[str, Any] | None:
+def _verdict(paths: TaskPaths, prediction: Prediction) -> AtifVerdict | None:
     result = records.read_json(paths.eval_files.result).data
-    found = _present(resolved=prediction.resolved,
-                     category=_text(result.get("category")) if isinstance(result, dict) else None)
+    found = _present(AtifVerdict(resolved=prediction.resolved,
+                             category=_text(result.get("category")) if isinstance(result, dict) else None))
     return found or None
 
 
@@ -412,5 +564,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _present(**values: Any) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
+Shape = TypeVar("Shape", bound=Mapping[str, object])
+
+
+def _present(values: Shape) -> Shape:
+    """``values`` without its keys whose value is None (a part above whose keys may be absent)."""
+    return cast(Shape, {key: value for key, value in values.items() if value is not None})

@@ -12,12 +12,19 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from pipeline.audit import AgentAction, Subject, audit, finding_dicts
+from pipeline.audit import AgentAction, FindingData, Subject, audit, finding_dicts
 
 # The action format a replay runs in: every recorded step becomes one call of swepipe's tools.
 BASH, EDITOR, SUBMIT = "bash", "str_replace_editor", "submit"  # as pipeline.agent.actions names them
+
+
+class RecordedCall(TypedDict):
+    """A swepipe tool call a recorded reply stands for (``RecordedStep.call``)."""
+
+    name: str  # bash, str_replace_editor or submit
+    arguments: dict[str, Any]  # as the source recorded them: JSON, read loosely by the tools they are given to
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ class RecordedStep:
     source recorded it printed (its observation), when it did."""
 
     thought: str
-    call: dict[str, Any] | None
+    call: RecordedCall | None
     exit_code: int | None = None
     output: str | None = None
 
@@ -122,12 +129,12 @@ def recorded_actions(recorded: RecordedTrajectory) -> list[AgentAction]:
     and output, each editor step's path; steps numbered from 1, as replay's notes number them."""
     actions = []
     for number, step in enumerate(recorded.steps, start=1):
-        call = step.call or {}
-        given = call.get("arguments")
-        arguments: dict[str, Any] = given if isinstance(given, dict) else {}
-        if call.get("name") == BASH and isinstance(arguments.get("command"), str):
+        if step.call is None:
+            continue
+        name, arguments = step.call["name"], step.call["arguments"]
+        if name == BASH and isinstance(arguments.get("command"), str):
             actions.append(AgentAction(number, arguments["command"], output=step.output))
-        elif call.get("name") == EDITOR and isinstance(arguments.get("path"), str):
+        elif name == EDITOR and isinstance(arguments.get("path"), str):
             path = arguments["path"]
             actions.append(AgentAction(number, f"{arguments.get('command')} {path}", path=path))
     return actions
@@ -144,7 +151,7 @@ def recorded_subject(recorded: RecordedTrajectory, repo: str | None = None, base
 
 
 def audit_recorded(recorded: RecordedTrajectory, repo: str | None = None, base_commit: str | None = None,
-                   task_text: str = "") -> list[dict[str, Any]]:
+                   task_text: str = "") -> list[FindingData]:
     """The retrieval audit's findings on a recorded trajectory (its source's harness was not sealed), as a record's
     ``retrieval`` holds them; the task as ``recorded_subject`` knows it."""
     return finding_dicts(audit(recorded_actions(recorded), recorded_subject(recorded, repo, base_commit, task_text)))

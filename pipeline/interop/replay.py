@@ -12,48 +12,61 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pipeline import patchtext
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedStep, RecordedTrajectory, root_pattern
+from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedCall, RecordedStep, RecordedTrajectory, root_pattern
 from pipeline.storage import write_json_atomic
 
 
-def script_replies(recorded: RecordedTrajectory, workdir: str) -> tuple[list[dict[str, Any]], list[str]]:
+class ScriptedReply(TypedDict):
+    """A reply of the scripted model's script (pipeline.models.scripted): its text, and the call it makes."""
+
+    content: str
+    tool_calls: NotRequired[list[RecordedCall]]
+
+
+def script_replies(recorded: RecordedTrajectory, workdir: str) -> tuple[list[ScriptedReply], list[str]]:
     """The scripted model's replies for ``recorded`` in the task's ``workdir``, and notes of what was changed on
     the way (paths mapped, a submit added after a trajectory that ended without one)."""
-    notes, replies, mapped = [], [], 0
+    notes: list[str] = []
+    replies: list[ScriptedReply] = []
+    mapped = 0
     for step in recorded.steps:
         call = step.call
         if call is not None and recorded.repo_root and recorded.repo_root != workdir:
             moved = map_call(call, recorded.repo_root, workdir)
             mapped += moved != call
             call = moved
-        replies.append({"content": step.thought, **({"tool_calls": [call]} if call is not None else {})})
+        reply: ScriptedReply = {"content": step.thought}
+        if call is not None:
+            reply["tool_calls"] = [call]
+        replies.append(reply)
     if mapped:
         notes.append(f"{recorded.repo_root} mapped to {workdir} in {mapped} step(s)")
     elif recorded.repo_root and root_pattern(recorded.repo_root) is None:
         notes.append(f"the source's repository root {recorded.repo_root!r} is no absolute folder below /: its paths "
                      "are replayed as written")
-    if not recorded.steps or (recorded.steps[-1].call or {}).get("name") != SUBMIT:
+    last = recorded.steps[-1].call if recorded.steps else None
+    if last is None or last["name"] != SUBMIT:
         replies.append({"content": "", "tool_calls": [{"name": SUBMIT, "arguments": {}}]})
         notes.append(f"the source ended without a submit ({recorded.exit_status or 'no exit status'}): the replay "
                      "submits the tree after the last recorded step")
     return replies, notes
 
 
-def map_call(call: dict[str, Any], root: str, workdir: str) -> dict[str, Any]:
+def map_call(call: RecordedCall, root: str, workdir: str) -> RecordedCall:
     """``call`` with ``root`` (a directory, at a path boundary) read as ``workdir`` in a bash command or an editor
     path."""
-    arguments = dict(call.get("arguments") or {})
-    name = call.get("name")
+    arguments = dict(call["arguments"])
+    name = call["name"]
     if name == BASH and isinstance(arguments.get("command"), str):
         arguments["command"] = map_root(arguments["command"], root, workdir)
     elif name == EDITOR and isinstance(arguments.get("path"), str):
         arguments["path"] = map_root(arguments["path"], root, workdir)
     else:
         return call
-    return {**call, "arguments": arguments}
+    return {"name": name, "arguments": arguments}
 
 
 def map_root(text: str, root: str, workdir: str) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
-from pipeline.audit import audit_agent, task_subject
+from pipeline.audit import FindingData, audit_agent, task_subject
 from pipeline.errors import SwepipeError
 from pipeline.interop.recorded import RecordedTrajectory, audit_recorded, recorded_cost
 from pipeline.juniors.imported_checks import BINARY, DOES_NOT_APPLY, GIT_DIR, left_out, left_out_lines, unusable_patch
@@ -201,7 +201,7 @@ def _audited(task: Task, source: ImportedSource, candidate: ImportedCandidate) -
     return {"unaudited": f"a {source.kind} holds no trajectory"}
 
 
-def _run_findings(layout: RunLayout, task: Task) -> list[dict[str, object]] | None:
+def _run_findings(layout: RunLayout, task: Task) -> list[FindingData] | None:
     """The findings on a swepipe run's agents' trajectories of ``task`` (its junior rollouts, senior, solo agent,
     team lead and workers), each naming its agent; None when it holds none."""
     paths = layout.task(task.instance_id)

@@ -28,7 +28,7 @@ from unidiff import Hunk, PatchSet
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import Line
 
-from pipeline.pool_rules import CandidateDraft, CandidatePool
+from pipeline.pool_rules import CandidateDraft, CandidatePool, DroppedFile, HunkData
 from pipeline.records import Rollout
 
 # Files that are tests by their name, in any folder.
@@ -209,7 +209,10 @@ def build_pool(instance_id: str, rollouts: Sequence[Rollout],
     """The pool of ``rollouts`` (their records). ``base_files``: the base commit's files, when the caller has them
     (else what the records' ``base_entries`` and the patches show)."""
     by_key: dict[str, CandidateDraft] = {}
-    empty, unparsable, failed, dropped = [], [], [], []
+    empty: list[int] = []
+    unparsable: list[int] = []
+    failed: list[int] = []
+    dropped: list[DroppedFile] = []
     parsed = []
     known = set(base_files or ())
     for rollout in rollouts:
@@ -228,7 +231,7 @@ def build_pool(instance_id: str, rollouts: Sequence[Rollout],
     for index, rollout, files in parsed:
         tree = _SourceTree(known, listed=base_files is not None or bool(rollout.base_entries))
         candidate, why = _normalise(files, tree)
-        dropped += [{"rollout": index, **drop} for drop in why]
+        dropped += [{"rollout": index, "file": file, "reason": reason} for file, reason in why]
         if candidate is None:
             empty.append(index)
             continue
@@ -270,22 +273,24 @@ def normalise(patch: str, base_files: Iterable[str] | None = None) -> CandidateD
     return _normalise(files, _SourceTree(known, listed=base_files is not None))[0]
 
 
-def _normalise(files: list[Any], tree: _SourceTree) -> tuple[CandidateDraft | None, list[dict[str, Any]]]:
-    dropped = []
+def _normalise(files: list[Any], tree: _SourceTree) -> tuple[CandidateDraft | None, list[tuple[str, str]]]:
+    """The candidate of a rollout's patched files, and the files left out of it: (path, why)."""
+    dropped: list[tuple[str, str]] = []
+    hunks: list[HunkData] = []
     scratch = _scratch_files(files, tree)
-    source_files, source_paths, test_files, hunks, functions, signature = [], [], [], [], [], []
+    source_files, source_paths, test_files, functions, signature = [], [], [], [], []
     for patched_file in files:
         path = patched_file.path
         if path in scratch:
-            dropped.append({"file": path, "reason": scratch[path]})
+            dropped.append((path, scratch[path]))
             continue
         keep_indent = _indentation_counts(path)
         meaningful = [h for h in patched_file
                       if _squash(h.source_lines(), keep_indent) != _squash(h.target_lines(), keep_indent)]
         if not meaningful and not (patched_file.is_added_file or patched_file.is_removed_file):
             if len(patched_file):
-                dropped.append({"file": path, "reason": "whitespace-only change"
-                                + ("" if keep_indent else " (indentation does not count in this language)")})
+                dropped.append((path, "whitespace-only change"
+                                + ("" if keep_indent else " (indentation does not count in this language)")))
             continue
         if patched_file.is_added_file or patched_file.is_removed_file:
             meaningful = list(patched_file)

@@ -37,6 +37,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -81,13 +82,21 @@ _FAULTS: dict[str, Callable[[str], Exception]] = {
 }
 
 
+@dataclass
+class _OutageState:
+    """A script's outage as it goes: the calls made, and when it began (time.monotonic; None: not yet)."""
+
+    calls: int = 0
+    began: float | None = None
+
+
 class ScriptedModel(CustomLLM):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
         self._scripts: dict[str, dict[str, Any]] = {}
         self._errors_served: dict[tuple[Any, ...], int] = {}  # (model, scope, role, agent, position) -> served
-        self._outages: dict[str, dict[str, Any]] = {}  # per script file: calls made, when its outage began
+        self._outages: dict[str, _OutageState] = {}  # per script file
 
     def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
         metadata = ((kwargs.get("litellm_params") or {}).get("metadata") or {}).get(METADATA_KEY) or {}
@@ -159,13 +168,13 @@ class ScriptedModel(CustomLLM):
             raise ScriptError(f"scripted model {model}: outage must be a mapping with error one of "
                               f"{', '.join(_FAULTS)}", model)
         with self._lock:
-            state = self._outages.setdefault(model, {"calls": 0, "began": None})
-            state["calls"] += 1
-            if state["calls"] <= int(outage.get("after_calls", 0)):
+            state = self._outages.setdefault(model, _OutageState())
+            state.calls += 1
+            if state.calls <= int(outage.get("after_calls", 0)):
                 return
-            if state["began"] is None:
-                state["began"] = time.monotonic()
-            began = state["began"]
+            if state.began is None:
+                state.began = time.monotonic()
+            began = state.began
         flag, seconds = outage.get("while_exists"), outage.get("seconds")
         down = (flag is not None and Path(flag).exists()) or \
             (seconds is not None and time.monotonic() - began < float(seconds))

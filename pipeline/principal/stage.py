@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pipeline import patchtext
 from pipeline.audit import reached_line
@@ -64,6 +64,22 @@ class Principal:
                                  self.config.principal, job.paths.principal, job.count_tokens)
 
 
+class PrincipalCall(TypedDict):
+    """A call of request.json's ``calls``: its attempt (from 1) and the messages sent."""
+
+    attempt: int
+    messages: list[dict[str, str]]  # role and content: the principal sends text only
+
+
+class PrincipalReply(TypedDict):
+    """A reply of replies.json, kept as soon as it is paid for."""
+
+    content: str
+    cost: float
+    input_tokens: int
+    output_tokens: int
+
+
 def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelClient, budget: Budget,
                   runtime: Runtime, settings: PrincipalConfig, directory: Path,
                   count_tokens: Callable[[str], int]) -> PrincipalResult:
@@ -76,8 +92,8 @@ def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelCl
     directory.mkdir(parents=True, exist_ok=True)
     files = PrincipalFiles(directory)
     replies_path, request_path = files.replies, files.request
-    replies: list[dict[str, Any]] = json.loads(replies_path.read_text()) if replies_path.exists() else []
-    calls: list[dict[str, Any]] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
+    replies: list[PrincipalReply] = json.loads(replies_path.read_text()) if replies_path.exists() else []
+    calls: list[PrincipalCall] = json.loads(request_path.read_text())["calls"] if request_path.exists() else []
     shown = select_candidates(pool, settings, count_tokens)
     repo_files = _repo_files(runtime)
     touched = [span.file for span in brief.context_spans or brief.spans or [] if span.file]

@@ -9,9 +9,10 @@ gives them as the task's record keeps them (pipeline.records.sealing).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from importlib.resources import files
-from typing import Any
+from typing import NotRequired, TypedDict
 
 SEAL_SCRIPT = files("pipeline.runtime").joinpath("seal.sh").read_text()
 SEAL_LABEL = "swepipe.seal"  # on a sanitised image: the facts its sanitising found, as JSON
@@ -50,6 +51,23 @@ def read_facts(output: str) -> list[RepositoryFacts]:
         numbers = [int(part) if part.isdigit() else None for part in parts[:-1]]
         found.append(RepositoryFacts(parts[-1], *numbers))
     return found
+
+
+class SealFields(TypedDict):
+    """A seal as a container's entry in the task's record holds it (pipeline.records.sealing.ContainerSeal): the
+    counts when the repository was looked at, else why not (``missing``)."""
+
+    runtime: str
+    sanitised: bool
+    network: bool | None
+    sealed: bool
+    missing: NotRequired[str]
+    commits: NotRequired[int | None]
+    other_refs: NotRequired[int | None]
+    remotes: NotRequired[int | None]
+    reflogs: NotRequired[int | None]
+    unreachable_objects: NotRequired[int | None]
+    submodules: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -95,18 +113,21 @@ class Seal:
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             return cls(sanitised=False, missing=f"the image's {SEAL_LABEL} label cannot be read ({error})")
 
-    def record_fields(self) -> dict[str, Any]:
+    def record_fields(self) -> SealFields:
         """The fields of a container's entry in the task's record (pipeline.records.sealing.ContainerSeal)."""
         top = self.repositories[0] if self.repositories else None
-        fields: dict[str, Any] = {"runtime": self.runtime, "sanitised": self.sanitised, "network": self.network,
-                                  "sealed": self.sealed}
+        fields: SealFields = {"runtime": self.runtime, "sanitised": self.sanitised, "network": self.network,
+                              "sealed": self.sealed}
         if top is None:
-            return {**fields, "missing": self.missing or "nothing was found"}
-        return {**fields, "commits": top.commits, "other_refs": _sum(r.refs for r in self.repositories),
-                "remotes": _sum(r.remotes for r in self.repositories),
-                "reflogs": _sum(r.reflogs for r in self.repositories),
-                "unreachable_objects": _sum(r.unreachable for r in self.repositories),
-                "submodules": len(self.repositories) - 1}
+            fields["missing"] = self.missing or "nothing was found"
+            return fields
+        fields["commits"] = top.commits
+        fields["other_refs"] = _sum(r.refs for r in self.repositories)
+        fields["remotes"] = _sum(r.remotes for r in self.repositories)
+        fields["reflogs"] = _sum(r.reflogs for r in self.repositories)
+        fields["unreachable_objects"] = _sum(r.unreachable for r in self.repositories)
+        fields["submodules"] = len(self.repositories) - 1
+        return fields
 
 
 def found(output: str, sanitised: bool) -> Seal:
@@ -121,7 +142,7 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _sum(values) -> int | None:
+def _sum(values: Iterable[int | None]) -> int | None:
     """The sum of counts, None when any is unknown."""
     total = 0
     for value in values:

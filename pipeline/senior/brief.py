@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TypedDict
 
 from pipeline.linenumbers import line_number
 from pipeline.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
@@ -42,6 +42,23 @@ class BriefSpan:
     reason: str = ""
 
 
+class BriefSpanData(TypedDict):
+    file: str
+    start: int
+    end: int
+    reason: str
+
+
+class BriefDraftData(TypedDict):
+    """A draft as the brief's record starts from it (``BriefDraft.to_dict``)."""
+
+    analysis: str
+    spans: list[BriefSpanData]
+    source: str
+    problems: list[str]
+    candidate: int | None
+
+
 @dataclass
 class BriefDraft:
     analysis: str
@@ -50,11 +67,13 @@ class BriefDraft:
     problems: list[str] = field(default_factory=list)  # span lines and spans dropped, and why
     candidate: int | None = None  # 1-based pool candidate the senior judges right or closest (None: none of them)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> BriefDraftData:
+        return {"analysis": self.analysis,
+                "spans": [{"file": s.file, "start": s.start, "end": s.end, "reason": s.reason} for s in self.spans],
+                "source": self.source, "problems": list(self.problems), "candidate": self.candidate}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BriefDraft:
+    def from_dict(cls, data: BriefDraftData) -> BriefDraft:
         return cls(analysis=data.get("analysis", ""), spans=[BriefSpan(**s) for s in data.get("spans", [])],
                    source=data.get("source", "senior"), problems=data.get("problems", []),
                    candidate=data.get("candidate"))

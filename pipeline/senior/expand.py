@@ -10,7 +10,7 @@ import shlex
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from unidiff import Hunk, PatchSet
 
@@ -389,8 +389,24 @@ MAX_BASE_TEXT_CHARS = 2_000_000  # base text saved with the expansions of one po
 MAX_BASE_LINE_CHARS = 2_000  # a longer line (minified code, data) is left out: its text is not worth keeping
 
 
+class ExpansionSpanData(TypedDict):
+    """A span of a candidate's own expansion, as senior/expansion_by_candidate.json holds it."""
+
+    file: str
+    start: int
+    end: int
+    kind: str
+
+
+class BaseText(TypedDict):
+    """senior/expansion_text.json: path -> line number (as text) -> the line at the base commit; whether whole."""
+
+    files: dict[str, dict[str, str]]
+    complete: bool
+
+
 def expansion_by_candidate(pool: CandidatePool,
-                           runtime: Runtime) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+                           runtime: Runtime) -> tuple[dict[str, list[ExpansionSpanData]], BaseText]:
     """Each candidate's own expansion, so reports can rebuild the context any subset of rollouts gives, and the
     base-commit text of every line of those spans: ``{"files": {path: {line number: text}}, "complete": bool}``.
 
@@ -399,7 +415,7 @@ def expansion_by_candidate(pool: CandidatePool,
     lines past MAX_BASE_TEXT_CHARS in all (``complete`` is then false); a report counts a missing line's text
     as unknown."""
     repo = _Repo(runtime)
-    by_key: dict[str, list[dict[str, Any]]] = {}
+    by_key: dict[str, list[ExpansionSpanData]] = {}
     for candidate in pool.candidates:
         alone = CandidatePool(pool.instance_id, [candidate], candidate.votes, [], [])
         by_key[candidate.key] = [{"file": s.file, "start": s.start, "end": s.end, "kind": s.kind}

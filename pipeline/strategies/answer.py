@@ -3,12 +3,11 @@ strategy, models, dollars, tokens, timing and score (pipeline.run.task.run_one_t
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from pipeline.records.base import Part, Word
 from pipeline.records.brief import SkipDecision
+from pipeline.records.team import LostWorkRecord
 from pipeline.records.trajectory import ExitReason
 
 
@@ -39,6 +38,5 @@ class TaskAnswer(Part):
                                                                               "stage (not in the prediction)")
     workers: int | None = Field(None, description="team: the workers started")
     delegations: dict[str, int] | None = Field(None, description="team: delegations by stage")
-    lost_work: list[dict[str, Any]] | dict[str, Any] | None = Field(None, description="team: work lost after "
-                                                                                      "the lead submitted")
+    lost_work: list[LostWorkRecord] | None = Field(None, description="team: work lost after the lead submitted")
     votes: int | None = Field(None, description="vote: the votes of the submitted candidate")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypedDict
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -44,6 +44,27 @@ def check_instance_id(value: str) -> str:
                          "so it may hold only letters, digits and . _ - + @ = ~, must not start with a dot or a "
                          f"dash and has at most {MAX_INSTANCE_ID} characters")
     return value
+
+
+class TaskRow(TypedDict):
+    """A task as a dataset row of lists and texts (``Task.to_row``), its columns in the order of Task's fields."""
+
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    requirements: str
+    interface: str
+    repo_language: str
+    patch: str
+    test_patch: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    selected_test_files_to_run: list[str]
+    before_repo_set_cmd: str
+    dockerhub_tag: str
+    issue_specificity: list[str]
+    issue_categories: list[str]
 
 
 class Task(BaseModel):
@@ -90,7 +111,7 @@ class Task(BaseModel):
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Task:
         """Decode one raw dataset row (string cells as on the Hub, or real lists); raises CellError."""
-        values: dict[str, Any] = {}
+        values: dict[str, str | list[str]] = {}
         for key, value in row.items():
             column = COLUMN_ALIASES.get(key, key)
             if column not in COLUMNS or is_missing(value):
@@ -116,9 +137,17 @@ class Task(BaseModel):
             reason = message + (f" (and {more} more problem(s) in this row)" if more else "")
             raise CellError(column, reason) from None
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> TaskRow:
         """A JSON-serialisable row (lists stay lists) that `from_row` and `load_tasks` read back unchanged."""
-        row = self.model_dump(mode="json")
+        row: TaskRow = {
+            "instance_id": self.instance_id, "repo": self.repo, "base_commit": self.base_commit,
+            "problem_statement": self.problem_statement, "requirements": self.requirements,
+            "interface": self.interface, "repo_language": self.repo_language, "patch": self.patch,
+            "test_patch": self.test_patch, "fail_to_pass": list(self.fail_to_pass),
+            "pass_to_pass": list(self.pass_to_pass),
+            "selected_test_files_to_run": list(self.selected_test_files_to_run),
+            "before_repo_set_cmd": self.before_repo_set_cmd, "dockerhub_tag": self.dockerhub_tag,
+            "issue_specificity": list(self.issue_specificity), "issue_categories": list(self.issue_categories)}
         for column in TEXT_COLUMNS:
             # The loader unwraps JSON-encoded text, so text that merely looks encoded is wrapped once more.
             if json_encoded_string(row[column]) is not None:
@@ -130,11 +159,12 @@ COLUMNS: tuple[str, ...] = tuple(Task.model_fields)
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(n for n, f in Task.model_fields.items() if f.is_required())
 LIST_COLUMNS: tuple[str, ...] = tuple(n for n, f in Task.model_fields.items() if f.annotation == list[str])
 # Columns the dataset sometimes stores JSON-encoded (a leading quote and literal \n escapes).
-TEXT_COLUMNS: tuple[str, ...] = ("problem_statement", "requirements", "interface")
+TEXT_COLUMNS: tuple[Literal["problem_statement", "requirements", "interface"], ...] = (
+    "problem_statement", "requirements", "interface")
 # Upper-case names used by swebench-style datasets.
 COLUMN_ALIASES: dict[str, str] = {"FAIL_TO_PASS": "fail_to_pass", "PASS_TO_PASS": "pass_to_pass"}
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[Any], str | list[str]]] = {
     **{column: decode_list for column in LIST_COLUMNS},
     **{column: unwrap_json_text for column in TEXT_COLUMNS},
 }

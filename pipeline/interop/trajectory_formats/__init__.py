@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import NotReplayable, RecordedTrajectory, names_root
+from pipeline.interop.recorded import NotReplayable, RecordedCall, RecordedTrajectory, names_root
 from pipeline.interop.trajectory_formats.atif_format import ATIF, is_atif, read_atif
 from pipeline.interop.trajectory_formats.common import (
     TRAJECTORY_SUFFIXES,
@@ -69,9 +69,9 @@ def _with_repo_root(recorded: RecordedTrajectory) -> RecordedTrajectory:
     return recorded
 
 
-def _call_paths(call: dict[str, Any] | None) -> list[str]:
+def _call_paths(call: RecordedCall | None) -> list[str]:
     """The texts of a step's call that name paths: a bash command, an editor's path."""
-    arguments = as_dict((call or {}).get("arguments"))
+    arguments = call["arguments"] if call is not None else {}
     return [text for text in (arguments.get("command"), arguments.get("path")) if isinstance(text, str)]
 
 

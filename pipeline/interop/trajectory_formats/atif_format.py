@@ -30,7 +30,15 @@ from typing import Any
 import atif
 from pydantic import ValidationError
 
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedStep, RecordedTrajectory, recorded_cost
+from pipeline.interop.recorded import (
+    BASH,
+    EDITOR,
+    SUBMIT,
+    RecordedCall,
+    RecordedStep,
+    RecordedTrajectory,
+    recorded_cost,
+)
 from pipeline.interop.trajectory_formats.common import (
     Refused,
     as_dict,
@@ -172,7 +180,7 @@ def _outputs(step: dict[str, Any]) -> dict[str | None, tuple[str | None, int | N
     return found
 
 
-def _call(name: str, arguments: dict[str, Any], number: int) -> dict[str, Any]:
+def _call(name: str, arguments: dict[str, Any], number: int) -> RecordedCall:
     if name in SUBMIT_TOOLS:
         return submit_call()
     if name in BASH_TOOLS:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, recorded_cost
+from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedCall, recorded_cost
 
 TRAJECTORY_SUFFIXES = (".traj.json", ".traj")
 
@@ -137,19 +137,27 @@ def _named_task(path: Path) -> str | None:
 # -- what the readers make of them: swepipe's tool calls, the end of a run ------------------------------------
 
 
-def bash_call(command: str) -> dict[str, Any]:
+def bash_call(command: str) -> RecordedCall:
     return {"name": BASH, "arguments": {"command": command}}
 
 
-def submit_call() -> dict[str, Any]:
+def submit_call() -> RecordedCall:
     return {"name": SUBMIT, "arguments": {}}
 
 
-def editor_call(arguments: dict[str, Any]) -> dict[str, Any]:
+def editor_call(arguments: dict[str, Any]) -> RecordedCall:
     return {"name": EDITOR, "arguments": arguments}
 
 
-def summary_of(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+class RunEnd(TypedDict):
+    """What a trajectory's ``info`` says of the end: the submission, the exit status, the cost recorded."""
+
+    submission: str | None
+    exit_status: str | None
+    cost: float | None
+
+
+def summary_of(info: dict[str, Any], notes: list[str]) -> RunEnd:
     """What an ``info`` of mini-swe-agent's shape (also SWE-agent's, swepipe's) says of the end."""
     stats = as_dict(info.get("model_stats"))
     submission, status = info.get("submission"), info.get("exit_status")

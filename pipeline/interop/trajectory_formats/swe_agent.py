@@ -23,7 +23,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import SUBMIT, RecordedStep, RecordedTrajectory
+from pipeline.interop.recorded import SUBMIT, RecordedCall, RecordedStep, RecordedTrajectory
 from pipeline.interop.trajectory_formats.common import (
     Refused,
     as_dict,
@@ -235,7 +235,7 @@ def _is_harness_exit(step: dict[str, Any], exit_status: str | None) -> bool:
 
 
 def _swe_agent_call(action: str, message: dict[str, Any], number: int, notes: list[str], windowed: _Windowed,
-                    observation: str | None) -> dict[str, Any] | None:
+                    observation: str | None) -> RecordedCall | None:
     words = action.split(None, 1)
     if not words:
         return None

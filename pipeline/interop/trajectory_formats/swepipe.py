@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedStep, RecordedTrajectory
+from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedCall, RecordedStep, RecordedTrajectory
 from pipeline.interop.trajectory_formats.common import (
     Refused,
     as_dict,
@@ -78,7 +78,7 @@ def _swepipe_steps(message: dict[str, Any], number: int, notes: list[str],
             for index, call in enumerate(calls)]
 
 
-def swepipe_calls(action: str, command: Any, number: int, notes: list[str]) -> list[dict[str, Any]]:
+def swepipe_calls(action: str, command: Any, number: int, notes: list[str]) -> list[RecordedCall]:
     if action == SUBMIT:
         return [submit_call()]
     if not isinstance(command, str) or not command:
@@ -94,7 +94,7 @@ def swepipe_calls(action: str, command: Any, number: int, notes: list[str]) -> l
     raise Refused(f"reply {number} is swepipe's `{action}` action, which a replay has no counterpart for")
 
 
-def _editor_block_calls(action: str, command: str, number: int, notes: list[str]) -> list[dict[str, Any]]:
+def _editor_block_calls(action: str, command: str, number: int, notes: list[str]) -> list[RecordedCall]:
     """A text-format ```edit or ```view block as editor calls, read by the agent's own parser."""
     from pipeline.agent.edit_actions import recorded_editor_calls
 

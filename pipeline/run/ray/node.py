@@ -123,7 +123,7 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
     base = Path(tempfile.mkdtemp(prefix="attempt-", dir=parent))
     scratch = base / (name or run_id)
     scratch.mkdir(parents=True, exist_ok=True)
-    sent: dict[str, Any] = {}  # what the driver holds: relative path -> its running sha256
+    sent: dict[str, hashlib._Hash] = {}  # what the driver holds: relative path -> its running sha256
     for relative, data in files.items():
         target = scratch / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -295,6 +295,19 @@ def local_eval_settings(evaluation: EvalSettings, eval_files: dict[str, bytes], 
         dockerfiles=base / "eval-inputs" / "dockerfiles" if evaluation.dockerfiles else None)
 
 
+class ImageCacheRow(TypedDict):
+    """A line of the run's image_cache.jsonl: a node's prune after a task."""
+
+    after_task: str
+    node: str
+    keep_bytes: int
+    run_images_bytes: int
+    removed: list[str]
+    kept_in_use: list[str]
+    running: list[str]
+    time: float
+
+
 class NodeImages:
     """The run's task images on one node, pruned within ``containers.image_cache_gb`` after each task there.
 
@@ -343,7 +356,7 @@ class NodeImages:
                 found.append(json.loads(path.read_text()))
         return found
 
-    def finish(self, node: OnNode) -> dict[str, Any] | None:
+    def finish(self, node: OnNode) -> ImageCacheRow | None:
         """After the task (never fails it): this task's image counts as finished on the node, then the prune."""
         import fcntl
 
@@ -372,9 +385,10 @@ class NodeImages:
         except Exception as exc:  # noqa: BLE001 - nor is anything else the prune meets
             node.log(f"image cache on {socket.gethostname()}: could not prune after {self.instance_id}: {exc}")
             return None
-        row = {"after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
-               "run_images_bytes": used, "removed": result.removed, "kept_in_use": result.kept_in_use,
-               "running": sorted(running), "time": round(time.time(), 3)}
+        row: ImageCacheRow = {
+            "after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
+            "run_images_bytes": used, "removed": result.removed, "kept_in_use": result.kept_in_use,
+            "running": sorted(running), "time": round(time.time(), 3)}
         from pipeline.storage import append_jsonl
 
         append_jsonl(RunLayout(node.scratch).image_cache, row)  # to the driver's run directory
@@ -418,7 +432,7 @@ class _StopWatcher:
         self.done.set()
 
 
-def _reconcile(scratch: Path, folder: str, sent: dict[str, Any], put: Callable[[Write], None], key: str,
+def _reconcile(scratch: Path, folder: str, sent: dict[str, hashlib._Hash], put: Callable[[Write], None], key: str,
                kept: KeptCopy | None = None) -> None:
     """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
     sent whole, and files that went (a trajectory folded into its rollout record) are removed there too;

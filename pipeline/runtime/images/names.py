@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import string
 import threading
+from collections.abc import Mapping
 
 from docker.errors import APIError, DockerException, ImageNotFound
 
@@ -17,7 +18,7 @@ from pipeline.runtime import containers
 REGISTRY_TIMEOUT = 20.0  # seconds one manifest query may take before the registry counts as unreachable
 
 
-def image_name(template: str, fields: dict[str, str]) -> str:
+def image_name(template: str, fields: Mapping[str, object]) -> str:
     """Fill ``template`` from a task's fields, e.g. ``jefzda/sweap-images:{dockerhub_tag}``."""
     names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
     missing = sorted(n for n in names if not fields.get(n))
