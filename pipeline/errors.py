@@ -9,7 +9,7 @@
   predictions.jsonl, and a rerun resumes it without paying twice. They are Exceptions, one tree under
   ``InfrastructureFault``; a handler of ``Exception`` in pipeline/ takes them first (``except InfrastructureFault:
   raise``) or names the errors it means, so none turns a fault into an answer (tests/test_fault_handlers.py holds
-  it). ``pipeline.stopping.Stopped`` stays a BaseException, like KeyboardInterrupt: it passes every handler.
+  it). ``pipeline.control.stopping.Stopped`` stays a BaseException, like KeyboardInterrupt: it passes every handler.
 - **Configuration errors** (``ConfigurationError``: a rejected API key, a model the provider does not know) make
   every later call fail the same way: the run stops at once, exit 2, naming the role, model and endpoint.
 - **Bad input or an unusable environment** before anything runs (``SwepipeError``): the CLI prints the message

@@ -13,18 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pipeline.config import RunConfig
 from pipeline.errors import InfrastructureFault
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import ModelSpec, Role
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
-from pipeline.printable import short_id
 from pipeline.records import Record
 from pipeline.records.base import expect_record
 from pipeline.records.sealing import ContainerSeal
+from pipeline.rundir.layout import TaskPaths
+from pipeline.settings.config import RunConfig
+from pipeline.settings.model_spec import ModelSpec, Role
 from pipeline.tasks import Task
+from pipeline.text.printable import short_id
 
 if TYPE_CHECKING:
     from pipeline.runtime.base import OpenedRuntime
@@ -79,8 +79,8 @@ class TaskJob:
     def open_runtime(self, role: str, *, read_only: bool = False, background: bool = False) -> OpenedRuntime:
         """A started workspace of this task for the agent ``role`` (a Docker container unless the config names
         another runtime opener)."""
-        from pipeline.plugins import load_object
         from pipeline.runtime.factory import open_runtime
+        from pipeline.settings.plugins import load_object
 
         opener = load_object(self.config.containers.impl, "containers.impl") if self.config.containers.impl \
             else open_runtime

@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
-from pipeline.config import ScheduleConfig
 from pipeline.records import Rollout
 from pipeline.records.pool import Decision, Schedule, ScheduleDecision
 from pipeline.records.trajectory import ExitReason
+from pipeline.settings.config import ScheduleConfig
 
 
 class HunkData(TypedDict):

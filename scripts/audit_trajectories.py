@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.audit import KINDS, audit  # noqa: E402
 from pipeline.interop.recorded import NotReplayable, recorded_actions, recorded_subject  # noqa: E402
 from pipeline.interop.trajectory_formats import find_trajectories, read_trajectory_file  # noqa: E402
-from pipeline.printable import clean  # noqa: E402
+from pipeline.text.printable import clean  # noqa: E402
 
 
 def main() -> int:

@@ -33,7 +33,6 @@ from pathlib import Path
 
 from docker.models.containers import Container, ContainerCollection
 
-from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.profiles import PROFILES
 from pipeline.evaluation.runner import EvalSettings, evaluate
@@ -42,6 +41,7 @@ from pipeline.runtime import containers
 from pipeline.runtime.images.names import image_name
 from pipeline.runtime.limits import container_limits
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, defaults_for
 
 
 def bare_run(task, scripts: Path, network: bool = False) -> float:

@@ -74,9 +74,9 @@ from pathlib import Path
 import docker.errors
 import yaml
 
-from pipeline.layout import EvalOutput, JuniorFiles, PrincipalFiles, RunLayout, reply_journal, rollout_file
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import EvalOutput, JuniorFiles, PrincipalFiles, RunLayout, reply_journal, rollout_file
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 
@@ -632,7 +632,7 @@ def replay_checks(work: Path, tasks: list) -> Row:
 
 def _file_lines(patch: str, name: str) -> list[str]:
     """The added lines of ``name``'s section of a patch."""
-    from pipeline import patchtext
+    from pipeline.text import patchtext
 
     section = patchtext.file_sections(patch).get(f"a/{name} b/{name}", "")
     return [line[1:] for line in section.splitlines() if line.startswith("+") and not line.startswith("+++")]

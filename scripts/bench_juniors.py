@@ -19,15 +19,15 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.config import Containers, Juniors, Limits, RunConfig
-from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import run_juniors
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
+from pipeline.rundir.layout import TaskPaths
 from pipeline.runtime.factory import open_runtime
+from pipeline.settings.config import Containers, Juniors, Limits, RunConfig
+from pipeline.settings.model_spec import ModelSpec
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, defaults_for
 
 
 def run_stage(task, k: int, steps: int, delay: float, scratch: Path) -> tuple[float, list[dict]]:

@@ -45,7 +45,7 @@ def run_on(nodes: int, slots: int, ids: str, work: Path, label: str) -> float:
     """Seconds `swepipe run` took on a fresh local cluster of ``nodes`` nodes."""
     from ray.cluster_utils import Cluster
 
-    from pipeline.layout import RunLayout
+    from pipeline.rundir.layout import RunLayout
 
     cluster = Cluster(initialize_head=True, head_node_args={
         "node_ip_address": "127.0.0.1", "num_cpus": 1, "resources": {"docker_slots": slots}, "node_name": "node-1",

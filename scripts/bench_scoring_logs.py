@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.evaluation.files import extract_archive  # noqa: E402
-from pipeline.storage import redact_file  # noqa: E402
+from pipeline.rundir.storage import redact_file  # noqa: E402
 
 MiB = 1 << 20
 LINE = b"tests/test_calc.py::test_case PASSED [ 42%] https://proxy.golang.org/github.com/x/y/@v/v1.2.3.mod\n"

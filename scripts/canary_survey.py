@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline.evaluation import canaries
 from pipeline.evaluation.runners import read_run_script
-from pipeline.printable import clean
+from pipeline.text.printable import clean
 
 
 def main() -> None:

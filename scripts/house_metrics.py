@@ -69,7 +69,7 @@ JSON_BY_NATURE = {
     "pipeline/models/grammars.py": "the tools' JSON schemas",
     "pipeline/models/prompt_cache.py": "chat messages",
     "pipeline/models/scripted.py": "litellm's completion call and its reply, scripts read from YAML",
-    "pipeline/model_spec.py": "further litellm.completion parameters",
+    "pipeline/settings/model_spec.py": "further litellm.completion parameters",
     "pipeline/agent/actions.py": "tool schemas, a tool call's arguments",
     "pipeline/agent/compact.py": "chat messages",
     "pipeline/agent/transcript.py": "chat messages",

@@ -99,8 +99,8 @@ LOCAL_EXTRA = "pip install 'swepipe[local]' (scripts/setup.sh installs it)"
 def no_stop_left_over():
     """Each test starts with no stop requested and no endpoint paused: a test that stops the run in this process
     (a fault stop, a configuration error) must not stop the next one."""
-    from pipeline import stopping
-    from pipeline.outages import BREAKERS
+    from pipeline.control import stopping
+    from pipeline.control.outages import BREAKERS
 
     yield
     stopping.reset()

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.datasets import BUNDLED_TASKS_DIR
 from pipeline.tasks import Task
+from pipeline.tasks.datasets import BUNDLED_TASKS_DIR
 
 SEEDED_FILE = "tests/test_seeded.py"
 SEEDED_TEST = f"{SEEDED_FILE}::test_passes_on_even_seeds"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import difflib
 
-from pipeline.datasets import BUNDLED_DIR
 from pipeline.tasks import Task
+from pipeline.tasks.datasets import BUNDLED_DIR
 
 
 def new_file(path: str, text: str) -> str:

@@ -13,7 +13,7 @@ Strategies:
     verdict                                what a record may hold where true or false belongs ("false", "no", 1, ...)
 
 Readers (each returns whether ``text`` is shown literally in ``output``; a text is first cleaned as swepipe shows
-text anywhere, pipeline.printable.clean: no terminal codes or control characters, non-UTF-8 bytes as \\xXX):
+text anywhere, pipeline.text.printable.clean: no terminal codes or control characters, non-UTF-8 bytes as \\xXX):
     in_terminal(text, output)   every line of the text in what a console printed, whitespace and characters of no
                                 width aside (a table pads its cells and folds its title to its width, a terminal
                                 expands tabs; Rich drops a carriage return, and a cell that holds only characters
@@ -36,7 +36,7 @@ from html.parser import HTMLParser
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from pipeline.printable import clean
+from pipeline.text.printable import clean
 
 PIECES = (
     # Rich markup and emoji codes

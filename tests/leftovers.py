@@ -53,7 +53,7 @@ def lasting_files(root: Path) -> dict[str, int]:
     the journal of a paid reply (``*.reply``, rewritten by each call, removed once the trajectory holds the reply),
     the Ray driver's note of a task's attempt in flight (``ray_attempt.json``, removed once all it wrote is in the
     run directory) and a file gone between the listing and its size."""
-    from pipeline.layout import TASK
+    from pipeline.rundir.layout import TASK
 
     found = {}
     for path in root.rglob("*"):

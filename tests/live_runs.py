@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.layout import whole_trajectory
 from pipeline.records.trajectory import read_trajectory
+from pipeline.rundir.layout import whole_trajectory
 
 
 def live_trajectory(trajectory: Path) -> dict:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import RunConfig
 from pipeline.run.lifecycle import Run, RunRequest
 from pipeline.run.task import RunSettings
+from pipeline.settings.config import RunConfig
 
 
 def request(config: RunConfig, run_id: str, runs_dir: Path, dataset: str = "bundled", **options) -> RunRequest:

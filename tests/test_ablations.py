@@ -16,11 +16,11 @@ from test_run_docker import swepipe
 
 from pipeline.errors import SwepipeError
 from pipeline.juniors.pool import build_pool
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.principal.choice import choose
 from pipeline.records import Brief, Rollout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime.local import LocalRuntime
 from pipeline.tasks import Task
 
@@ -79,7 +79,7 @@ def write_run_config(directory, script: dict, **config) -> None:
 
 def settings_of(*typed: str) -> list:
     """The command line's ``--set PATH=VALUE`` assignments."""
-    from pipeline.config_overlay import parse_set
+    from pipeline.settings.config_overlay import parse_set
 
     return [parse_set(text) for text in typed]
 

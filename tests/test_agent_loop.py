@@ -10,13 +10,13 @@ from pipeline.agent.actions import FormatError, parse_action
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.compact import compact_history
 from pipeline.agent.settings import AgentSettings
-from pipeline.config import Limits
-from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.records import Rollout, read_trajectory
 from pipeline.runtime.local import LocalRuntime
+from pipeline.settings.config import Limits
+from pipeline.settings.model_spec import ModelSpec, Prices
 
 FIX = "I will fix the sign.\n```bash\nsed -i 's/a - b/a + b/' calc.py && cat calc.py\n```"
 SUBMIT = "Done.\n```bash\nsubmit\n```"
@@ -256,9 +256,9 @@ def test_the_tool_call_format_wants_exactly_one_call(tmp_path, workspace):
 def test_the_senior_hands_in_its_brief_through_the_submit_tool(tmp_path, workspace, leaky_repo):
     """Tool format, with the imperfect replies a real senior gives: prose instead of JSON, then a brief with
     a ./-prefixed path inside the submit call's text."""
-    from pipeline.config import RunConfig, SeniorConfig
     from pipeline.juniors.pool import build_pool
     from pipeline.senior.stage import run_senior
+    from pipeline.settings.config import RunConfig, SeniorConfig
     from pipeline.tasks import Task
 
     brief = '```json\n{"analysis": "add() subtracts.", "spans": [{"file": "./calc.py", "start": 1, "end": 2, ' \
@@ -326,8 +326,8 @@ def test_the_tool_format_gets_the_notes_after_the_tool_results(tmp_path, workspa
 
 
 def senior_setup(tmp_path, leaky_repo, replies, patches=None, **config):
-    from pipeline.config import RunConfig, SeniorConfig
     from pipeline.juniors.pool import build_pool
+    from pipeline.settings.config import RunConfig, SeniorConfig
     from pipeline.tasks import Task
 
     path = tmp_path / "script.yaml"

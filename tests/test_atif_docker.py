@@ -10,9 +10,9 @@ from atif_fixtures import harbor_mini_trial
 from scripted_pipeline import apply_patch_command, editor_calls_from_patch, patch_per_file
 from test_run_docker import swepipe
 
-from pipeline.layout import RunLayout
 from pipeline.records import ReplayResult
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -13,9 +13,9 @@ from conftest import demo_task
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.layout import RunLayout
 from pipeline.records import read_trajectory
 from pipeline.records.ledger import read_ledger
+from pipeline.rundir.layout import RunLayout
 
 pytestmark = pytest.mark.slow  # three whole runs in local clones, about 30 s
 

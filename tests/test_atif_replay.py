@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.interop.recorded import NotReplayable
 from pipeline.interop.trajectory_formats import read_trajectory_file
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records import Pool, ReplayResult, Rollout, read_predictions, read_trajectory
+from pipeline.rundir.layout import RunLayout
 
 
 @pytest.fixture

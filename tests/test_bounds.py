@@ -6,13 +6,11 @@ import pytest
 import yaml
 from conftest import git
 
-from pipeline.config import Juniors, Limits, RunConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
+from pipeline.rundir.layout import TaskPaths
 from pipeline.runtime import containers
 from pipeline.runtime.base import PatchTooLarge
 from pipeline.runtime.docker import DockerRuntime
@@ -20,6 +18,8 @@ from pipeline.runtime.images.debian_base import BASE_IMAGE
 from pipeline.runtime.images.prepare import prepare_image
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.brief import BriefSpan, check_spans
+from pipeline.settings.config import Juniors, Limits, RunConfig
+from pipeline.settings.model_spec import ModelSpec
 from pipeline.tasks import Task
 
 OUTPUTS_IMAGE = "swepipe-test-outputs:latest"

@@ -17,18 +17,18 @@ import pytest
 import yaml
 from conftest import demo_task
 
-from pipeline import stopping
-from pipeline.config import Budgets, Containers, Juniors, RunConfig, load_config
-from pipeline.config_overlay import parse_set
+from pipeline.control import stopping
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import run_juniors
-from pipeline.layout import RunLayout, TaskPaths
-from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import DEFAULT_MAX_TOKENS, ModelClient, count_input_tokens
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout, TaskPaths
+from pipeline.settings.config import Budgets, Containers, Juniors, RunConfig, load_config
+from pipeline.settings.config_overlay import parse_set
+from pipeline.settings.model_spec import ModelSpec, Prices
 
 TESTS = Path(__file__).parent
 LOCAL = Containers(impl="local_opener:open_local")

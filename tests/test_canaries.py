@@ -14,11 +14,11 @@ from fuzzing import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.datasets import BUNDLED, BUNDLED_DIR
 from pipeline.evaluation import canaries, integrity
 from pipeline.evaluation.runners import Runner, read_run_script
 from pipeline.evaluation.summaries import read_summaries
 from pipeline.tasks import Task, load_tasks
+from pipeline.tasks.datasets import BUNDLED, BUNDLED_DIR
 
 TASKS = load_tasks(BUNDLED)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pipeline.config import load_config
-from pipeline.config_overlay import flag, parse_set
 from pipeline.errors import SwepipeError
+from pipeline.settings.config import load_config
+from pipeline.settings.config_overlay import flag, parse_set
 
 
 def test_values_are_read_as_yaml_scalars_and_text_stays_as_typed():

@@ -16,22 +16,22 @@ from leftovers import run_containers
 from scripted_pipeline import SUBMIT, apply_patch_command, bash
 
 import pipeline
-from pipeline.config import Containers, Juniors, Limits, RunConfig
-from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.protocol import PROTOCOL_VERSION
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.job import TaskJob
 from pipeline.juniors.rollout import _take_patch
 from pipeline.juniors.stage import run_juniors
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.records import Rollout
+from pipeline.rundir.layout import TaskPaths
 from pipeline.runtime import containers
 from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.images.names import image_name
 from pipeline.runtime.limits import CAPABILITIES, MEMORY_SHARE, MIB, container_limits, fill_defaults, machine_memory
+from pipeline.settings.config import Containers, Juniors, Limits, RunConfig
+from pipeline.settings.model_spec import ModelSpec
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, defaults_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = next(t for t in load_tasks(BUNDLED) if t.repo_language == "python")

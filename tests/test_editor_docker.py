@@ -9,9 +9,9 @@ from live_runs import live_steps
 from scripted_pipeline import SUBMIT, edit_block_from_patch, editor_calls_from_patch, patch_per_file, reply
 from test_run_docker import setup, swepipe
 
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

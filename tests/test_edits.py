@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from pipeline import prompts
 from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
-from pipeline.prompts import render
+from pipeline.text import prompts
+from pipeline.text.prompts import render
 
 
 def block(search: str, replace: str, fence: str = "```") -> str:

@@ -14,8 +14,8 @@ from scripted_pipeline import patch_per_file
 
 from pipeline.evaluation.candidates import MalformedPool, plan_candidates, read_pool
 from pipeline.juniors.pool import build_pool
-from pipeline.layout import RunLayout
 from pipeline.records import Rollout
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 

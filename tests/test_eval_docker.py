@@ -12,11 +12,11 @@ import pytest
 from leftovers import run_containers
 
 from pipeline.cli.eval_command import predictions_run_id
-from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.interop.predictions import PatchToScore
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, defaults_for
 
 pytestmark = pytest.mark.docker
 TASKS = load_tasks(BUNDLED)

@@ -14,18 +14,18 @@ from docker.models.containers import Container
 from faulty_scoring import faulty_start
 from leftovers import run_containers
 
-from pipeline import stopping
 from pipeline.cli.eval_command import predictions_run_id
-from pipeline.datasets import BUNDLED, defaults_for
+from pipeline.control import stopping
+from pipeline.control.outages import BREAKERS, Settings
 from pipeline.evaluation.batch import evaluate_predictions
 from pipeline.evaluation.engine import TRIES
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.evaluation.task_scoring import score_prediction
 from pipeline.interop.predictions import PatchToScore
-from pipeline.layout import RunLayout
-from pipeline.outages import BREAKERS, Settings
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, defaults_for
 
 pytestmark = pytest.mark.docker
 TASKS = load_tasks(BUNDLED)

@@ -9,13 +9,13 @@ import sys
 import requests
 from docker.errors import APIError, DockerException
 
-from pipeline import patchtext
 from pipeline.errors import RuntimeUnavailable
 from pipeline.evaluation.batch import plan_eval
 from pipeline.evaluation.engine import engine_down
 from pipeline.interop.predictions import PatchToScore
-from pipeline.layout import ScoringFiles
+from pipeline.rundir.layout import ScoringFiles
 from pipeline.tasks import load_tasks
+from pipeline.text import patchtext
 
 TASKS = load_tasks("bundled")
 

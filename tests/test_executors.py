@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pipeline.config import ExecutorConfig, RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.run.executors import REGISTRY, Executor, executor_class, executor_for
+from pipeline.settings.config import ExecutorConfig, RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR = ROOT / "pipeline"

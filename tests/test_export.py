@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import patchtext
 from pipeline.agent.agent_run import AgentRun, AgentStep
 from pipeline.interop.predictions import load_predictions
-from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
+from pipeline.text import patchtext
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 

@@ -20,22 +20,22 @@ from hypothesis import strategies as st
 from test_junior_rollouts import SUBMIT, bash, run_scripts, shop_repo  # noqa: F401 - shop_repo: a fixture
 from test_trajectory_journal import OPERATIONS, _act
 
-from pipeline import storage
 from pipeline.agent import journal as journal_module
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.journal import TrajectoryJournal
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
-from pipeline.config import Limits
 from pipeline.errors import InfrastructureFault, StorageFault
-from pipeline.layout import JuniorFiles, TaskPaths, trajectory_journal
-from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.records.trajectory import read_trajectory
+from pipeline.rundir import storage
+from pipeline.rundir.layout import JuniorFiles, TaskPaths, trajectory_journal
 from pipeline.runtime.local import LocalRuntime
+from pipeline.settings.config import Limits
+from pipeline.settings.model_spec import ModelSpec
 
 SAVE_FAILED = (OSError, InfrastructureFault)  # what a failed save may raise (a StorageFault: infrastructure)
 FAILURES = {errno.ENOSPC: "disk full (ENOSPC: No space left on device)",

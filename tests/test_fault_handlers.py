@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, ModelUnavailable, RuntimeUnavailable, StorageFault
 
 PIPELINE = Path(__file__).resolve().parent.parent / "pipeline"

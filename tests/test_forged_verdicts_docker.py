@@ -16,12 +16,12 @@ import yaml
 from leftovers import run_containers
 from scripted_pipeline import SUBMIT, apply_patch_command, bash
 
-from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.evaluation.task_scoring import score_prediction
-from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE, defaults_for
 
 pytestmark = pytest.mark.docker
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks(BUNDLED)}

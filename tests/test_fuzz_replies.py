@@ -41,10 +41,8 @@ from pipeline.agent.actions import (
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.edit_actions import editor_calls
 from pipeline.agent.settings import AgentSettings
-from pipeline.config import Limits
 from pipeline.edits.blocks import EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.edits.editor import COMMANDS, Editor, EditorCall, EditorError
-from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
@@ -53,6 +51,8 @@ from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import CommandResult
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.brief import BriefFormatError, parse_brief
+from pipeline.settings.config import Limits
+from pipeline.settings.model_spec import ModelSpec, Prices
 
 ALLOWED = st.sampled_from([(BASH,), (BASH, EDIT, VIEW), (BASH, VIEW), (BASH, EDITOR), (BASH, EDIT, VIEW, "delegate")])
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "run.sh": "#!/bin/sh\necho run\n",

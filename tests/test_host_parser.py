@@ -11,7 +11,6 @@ from fuzzing import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.datasets import BUNDLED, BUNDLED_DIR, defaults_for
 from pipeline.evaluation import host_parser
 from pipeline.evaluation.parsing import ParserContainer
 from pipeline.evaluation.protocol import PARSE_SCRIPT, PARSER, parser_script
@@ -20,6 +19,7 @@ from pipeline.runtime import containers
 from pipeline.runtime.images.names import image_name
 from pipeline.runtime.limits import container_limits
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, BUNDLED_DIR, defaults_for
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks(BUNDLED)}
 OFFICIAL_SHAPE = textwrap.dedent("""\

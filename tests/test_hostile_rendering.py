@@ -31,7 +31,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.cli.app import console, err_console
-from pipeline.config import RunConfig
+from pipeline.settings.config import RunConfig
 
 texts = st.lists(hostile_text(), min_size=1, max_size=4)
 
@@ -77,9 +77,9 @@ def test_a_report_table_prints_as_it_is(printed, title, headers, rows, notes):
        resolved=verdict)
 def test_the_run_summary_prints_as_it_is(printed, run_id, instance_id, source, error, infra, cost, resolved):
     from pipeline.cli.run_commands import _print_run
-    from pipeline.layout import RunLayout
     from pipeline.records import Prediction
     from pipeline.run.bookkeeping import RunSummary, task_line
+    from pipeline.rundir.layout import RunLayout
 
     fields = {"instance_id": instance_id, "source": source, "cost": {"principal": cost}, "error": error,
               "resolved": resolved}
@@ -261,8 +261,8 @@ def test_a_report_of_a_hostile_run_is_written_and_shows_its_text(printed, monkey
        config=configs)
 def test_the_figures_of_hostile_runs_are_drawn(names, tasks, config):
     """Names with "$" pairs (mathtext to matplotlib), numbers that are NaN, infinite or huge."""
-    from pipeline.layout import ReportFiles
     from pipeline.report.build import build_report
+    from pipeline.rundir.layout import ReportFiles
 
     with tempfile.TemporaryDirectory() as folder:
         runs = [write_run(Path(folder) / str(number) / name, tasks, config) for number, name in enumerate(names)]

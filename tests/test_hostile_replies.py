@@ -11,11 +11,11 @@ from test_agent_loop import junior, run_agent
 from test_junior_rollouts import SUBMIT, TEMPLATES, USE_TEMPLATES, run_scripts
 
 from pipeline.agent.actions import EDITOR, FormatError, parse_tool_action
-from pipeline.config import Limits
 from pipeline.edits.editor import Editor, EditorCall
 from pipeline.juniors import rollout as rollout_module
 from pipeline.models.budget import Budget
 from pipeline.runtime.local import LocalRuntime
+from pipeline.settings.config import Limits
 
 shop_repo = test_junior_rollouts.shop_repo  # the fixture, shared
 

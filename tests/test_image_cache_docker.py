@@ -22,7 +22,6 @@ import yaml
 from leftovers import run_containers
 from scripted_pipeline import SUBMIT, write_config
 
-from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
 from pipeline.runtime import containers
 from pipeline.runtime.images import cache as image_cache
 from pipeline.runtime.images import disk as image_disk
@@ -30,6 +29,7 @@ from pipeline.runtime.images import prune as image_prune
 from pipeline.runtime.images.names import image_name, local_image
 from pipeline.runtime.images.prepare import prepare_image
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED_IMAGE_TEMPLATE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

@@ -23,9 +23,8 @@ from fake_registry import FakeRegistry, digest, from_docker_save
 from leftovers import run_containers
 from scripted_pipeline import SUBMIT, write_config
 
-from pipeline import stopping
 from pipeline.cli.eval_command import predictions_run_id
-from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
+from pipeline.control import stopping
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.images import disk as image_disk
@@ -33,6 +32,7 @@ from pipeline.runtime.images import prepare as images
 from pipeline.runtime.images.names import image_name, local_image
 from pipeline.runtime.images.prepare import ensure_image
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED_IMAGE_TEMPLATE
 
 pytestmark = [pytest.mark.docker]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

@@ -4,13 +4,13 @@ no heavy imports where none are needed.
 The graph comes from the source (`ast`), not from importing anything. Between packages, every `import` and
 `from ... import`, at module level or inside a function, counts; only those under `if TYPE_CHECKING:` do not, as
 they never run. Modules collapse to their package, the first component under `pipeline/` (`pipeline.team.lead` ->
-`team`; a top-level module such as `pipeline/config.py` is its own node, `config`). The layer order
+`team`; a top-level module such as `pipeline/errors.py` is its own node, `errors`). The layer order
 (docs/architecture.md's table) counts the type-only imports too: a type is a dependency as much as a call.
 
 Between modules, only the imports that run when a module is imported count: those at module level (in a class
 body, a `try:` or an `if` there too), not those inside a function, nor under `if TYPE_CHECKING:`. An edge goes to
-the module named (`from pipeline.cli import app` -> `pipeline.cli`, `from pipeline import datasets` ->
-`pipeline.datasets`), not to the packages Python imports on the way there.
+the module named (`from pipeline.cli import app` -> `pipeline.cli`, `from pipeline.control import stopping` ->
+`pipeline.control.stopping`), not to the packages Python imports on the way there.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _imports_of(module: str, path: Path, modules: dict[str, Path], at_import: bo
             else:
                 origin = node.module or ""
             for alias in node.names:
-                # `from pipeline import datasets` imports the module pipeline.datasets, not pipeline.
+                # `from pipeline.control import stopping` imports the module pipeline.control.stopping, not the package.
                 submodule = f"{origin}.{alias.name}"
                 found.append(Import(module, submodule if submodule in modules else origin, path, node.lineno))
     return [i for i in found if i.target == "pipeline" or i.target.startswith("pipeline.")]
@@ -271,7 +271,7 @@ def test_the_module_graph_counts_only_imports_run_at_import_time(tmp_path):
         "if TYPE_CHECKING:\n"
         "    from pipeline.tasks import Task\n"
         "class C:\n"
-        "    from pipeline.config import RunConfig\n"
+        "    from pipeline.settings.config import RunConfig\n"
         "    def method(self):\n"
         "        from pipeline.team import lead\n"
         "async def later():\n"
@@ -281,7 +281,7 @@ def test_the_module_graph_counts_only_imports_run_at_import_time(tmp_path):
     )
     modules = dict.fromkeys(["pipeline.x.y", "pipeline.datasets", "pipeline.team.lead"], source)
     found = {(i.target, i.line) for i in _imports_of("pipeline.x.y", source, modules, at_import=True)}
-    assert found == {("pipeline.datasets", 2), ("pipeline.errors", 4), ("pipeline.config", 10)}
+    assert found == {("pipeline.datasets", 2), ("pipeline.errors", 4), ("pipeline.settings.config", 10)}
     everything = {i.target for i in _imports_of("pipeline.x.y", source, modules)}
     assert {"pipeline.team.lead", "pipeline.run.task"} <= everything
 
@@ -452,12 +452,12 @@ def _python(code: str, *args: str) -> str:
     [
         ("import pipeline.models.client", ["pipeline.models.scripted"]),
         ("import pipeline.models.litellm_setup", ["pipeline.models.scripted"]),
-        ("import pipeline.tasks.task", ["pipeline.bundled.build", "pipeline.datasets"]),
-        ("import pipeline.tasks", ["pipeline.bundled.build", "pipeline.datasets"]),
+        ("import pipeline.tasks.task", ["pipeline.bundled.build", "pipeline.tasks.datasets"]),
+        ("import pipeline.tasks", ["pipeline.bundled.build", "pipeline.tasks.datasets"]),
         # the executors: Ray is imported only inside the ray executor's functions, the thread one never loads it
-        ("from pipeline.config import ExecutorConfig; from pipeline.run.executors import executor_for; "
+        ("from pipeline.settings.config import ExecutorConfig; from pipeline.run.executors import executor_for; "
          "executor_for(ExecutorConfig(kind='ray'))", ["ray"]),
-        ("from pipeline.config import ExecutorConfig; from pipeline.run.executors import executor_for; "
+        ("from pipeline.settings.config import ExecutorConfig; from pipeline.run.executors import executor_for; "
          "executor_for(ExecutorConfig())", ["ray", "pipeline.run.ray.executor"]),
     ],
 )
@@ -472,7 +472,7 @@ def test_bundled_dataset_name_resolves_in_a_fresh_process():
         "from pipeline.tasks import load_tasks\n"
         "tasks = load_tasks('bundled')\n"
         "assert 'pipeline.bundled.build' not in sys.modules\n"
-        "from pipeline.datasets import BUNDLED, BUNDLED_DATASET\n"
+        "from pipeline.tasks.datasets import BUNDLED, BUNDLED_DATASET\n"
         "assert BUNDLED == 'bundled'\n"
         "assert [t.instance_id for t in tasks] == [t.instance_id for t in load_tasks(str(BUNDLED_DATASET))]\n"
         "print(len(tasks))"
@@ -490,7 +490,7 @@ def test_scripted_model_works_in_a_fresh_process_through_the_client(tmp_path):
         "from pipeline.models.budget import Budget\n"
         "from pipeline.models.client import ModelClient\n"
         "from pipeline.models.ledger import Ledger\n"
-        "from pipeline.model_spec import ModelSpec\n"
+        "from pipeline.settings.model_spec import ModelSpec\n"
         "spec = ModelSpec(model='scripted/' + sys.argv[1])\n"
         "client = ModelClient(spec, 'principal', Ledger(Path(sys.argv[2])))\n"
         "assert 'pipeline.models.scripted' in sys.modules\n"

@@ -14,20 +14,20 @@ from hostile import hostile_line, in_html, in_markdown, in_terminal
 from hypothesis import given
 from typer.testing import CliRunner
 
-from pipeline import patchtext
 from pipeline.analysis.load import RunData
 from pipeline.analysis.stats import run_stats
 from pipeline.cli import app
-from pipeline.datasets import BUNDLED
 from pipeline.evaluation.batch import EvalSummary
 from pipeline.evaluation.report import print_summary
-from pipeline.layout import EvalOutput, RunLayout
 from pipeline.records import EvalResult
 from pipeline.records.evaluation import infrastructure_files, infrastructure_words
 from pipeline.report.render import html_page, markdown
 from pipeline.report.tables import overview
+from pipeline.rundir.layout import EvalOutput, RunLayout
 from pipeline.tasks import load_tasks
-from pipeline.terminal import literal_console
+from pipeline.tasks.datasets import BUNDLED
+from pipeline.text import patchtext
+from pipeline.text.terminal import literal_console
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks(BUNDLED)}
 TINYQ, CURSORLY = TASKS["tinyq"], TASKS["cursorly"]

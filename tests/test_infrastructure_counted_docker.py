@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from pipeline.datasets import BUNDLED
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TINYQ = next(t for t in load_tasks(BUNDLED) if t.repo.endswith("/tinyq"))

@@ -10,17 +10,17 @@ import yaml
 from conftest import git
 from litellm.integrations.custom_logger import CustomLogger
 
-from pipeline.config import Juniors, Limits, RunConfig
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import _take_patch, rollout_temperature, spread_temperature
 from pipeline.juniors.stage import run_juniors
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import METADATA_KEY, ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.litellm_setup import litellm
 from pipeline.records import Rollout
+from pipeline.rundir.layout import TaskPaths
 from pipeline.runtime.base import DiffFailed
+from pipeline.settings.config import Juniors, Limits, RunConfig
+from pipeline.settings.model_spec import METADATA_KEY, ModelSpec
 from pipeline.tasks import Task
 
 FILES = {
@@ -162,7 +162,7 @@ def test_a_temperature_set_on_the_junior_model_is_used_by_every_rollout(shop_rep
                                                ("agent_system_piv.md.j2", False), ("agent_system_piv.md.j2", True)])
 @pytest.mark.parametrize("editor", [True, False])
 def test_every_agent_prompt_says_scratch_files_go_under_tmp_and_how_to_edit(system, tools, editor):
-    from pipeline.prompts import render
+    from pipeline.text.prompts import render
 
     text = " ".join(render(system, workdir="/app", command_timeout=120, max_steps=50, task_text="x",
                            tools=tools, editor=editor).split())

@@ -8,17 +8,17 @@ import pytest
 import yaml
 from leftovers import run_containers
 
-from pipeline.config import Budgets, Juniors, Limits, RunConfig
-from pipeline.datasets import BUNDLED, defaults_for
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.job import TaskJob
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.stage import run_juniors
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
+from pipeline.rundir.layout import TaskPaths
 from pipeline.runtime import containers
+from pipeline.settings.config import Budgets, Juniors, Limits, RunConfig
+from pipeline.settings.model_spec import ModelSpec, Prices
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, defaults_for
 
 pytestmark = pytest.mark.docker
 TASK = next(t for t in load_tasks(BUNDLED) if t.repo_language == "python")

@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
 from pipeline.records import Pool, Rollout, read_predictions
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 
 HEADER = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
 FIX = HEADER + " def add(a, b):\n-    return a - b\n+    return a + b\n"

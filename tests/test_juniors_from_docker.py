@@ -23,9 +23,9 @@ from test_run_docker import TWO_FILES, swepipe
 
 from pipeline.analysis.coverage import run_coverage
 from pipeline.analysis.load import load_run
-from pipeline.layout import RunLayout
 from pipeline.records import Rollout, read_predictions
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

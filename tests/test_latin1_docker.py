@@ -13,13 +13,13 @@ from conftest import git
 from leftovers import run_containers
 from scripted_pipeline import SUBMIT, bash, reply, write_config
 
-from pipeline import patchtext
-from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.runtime.docker import DockerRuntime
 from pipeline.runtime.images.debian_base import BASE_IMAGE
 from pipeline.runtime.images.prepare import prepare_image
+from pipeline.text import patchtext
 
 pytestmark = pytest.mark.docker
 LATIN1_IMAGE = "swepipe-test-latin1:latest"

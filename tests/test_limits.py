@@ -4,10 +4,10 @@ writable-layer quota used only where the storage driver has one."""
 import pytest
 from docker.errors import APIError
 
-from pipeline.config import Containers, RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.runtime import limits
 from pipeline.runtime.limits import GIB, MIB, container_limits, fill_defaults, parse_size, with_disk_quota
+from pipeline.settings.config import Containers, RunConfig
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.cli.app import console
-from pipeline.config import RunConfig
+from pipeline.settings.config import RunConfig
 
 REPLY_PATH = "tinyq/[/i]queue.py"
 TEST_NAME = "tests/test_p.py::test_norm[/usr/lib]"
@@ -36,9 +36,9 @@ def printed(monkeypatch):
 def test_a_run_summary_prints_the_errors_a_reply_caused_as_they_are(printed, tmp_path):
     """The error of a principal reply naming tinyq/[/i]queue.py stopped `swepipe run --repeats 2` after repeat 1."""
     from pipeline.cli.run_commands import _print_run
-    from pipeline.layout import RunLayout
     from pipeline.records import Prediction
     from pipeline.run.bookkeeping import RunSummary
+    from pipeline.rundir.layout import RunLayout
 
     summary = RunSummary(roles=("principal",), predictions={"tinyq-1": Prediction.of({
         "instance_id": "tinyq-1", "source": "principal", "cost": {"principal": 0.01},
@@ -78,7 +78,7 @@ def test_a_report_table_shows_a_file_name_with_brackets(printed):
 
 
 def test_the_progress_bar_shows_its_description_as_text(printed):
-    from pipeline.parallel import progress_bar
+    from pipeline.control.parallel import progress_bar
 
     progress = progress_bar("run")
     progress.add_task(f"waiting: {REPLY_PATH}", total=3)
@@ -111,7 +111,7 @@ def test_the_report_command_prints_and_writes_a_run_whose_error_looks_like_marku
 
 def test_only_real_terminal_codes_are_taken_out_of_shown_text():
     """A stray "ESC [" in one value of a joined cell took the ", [" of the next value with it (found by the fuzzer)."""
-    from pipeline.printable import clean
+    from pipeline.text.printable import clean
 
     assert clean("\x1b[31mred\x1b[0m \x1b[?25lhidden") == "red hidden"
     assert clean("a\x1b[, [b]") == "a\ufffd[, [b]"
@@ -120,6 +120,6 @@ def test_only_real_terminal_codes_are_taken_out_of_shown_text():
 
 def test_an_instance_id_that_is_only_the_usual_prefix_is_still_shown():
     """Found by the suite's fuzz in CI: "instance_" shortened to nothing in the run's table."""
-    from pipeline.printable import short_id
+    from pipeline.text.printable import short_id
 
     assert short_id("instance_") == "instance_" and short_id("instance_abc") == "abc"

@@ -26,7 +26,6 @@ from pipeline.agent.actions import (
     tools_for,
 )
 from pipeline.agent.edit_actions import editor_calls
-from pipeline.config import RunConfig
 from pipeline.edits.blocks import parse_edits
 from pipeline.edits.editor import COMMANDS
 from pipeline.models import grammars
@@ -34,6 +33,7 @@ from pipeline.models.gemma_chat import as_tool_call, gemma_prompt
 from pipeline.models.local_server import LocalModelServer
 from pipeline.models.role_grammars import LEAD_ACTIONS, MESSAGE, reply_grammar
 from pipeline.senior.brief import parse_brief
+from pipeline.settings.config import RunConfig
 
 replies = settings(max_examples=40, deadline=None, derandomize=True,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -19,18 +19,18 @@ from conftest import LOCAL_EXTRA, import_promised
 from pipeline.agent.actions import BASH, EDIT, EDITOR, VIEW, parse_action, parse_tool_action, tools_for
 from pipeline.agent.agent import prompt
 from pipeline.agent.edit_actions import editor_calls
-from pipeline.config import RunConfig
 from pipeline.edits.blocks import parse_edits
 from pipeline.edits.editor import COMMANDS
-from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.gemma_chat import gemma_prompt
 from pipeline.models.ledger import Ledger
 from pipeline.models.local_server import LOCAL_ALIAS, THREADS_VARIABLE, LocalModelServer
-from pipeline.prompts import render_task_prompt
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
+from pipeline.settings.config import RunConfig
 from pipeline.tasks import load_tasks
+from pipeline.text.prompts import render_task_prompt
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))

@@ -7,14 +7,14 @@ import time
 import pytest
 import yaml
 
-from pipeline import stopping
-from pipeline.config import load_config
+from pipeline.control import stopping
+from pipeline.control.outages import BREAKERS, Settings
 from pipeline.errors import ClusterFault, ModelUnavailable, SwepipeError
-from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ABANDONED, ModelCallFailed, ModelClient, charge_abandoned_calls
 from pipeline.models.ledger import Ledger
-from pipeline.outages import BREAKERS, Settings
+from pipeline.settings.config import load_config
+from pipeline.settings.model_spec import ModelSpec, Prices
 
 PRICES = Prices(input=2.0, output=8.0, cached_input=0.5)
 
@@ -186,8 +186,8 @@ def test_config_file_and_flag_overrides(tmp_path):
 
 
 def test_keys_never_reach_the_ledger_or_result_files(tmp_path, monkeypatch):
-    from pipeline.secrets import redact
-    from pipeline.storage import write_json_atomic
+    from pipeline.rundir.storage import write_json_atomic
+    from pipeline.text.secrets import redact
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789abcdefXYZ")
     model = script(tmp_path, {"principal": [{"error": "auth"}]})
@@ -209,7 +209,7 @@ def test_print_config_shows_every_option_with_its_meaning_and_loads_back(tmp_pat
 
     import yaml
 
-    from pipeline.config import RunConfig, commented_yaml
+    from pipeline.settings.config import RunConfig, commented_yaml
 
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"models": {"junior": {"model": "gpt-4o-mini", "temperature": 0.5}},

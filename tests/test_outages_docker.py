@@ -10,9 +10,9 @@ from live_runs import live_steps
 from scripted_pipeline import edits_from_patch, reply, write_config
 from test_run_docker import TWO_FILES, pipeline_script, swepipe
 
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 

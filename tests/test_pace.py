@@ -47,9 +47,9 @@ def test_durations_are_said_to_the_minute(seconds, said):
 def test_each_finished_task_s_log_line_and_the_progress_line_say_the_pace(tmp_path):
     from types import SimpleNamespace
 
-    from pipeline.layout import RunLayout
     from pipeline.records import Prediction
     from pipeline.run.bookkeeping import plan, record_prediction
+    from pipeline.rundir.layout import RunLayout
 
     layout = RunLayout(tmp_path / "run")
     layout.root.mkdir()

@@ -5,15 +5,15 @@ import json
 import pytest
 from conftest import git
 
-from pipeline import patchtext
-from pipeline.config import PrincipalConfig
 from pipeline.juniors.pool import build_pool
 from pipeline.principal.stage import select_candidates
 from pipeline.records import Rollout
+from pipeline.rundir.storage import append_jsonl, write_json_atomic
 from pipeline.runtime.base import CommandResult, DiffFailed, read_diff
 from pipeline.runtime.local import LocalRuntime
 from pipeline.senior.stage import _pool_variables
-from pipeline.storage import append_jsonl, write_json_atomic
+from pipeline.settings.config import PrincipalConfig
+from pipeline.text import patchtext
 
 LATIN1 = b"# -*- coding: latin-1 -*-\nNAME = 'Jos\xe9'\nCITY = 'S\xe3o Paulo'\n"
 

@@ -14,19 +14,19 @@ import yaml
 from conftest import git
 from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, patch_per_file, reply
 
-from pipeline.config import PrincipalConfig
-from pipeline.datasets import BUNDLED_TASKS_DIR
 from pipeline.juniors.pool import build_pool
-from pipeline.layout import RunLayout
-from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.principal.stage import nearby_files, run_principal, select_candidates
 from pipeline.records import Brief, Rollout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime.local import LocalRuntime
+from pipeline.settings.config import PrincipalConfig
+from pipeline.settings.model_spec import ModelSpec, Prices
 from pipeline.tasks import Task, load_tasks
+from pipeline.tasks.datasets import BUNDLED_TASKS_DIR
 
 TESTS = Path(__file__).resolve().parent
 SECRET = "sk-ant-api03-principal-test-secret-0123456789abcdef"

@@ -10,13 +10,13 @@ import pytest
 
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.settings import AgentSettings
-from pipeline.config import Limits
-from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.models.prompt_cache import marked_indices, with_cache_markers
 from pipeline.runtime.local import LocalRuntime
+from pipeline.settings.config import Limits
+from pipeline.settings.model_spec import ModelSpec
 
 ANTHROPIC = "anthropic/claude-sonnet-4-5-20250929"  # litellm's map: $3 in, $0.30 cache read, $3.75 cache write, $15 out
 OPENAI = "openai/gpt-4o-mini"  # $0.15 in, $0.075 cached, $0.60 out

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import prompts
 from pipeline.errors import SwepipeError
-from pipeline.prompts import render, render_task_prompt
 from pipeline.tasks import load_tasks
+from pipeline.text import prompts
+from pipeline.text.prompts import render, render_task_prompt
 
 FIXTURE = Path(__file__).parent / "fixtures" / "swebench_pro_rows.jsonl"
 REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"

@@ -27,10 +27,10 @@ from ray_cluster import listening, scratch_left
 from test_ray_executor import _normal
 from test_ray_start import STARTED, _env, _free_port, _group, _stop_group
 
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
 from pipeline.run.ray.node import run_folder
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.slow

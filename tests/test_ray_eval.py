@@ -16,15 +16,15 @@ from test_image_cache_docker import CHOSEN, dataset, repository, throwaway  # no
 from test_run_docker import swepipe
 
 from pipeline.cli.eval_command import predictions_run_id
-from pipeline.datasets import BUNDLED_IMAGE_TEMPLATE
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.runtime.images import disk as image_disk
 from pipeline.runtime.images.names import local_image
 from pipeline.runtime.limits import MEMORY_SHARE, MIB, format_size, machine_memory
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED_IMAGE_TEMPLATE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

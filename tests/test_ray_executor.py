@@ -23,11 +23,11 @@ from ray_cluster import scratch_left
 from scripted_pipeline import SUBMIT, apply_patch_command, bash, edits_from_patch, patch_per_file, reply
 from test_run_docker import pipeline_script, setup, swepipe
 
-from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
-from pipeline.storage import append_jsonl, apply_mirrored, clear_mirror, set_mirror, write_json_atomic
+from pipeline.rundir.layout import RunLayout
+from pipeline.rundir.storage import append_jsonl, apply_mirrored, clear_mirror, set_mirror, write_json_atomic
 from pipeline.tasks import load_tasks
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

@@ -20,15 +20,15 @@ from test_outages_docker import FAULTS
 from test_ray_executor import FIRST, SECOND, slow_script
 from test_run_docker import pipeline_script, setup, swepipe
 
-from pipeline import stopping
-from pipeline.config_overlay import parse_set
+from pipeline.control import stopping
 from pipeline.errors import ClusterFault
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
 from pipeline.run.ray import driver as ray_driver
 from pipeline.run.ray.actors import RemoteRunBudget, RunBudgetKeeper, ray_reason
 from pipeline.run.ray.connect import RESOURCE
+from pipeline.rundir.layout import RunLayout
+from pipeline.settings.config_overlay import parse_set
 from pipeline.tasks import load_tasks
 
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}
@@ -162,7 +162,7 @@ def test_an_infrastructure_fault_raised_in_a_ray_task_is_infra_and_the_worker_se
 @pytest.mark.slow
 def test_a_fault_stop_on_a_node_stops_the_run_with_its_reason_and_code(on_cluster, tmp_path):
     def body(item, key, queue):
-        from pipeline import stopping
+        from pipeline.control import stopping
         from pipeline.run.ray.node import stopped_here
 
         stopping.fault("the model endpoint scripted is down: a configuration error", 2)  # as the node's stage did
@@ -183,10 +183,10 @@ def test_a_task_whose_last_writes_did_not_reach_the_driver_is_not_done_and_rerun
                                                                                    monkeypatch):
     from run_sessions import request
 
-    from pipeline import storage
     from pipeline.run.lifecycle import Run
     from pipeline.run.ray.executor import RayRun
     from pipeline.run.setup import resolve_config
+    from pipeline.rundir import storage
 
     task = FIRST
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[SUBMIT]]}))

@@ -20,8 +20,8 @@ from scripted_pipeline import edits_from_patch, reply
 from test_ray_executor import FIRST
 from test_run_docker import pipeline_script, setup
 
-from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 
 pytestmark = pytest.mark.slow
 STARTED = "Ray runtime started"

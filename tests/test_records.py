@@ -203,10 +203,10 @@ def scripted_run(directory: Path, repo) -> Path:
     clone), its eval result and each candidate's written as scoring writes them; the run's root."""
     from conftest import demo_task
 
-    from pipeline.config import load_config
-    from pipeline.layout import RunLayout
     from pipeline.run.bookkeeping import RunSummary, record_prediction
     from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
+    from pipeline.rundir.layout import RunLayout
+    from pipeline.settings.config import load_config
 
     brief = {"analysis": "add() subtracts.", "spans": [{"file": "calc.py", "start": 1, "end": 2, "reason": "add"}],
              "candidate": 1}

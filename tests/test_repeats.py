@@ -20,12 +20,12 @@ from test_sweep import apply_command
 from pipeline.analysis.load import load_run
 from pipeline.analysis.repeats import pass_at_k, repeat_groups, runs_named_by
 from pipeline.analysis.stats import run_stats
-from pipeline.config import RunConfig
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.records.prediction import finished_predictions
 from pipeline.report.build import build_report, write_report
 from pipeline.run.repeats import Repeat, repeat_config
+from pipeline.rundir.layout import RunLayout
+from pipeline.settings.config import RunConfig
 from pipeline.tasks import load_tasks
 
 TESTS = Path(__file__).parent

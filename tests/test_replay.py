@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records import ReplayResult, SoloResult, read_predictions, read_trajectory
+from pipeline.rundir.layout import RunLayout
 
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
 FIX = "sed -i 's/a - b/a + b/' /testbed/calc.py"

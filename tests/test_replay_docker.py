@@ -17,10 +17,10 @@ from live_runs import live_trajectory
 from test_run_docker import swepipe
 from test_trajectory_formats import swe_agent_file
 
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records import ReplayResult
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -16,9 +16,9 @@ from conftest import git
 from test_replay_docker import DEFER, EXCEPT, TASK
 from test_run_docker import swepipe
 
-from pipeline.layout import RunLayout
 from pipeline.records import ReplayResult
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IMPORT_OLD, IMPORT_NEW = "from .errors import UnknownTaskError", "from .errors import RetryLater, UnknownTaskError"

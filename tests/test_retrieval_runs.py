@@ -21,11 +21,11 @@ from test_ablations import PRINCIPAL_EDIT, bash, brief, reply, run_in_process, w
 from pipeline.analysis.load import load_run
 from pipeline.analysis.stats import run_stats
 from pipeline.audit import reached_line
-from pipeline.layout import RunLayout
 from pipeline.records import Pool, Rollout, SoloResult, read_trajectory
 from pipeline.report.tables import overview
 from pipeline.report.task_page import task_page
-from pipeline.storage import append_jsonl
+from pipeline.rundir.layout import RunLayout
+from pipeline.rundir.storage import append_jsonl
 
 LOOK = "git log --all --oneline"
 FETCH = "git fetch origin"
@@ -110,7 +110,7 @@ def test_a_reused_rollout_an_older_swepipe_did_not_audit_is_audited_when_copied(
     from conftest import demo_task
 
     from pipeline.juniors.stage import copy_rollouts
-    from pipeline.layout import JuniorFiles
+    from pipeline.rundir.layout import JuniorFiles
 
     steps = [{"index": 0, "action": "bash", "command": "git log --all -S 'a + b'", "output": ""},
              {"index": 1, "action": "bash", "command": RIGHT, "output": ""}]

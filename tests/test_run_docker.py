@@ -22,13 +22,13 @@ from scripted_pipeline import (
     write_config,
 )
 
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
-from pipeline.printable import short_id
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.runtime.images.debian_base import BASE_IMAGE
 from pipeline.tasks import load_tasks
+from pipeline.text.printable import short_id
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = {t.repo.split("/")[-1]: t for t in load_tasks("bundled")}

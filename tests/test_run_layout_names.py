@@ -1,7 +1,7 @@
-"""Every file a run writes is named once, in pipeline/layout.py: no module spells out a run file's name, and
+"""Every file a run writes is named once, in pipeline/rundir/layout.py: no module spells out a run file's name, and
 docs/run-layout.md is what the layout gives.
 
-The names come from the layout itself (pipeline.layout_doc lists every file its folder classes name). The source
+The names come from the layout itself (pipeline.rundir.layout_doc lists every file its folder classes name). The source
 of every module of pipeline/ is read with `ast`, and these are names made outside the layout:
 - a string constant (an f-string's literal parts too) that is such a name, or ends in ``/`` and such a name;
 - a name built: an f-string joined to a path with ``/`` (``folder / f"attempt-{n}"``), or a ``with_name`` or
@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import layout, layout_doc
+from pipeline.rundir import layout, layout_doc
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pipeline"
 # Not swepipe's own code: the bundled tasks' projects (their sources are data).
-# The layout's document (pipeline/layout_doc.py): its prose names the files the layout gives.
-SKIPPED = (PACKAGE / "bundled" / "tasks", PACKAGE / "layout.py", PACKAGE / "layout_doc.py")
+# The layout's document (pipeline/rundir/layout_doc.py): its prose names the files the layout gives.
+SKIPPED = (PACKAGE / "bundled" / "tasks", PACKAGE / "rundir" / "layout.py", PACKAGE / "rundir" / "layout_doc.py")
 # Constants that equal a run file's name but name something else; each says what.
 ALLOWED = {
     # The official harness's files in the tests' /workspace, inside the container; the scoring folder keeps copies
-    # of some under the same names, through pipeline.layout.ScoringFiles.
+    # of some under the same names, through pipeline.rundir.layout.ScoringFiles.
     ("pipeline/evaluation/protocol.py", "entryscript.sh"), ("pipeline/evaluation/protocol.py", "patch.diff"),
     ("pipeline/evaluation/protocol.py", "output.json"), ("pipeline/evaluation/protocol.py", "stdout.log"),
     ("pipeline/evaluation/protocol.py", "stderr.log"),
@@ -141,7 +141,7 @@ def test_no_module_spells_out_a_run_file_name():
             else:
                 spelled.append(f"{module}:{line}: {text!r}")
     assert allowed == ALLOWED, f"allowed but no longer there (take them off ALLOWED): {ALLOWED - allowed}"
-    assert not spelled, ("run-file names spelled out of pipeline/layout.py (name them there, and use "
+    assert not spelled, ("run-file names spelled out of pipeline/rundir/layout.py (name them there, and use "
                          "RunLayout / TaskPaths):\n" + "\n".join(spelled))
 
 
@@ -171,7 +171,7 @@ def test_the_scan_finds_names_built_and_named_in_messages(tmp_path):
 
 
 def test_the_run_layout_document_is_what_the_layout_gives():
-    """docs/run-layout.md is generated (python -m pipeline.layout_doc): it cannot drift from the layout."""
+    """docs/run-layout.md is generated (python -m pipeline.rundir.layout_doc): it cannot drift from the layout."""
     assert layout_doc.main(["--check"]) == 0
 
 

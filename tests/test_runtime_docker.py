@@ -10,7 +10,6 @@ import threading
 import pytest
 import runtime_contract as contract
 
-from pipeline.config import Containers
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.docker import DockerRuntime
@@ -18,6 +17,7 @@ from pipeline.runtime.factory import open_runtime
 from pipeline.runtime.images.debian_base import BASE_IMAGE
 from pipeline.runtime.images.prepare import prepare_image
 from pipeline.runtime.limits import ResourceLimitHit
+from pipeline.settings.config import Containers
 from pipeline.tasks import Task
 
 pytestmark = pytest.mark.docker

@@ -4,9 +4,9 @@ reached or priced may change. Runs are prepared in-process with scripted models 
 import pytest
 from run_sessions import session
 
-from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
+from pipeline.settings.config import RunConfig
 
 
 def config(tmp_path, **changes) -> RunConfig:

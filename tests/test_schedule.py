@@ -11,16 +11,16 @@ import yaml
 from conftest import demo_task
 from test_ablations import PRINCIPAL_EDIT, brief, run_in_process, write_run_config
 
-from pipeline.config import Juniors, Limits, PrincipalConfig, RunConfig, ScheduleConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger
 from pipeline.pool_rules import CandidatePool
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import TaskPaths
+from pipeline.settings.config import Juniors, Limits, PrincipalConfig, RunConfig, ScheduleConfig
+from pipeline.settings.model_spec import ModelSpec
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10}
 
@@ -296,7 +296,7 @@ def test_swepipe_run_in_docker_stops_the_schedule_skips_and_resolves(tmp_path):
     from scripted_pipeline import apply_patch_command, write_config
     from test_run_docker import TWO_FILES, swepipe
 
-    from pipeline.layout import RunLayout
+    from pipeline.rundir.layout import RunLayout
 
     task = TWO_FILES
     (tmp_path / "script.yaml").write_text(yaml.safe_dump({"junior": [[bash(apply_patch_command(task.patch)),

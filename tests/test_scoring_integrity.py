@@ -14,8 +14,8 @@ from pipeline.evaluation.capture import SpoolBudget, frames, split_at_marker, st
 from pipeline.evaluation.files import archive_digests, tar_stream
 from pipeline.evaluation.protocol import OutputShapeError, judge, parse_statuses, passed_names, read_output
 from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
-from pipeline.layout import RunLayout
 from pipeline.records import EvalResult
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import Task
 
 F2P, P2P = "t.py::test_new", "t.py::test_old"

@@ -9,8 +9,8 @@ import pytest
 
 from pipeline.evaluation.files import extract_archive
 from pipeline.evaluation.logs import save_capped
-from pipeline.secrets import REDACTED, StreamRedactor, redact
-from pipeline.storage import redact_file
+from pipeline.rundir.storage import redact_file
+from pipeline.text.secrets import REDACTED, StreamRedactor, redact
 
 MiB = 1 << 20
 LINE = b"tests/test_calc.py::test_case PASSED [ 42%] https://proxy.golang.org/github.com/x/y/@v/v1.2.3.mod\n"

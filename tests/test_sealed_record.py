@@ -22,12 +22,12 @@ from typer.testing import CliRunner
 
 from pipeline.analysis.sealing import seal_count, seal_warnings, sealed_words
 from pipeline.cli import app
-from pipeline.layout import RunLayout
 from pipeline.records import Prediction, TaskContainers, read_predictions
 from pipeline.records.sealing import ContainerSeal
 from pipeline.report.render import markdown
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime.seal import Seal, read_facts
-from pipeline.terminal import literal_console
+from pipeline.text.terminal import literal_console
 
 HEADER = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
 FIX = HEADER + " def add(a, b):\n-    return a - b\n+    return a + b\n"

@@ -9,17 +9,17 @@ import yaml
 from scripted_pipeline import SUBMIT, bash
 from test_run_docker import swepipe
 
-from pipeline.config import Containers
-from pipeline.datasets import BUNDLED, BUNDLED_IMAGE_TEMPLATE
-from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.runtime.docker import DockerRuntime
 from pipeline.runtime.factory import open_runtime, prepare_task_image
 from pipeline.runtime.images.names import image_name
 from pipeline.runtime.images.prepare import prepare_image
 from pipeline.runtime.seal import SEAL_LABEL
+from pipeline.settings.config import Containers
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, BUNDLED_IMAGE_TEMPLATE
 
 pytestmark = pytest.mark.docker
 TINYQ = next(t for t in load_tasks(BUNDLED) if t.repo.endswith("/tinyq"))

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import load_config
 from pipeline.errors import SwepipeError
-from pipeline.secrets import REDACTED, redact, redact_data
-from pipeline.storage import append_jsonl, redact_file, write_code_atomic, write_json_atomic, write_text_atomic
+from pipeline.rundir.storage import append_jsonl, redact_file, write_code_atomic, write_json_atomic, write_text_atomic
+from pipeline.settings.config import load_config
 from pipeline.tasks import load_tasks
+from pipeline.text.secrets import REDACTED, redact, redact_data
 
 TESTS = Path(__file__).parent
 TASK = next(t for t in load_tasks("bundled") if t.repo.endswith("/tinyq"))

@@ -14,8 +14,8 @@ from scripted_pipeline import SUBMIT, bash, brief_from_patch, edits_from_patch, 
 
 from pipeline.analysis.coverage import run_coverage
 from pipeline.analysis.load import load_run
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import Task
 
 TESTS = Path(__file__).parent

@@ -6,8 +6,8 @@ import pytest
 from scripted_pipeline import bash, edits_from_patch, patch_per_file, reply
 from test_run_docker import TWO_FILES, pipeline_script, setup, swepipe
 
-from pipeline.layout import RunLayout
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

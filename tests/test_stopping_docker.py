@@ -15,9 +15,9 @@ from leftovers import run_containers
 from live_runs import live_steps
 from scripted_pipeline import SUBMIT, apply_patch_command, bash, brief_from_patch, edits_from_patch, reply, write_config
 
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

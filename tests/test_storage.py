@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import patchtext
 from pipeline.errors import DatasetError
 from pipeline.interop.predictions import load_predictions
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.records.prediction import finished_predictions
 from pipeline.run.lock import RunLocked, lock_run, repair_run, unlock_run
-from pipeline.storage import append_jsonl, repair_jsonl, write_json_atomic, write_text_atomic
+from pipeline.rundir.layout import RunLayout
+from pipeline.rundir.storage import append_jsonl, repair_jsonl, write_json_atomic, write_text_atomic
 from pipeline.tasks import load_tasks
+from pipeline.text import patchtext
 
 TESTS = Path(__file__).parent
 PYTHONPATH = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
@@ -136,7 +136,7 @@ def test_the_next_run_repairs_a_torn_predictions_file_and_eval_accepts_it(tmp_pa
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pipeline.layout import RunLayout
+    from pipeline.rundir.layout import RunLayout
     from pipeline.run.lock import lock_run
     lock_run(RunLayout(Path(sys.argv[1])))
     print("locked", flush=True)
@@ -211,7 +211,7 @@ def test_files_written_atomically_get_the_mode_of_every_other_file_of_a_run(tmp_
     """mkstemp makes 0600 files: eval_results.json (and every file written by rename) had that mode, unlike a file
     made by open (predictions.jsonl)."""
     from pipeline.evaluation.batch import EvalSummary, finish_eval
-    from pipeline.storage import redact_file
+    from pipeline.rundir.storage import redact_file
 
     append_jsonl(tmp_path / "predictions.jsonl", {"instance_id": "x"})
     finish_eval(tmp_path, EvalSummary())
@@ -241,7 +241,7 @@ def test_a_full_disk_during_an_atomic_write_leaves_no_temporary_file(tmp_path):
     script = textwrap.dedent("""
         import resource, signal, sys
         from pathlib import Path
-        from pipeline.storage import write_json_atomic
+        from pipeline.rundir.storage import write_json_atomic
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
         try:

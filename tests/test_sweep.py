@@ -11,12 +11,12 @@ import yaml
 from interrupting import interrupt_when
 from scripted_pipeline import SUBMIT, bash, patch_per_file, reply
 
-from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
+from pipeline.settings.config import RunConfig
 from pipeline.studies.sweep import build_grid, plan_sweep, read_grid_file, slug
 from pipeline.tasks import load_tasks
 

@@ -7,14 +7,14 @@ import yaml
 from live_runs import live_trajectory
 
 from pipeline.agent.actions import FormatError, parse_action
-from pipeline.config import Limits, RunConfig, TeamConfig
-from pipeline.config_overlay import parse_set
 from pipeline.errors import SwepipeError
-from pipeline.model_spec import ModelSpec, Prices
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.models.ledger import Ledger
 from pipeline.runtime.local import LocalRuntime
+from pipeline.settings.config import Limits, RunConfig, TeamConfig
+from pipeline.settings.config_overlay import parse_set
+from pipeline.settings.model_spec import ModelSpec, Prices
 from pipeline.tasks import Task
 from pipeline.team.actions import LEAD_ACTIONS, inside, normalise_path, parse_delegations, parse_names, report_block
 from pipeline.team.lead import run_team

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from scripted_pipeline import SUBMIT, apply_patch_command, bash, reply
 
-from pipeline.layout import RunLayout
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
 

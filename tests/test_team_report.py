@@ -20,9 +20,9 @@ from pipeline.analysis.team import (
     team_runs,
     timeline,
 )
-from pipeline.layout import ReportFiles
 from pipeline.report.build import build_report, write_report
 from pipeline.report.team_figures import MAX_TIMELINE_TASKS, summary_data, timeline_figure, timeline_tasks
+from pipeline.rundir.layout import ReportFiles
 
 T0 = 1_796_000_000.0  # the team's start, Unix seconds
 

@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from pipeline.printable import clean, short_id, short_ids, whole_paragraphs
-from pipeline.terminal import literal, literal_console
-from pipeline.terminal_table import TerminalTable
+from pipeline.text.printable import clean, short_id, short_ids, whole_paragraphs
+from pipeline.text.terminal import literal, literal_console
+from pipeline.text.terminal_table import TerminalTable
 from tests.fuzzing import fuzz
 from tests.hostile import hostile_line, hostile_text, in_terminal
 
@@ -85,9 +85,9 @@ def test_a_narrow_table_stays_a_grid_and_a_wide_one_turns(width):
 @pytest.mark.parametrize("width", [*WIDTHS, None])
 def test_the_run_table_shows_ids_whole_and_the_edit_error_whole(width, tmp_path):
     from pipeline.cli.run_commands import run_table
-    from pipeline.layout import RunLayout
     from pipeline.records import Prediction
     from pipeline.run.bookkeeping import RunSummary
+    from pipeline.rundir.layout import RunLayout
 
     predictions = {i: Prediction(instance_id=i, source="principal", error=EDIT_ERROR,
                                  cost={"junior": 0.0, "senior": 0.0, "principal": 0.0})

@@ -10,20 +10,20 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import storage
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.journal import TrajectoryJournal
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
-from pipeline.config import Limits
-from pipeline.layout import trajectory_journal
-from pipeline.model_spec import ModelSpec
 from pipeline.models.budget import Budget
 from pipeline.models.client import Completion, ModelClient, Usage
 from pipeline.models.ledger import Ledger
 from pipeline.records.trajectory import fold_journal, read_trajectory
+from pipeline.rundir import storage
+from pipeline.rundir.layout import trajectory_journal
 from pipeline.runtime.local import LocalRuntime
+from pipeline.settings.config import Limits
+from pipeline.settings.model_spec import ModelSpec
 from tests.fuzzing import fuzz
 
 TEXT = st.text(max_size=40)

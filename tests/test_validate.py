@@ -5,10 +5,10 @@ import sys
 import pytest
 from flaky_task import SEEDED_TEST, write_dataset
 
-from pipeline.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE
 from pipeline.evaluation.validate import judge_task, leaked_test_names
 from pipeline.records import EvalResult
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED, BUNDLED_DIR, BUNDLED_IMAGE_TEMPLATE
 
 TASK = load_tasks(BUNDLED)[0]
 BY_NAME = {t.repo.split("/")[-1]: t for t in load_tasks(BUNDLED)}

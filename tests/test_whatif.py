@@ -15,7 +15,7 @@ import yaml
 from pipeline.analysis.repricing import HistoryVariant, reprice_task
 from pipeline.analysis.whatif import Pricer, pareto_front, what_if
 from pipeline.analysis.whatif_data import read_run
-from pipeline.layout import RunLayout
+from pipeline.rundir.layout import RunLayout
 
 PRICES = {"input": 1.0, "output": 2.0}  # dollars per million tokens
 TASK = "instance_demo__two-files-0001"

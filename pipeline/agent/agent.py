@@ -18,7 +18,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from pipeline import stopping
 from pipeline.agent.actions import (
     BASH,
     EDITOR_KINDS,
@@ -38,12 +37,13 @@ from pipeline.agent.journal import TrajectoryJournal
 from pipeline.agent.role_actions import RoleActions, SubmitAction
 from pipeline.agent.settings import AgentSettings
 from pipeline.agent.transcript import Transcript
+from pipeline.control import stopping
 from pipeline.edits.editor import Editor
 from pipeline.errors import InfrastructureFault
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed
-from pipeline.prompts import render
 from pipeline.records.trajectory import ExitReason
+from pipeline.text.prompts import render
 
 STEPS_LEFT_NOTES = (3, 1)  # the agent is told how many replies remain when this many do (1: the last one)
 

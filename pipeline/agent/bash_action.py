@@ -7,11 +7,11 @@ from typing import Any
 from pipeline.agent.actions import Action
 from pipeline.agent.agent_run import AgentStep, Stop
 from pipeline.agent.failures import workspace_failure
-from pipeline.config import Limits
 from pipeline.errors import ContainerDied
-from pipeline.prompts import render
 from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.limits import ResourceLimitHit
+from pipeline.settings.config import Limits
+from pipeline.text.prompts import render
 
 
 class BashAction:

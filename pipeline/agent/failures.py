@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline import stopping
 from pipeline.agent.agent_run import Stop
+from pipeline.control import stopping
 from pipeline.errors import RuntimeUnavailable, describe, is_transport_error
 from pipeline.records.trajectory import ExitReason
 

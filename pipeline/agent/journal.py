@@ -17,9 +17,9 @@ from typing import Any, TypedDict
 from pipeline.agent.agent_run import AgentRun, AgentStep
 from pipeline.agent.transcript import Transcript
 from pipeline.errors import StorageFault
-from pipeline.layout import reply_journal, trajectory_journal
 from pipeline.records.trajectory import JOURNAL_FORMAT, read_trajectory
-from pipeline.storage import append_jsonl, remove, write_failure, write_json_atomic
+from pipeline.rundir.layout import reply_journal, trajectory_journal
+from pipeline.rundir.storage import append_jsonl, remove, write_failure, write_json_atomic
 
 _LISTS = ("messages", "steps")
 

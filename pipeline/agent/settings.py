@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.agent.inbox import Inbox
-from pipeline.config import Limits
 from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
+from pipeline.settings.config import Limits
 
 
 @dataclass

@@ -47,10 +47,10 @@ from unidiff.errors import UnidiffParseError
 
 from pipeline.analysis.load import RunData, TaskData, config_section
 from pipeline.analysis.stats import model_off
-from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import Brief, Pool, read_json
 from pipeline.records.base import Part
 from pipeline.records.pool import Candidate
+from pipeline.rundir.layout import RunLayout, TaskPaths
 
 MAX_EXACT_ROLLOUTS = 6
 SAMPLED_ORDERINGS = 200

@@ -20,8 +20,6 @@ from typing import TypeGuard
 import yaml
 
 from pipeline.errors import SwepipeError
-from pipeline.layout import TASK, RunLayout, ScoringFiles, TaskPaths, rollout_file, trajectory_journal, whole_trajectory
-from pipeline.printable import clean
 from pipeline.records import (
     MISSING,
     NOT_AN_OBJECT,
@@ -43,7 +41,17 @@ from pipeline.records import (
 from pipeline.records.evaluation import EvalCategory, TestOutcome
 from pipeline.records.ledger import read_ledger
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.rundir.layout import (
+    TASK,
+    RunLayout,
+    ScoringFiles,
+    TaskPaths,
+    rollout_file,
+    trajectory_journal,
+    whole_trajectory,
+)
 from pipeline.tasks import check_instance_id
+from pipeline.text.printable import clean
 
 __all__ = ["MISSING", "NOT_AN_OBJECT", "Read", "RolloutFiles", "RunData", "TaskFiles", "TaskData", "config_section",
            "is_number", "load_run", "named_apart", "read_json", "read_text"]

@@ -20,7 +20,7 @@ from typing import TypeGuard
 from pipeline.analysis.load import RunData
 from pipeline.analysis.stats import RunStats
 from pipeline.analysis.table import NA, Table, money, percent
-from pipeline.layout import repeat_dirs
+from pipeline.rundir.layout import repeat_dirs
 
 
 @dataclass(frozen=True)

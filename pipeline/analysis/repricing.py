@@ -37,7 +37,7 @@ from pipeline.analysis.whatif_data import WhatIfTask
 from pipeline.records.ledger import LedgerRow
 
 if TYPE_CHECKING:
-    from pipeline.model_spec import Prices
+    from pipeline.settings.model_spec import Prices
 
 MIN_CACHE_TOKENS = 1024
 LOOKBACK_BLOCKS = 20  # how far before a breakpoint Anthropic finds an earlier one's cache entry

@@ -23,7 +23,7 @@ BOOTSTRAP_RESAMPLES = 2000
 _EXCEPTION_NAME = re.compile(r"^[A-Z][A-Za-z0-9_.]*$")  # "solo: RuntimeError: ..." keeps "RuntimeError"
 COST_EPSILON = 1e-8  # dollars; predictions round costs to 8 decimals
 RATE_EPSILON = 1e-9  # resolve rates closer than this are equal
-NO_MODEL = "none"  # a role's model that switches the role off (pipeline.model_spec.NO_MODEL)
+NO_MODEL = "none"  # a role's model that switches the role off (pipeline.settings.model_spec.NO_MODEL)
 
 
 @dataclass

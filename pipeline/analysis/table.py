@@ -1,5 +1,5 @@
 """An analysis's result as a table of plain strings, so Markdown, HTML and the terminal show the same thing, and the
-cell formats every table shares (money, percent, seconds, counts, n/a; a short task id is pipeline.printable's)."""
+cell formats every table shares (money, percent, seconds, counts, n/a; a short task id is pipeline.text.printable's)."""
 
 from __future__ import annotations
 

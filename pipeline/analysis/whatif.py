@@ -33,10 +33,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pipeline.analysis.repricing import HistoryVariant, reprice_task
 from pipeline.analysis.stats import file_editor
 from pipeline.analysis.whatif_data import WhatIfRun, WhatIfTask, rollout_index
-from pipeline.config import ScheduleConfig
 from pipeline.pool_rules import CandidatePool, agreement, agrees, judge, wave_sizes
 from pipeline.records import Rollout
 from pipeline.records.pool import ScheduleDecision
+from pipeline.settings.config import ScheduleConfig
 
 MAX_SUBSETS = 500
 SKIP_GRID = ((0.5, 2), (0.6, 3), (0.8, 2), (0.8, 3), (1.0, 2), (1.0, 3))  # (top_share, min_submitted)
@@ -89,9 +89,9 @@ class Pricer:
         from pydantic import ValidationError
 
         from pipeline.errors import SwepipeError
-        from pipeline.model_spec import ModelSpec, Prices
         from pipeline.models.pricing import resolve_prices
         from pipeline.models.prompt_cache import caches_at_markers
+        from pipeline.settings.model_spec import ModelSpec, Prices
 
         configured = config.get("models")
         models = configured if isinstance(configured, dict) else {}

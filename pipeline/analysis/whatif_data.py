@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pipeline.analysis.load import RunData, TaskData, load_run
-from pipeline.layout import RunLayout, is_candidate_key
 from pipeline.pool_rules import CandidateDraft
 from pipeline.records import EvalResult, Rollout, Unreadable, read_trajectory
 from pipeline.records.evaluation import EvalCategory
 from pipeline.records.ledger import LedgerRow, read_ledger
+from pipeline.rundir.layout import RunLayout, is_candidate_key
 
 _ROLLOUT_AGENT = re.compile(r"^rollout-(\d+)$")
 _CANDIDATE_FIELDS = {f.name for f in fields(CandidateDraft)}

@@ -39,11 +39,11 @@ from typing import Any, NotRequired, TypedDict, cast
 import yaml
 
 # Where the bundled tasks, images and dataset live: defined with the dataset's name, for the readers too.
-from pipeline.datasets import BUNDLED_DATASET as DATASET_PATH
-from pipeline.datasets import BUNDLED_DIR as BUNDLED_ROOT  # noqa: F401 - build.BUNDLED_ROOT
-from pipeline.datasets import BUNDLED_IMAGE_REPOSITORY as IMAGE_REPOSITORY
-from pipeline.datasets import BUNDLED_IMAGES_DIR as IMAGES_ROOT  # noqa: F401 - build.IMAGES_ROOT (images.py)
-from pipeline.datasets import BUNDLED_TASKS_DIR as TASKS_ROOT
+from pipeline.tasks.datasets import BUNDLED_DATASET as DATASET_PATH
+from pipeline.tasks.datasets import BUNDLED_DIR as BUNDLED_ROOT  # noqa: F401 - build.BUNDLED_ROOT
+from pipeline.tasks.datasets import BUNDLED_IMAGE_REPOSITORY as IMAGE_REPOSITORY
+from pipeline.tasks.datasets import BUNDLED_IMAGES_DIR as IMAGES_ROOT  # noqa: F401 - build.IMAGES_ROOT (images.py)
+from pipeline.tasks.datasets import BUNDLED_TASKS_DIR as TASKS_ROOT
 from pipeline.tasks.task import TaskRow
 
 # Identity and clock of every commit, so that shas do not depend on who builds or when.

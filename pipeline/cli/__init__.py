@@ -10,13 +10,13 @@ from pipeline.errors import InfrastructureFault, SwepipeError
 
 
 def main() -> None:
-    from pipeline import stopping
+    from pipeline.control import stopping
 
     stopping.install()  # from the main thread, before any worker thread or container exists
     try:
         app()
     except (SwepipeError, InfrastructureFault) as error:  # e.g. a preflight that finds an image no one can get
-        from pipeline.terminal import literal
+        from pipeline.text.terminal import literal
 
         err_console.print(literal("error:", "bold red"), str(error))  # its brackets (swepipe[ray]) are text
         sys.exit(2)

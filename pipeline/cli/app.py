@@ -1,4 +1,4 @@
-"""The `swepipe` Typer app, its `images` group and the consoles (stdout, stderr; pipeline.terminal: every string
+"""The `swepipe` Typer app, its `images` group and the consoles (stdout, stderr; pipeline.text.terminal: every string
 printed literally): what every command module registers with or prints to, in a module that imports none of them
 (pipeline/cli/__init__.py imports the commands)."""
 
@@ -10,8 +10,8 @@ import typer
 
 from pipeline.cli.help import Group
 from pipeline.cli.removed import RefusingCommand
-from pipeline.layout import ReportFiles
-from pipeline.terminal import literal_console
+from pipeline.rundir.layout import ReportFiles
+from pipeline.text.terminal import literal_console
 
 
 class App(typer.Typer):

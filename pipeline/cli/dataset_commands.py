@@ -10,14 +10,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, images_app
 from pipeline.cli.runs import run_id_of
+from pipeline.control import stopping
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
-from pipeline.printable import short_ids
-from pipeline.terminal_table import TerminalTable
+from pipeline.text.printable import short_ids
+from pipeline.text.terminal_table import TerminalTable
 
 
 @app.command()
@@ -78,15 +78,15 @@ def validate(
                                          language=language, limit=limit)
     scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
-    from pipeline.config import ExecutorConfig
-    from pipeline.datasets import defaults_for
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.evaluation.validate import INSTANCES, RELIABLE, validate_tasks
-    from pipeline.layout import RunLayout
     from pipeline.run.executors import executor_for
     from pipeline.run.run_dataset import record_dataset
+    from pipeline.rundir.layout import RunLayout
     from pipeline.runtime.images.names import run_image_names
     from pipeline.runtime.limits import container_limits
+    from pipeline.settings.config import ExecutorConfig
+    from pipeline.tasks.datasets import defaults_for
 
     if replicas < 1 or workers < 1:
         raise SwepipeError(f"--replicas ({replicas}) and --workers ({workers}) must be at least 1")
@@ -148,8 +148,8 @@ def cleanup(
     """Remove the containers (and cached images) swepipe left behind.
 
     All of swepipe's, or RUN's alone; with --executor ray, on every node of the cluster."""
-    from pipeline.config import ExecutorConfig
     from pipeline.run.executors import executor_for
+    from pipeline.settings.config import ExecutorConfig
 
     chosen = opt.executor_settings(ExecutorConfig(), executor, ray_address)  # the config's check of the flags
     executor_for(chosen).cleanup(run_id_of(run) if run else None, images, say=print)
@@ -176,7 +176,7 @@ def images_build(
     )
 
     from pipeline.bundled.images import build_images
-    from pipeline.datasets import BUNDLED
+    from pipeline.tasks.datasets import BUNDLED
 
     if selection.dataset != BUNDLED:
         raise SwepipeError(f"only the bundled tasks' images are built locally; {selection.dataset!r} names images "
@@ -205,9 +205,9 @@ def _task_image_names(selected, image_template: str | None, config: Path | None,
                       dataset: str) -> tuple[list, float | None]:
     """The image names of the selected tasks (by the run's template) and the config's image cache budget (None:
     none set)."""
-    from pipeline.config import load_config
-    from pipeline.datasets import defaults_for
     from pipeline.runtime.images.names import image_name
+    from pipeline.settings.config import load_config
+    from pipeline.tasks.datasets import defaults_for
 
     cfg = load_config(config)
     template = image_template or cfg.containers.image_template or defaults_for(dataset).image_template

@@ -12,16 +12,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline import stopping
 from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
 from pipeline.cli.runs import run_directory
 from pipeline.cli.stops import exit_stopped
+from pipeline.control import stopping
+from pipeline.control.outages import BREAKERS, OUTAGE_SECONDS, Settings
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
-from pipeline.layout import TASK
-from pipeline.outages import BREAKERS, OUTAGE_SECONDS, Settings
+from pipeline.rundir.layout import TASK
 
 
 @app.command("eval")
@@ -71,18 +71,18 @@ def eval_(
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split)
     scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
                           scoring_profile=scoring_profile, eval_network=eval_network, eval_log_mb=eval_log_mb)
-    from pipeline.datasets import defaults_for
     from pipeline.evaluation.report import print_summary
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.interop.predictions import load_predictions
     from pipeline.runtime.limits import container_limits
+    from pipeline.tasks.datasets import defaults_for
 
     _one_source(run, predictions, candidates)
     if attempts < 1 or workers < 1 or outage_seconds <= 0:
         raise SwepipeError("--attempts and --workers must be at least 1, and --outage-seconds above 0")
     BREAKERS.configure(dataclasses.replace(Settings(), outage_seconds=outage_seconds, setting="--outage-seconds"))
-    from pipeline.config import ExecutorConfig
     from pipeline.run.executors import executor_for
+    from pipeline.settings.config import ExecutorConfig
 
     where = executor_for(opt.executor_settings(ExecutorConfig(), executor, ray_address))  # the flags checked
     if candidates and output is not None:
@@ -125,10 +125,10 @@ def _eval_candidates(root: Path, selection, scoring: ScoringOptions, image_templ
                      attempts: int, platform, skip_image_check: bool, where) -> None:
     """``--candidates RUN``: the run's junior candidates scored (pipeline.evaluation.candidates) by the executor
     ``where``, its summary."""
-    from pipeline.datasets import defaults_for
     from pipeline.evaluation.candidates import plan_candidates, run_containers, summary_lines
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.runtime.limits import container_limits
+    from pipeline.tasks.datasets import defaults_for
 
     selection = selection.for_run(root, console.print)
     plan = plan_candidates(root, selection.load(), redo)
@@ -161,7 +161,7 @@ def _eval_candidates(root: Path, selection, scoring: ScoringOptions, image_templ
 def _check_images(loaded, tasks_, out: Path, settings, redo: bool, where) -> None:
     """The images of the predictions still to score, present or on their registry where ``where`` scores."""
     from pipeline.evaluation.batch import has_verdict, read_result
-    from pipeline.layout import EvalOutput
+    from pipeline.rundir.layout import EvalOutput
     from pipeline.runtime.images.names import run_image_names
 
     wanted, output = {p.instance_id for p in loaded}, EvalOutput(out)
@@ -197,14 +197,14 @@ class _Source:
 
     @classmethod
     def of_run(cls, root: Path) -> _Source:
-        from pipeline.layout import RunLayout
+        from pipeline.rundir.layout import RunLayout
 
         layout = RunLayout(root)
         return cls(layout.predictions, layout.run_id, layout.eval)
 
     @classmethod
     def of_file(cls, predictions: Path, runs_dir: Path) -> _Source:
-        from pipeline.layout import RunLayout
+        from pipeline.rundir.layout import RunLayout
 
         if predictions.resolve().parent.parent.name == "runs":  # a run's own predictions file
             return dataclasses.replace(cls.of_run(predictions.parent), predictions=predictions)

@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.terminal import literal_console
+from pipeline.text.terminal import literal_console
 
 OPTIONS = "Options"
 TASKS = "Task selection"

@@ -13,11 +13,11 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline.cli.help import CONFIG, EXECUTION, MODELS, OUTPUT, SCORING, STRATEGY, TASKS
-from pipeline.datasets import BUNDLED
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.logs import LOG_LIMIT
 from pipeline.evaluation.profiles import DEFAULT_PROFILE  # noqa: F401 - the commands' default, opt.DEFAULT_PROFILE
 from pipeline.tasks import Task, TaskFilter, load_tasks, parse_instance_ids
+from pipeline.tasks.datasets import BUNDLED
 
 DEFAULT_DATASET = BUNDLED
 DEFAULT_LOG_MB = LOG_LIMIT / 1e6
@@ -174,10 +174,10 @@ SHORTCUTS = {"junior_model": ("models.junior.model", "--junior-model"),
 
 
 def config_assignments(sets: list[str] | None, **flags):
-    """The command line's changes to the config, in one list (pipeline.config_overlay): the shortcut flags given
-    (``flags``, by SHORTCUTS name), then every ``--set``. A flag and a --set giving one option two values is
+    """The command line's changes to the config, in one list (pipeline.settings.config_overlay): the shortcut flags
+    given (``flags``, by SHORTCUTS name), then every ``--set``. A flag and a --set giving one option two values is
     refused: which one was meant cannot be known."""
-    from pipeline.config_overlay import flag, parse_set
+    from pipeline.settings.config_overlay import flag, parse_set
 
     given = [flag(SHORTCUTS[name][0], value, f"{SHORTCUTS[name][1]} {value}")
              for name, value in flags.items() if value is not None]

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from pipeline.cli.help import Command
-from pipeline.layout import ReportFiles
+from pipeline.rundir.layout import ReportFiles
 
 # The click typer runs on: its own copy since typer 0.2x, click itself before.
 _IN_DIR = ReportFiles(Path("DIR"))  # where a report's files go under --output DIR, as the messages say

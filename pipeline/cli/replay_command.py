@@ -16,9 +16,9 @@ from pipeline.cli.help import EXECUTION, OUTPUT, SCORING
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
 from pipeline.interop.recorded import RecordedTrajectory
-from pipeline.printable import short_id
-from pipeline.terminal import literal
-from pipeline.terminal_table import TerminalTable
+from pipeline.text.printable import short_id
+from pipeline.text.terminal import literal
+from pipeline.text.terminal_table import TerminalTable
 
 # What a replay sets, whatever the config says. The recorded commands come from a file, not from a model swepipe
 # called: they are untrusted, so a replay's containers never get the network (containers.network is not used).
@@ -59,10 +59,10 @@ def replay(
     compare, task pages); the same --run-id resumes it."""
     from pipeline.cli.run_commands import _run_once
     from pipeline.interop.replay import max_steps, write_recorded
-    from pipeline.layout import RunLayout
     from pipeline.run.executors import executor_for
     from pipeline.run.lifecycle import RunRequest, new_run_id
     from pipeline.run.setup import resolve_config
+    from pipeline.rundir.layout import RunLayout
 
     selection = opt.TaskSelection.chosen(ctx, dataset=dataset, split=split, instance_ids=instance_ids)
     scoring = ScoringOptions(run_scripts=run_scripts, dockerfiles=dockerfiles, timeout=timeout,
@@ -80,7 +80,7 @@ def replay(
     for trajectory in recorded:
         _keep(layout, trajectory, write_recorded)
     steps = max(max_steps(trajectory) for trajectory in recorded)
-    from pipeline.config_overlay import flag
+    from pipeline.settings.config_overlay import flag
 
     overlay = [flag(path, value, "swepipe replay") for path, value in REPLAY_SETTINGS]
     overlay += [flag("limits.max_steps", steps, "swepipe replay"),
@@ -186,7 +186,7 @@ def _print_replays(layout, recorded: list) -> None:
                                                             "reached", "resolved (recorded)"], rows))
     for line in differences:  # below the table, whole: a cell folds them to its width
         console.print(literal(line), soft_wrap=True)
-    from pipeline.layout import TASK
+    from pipeline.rundir.layout import TASK
 
     console.print(f"per trajectory: {layout.root / TASK.replay_files.result}", soft_wrap=True)
 

@@ -11,8 +11,8 @@ from pipeline.cli import options as opt
 from pipeline.cli.app import app, console, err_console
 from pipeline.cli.runs import Run, run_directories, run_directory, runs_or_repeats
 from pipeline.errors import SwepipeError
-from pipeline.layout import ReportFiles
-from pipeline.terminal import literal
+from pipeline.rundir.layout import ReportFiles
+from pipeline.text.terminal import literal
 
 
 @app.command()
@@ -240,7 +240,7 @@ def compare(
     from pipeline.analysis.compare import compare_runs, compare_tables
     from pipeline.analysis.load import load_run
     from pipeline.report.render import html_page, markdown, rich_table
-    from pipeline.storage import write_text_atomic
+    from pipeline.rundir.storage import write_text_atomic
 
     if len(runs) < 2:
         raise SwepipeError("swepipe compare needs at least two runs (RUN_A RUN_B ...)")

@@ -14,13 +14,13 @@ from pipeline.cli import options as opt
 from pipeline.cli.app import app, console
 from pipeline.cli.help import EXECUTION, OUTPUT, SCORING, STRATEGY, TASKS
 from pipeline.cli.runs import run_directory
-from pipeline.config import commented_yaml
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
-from pipeline.layout import TASK
-from pipeline.printable import clean, short_id
-from pipeline.terminal import literal
-from pipeline.terminal_table import TerminalTable
+from pipeline.rundir.layout import TASK
+from pipeline.settings.config import commented_yaml
+from pipeline.text.printable import clean, short_id
+from pipeline.text.terminal import literal
+from pipeline.text.terminal_table import TerminalTable
 
 if TYPE_CHECKING:
     from pipeline.run.lifecycle import RunRequest
@@ -274,9 +274,9 @@ def _print_run(summary, settings) -> bool:
 def run_table(summary, layout) -> TerminalTable:
     """One row per task of the session: its source, dollars by stage, verdict and error (whole paragraphs of it:
     the rest is in the task's error.txt)."""
-    from pipeline.printable import short_ids, whole_paragraphs
     from pipeline.run.bookkeeping import dollars_of, verdict_word
-    from pipeline.secrets import redact
+    from pipeline.text.printable import short_ids, whole_paragraphs
+    from pipeline.text.secrets import redact
 
     stages = list(summary.roles)
     shown = short_ids(list(summary.predictions))
@@ -322,7 +322,7 @@ def rollouts(
     if run_id:
         selection = selection.for_run(runs_dir / run_id, console.print)
     chosen = dataclasses.replace(selection, instance_ids=task).load()[0]
-    from pipeline.config_overlay import flag
+    from pipeline.settings.config_overlay import flag
 
     juniors_alone = flag("strategy", "vote", "swepipe rollouts (the junior stage alone)")
     cfg = resolve_config(config, [*opt.config_assignments(assignments, junior_model=junior_model, k=k,

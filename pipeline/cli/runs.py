@@ -17,7 +17,7 @@ def run_directory(run: str, runs_dir: Path) -> Path:
     """The run directory ``run`` names (an id under ``runs_dir``, or a directory); SwepipeError naming both places
     looked at when there is none."""
     from pipeline.errors import SwepipeError
-    from pipeline.layout import RunLayout
+    from pipeline.rundir.layout import RunLayout
 
     candidates = [Path(run)] + ([runs_dir / run] if run and "/" not in run and run not in (".", "..") else [])
     folders = [path for path in candidates if path.is_dir()]
@@ -38,7 +38,7 @@ def run_directories(runs: list[str], runs_dir: Path) -> list[Path]:
 def runs_or_repeats(run: str, runs_dir: Path) -> list[Path]:
     """The run ``run`` names, or when it names no run but a group of repeats (`run --repeats N` writes
     ``<group>-r1`` .. ``<group>-rN``), the repeats' directories by number."""
-    from pipeline.layout import repeat_dirs
+    from pipeline.rundir.layout import repeat_dirs
 
     for spelled in _spellings(run, runs_dir):
         if not spelled.is_dir() and (repeats := repeat_dirs(spelled.parent, spelled.name)):

@@ -6,7 +6,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from pipeline.terminal import literal
+from pipeline.text.terminal import literal
 
 
 def exit_stopped(console: Console, saved: str) -> NoReturn:
@@ -14,7 +14,7 @@ def exit_stopped(console: Console, saved: str) -> NoReturn:
     the provider may bill them), say why the run stopped when a fault stopped it and ``saved`` (what is kept and
     how to resume), then exit without waiting for threads still blocked in a call: 130 or 143 after a signal,
     1 for an outage, 2 for a configuration error."""
-    from pipeline import stopping
+    from pipeline.control import stopping
     from pipeline.models.client import charge_abandoned_calls
     from pipeline.runtime import containers
 

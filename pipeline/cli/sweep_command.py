@@ -92,7 +92,7 @@ def sweep(
             raise SwepipeError("swepipe sweep --report needs the --sweep-id of a sweep (or its directory)")
         _report(resolve_sweep_root(sweep_id, runs_dir))
         return
-    from pipeline.config import load_config
+    from pipeline.settings.config import load_config
 
     cfg = load_config(config, opt.config_assignments(assignments))
     axes = {"sizes": sizes, "stages": stages, "modes": modes, "lead_models": lead_models,
@@ -130,7 +130,7 @@ def _run_and_report(plan, request: RunRequest) -> None:
     outcome = run_sweep(plan, request, show_progress=sys.stderr.isatty(), log=_line, announce=_line)
     if outcome.stopped:
         from pipeline.cli.stops import exit_stopped
-        from pipeline.layout import SweepLayout
+        from pipeline.rundir.layout import SweepLayout
 
         exit_stopped(console, f"what finished is saved in each cell's run directory ({SweepLayout(plan.root).manifest} "
                               f"lists them); run the same command again (--sweep-id {plan.sweep_id}) to resume "
@@ -148,7 +148,7 @@ def _line(text: str) -> None:
 
 
 def _baseline(baseline: str, runs_dir: Path) -> Path:
-    from pipeline.layout import RunLayout
+    from pipeline.rundir.layout import RunLayout
 
     root = run_directory(baseline, runs_dir)
     if not RunLayout(root).predictions.is_file():

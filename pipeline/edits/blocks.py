@@ -33,7 +33,7 @@ from itertools import accumulate
 from pathlib import PurePosixPath
 from typing import Literal, overload
 
-from pipeline.repopath import WHOLE_REPOSITORY, from_root, without_diff_prefix
+from pipeline.text.repopath import WHOLE_REPOSITORY, from_root, without_diff_prefix
 
 __all__ = ["Edit", "EditApplyError", "EditFormatError", "File", "apply_edits", "closest", "find_lines", "parse_edits",
            "split_lines", "unnumbered"]

@@ -22,8 +22,8 @@ from typing import NotRequired, TypedDict
 
 from pipeline.edits.blocks import File, closest, find_lines, split_lines
 from pipeline.errors import ContainerDied, InfrastructureFault
-from pipeline.linenumbers import line_number
-from pipeline.repopath import WHOLE_REPOSITORY, from_root
+from pipeline.text.linenumbers import line_number
+from pipeline.text.repopath import WHOLE_REPOSITORY, from_root
 
 COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
 MAX_FILE_BYTES = 1 << 20  # larger files are for bash (sed -n, grep -n); an edit rewrites the whole file
@@ -102,7 +102,7 @@ def parse_view_range(value) -> tuple[int, int] | None:
 
 
 def _integer(value, problem: str) -> int:
-    """``value`` as a line number (pipeline.linenumbers); EditorError (``problem``) for anything else."""
+    """``value`` as a line number (pipeline.text.linenumbers); EditorError (``problem``) for anything else."""
     number = line_number(value)
     if number is None:
         raise EditorError(f"{problem}, not {_shown(value)}")

@@ -8,17 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict, TypeGuard
 
-from pipeline import patchtext
+from pipeline.control.parallel import run_with_progress
 from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.protocol import strip_binary_sections
 from pipeline.evaluation.runner import EvalSettings, evaluate
 from pipeline.interop.predictions import PatchToScore
-from pipeline.layout import EvalOutput, ScoringFiles
-from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Unreadable
 from pipeline.records.evaluation import Attempt, EvalCategory, Finding, infrastructure_files
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.layout import EvalOutput, ScoringFiles
+from pipeline.rundir.storage import write_json_atomic
 from pipeline.tasks import Task
+from pipeline.text import patchtext
 
 
 class EvalSummaryData(TypedDict):

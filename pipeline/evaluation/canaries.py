@@ -33,9 +33,9 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from pipeline import patchtext
 from pipeline.evaluation.runners import Runner, RunScript, read_run_script
 from pipeline.tasks import Task
+from pipeline.text import patchtext
 
 CANARY = "canary"  # the integrity finding's kind
 PLANTED = "planted"  # the word the entry script prints when the canaries were written

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from pipeline.control.parallel import run_with_progress
 from pipeline.evaluation.batch import has_verdict, read_result, score_one
 from pipeline.evaluation.runner import EvalSettings
-from pipeline.layout import TASK, RunLayout, TaskPaths, is_candidate_key
-from pipeline.parallel import run_with_progress
 from pipeline.records import EvalResult, Pool, Unreadable, read_json
 from pipeline.records.evaluation import EvalCategory
 from pipeline.records.pool import Candidate
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.layout import TASK, RunLayout, TaskPaths, is_candidate_key
+from pipeline.rundir.storage import write_json_atomic
 from pipeline.tasks import Task
 
 

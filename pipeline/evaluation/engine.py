@@ -1,4 +1,4 @@
-"""Scoring's calls to the Docker engine, through the engine's breaker (pipeline.outages, endpoint ``docker``).
+"""Scoring's calls to the Docker engine, through the engine's breaker (pipeline.control.outages, endpoint ``docker``).
 
 A scoring whose engine does not answer (a refused or dropped connection, a timeout: dockerd restarting or down)
 is tried again: at once a few times, then, once the breaker has paused the engine, when it is this scoring's
@@ -16,10 +16,10 @@ from typing import TypeVar
 import requests
 from docker.errors import APIError
 
-from pipeline import stopping
-from pipeline.outages import BREAKERS
+from pipeline.control import stopping
+from pipeline.control.outages import BREAKERS
 
-DOCKER = "docker"  # the engine's endpoint name in pipeline.outages
+DOCKER = "docker"  # the engine's endpoint name in pipeline.control.outages
 TRIES = 3  # tries of one scoring while the engine does not answer and the breaker has not paused it
 
 T = TypeVar("T")

@@ -33,13 +33,13 @@ import fnmatch
 import hashlib
 from typing import TypedDict
 
-from pipeline import patchtext
 from pipeline.evaluation import canaries
 from pipeline.evaluation.canaries import CANARY
 from pipeline.evaluation.protocol import OUTPUT, TEST_LOGS, WORKSPACE
 from pipeline.evaluation.runners import Runner
 from pipeline.evaluation.summaries import RunnerSummaries
 from pipeline.tasks import Task
+from pipeline.text import patchtext
 
 GRADER_WRITTEN = "grader_written"
 CONFLICTING_STATUSES = "conflicting_statuses"

@@ -21,12 +21,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pipeline import patchtext
 from pipeline.tasks import Task
+from pipeline.text import patchtext
 
 WORKSPACE = "/workspace"
 # The official harness's files in the tests' /workspace. They name files in a container, not in the run directory;
-# the scoring's folder keeps copies of some under the same names (pipeline.layout.ScoringFiles).
+# the scoring's folder keeps copies of some under the same names (pipeline.rundir.layout.ScoringFiles).
 ENTRY_SCRIPT, RUN_SCRIPT, PARSER, PATCH = "entryscript.sh", "run_script.sh", "parser.py", "patch.diff"
 PARSE_SCRIPT = "parse.sh"  # the parser's own container runs it (not the official harness's)
 OUTPUT = "output.json"

@@ -8,8 +8,8 @@ from rich.console import Console
 
 from pipeline.evaluation.batch import EvalSummary
 from pipeline.records.evaluation import EvalCategory, canary_coverage, infrastructure_words
-from pipeline.terminal import literal
-from pipeline.terminal_table import TerminalTable
+from pipeline.text.terminal import literal
+from pipeline.text.terminal_table import TerminalTable
 
 
 def print_summary(summary: EvalSummary, output_dir: Path, console: Console) -> None:

@@ -18,7 +18,8 @@ from typing import Any, TypedDict
 import requests
 from docker.errors import NotFound
 
-from pipeline import __version__, patchtext, stopping
+from pipeline import __version__
+from pipeline.control import stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError, describe, transport_errors
 from pipeline.evaluation import canaries, host_parser
 from pipeline.evaluation.capture import StreamCapture, log_config, start_marker
@@ -57,16 +58,17 @@ from pipeline.evaluation.protocol import (
     strip_binary_sections,
 )
 from pipeline.evaluation.summaries import RunnerSummaries, read_summaries
-from pipeline.layout import ScoringFiles
 from pipeline.records import EvalResult
 from pipeline.records.evaluation import EvalCategory
+from pipeline.rundir.layout import ScoringFiles
+from pipeline.rundir.storage import redact_file
 from pipeline.runtime import containers
 from pipeline.runtime.images.names import image_name
 from pipeline.runtime.images.prepare import ensure_image
 from pipeline.runtime.limits import DEFAULT_DISK, ContainerLimits, container_limits, with_disk_quota
 from pipeline.runtime.output import BoundedOutput
-from pipeline.storage import redact_file
 from pipeline.tasks import Task
+from pipeline.text import patchtext
 
 PARSER_TIME = 60.0  # seconds the parser has at least, whatever the tests left of the time limit
 

@@ -8,10 +8,10 @@ import traceback
 from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.batch import infra_error
 from pipeline.evaluation.runner import EvalSettings, evaluate
-from pipeline.layout import TaskPaths
 from pipeline.records import EvalResult, Unreadable
 from pipeline.records.evaluation import EvalCategory
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.layout import TaskPaths
+from pipeline.rundir.storage import write_text_atomic
 from pipeline.tasks import Task
 
 

@@ -27,10 +27,10 @@ from typing import Any, Callable, TypedDict
 from pipeline.evaluation.batch import has_verdict
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.interop.predictions import PatchToScore
-from pipeline.prompts import render_task_prompt
 from pipeline.records import EvalResult
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.storage import write_text_atomic
 from pipeline.tasks import Task
+from pipeline.text.prompts import render_task_prompt
 
 STATUSES = ("reliable", "flaky", "broken", "unevaluable")
 PATCHES = ("gold", "empty")

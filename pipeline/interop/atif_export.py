@@ -30,13 +30,13 @@ import atif
 from pipeline import records
 from pipeline.errors import SwepipeError
 from pipeline.interop.export import ExportSummary, tasks_to_export
-from pipeline.layout import TaskPaths
-from pipeline.model_spec import Role
 from pipeline.records import Prediction
 from pipeline.records.ledger import LedgerRow, read_ledger
 from pipeline.records.trajectory import ExitReason
-from pipeline.secrets import redact_data, redact_values
-from pipeline.storage import write_code_atomic
+from pipeline.rundir.layout import TaskPaths
+from pipeline.rundir.storage import write_code_atomic
+from pipeline.settings.model_spec import Role
+from pipeline.text.secrets import redact_data, redact_values
 
 ATIF_VERSION = "ATIF-v1.8"  # the specification the atif package's models hold
 ATIF_SUFFIX = ".atif.json"

@@ -13,7 +13,7 @@
   them.
 
 Only tasks with a prediction are exported: an unfinished task (a killed run, an infrastructure error) has none
-yet, and is counted in the summary. Everything is written through ``pipeline.storage``, so secrets stay out;
+yet, and is counted in the summary. Everything is written through ``pipeline.rundir.storage``, so secrets stay out;
 patches keep their bytes (JSON escapes a byte that is not UTF-8 as ``\\udcXX``, as in the run directory).
 """
 
@@ -25,13 +25,13 @@ from pathlib import Path
 
 from pipeline import records
 from pipeline.errors import SwepipeError
-from pipeline.layout import PrincipalFiles, RunLayout, TaskPaths
-from pipeline.model_spec import Role
 from pipeline.records import Prediction
 from pipeline.records.trajectory import ExitReason
-from pipeline.secrets import redact_data, redact_values
-from pipeline.storage import write_code_atomic, write_json_atomic
+from pipeline.rundir.layout import PrincipalFiles, RunLayout, TaskPaths
+from pipeline.rundir.storage import write_code_atomic, write_json_atomic
+from pipeline.settings.model_spec import Role
 from pipeline.tasks import check_instance_id
+from pipeline.text.secrets import redact_data, redact_values
 
 FORMATS = ("official", "swebench", "trajectories", "atif")
 DIRECTORY_FORMATS = ("trajectories", "atif")  # written as a folder of files, one per agent

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import DatasetError
-from pipeline.printable import clean
+from pipeline.text.printable import clean
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from pipeline import patchtext
 from pipeline.interop.recorded import BASH, EDITOR, SUBMIT, RecordedCall, RecordedStep, RecordedTrajectory, root_pattern
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.storage import write_json_atomic
+from pipeline.text import patchtext
 
 
 class ScriptedReply(TypedDict):

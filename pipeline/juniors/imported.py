@@ -24,8 +24,8 @@ from pipeline.audit import FindingData, audit_agent, task_subject
 from pipeline.errors import SwepipeError
 from pipeline.interop.recorded import RecordedTrajectory, audit_recorded, recorded_cost
 from pipeline.juniors.imported_checks import BINARY, DOES_NOT_APPLY, GIT_DIR, left_out, left_out_lines, unusable_patch
-from pipeline.layout import RunLayout
 from pipeline.records import Rollout, Unreadable, read_predictions, read_trajectory
+from pipeline.rundir.layout import RunLayout
 from pipeline.tasks import Task
 
 IMPORTED = "imported"  # the exit reason and patch source of an imported rollout

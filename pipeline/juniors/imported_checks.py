@@ -15,10 +15,10 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from pipeline import patchtext
 from pipeline.job import TaskJob
 from pipeline.records import Rollout
 from pipeline.runtime.base import apply_check
+from pipeline.text import patchtext
 
 GIT_DIR, BINARY, DOES_NOT_APPLY = "git_dir", "binary", "does_not_apply"  # patch_dropped, for each reason
 CHECKER = "imported-check"  # the role of the workspace that checks imported patches against the base

@@ -249,7 +249,7 @@ def without_scratch(patch: str, base_entries: Iterable[str] | None = None) -> tu
     """``patch`` without its scratch files, by the pool's rule (a new file that no other edit imports or
     references, outside the source tree or named like a reproduction script; build and editor artefacts), each
     left-out file with the reason; the patch as it is when it cannot be parsed. The rest keeps its bytes."""
-    from pipeline import patchtext
+    from pipeline.text import patchtext
 
     try:
         files = list(PatchSet(patch))

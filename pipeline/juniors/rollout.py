@@ -14,12 +14,12 @@ from pipeline.job import TaskJob
 from pipeline.juniors.pool import probe_entries, source_tree_probe, without_scratch
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
-from pipeline.prompts import render_task_prompt
 from pipeline.records import Rollout
 from pipeline.records.retrieval import RetrievalFinding
 from pipeline.records.trajectory import ExitReason
 from pipeline.runtime.base import GIT_QUIET, DiffFailed, PatchTooLarge, Runtime, changed_submodules
 from pipeline.runtime.limits import ResourceLimitHit
+from pipeline.text.prompts import render_task_prompt
 
 
 def spread_temperature(index: int) -> float:

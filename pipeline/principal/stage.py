@@ -11,24 +11,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from pipeline import patchtext
 from pipeline.audit import reached_line
-from pipeline.config import PrincipalConfig, RunConfig
 from pipeline.edits.blocks import Edit, EditApplyError, EditFormatError, apply_edits, parse_edits
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob, once
-from pipeline.layout import PrincipalFiles
-from pipeline.model_spec import Role
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.pool_rules import CandidateDraft, CandidatePool
-from pipeline.prompts import render, render_task_prompt
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt
 from pipeline.records.principal import Shown
+from pipeline.rundir.layout import PrincipalFiles
+from pipeline.rundir.storage import write_json_atomic
 from pipeline.runtime.base import Runtime, apply_check
-from pipeline.storage import write_json_atomic
+from pipeline.settings.config import PrincipalConfig, RunConfig
+from pipeline.settings.model_spec import Role
 from pipeline.tasks import Task
+from pipeline.text import patchtext
+from pipeline.text.prompts import render, render_task_prompt
 
 CHECK_PATH = "/tmp/swepipe-prediction.diff"
 MAX_ATTEMPTS = 2  # the call and at most one retry, for edits that cannot be used

@@ -13,7 +13,7 @@ pydantic model with its format version on disk (``"format": 1``).
 - ``TaskContainers``: tasks/<id>/containers.json (how the task's containers were sealed, carried between sessions)
 
 Writers build the record (``Rollout.of(data)``, checked strictly) and write it (``record.write(path)``, through
-pipeline.storage). Every reader reads it with ``Rollout.read(path)``: the record, an older format upgraded in the
+pipeline.rundir.storage). Every reader reads it with ``Rollout.read(path)``: the record, an older format upgraded in the
 record's ``upgrade``, or ``Unreadable`` naming why (missing, not JSON, not an object, of a newer format, of the
 wrong shape). pipeline.records.base says what is checked and what is kept; docs/run-directory.md, generated from
 these types (``python -m pipeline.records.schema``), lists every field. ``pipeline.records.ledger`` holds the

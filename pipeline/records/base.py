@@ -32,7 +32,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.storage import write_json_atomic
 
 MISSING = "missing"
 NOT_AN_OBJECT = "not a JSON object"

@@ -3,9 +3,9 @@ held; ``swepipe coverage --senior-at`` writes the same record for the first k ro
 
 from __future__ import annotations
 
-from pipeline.layout import NN, TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, absent
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.rundir.layout import NN, TASK
 
 
 class Span(Part):

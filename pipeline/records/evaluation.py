@@ -8,8 +8,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pipeline.layout import TASK, ScoringFiles
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Word, absent
+from pipeline.rundir.layout import TASK, ScoringFiles
 
 
 class EvalCategory(StrEnum):

@@ -6,9 +6,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Word, absent
 from pipeline.records.retrieval import ReachedRollout
+from pipeline.rundir.layout import TASK
 
 
 class Hunk(Part):

@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import Field
 
-from pipeline.layout import RUN
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Unreadable, Word, absent
 from pipeline.records.brief import SkipDecision
 from pipeline.records.sealing import ContainerSeal
 from pipeline.records.trajectory import ExitReason
+from pipeline.rundir.layout import RUN
 
 
 class Tokens(Part):

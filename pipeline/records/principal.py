@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import patchtext
-from pipeline.layout import TASK, PrincipalFiles
 from pipeline.records.base import Int, Number, Part, Record, Text, absent
 from pipeline.records.brief import SkipDecision
+from pipeline.rundir.layout import TASK, PrincipalFiles
+from pipeline.text import patchtext
 
 
 class Shown(Part):

@@ -3,9 +3,9 @@ beside what its source recorded."""
 
 from __future__ import annotations
 
-from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Record, Text, absent
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.rundir.layout import TASK
 
 
 class ReplayResult(Record):

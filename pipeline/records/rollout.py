@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.layout import NN, TASK, rollout_file
 from pipeline.records.base import Int, Number, Record, Text, absent
 from pipeline.records.retrieval import RetrievalFinding
+from pipeline.rundir.layout import NN, TASK, rollout_file
 
 
 class Rollout(Record):

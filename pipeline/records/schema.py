@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pipeline.docgen import doc_main
 from pipeline.records import RECORDS
 from pipeline.records.base import Part, Record
+from pipeline.rundir.docgen import doc_main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "run-directory.md"
 _SCALARS = {str: "text", int: "integer", float: "number", bool: "boolean", type(None): "null"}

@@ -5,8 +5,8 @@ containers of the stages an earlier session finished."""
 
 from __future__ import annotations
 
-from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Part, Record, Text, absent
+from pipeline.rundir.layout import TASK
 
 
 class ContainerSeal(Part):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pipeline.layout import TASK
 from pipeline.records.base import Int, Number, Record, Text, Word, absent
 from pipeline.records.retrieval import RetrievalFinding
 from pipeline.records.trajectory import ExitReason
+from pipeline.rundir.layout import TASK
 
 
 class SoloResult(Record):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.layout import TASK
 from pipeline.records.base import Flag, Int, Number, Part, Record, Text, Word, absent
 from pipeline.records.retrieval import RetrievalFinding
 from pipeline.records.trajectory import ExitReason
+from pipeline.rundir.layout import TASK
 
 
 class LostCommand(Part):

@@ -20,7 +20,7 @@ A journal line holds any of (applied in this order):
 Every entry sets a value at a place rather than adding to one, so folding a journal over a whole file that was
 written after it (a process killed between writing the file and removing the journal) changes nothing. The first
 line also carries ``"journal": JOURNAL_FORMAT``. A last line cut short by a kill, and any line that is no JSON
-object, are skipped: the reply journal (pipeline.layout.reply_journal) still holds a reply whose line was lost.
+object, are skipped: the reply journal (pipeline.rundir.layout.reply_journal) still holds a reply whose line was lost.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pipeline.layout import trajectory_journal
 from pipeline.records.base import MISSING, Read, read_json
+from pipeline.rundir.layout import trajectory_journal
 
 JOURNAL_FORMAT = 1
 

@@ -16,13 +16,13 @@ from pipeline.analysis.stats import RunStats, run_stats
 from pipeline.analysis.team.cells import lead_model_table, team_by_task, team_overview
 from pipeline.analysis.team.records import TeamRun, team_runs
 from pipeline.errors import SwepipeError
-from pipeline.layout import ReportFiles
 from pipeline.report import figures as fig
 from pipeline.report import tables as tab
 from pipeline.report import team_figures
 from pipeline.report.render import html_page, markdown
 from pipeline.report.task_page import write_task_pages
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.layout import ReportFiles
+from pipeline.rundir.storage import write_text_atomic
 
 PER_TASK_ROWS_IN_MARKDOWN = 30
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pipeline.analysis.coverage import RunCoverage
 from pipeline.analysis.load import RunData
 from pipeline.analysis.stats import RunStats
-from pipeline.printable import short_id
 from pipeline.report.plotting import distinct_labels, dollars_axis, new_figure, png_bytes
+from pipeline.text.printable import short_id
 
 STAGE_COLOURS = {"junior": "#8fb3d9", "senior": "#f2b36f", "principal": "#c9545d", "solo": "#7aa874", "team": "#9b7bb8"}
 OTHER_COLOURS = ["#b0b0b0", "#6f6f6f", "#d4c36a"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.printable import clean
+from pipeline.text.printable import clean
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _SPECIAL = re.compile(r"[\\`*|~#]|\](?=[(\[])")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from pipeline.analysis.table import elided
-from pipeline.printable import clean
+from pipeline.text.printable import clean
 
 
 def new_figure(width: float, height: float):

@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 
 from pipeline.analysis.table import Table
-from pipeline.printable import clean
 from pipeline.report import markdown_text as md
 from pipeline.report.templating import render
+from pipeline.text.printable import clean
 
 
 @dataclass
@@ -97,7 +97,7 @@ def report_view(title: str, tables: list[Table], figures: dict[str, bytes], lead
 
 def rich_table(table: Table):
     """The table for a terminal; every text in it shown literally, whatever console prints it."""
-    from pipeline.terminal_table import TerminalTable
+    from pipeline.text.terminal_table import TerminalTable
 
     return TerminalTable(table.title, table.headers, table.rows, table.notes)
 

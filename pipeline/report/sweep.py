@@ -11,10 +11,10 @@ from pipeline.analysis.load import load_run
 from pipeline.analysis.stats import RunStats, compare, efficiency, run_stats
 from pipeline.analysis.table import NA, Table, money, percent
 from pipeline.errors import SwepipeError
-from pipeline.layout import SweepLayout
 from pipeline.report.plotting import new_figure, png_bytes
 from pipeline.report.render import markdown
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.layout import SweepLayout
+from pipeline.rundir.storage import write_text_atomic
 from pipeline.studies.manifest import read_manifest
 
 # A line of the by-size figure: every value of a cell but its size.
@@ -168,7 +168,7 @@ def table(report: SweepReport) -> Table:
 def terminal_table(report: SweepReport):
     """The table for a terminal or a log (80 columns): the cell's name says its values; its run directory is
     the sweep's directory and that name."""
-    from pipeline.terminal_table import TerminalTable
+    from pipeline.text.terminal_table import TerminalTable
 
     full = table(report)
     keep = [full.headers.index(h) for h in ("cell", "status", "tasks", "resolved", "reward", "$/task")]
@@ -308,7 +308,7 @@ def by_cell(report: SweepReport) -> bytes | None:
 
 
 def write_sweep_report(report: SweepReport) -> dict[str, Path]:
-    """The sweep's report and its figures in the sweep's directory (pipeline.layout.SweepLayout)."""
+    """The sweep's report and its figures in the sweep's directory (pipeline.rundir.layout.SweepLayout)."""
     files = SweepLayout(report.root)
     figures = {}
     made = ((files.by_size_figure, "Reward, dollars and efficiency by team size", by_size(report)),

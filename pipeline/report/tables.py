@@ -9,9 +9,9 @@ from pipeline.analysis.load import RunData
 from pipeline.analysis.sealing import sealed_words
 from pipeline.analysis.stats import METRICS, STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
 from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds
-from pipeline.layout import TASK
-from pipeline.printable import short_ids
 from pipeline.records.evaluation import infrastructure_named
+from pipeline.rundir.layout import TASK
+from pipeline.text.printable import short_ids
 
 EVAL_RESULT = TASK.relative(TASK.eval_files.result)  # how the notes name a task's verdict
 

@@ -23,7 +23,6 @@ from pipeline.analysis.stats import changed_infrastructure
 from pipeline.analysis.team.records import ABSOLUTE
 from pipeline.audit import reached_line
 from pipeline.errors import InfrastructureFault
-from pipeline.printable import clean
 from pipeline.records import Rollout, Unreadable
 from pipeline.records.base import Part
 from pipeline.records.evaluation import TestOutcome, canary_words
@@ -60,6 +59,7 @@ from pipeline.report.task_view import (
     TestRow,
     TrajectoryView,
 )
+from pipeline.text.printable import clean
 
 if TYPE_CHECKING:
     from pipeline.edits.editor import EditorCall

@@ -16,10 +16,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from pipeline.analysis.load import RunData, TaskData
-from pipeline.layout import ReportFiles, file_name_part
 from pipeline.report.task_build import build_task_view
 from pipeline.report.templating import render
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.layout import ReportFiles, file_name_part
+from pipeline.rundir.storage import write_text_atomic
 
 MAX_PAGE_BYTES = 5_000_000
 CUTS = (20_000, 4_000, 1_000, 300)  # characters kept of one long text, tried in turn until the page fits

@@ -7,8 +7,8 @@ import math
 from pipeline.analysis.table import elided
 from pipeline.analysis.team.records import DIRECTIONS, OTHER, STAGES, TeamRun, TeamTask
 from pipeline.analysis.team.summaries import by_lead_model, summarise, timeline
-from pipeline.printable import short_id
 from pipeline.report.plotting import distinct_labels, new_figure, png_bytes
+from pipeline.text.printable import short_id
 
 MAX_TIMELINE_TASKS = 6  # small multiples per run; the rest are in the per-task table
 MIN_ROWS = 3  # a panel's height in rows at least, so bars keep one thickness across panels

@@ -19,7 +19,7 @@ from functools import lru_cache
 import jinja2
 from markupsafe import Markup
 
-from pipeline.printable import clean
+from pipeline.text.printable import clean
 
 
 def shown(value) -> Markup:

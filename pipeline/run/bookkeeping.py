@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.outages import BREAKERS
-from pipeline.printable import clean, short_id, whole_paragraphs
+from pipeline.control.outages import BREAKERS
 from pipeline.records import Prediction, read_predictions
 from pipeline.run.pace import Pace
 from pipeline.run.task import RunSettings
-from pipeline.secrets import redact
-from pipeline.storage import append_jsonl, write_json_atomic
+from pipeline.rundir.storage import append_jsonl, write_json_atomic
 from pipeline.tasks import Task
+from pipeline.text.printable import clean, short_id, whole_paragraphs
+from pipeline.text.secrets import redact
 
 
 @dataclass

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pipeline.config import ExecutorConfig
 from pipeline.errors import SwepipeError
+from pipeline.settings.config import ExecutorConfig
 
 if TYPE_CHECKING:
     from pipeline.evaluation.batch import EvalSummary
@@ -74,7 +74,7 @@ class Executor(Protocol):
 
 def executor_class(name: str) -> type[Executor]:
     """The executor registered under ``name``; a SwepipeError naming the choices for any other name."""
-    from pipeline.plugins import load_object
+    from pipeline.settings.plugins import load_object
 
     if name not in REGISTRY:
         raise SwepipeError(f"unknown executor {name!r}: use {' or '.join(REGISTRY)}")

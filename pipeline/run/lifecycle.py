@@ -20,21 +20,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from pipeline.config import RunConfig
-from pipeline.datasets import defaults_for
 from pipeline.errors import SwepipeError
 from pipeline.evaluation.options import ScoringOptions
 from pipeline.evaluation.runner import EvalSettings
-from pipeline.layout import RunLayout
 from pipeline.models.pricing import resolve_prices
 from pipeline.run.executors import executor_for
 from pipeline.run.lock import lock_run, repair_run, unlock_run
 from pipeline.run.run_dataset import record_dataset
 from pipeline.run.same_config import check_same_config
 from pipeline.run.task import RunSettings
+from pipeline.rundir.layout import RunLayout
+from pipeline.rundir.storage import write_text_atomic
 from pipeline.runtime.limits import container_limits, fill_defaults
-from pipeline.storage import write_text_atomic
+from pipeline.settings.config import RunConfig
 from pipeline.strategies.base import needed_roles, strategy_class
+from pipeline.tasks.datasets import defaults_for
 
 if TYPE_CHECKING:
     from pipeline.models.local_server import LocalModelServer

@@ -1,5 +1,5 @@
 """One process per run directory, and the repair after a killed one: what a session does to a run's directory
-before it writes anything (pipeline.layout only names the files).
+before it writes anything (pipeline.rundir.layout only names the files).
 
 ``lock_run(layout)`` holds the directory for the life of the process (or until ``unlock_run``), so that a
 second ``swepipe run`` or ``swepipe rollouts`` on the same run id stops with RunLocked instead of writing the same
@@ -17,8 +17,8 @@ import threading
 import time
 
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
-from pipeline.storage import remove_stale_temp_files, repair_jsonl
+from pipeline.rundir.layout import RunLayout
+from pipeline.rundir.storage import remove_stale_temp_files, repair_jsonl
 
 
 class RunLocked(SwepipeError):

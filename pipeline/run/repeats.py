@@ -1,10 +1,10 @@
 """`swepipe run --repeats N`: one config run N times, with other seeds, into sibling run directories.
 
-Repeat r of the group G is the ordinary run directory ``<runs-dir>/G-r<r>`` (pipeline.layout.repeat_run_id), made,
-resumed and scored by the run path as any run is. Two things of its config differ from the command line's: the
+Repeat r of the group G is the ordinary run directory ``<runs-dir>/G-r<r>`` (pipeline.rundir.layout.repeat_run_id),
+made, resumed and scored by the run path as any run is. Two things of its config differ from the command line's: the
 seeds, shifted by ``SEED_STRIDE`` x (r - 1), and ``budgets.per_run``, which bounds the repeats together: a repeat
-may spend the group's budget less what the other repeats' ledgers hold. ``repeat.json`` in each says which repeat
-it is, of how many, of which group, and with which seed and budget, for the reports.
+may spend the group's budget less what the other repeats' ledgers hold. ``repeat.json`` in each says which repeat it
+is, of how many, of which group, and with which seed and budget, for the reports.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout, repeat_dirs, repeat_run_id
 from pipeline.run.task import spent_in_run
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.layout import RunLayout, repeat_dirs, repeat_run_id
+from pipeline.rundir.storage import write_json_atomic
+from pipeline.settings.config import RunConfig
 
 SEED_STRIDE = 1000  # rollout i of repeat r uses juniors.seed + 1000 (r - 1) + i: no two repeats share a seed for K<1000
 

@@ -9,10 +9,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.datasets import BUNDLED
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.layout import RunLayout
+from pipeline.rundir.storage import write_json_atomic
+from pipeline.tasks.datasets import BUNDLED
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
-from pipeline.layout import RunLayout, TaskPaths
 from pipeline.records import EvalResult, Unreadable
+from pipeline.rundir.layout import RunLayout, TaskPaths
+from pipeline.settings.config import RunConfig
 
 FREE_TO_CHANGE = ("budgets", "executor", "faults")
 CONTAINER_FIELDS_DECIDING = ("image_template", "network")  # the other container settings may change

@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from pipeline.config import RunConfig, load_config
-from pipeline.config_overlay import Assignment
 from pipeline.errors import SwepipeError
-from pipeline.model_spec import Role
+from pipeline.settings.config import RunConfig, load_config
+from pipeline.settings.config_overlay import Assignment
+from pipeline.settings.model_spec import Role
 from pipeline.strategies.base import needed_roles, strategy_class
 
 
 def resolve_config(config_path: Path | None, assignments: Iterable[Assignment] = (),
                    imports: Callable[[RunConfig], RunConfig] | None = None) -> RunConfig:
-    """The config file with the command line's ``assignments`` on top (pipeline.config_overlay: the shortcut flags
-    and every --set, checked as the file's values are), every plug-in it names loaded and checked. ``imports``
+    """The config file with the command line's ``assignments`` on top (pipeline.settings.config_overlay: the shortcut
+    flags and every --set, checked as the file's values are), every plug-in it names loaded and checked. ``imports``
     adds the candidates taken in from elsewhere (--juniors-from) before the roles are checked, as they count as
     juniors: a vote over them alone, or the senior's choice among them, needs no junior model."""
     cfg = load_config(config_path, assignments)

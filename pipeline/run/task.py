@@ -8,22 +8,22 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline import stopping
-from pipeline.config import RunConfig
+from pipeline.control import stopping
+from pipeline.control.outages import BREAKERS
 from pipeline.errors import InfrastructureFault
 from pipeline.evaluation.runner import EvalSettings
 from pipeline.evaluation.task_scoring import score_prediction, scoring_error
 from pipeline.job import TaskJob
-from pipeline.layout import RunLayout
-from pipeline.model_spec import Role
 from pipeline.models.budget import Budget
 from pipeline.models.ledger import Ledger, LedgerRow
-from pipeline.outages import BREAKERS
 from pipeline.records import Prediction, RecordError, TaskContainers, Unreadable
 from pipeline.records.base import expect_record
 from pipeline.records.prediction import Calls, Tokens
 from pipeline.records.sealing import ContainerSeal
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.layout import RunLayout
+from pipeline.rundir.storage import write_text_atomic
+from pipeline.settings.config import RunConfig
+from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import Spend, TaskAnswer
 from pipeline.strategies.base import Strategy, strategy_class
 from pipeline.tasks import Task

@@ -15,20 +15,20 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline import stopping
-from pipeline.outages import BREAKERS
-from pipeline.parallel import run_with_progress
+from pipeline.control import stopping
+from pipeline.control.outages import BREAKERS
+from pipeline.control.parallel import run_with_progress
 from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
 from pipeline.run.task import RunSettings, run_one_task, seeded_run_budget
 from pipeline.runtime.images.cache import RunImageCache
 from pipeline.tasks import Task
 
 if TYPE_CHECKING:
-    from pipeline.config import ExecutorConfig
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.interop.predictions import PatchToScore
+    from pipeline.settings.config import ExecutorConfig
 
 
 def run_tasks(tasks: list[Task], run: RunSettings, workers: int = 1, show_progress: bool = True,

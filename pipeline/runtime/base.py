@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Protocol, Self
 
-from pipeline import patchtext
 from pipeline.errors import SwepipeError
 from pipeline.runtime.output import DEFAULT_LIMIT
+from pipeline.text import patchtext
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException, NotFound
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault, RuntimeUnavailable, is_transport_error
 
 LABEL = "swepipe"
@@ -164,7 +164,7 @@ _registered = False
 
 
 def install_cleanup_handlers() -> None:
-    """Remove tracked containers at exit and when the run is stopped (the signals: pipeline.stopping)."""
+    """Remove tracked containers at exit and when the run is stopped (the signals: pipeline.control.stopping)."""
     global _registered
     if not _registered:
         _registered = True

@@ -18,7 +18,6 @@ from typing import NamedTuple
 import requests
 from docker.errors import DockerException, NotFound
 
-from pipeline import patchtext
 from pipeline.errors import ContainerDied, RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
@@ -27,6 +26,7 @@ from pipeline.runtime.docker_stream import FrameReader, StreamClosed
 from pipeline.runtime.limits import TMP_PATH, ContainerLimits, ResourceLimitHit, container_limits, with_disk_quota
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput, join_head_tail
 from pipeline.runtime.seal import SEAL_LABEL, Seal
+from pipeline.text import patchtext
 
 # Past the command's own timeout (enforced inside the container by coreutils `timeout`), the
 # client waits this long for the stream to close before it gives up on it.

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pipeline.runtime.base import OpenedRuntime
 
 if TYPE_CHECKING:
-    from pipeline.config import Containers
+    from pipeline.settings.config import Containers
     from pipeline.tasks import Task
 
 WORKDIR = "/app"

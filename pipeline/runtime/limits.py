@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 from pipeline.errors import InfrastructureFault, SwepipeError
 
 if TYPE_CHECKING:
-    from pipeline.config import Containers
+    from pipeline.settings.config import Containers
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 # Root in the container keeps only what git, pip, npm and go test runs need: owning and moving files of

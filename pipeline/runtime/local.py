@@ -11,12 +11,12 @@ import tempfile
 import time
 from pathlib import Path, PurePosixPath
 
-from pipeline import patchtext
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime.base import COMMAND_ENV, CommandResult, diff_command, read_diff, resolve_in
 from pipeline.runtime.output import DEFAULT_LIMIT, BoundedOutput
 from pipeline.runtime.sanitise import SANITISE_SCRIPT
 from pipeline.runtime.seal import SEAL_SCRIPT, Seal, found
+from pipeline.text import patchtext
 
 # Only these reach a command: never the caller's environment, which may hold API keys.
 _PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ")

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from pipeline.linenumbers import line_number
-from pipeline.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
+from pipeline.text.linenumbers import line_number
+from pipeline.text.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
 
 _JSON_BLOCK = re.compile(r"^```json[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 MIN_PARTIAL_LINES = 8
@@ -345,7 +345,7 @@ def normalise_span_path(path: str, root: str | None = None,
                         exists: Callable[[str], bool] | None = None) -> tuple[str, str | None]:
     """A span's file as a path from the repository root, and why it cannot be one (else None).
 
-    Beyond what ``pipeline.repopath.from_root`` reads (``/app/pkg/a.py``, ``./pkg/a.py``, ``pkg//a.py``): quotes
+    Beyond what ``pipeline.text.repopath.from_root`` reads (``/app/pkg/a.py``, ``./pkg/a.py``, ``pkg//a.py``): quotes
     and backticks, a ``:10-20`` or ``#L10-L20`` suffix, a diff's ``a/pkg/a.py`` or the root's name without its
     slash (``app/pkg/a.py``), stripped only when that file is missing and the rest ``exists``. Refused besides:
     a directory (a trailing ``/``).

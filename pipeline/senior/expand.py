@@ -444,8 +444,8 @@ def write_expansion_by_candidate(pool: CandidatePool, runtime: Runtime, director
     base-commit text of their lines); see ``expansion_by_candidate``."""
     import json
 
-    from pipeline.layout import SeniorFiles
-    from pipeline.storage import write_code_atomic, write_json_atomic
+    from pipeline.rundir.layout import SeniorFiles
+    from pipeline.rundir.storage import write_code_atomic, write_json_atomic
 
     by_key, text = expansion_by_candidate(pool, runtime)
     files = SeniorFiles(directory)

@@ -3,11 +3,11 @@ records the skip and why."""
 
 from __future__ import annotations
 
-from pipeline.config import RunConfig
 from pipeline.job import TaskJob, once
 from pipeline.pool_rules import CandidatePool
 from pipeline.records import Brief
 from pipeline.records.brief import SkipDecision
+from pipeline.settings.config import RunConfig
 
 SKIPPED_BRIEF = "skipped"  # the brief's source when the senior and principal were skipped
 

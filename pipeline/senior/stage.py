@@ -9,21 +9,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline import patchtext, records
+from pipeline import records
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.agent_run import AgentRun
 from pipeline.agent.settings import AgentSettings
 from pipeline.audit import audit_agent, reached_line, task_subject
-from pipeline.config import RunConfig
 from pipeline.errors import InfrastructureFault
 from pipeline.job import TaskJob, once
-from pipeline.layout import SeniorFiles
-from pipeline.model_spec import Role
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.pool_rules import CandidatePool
-from pipeline.prompts import render, render_task_prompt
 from pipeline.records.trajectory import ExitReason
+from pipeline.rundir.layout import SeniorFiles
+from pipeline.rundir.storage import write_code_atomic, write_json_atomic, write_text_atomic
 from pipeline.runtime.base import Runtime
 from pipeline.senior.brief import (
     BriefDraft,
@@ -34,8 +32,11 @@ from pipeline.senior.brief import (
     materialise,
     parse_brief,
 )
-from pipeline.storage import write_code_atomic, write_json_atomic, write_text_atomic
+from pipeline.settings.config import RunConfig
+from pipeline.settings.model_spec import Role
 from pipeline.tasks import Task
+from pipeline.text import patchtext
+from pipeline.text.prompts import render, render_task_prompt
 
 CANDIDATE_PATCH_LIMIT = 8_000  # characters of each candidate patch shown to the senior
 CANDIDATES_LIMIT = 40_000  # characters of all candidate patches shown; the rest are listed by files and votes

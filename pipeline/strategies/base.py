@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
+from pipeline.settings.config import RunConfig
 
 if TYPE_CHECKING:
     from pipeline.pool_rules import CandidatePool
@@ -93,7 +93,7 @@ def needed_roles(strategy: type[Strategy], config: RunConfig) -> tuple[str, ...]
 
 def strategy_class(name: str) -> type[Strategy]:
     """A built-in strategy by name, or any class named by import string (``mypkg.mod:MyStrategy``)."""
-    from pipeline.plugins import load_object
+    from pipeline.settings.plugins import load_object
 
     if name in REGISTRY:
         builtin: type[Strategy] = load_object(REGISTRY[name], "strategy")
@@ -111,7 +111,7 @@ def strategy_class(name: str) -> type[Strategy]:
 def stage_class(spec: str | None, default: str, what: str) -> type[Any]:
     """The stage class the config names (``senior.impl``, ``principal.impl``), else the built-in one; one without
     its protocol's method (SeniorStage.brief, PrincipalStage.write) is refused before anything is spent."""
-    from pipeline.plugins import load_object
+    from pipeline.settings.plugins import load_object
 
     cls: type[Any] = load_object(spec or default, what)
     if what not in STAGE_PROTOCOLS:

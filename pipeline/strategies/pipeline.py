@@ -5,17 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
-from pipeline.model_spec import Role
 from pipeline.pool_rules import CandidatePool
 from pipeline.principal.skip import SubmitTopCandidate, skip_decision
 from pipeline.records import Brief, PrincipalResult, Rollout
 from pipeline.records.base import expect_record
 from pipeline.records.brief import SkipDecision
 from pipeline.senior.skipped import SkippedBrief
+from pipeline.settings.config import RunConfig
+from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import Spend, TaskAnswer
 from pipeline.strategies.base import BaseStrategy, PrincipalStage, SeniorStage, stage_class
 

@@ -14,11 +14,11 @@ from pipeline.interop.replay import (
     script_replies,
 )
 from pipeline.job import TaskJob, once
-from pipeline.model_spec import ModelSpec, Role
 from pipeline.models.client import ModelClient
 from pipeline.records import ReplayResult, read_json, read_trajectory
+from pipeline.rundir.storage import write_json_atomic
 from pipeline.runtime.base import Runtime
-from pipeline.storage import write_json_atomic
+from pipeline.settings.model_spec import ModelSpec, Role
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.solo import SoloStrategy
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 
-from pipeline import patchtext
 from pipeline.audit import audit_agent, task_subject
 from pipeline.job import TaskJob, once
 from pipeline.juniors.rollout import leave_out_scratch, task_agent
-from pipeline.model_spec import Role
 from pipeline.models.client import ModelClient
 from pipeline.records import SoloResult
 from pipeline.runtime.base import Runtime
+from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
+from pipeline.text import patchtext
 
 
 class SoloStrategy(BaseStrategy):

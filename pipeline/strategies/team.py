@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 
-from pipeline import patchtext
 from pipeline.audit import task_subject
 from pipeline.job import TaskJob, once
-from pipeline.model_spec import Role
-from pipeline.prompts import render_task_prompt
 from pipeline.records import TeamResult
+from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
 from pipeline.team.lead import run_team
+from pipeline.text import patchtext
+from pipeline.text.prompts import render_task_prompt
 
 
 class TeamStrategy(BaseStrategy):

@@ -6,11 +6,11 @@ handed to a senior and a principal.
 
 from __future__ import annotations
 
-from pipeline.config import RunConfig
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
-from pipeline.model_spec import Role
+from pipeline.settings.config import RunConfig
+from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
 from pipeline.strategies.pipeline import reused_juniors, with_imported

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from pipeline.errors import SwepipeError
-from pipeline.layout import SweepLayout
+from pipeline.rundir.layout import SweepLayout
 
 
 def read_manifest(root: Path) -> dict | None:

@@ -24,19 +24,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import records, stopping
-from pipeline.config import RunConfig, load_config
+from pipeline import records
+from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault, SwepipeError
 from pipeline.job import TaskJob, once
 from pipeline.juniors.pool import build_pool
-from pipeline.layout import RunLayout
-from pipeline.model_spec import Role
 from pipeline.models.ledger import Ledger
-from pipeline.printable import short_id
 from pipeline.records.prediction import finished_predictions
 from pipeline.records.trajectory import ExitReason
 from pipeline.run.lock import lock_run, repair_run
+from pipeline.rundir.layout import RunLayout
+from pipeline.settings.config import RunConfig, load_config
+from pipeline.settings.model_spec import Role
 from pipeline.tasks import Task
+from pipeline.text.printable import short_id
 
 STAGE = "analysis"  # the ledger's stage of every call made here
 
@@ -78,10 +79,10 @@ def run_senior_at(run_dir: Path, tasks: list[Task], ks: list[int], *, dataset: s
                   log: Callable[[str], None] = print) -> SeniorAtSummary:
     """Run the senior on the first k rollouts of every finished task of ``run_dir`` among ``tasks``, for each k
     in ``ks``; ``log`` gets one line per (task, k). Holds the run's lock while it works."""
-    from pipeline.datasets import defaults_for
+    from pipeline.control.parallel import run_with_progress
     from pipeline.models.pricing import resolve_prices
-    from pipeline.parallel import run_with_progress
     from pipeline.run.task import RunSettings, seeded_run_budget
+    from pipeline.tasks.datasets import defaults_for
 
     layout = RunLayout(Path(run_dir))
     if not layout.config.is_file():

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
-from pipeline import stopping
-from pipeline.config import RunConfig, SoloConfig
+from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault, SwepipeError
-from pipeline.layout import RunLayout, SweepLayout
-from pipeline.model_spec import ModelSpec, Role
 from pipeline.run.lock import lock_run
 from pipeline.run.run_dataset import record_dataset
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.layout import RunLayout, SweepLayout
+from pipeline.rundir.storage import write_json_atomic
+from pipeline.settings.config import RunConfig, SoloConfig
+from pipeline.settings.model_spec import ModelSpec, Role
 from pipeline.studies.manifest import read_manifest
 from pipeline.tasks import Task
 

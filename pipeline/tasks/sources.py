@@ -23,14 +23,14 @@ _FIX_HINT = "Fix or remove that row and run again."
 
 
 def _bundled_dataset() -> Path:
-    """The bundled tasks' file; pipeline.datasets is imported on use, not with pipeline.tasks."""
-    from pipeline.datasets import BUNDLED_DATASET
+    """The bundled tasks' file; pipeline.tasks.datasets is imported on use, not with pipeline.tasks."""
+    from pipeline.tasks.datasets import BUNDLED_DATASET
 
     return BUNDLED_DATASET
 
 
 # Built-in names, known here so that `load_tasks("bundled")` works whatever the caller imported first
-# ("bundled" is pipeline.datasets.BUNDLED; tests/test_imports.py checks they agree). Others register.
+# ("bundled" is pipeline.tasks.datasets.BUNDLED; tests/test_imports.py checks they agree). Others register.
 _NAMED_DATASETS: dict[str, NamedLoader] = {"bundled": _bundled_dataset}
 
 

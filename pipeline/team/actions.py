@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from pipeline.agent.actions import ActionError, FormatError, fenced_block
-from pipeline.linenumbers import line_number
+from pipeline.text.linenumbers import line_number
 
 __all__ = ["ActionError", "FormatError"]
 

@@ -5,23 +5,23 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipeline import stopping
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.settings import AgentSettings
 from pipeline.audit import Subject, audit_agent
-from pipeline.config import RunConfig
-from pipeline.layout import TeamFiles
+from pipeline.control import stopping
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
-from pipeline.prompts import render
 from pipeline.records import TeamResult
 from pipeline.records.trajectory import ExitReason
+from pipeline.rundir.layout import TeamFiles
+from pipeline.rundir.storage import write_json_atomic
 from pipeline.runtime.base import Runtime
-from pipeline.storage import write_json_atomic
+from pipeline.settings.config import RunConfig
 from pipeline.team.actions import ActionError, parse_delegations, parse_names, parse_resume
 from pipeline.team.roster import Team
 from pipeline.team.workers import Worker, require_free, stop_all
 from pipeline.team.workspace import SharedWorkspace
+from pipeline.text.prompts import render
 
 STOP_GRACE = 60.0  # seconds past a command's timeout a worker gets to notice it was stopped
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from pipeline.agent.actions import FormatError
 from pipeline.agent.inbox import Inbox, InboxItem
-from pipeline.config import RunConfig
-from pipeline.layout import TeamFiles
 from pipeline.records import TeamDelegations, Unreadable
-from pipeline.storage import write_json_atomic
+from pipeline.rundir.layout import TeamFiles
+from pipeline.rundir.storage import write_json_atomic
+from pipeline.settings.config import RunConfig
 from pipeline.team.actions import STAGES, ActionError, parse_message, worker_name
 
 if TYPE_CHECKING:

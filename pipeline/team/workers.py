@@ -9,12 +9,12 @@ import traceback
 from pipeline.agent.agent import Agent, prompt
 from pipeline.agent.inbox import InboxItem
 from pipeline.agent.settings import AgentSettings
+from pipeline.control.stopping import Stopped
 from pipeline.errors import InfrastructureFault
-from pipeline.prompts import render
 from pipeline.records.trajectory import ExitReason
-from pipeline.stopping import Stopped
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.storage import write_text_atomic
 from pipeline.team.actions import ActionError, DelegationRequest, inside, report_block
+from pipeline.text.prompts import render
 
 
 class Worker:

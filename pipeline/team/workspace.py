@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.edits.editor import Editor, EditorCall, EditorResult
+from pipeline.rundir.storage import append_jsonl, write_text_atomic
 from pipeline.runtime.base import GIT_QUIET, CommandResult, Runtime
 from pipeline.runtime.output import DEFAULT_LIMIT
-from pipeline.storage import append_jsonl, write_text_atomic
 
 log = logging.getLogger(__name__)
 JOURNAL_ORDER = "finished"  # the journal's lines are in the order their commands finished

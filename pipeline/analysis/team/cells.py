@@ -6,7 +6,7 @@ from __future__ import annotations
 from pipeline.analysis import table as tab
 from pipeline.analysis.team.records import DIRECTIONS, OTHER, STAGES, TeamRun
 from pipeline.analysis.team.summaries import TeamSummary, by_lead_model, summarise
-from pipeline.printable import short_id
+from pipeline.text.printable import short_id
 
 
 def setup_cell(run: TeamRun) -> str:

@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pipeline.analysis.load import RunData, TaskData, read_json
-from pipeline.layout import RunLayout
 from pipeline.records import Prediction, TeamDelegations, read_trajectory
+from pipeline.rundir.layout import RunLayout
 
 STAGES = ("planning", "implementation", "verification")
 DIRECTIONS = ("worker→lead", "worker→worker", "lead→worker")

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault, SwepipeError
 
 INSTALL_HINT = "pip install 'swepipe[ray]'"

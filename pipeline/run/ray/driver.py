@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import ClusterFault, InfrastructureFault, SwepipeError, describe, ignoring_errors
-from pipeline.model_spec import Role
 from pipeline.run.ray.actors import StopFlag, WriteQueue, ask, ray_reason
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE, alive_nodes, head_affinity, node_labels
 from pipeline.run.ray.node import AttemptOutcome, Write, remove_run_containers, snapshot
 from pipeline.run.task import RunSettings
+from pipeline.settings.model_spec import Role
 from pipeline.tasks import Task
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ class RayDriver(Generic[Item]):
                     self.say(f"ray: could not apply a write from a worker ({type(error).__name__}: {error})")
 
     def _apply(self, item: Write) -> None:
-        from pipeline.storage import apply_mirrored
+        from pipeline.rundir.storage import apply_mirrored
 
         key, op, relative, data = item
         if op == "flush":
@@ -245,7 +245,7 @@ class RayDriver(Generic[Item]):
 
     def execute(self, todo: list[Item], total: int, done_already: int = 0) -> bool:
         """Run every item of ``todo``; False when a stop (Ctrl-C, SIGTERM) cut it short."""
-        from pipeline.parallel import progress_bar
+        from pipeline.control.parallel import progress_bar
 
         self.drainer.start()
         queue = list(todo)

@@ -2,7 +2,7 @@
 
 The stages do not know where they run: a Ray task calls the same ``run_one_task`` the thread executor
 calls, in a scratch copy of the task's folder on its node. What it writes there also goes to the driver
-(``pipeline.storage``'s mirror, through a Ray queue a driver thread drains), and the driver alone writes
+(``pipeline.rundir.storage``'s mirror, through a Ray queue a driver thread drains), and the driver alone writes
 the run directory, so no shared filesystem is needed. A task starts from what the driver holds of it (its
 folder, shipped with the task), so a task whose node died is run again elsewhere and resumes from its
 saved trajectories, paying no conversation position twice.
@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import InfrastructureFault, SwepipeError
-from pipeline.layout import TaskPaths
 from pipeline.records import Prediction
 from pipeline.run.bookkeeping import RunSummary, plan, record_prediction
 from pipeline.run.ray import driver as driver_module
@@ -44,15 +43,16 @@ from pipeline.run.ray.driver import STAGE_FOLDERS, RayDriver, eval_inputs, slots
 from pipeline.run.ray.kept import marker
 from pipeline.run.ray.node import AttemptOutcome, TaskShipment, snapshot, work_on_node
 from pipeline.run.task import RunSettings, seeded_run_budget
-from pipeline.storage import remove, write_json_atomic
+from pipeline.rundir.layout import TaskPaths
+from pipeline.rundir.storage import remove, write_json_atomic
 from pipeline.tasks import Task
 
 if TYPE_CHECKING:
-    from pipeline.config import ExecutorConfig
     from pipeline.evaluation.batch import EvalSummary
     from pipeline.evaluation.candidates import CandidatesPlan, CandidatesSummary
     from pipeline.evaluation.runner import EvalSettings
     from pipeline.interop.predictions import PatchToScore
+    from pipeline.settings.config import ExecutorConfig
 
 
 

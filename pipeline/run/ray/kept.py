@@ -7,7 +7,7 @@ attempt sent (pipeline.run.ray.actors.WriteQueueActor.applied); a kill of the dr
 leaves the folder in place, with the attempt's record beside it (``ATTEMPT``: the run, the driver session, the
 attempt's key, its process) and every file name the attempt was shipped or wrote (``NAMES``).
 
-The driver records the attempt it last sent each task to (pipeline.layout.TaskPaths.ray_attempt). The next driver
+The driver records the attempt it last sent each task to (pipeline.rundir.layout.TaskPaths.ray_attempt). The next driver
 of the run, before it sends anything (``take_back``), asks every node for the kept folders of the run's other
 sessions whose process has ended: the one a task's record names is still that task's latest state, so the task's
 folder in the run directory is brought to it (files written, files the attempt removed removed), and the kept
@@ -139,7 +139,7 @@ def restore(root: Path, kept: KeptAttempt) -> int:
     """The task's folder under ``root`` (the run directory) brought to what the kept attempt holds: files that
     differ written, files the attempt removed removed (nothing outside the task's folder, nothing the attempt never
     knew). Returns how many files changed."""
-    from pipeline.storage import apply_mirrored
+    from pipeline.rundir.storage import apply_mirrored
 
     prefix = kept["folder"].rstrip("/") + "/"
     changed = 0

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import quote
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault, RuntimeUnavailable, SwepipeError, describe, ignoring_errors
-from pipeline.layout import RunLayout
 from pipeline.models.budget import Budget
 from pipeline.records import EvalResult, Prediction
 from pipeline.run.ray.actors import RemoteRunBudget, ask
 from pipeline.run.ray.connect import CALL_TIMEOUT, RESOURCE
 from pipeline.run.task import RunSettings, run_one_task
+from pipeline.rundir.layout import RunLayout
 from pipeline.runtime.limits import container_limits, fill_defaults
 from pipeline.tasks import Task
 
@@ -86,7 +86,7 @@ class TaskShipment:
 @dataclasses.dataclass
 class OnNode:
     """Where a Ray task works on its node: ``scratch`` stands for the driver's folder (the run directory, scoring's
-    output folder); what is written under it through pipeline.storage goes to the driver as it is made."""
+    output folder); what is written under it through pipeline.rundir.storage goes to the driver as it is made."""
 
     node_id: str
     base: Path  # the scratch folder's parent, removed afterwards (shipped run scripts go here too)
@@ -113,7 +113,7 @@ def on_node(run_id: str, session: str, key: str, queue: Any, stop: Any, files: d
     (pipeline.run.ray.kept), so nothing this attempt saved is lost with a driver or a queue that went away."""
     import ray
 
-    from pipeline import storage
+    from pipeline.rundir import storage
     from pipeline.runtime import containers
 
     put = sender(queue)
@@ -187,8 +187,8 @@ def work_on_node(shipment: TaskShipment) -> AttemptOutcome:
     """A Ray task's body: run the task in a scratch copy of its folder, every write sent to the driver; container
     limits the config leaves unset sized from this node; with containers.image_cache_gb, the node's images of the
     run's finished tasks pruned afterwards. Its value says how it ended (``ended_by``): never by raising."""
+    from pipeline.control.outages import BREAKERS
     from pipeline.models.client import charge_abandoned_calls
-    from pipeline.outages import BREAKERS
     from pipeline.runtime import containers
 
     task = shipment.task
@@ -251,7 +251,7 @@ def _local_settings(shipment: TaskShipment, node: OnNode) -> RunSettings:
         limits = container_limits(config.containers)
         if evaluation is not None:
             evaluation = dataclasses.replace(evaluation, limits=limits)
-        from pipeline.storage import write_json_atomic
+        from pipeline.rundir.storage import write_json_atomic
 
         given = {field: getattr(run.config.containers, field) for field in LIMIT_FIELDS
                  if getattr(run.config.containers, field) is not None}
@@ -389,7 +389,7 @@ class NodeImages:
             "after_task": self.instance_id, "node": socket.gethostname(), "keep_bytes": self.keep,
             "run_images_bytes": used, "removed": result.removed, "kept_in_use": result.kept_in_use,
             "running": sorted(running), "time": round(time.time(), 3)}
-        from pipeline.storage import append_jsonl
+        from pipeline.rundir.storage import append_jsonl
 
         append_jsonl(RunLayout(node.scratch).image_cache, row)  # to the driver's run directory
         if result.removed:
@@ -434,7 +434,7 @@ class _StopWatcher:
 
 def _reconcile(scratch: Path, folder: str, sent: dict[str, hashlib._Hash], put: Callable[[Write], None], key: str,
                kept: KeptCopy | None = None) -> None:
-    """After the task: files changed by other means than pipeline.storage (scoring logs, patch files) are
+    """After the task: files changed by other means than pipeline.rundir.storage (scoring logs, patch files) are
     sent whole, and files that went (a trajectory folded into its rollout record) are removed there too;
     ``kept`` is told the names sent."""
     if not scratch.is_dir():

@@ -9,7 +9,7 @@ import time
 
 from docker.errors import DockerException
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import RuntimeUnavailable, SwepipeError
 from pipeline.runtime.images.disk import GB, gb, run_images_bytes, touch
 from pipeline.runtime.images.names import local_image, run_image_names
@@ -147,7 +147,7 @@ class RunImageCache:
 
     def _record(self, row: dict) -> None:
         if self.record_path is not None:
-            from pipeline.storage import append_jsonl
+            from pipeline.rundir.storage import append_jsonl
 
             append_jsonl(self.record_path, {**row, "time": round(time.time(), 3)})
 

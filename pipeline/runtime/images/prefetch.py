@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 
 from docker.errors import APIError
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault, RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.images.disk import disk_bytes, gb, run_images_bytes, touch

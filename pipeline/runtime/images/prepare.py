@@ -17,7 +17,7 @@ import time
 from docker.errors import APIError, DockerException
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import RuntimeUnavailable
 from pipeline.runtime import containers
 from pipeline.runtime.base import COMMAND_ENV

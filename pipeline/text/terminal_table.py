@@ -19,7 +19,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from pipeline.terminal import literal
+from pipeline.text.terminal import literal
 
 _INDENT = 2  # a turned block's lines, under its heading
 _VALUE_INDENT = 4  # a value on lines of its own, under its label
@@ -29,7 +29,7 @@ _GAP = 2  # between a label and the value beside it
 @dataclass
 class TerminalTable:
     """A table as plain strings (the first column names the row: it heads the row's block when turned), with
-    the notes printed under it. Every string is shown literally (pipeline.terminal)."""
+    the notes printed under it. Every string is shown literally (pipeline.text.terminal)."""
 
     title: str
     headers: Sequence[str]

@@ -7,7 +7,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pipeline import stopping
+from pipeline.control import stopping
 
 STOP_GRACE = 5.0  # seconds running work gets, once a stop is requested, to notice it and save
 
@@ -24,7 +24,7 @@ def run_with_progress(label: str, items: Iterable, work: Callable, *, workers: i
                       show: bool = True) -> None:
     """Call ``work(item)`` for every item, ``workers`` at a time; a worker's exception stops the run.
 
-    The wait polls, so Ctrl-C reaches the main thread at once. On a stop (pipeline.stopping) queued
+    The wait polls, so Ctrl-C reaches the main thread at once. On a stop (pipeline.control.stopping) queued
     items are cancelled and running ones get a few seconds to notice and save; threads still blocked
     after that (in a model call) are abandoned, not waited for.
     """

@@ -2,7 +2,7 @@
 
 Keys live only in the environment. Provider error messages, tracebacks and request dumps sometimes
 quote them, so every file swepipe writes passes through ``redact`` on its way to disk (see
-``pipeline.storage``). Two nets:
+``pipeline.rundir.storage``). Two nets:
 
 - the exact values of environment variables named like secrets (``*_API_KEY``, ``*_TOKEN``,
   ``*_SECRET*``, ``AWS_SECRET_ACCESS_KEY``, ``AZURE_*_KEY``, ...) that look like generated credentials

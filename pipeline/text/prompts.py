@@ -28,7 +28,7 @@ def prompts_dir() -> Path:
                 f"{PROMPTS_DIR_ENV}={override} is not a directory. Point it at a prompts folder or unset it."
             )
         return path
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[1]  # pipeline/, where a wheel keeps _prompts
     for candidate in (package_dir / "_prompts", package_dir.parent / "prompts"):
         if candidate.is_dir():
             return candidate

@@ -2,7 +2,7 @@
 
 Every file swepipe writes goes through here (``write_json_atomic``, ``write_text_atomic``,
 ``write_code_atomic``, ``append_jsonl``, ``redact_file``; ``remove`` for one it removes), so it passes the
-redactor of ``pipeline.secrets``.
+redactor of ``pipeline.text.secrets``.
 
 A process may also mirror its writes (``set_mirror``): every write under a root is then also handed, as
 (op, path relative to the root, bytes), to a sink, in the order the files were changed. A Ray worker runs a
@@ -25,8 +25,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.printable import clean
-from pipeline.secrets import StreamRedactor, redact, redact_data, redact_values
+from pipeline.text.printable import clean
+from pipeline.text.secrets import StreamRedactor, redact, redact_data, redact_values
 
 TORN_SUFFIX = ".torn"
 _TEMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # what _replace's mkstemp names look like

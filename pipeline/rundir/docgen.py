@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.storage import write_text_atomic
+from pipeline.rundir.storage import write_text_atomic
 
 
 def doc_main(argv: list[str] | None, *, module: str, doc: Path, render: Callable[[], str], source: str) -> int:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pipeline.config_overlay import Assignment, overlay, validation_problems
 from pipeline.errors import SwepipeError
-from pipeline.model_spec import ModelSpec, Role
+from pipeline.settings.config_overlay import Assignment, overlay, validation_problems
+from pipeline.settings.model_spec import ModelSpec, Role
 
 if TYPE_CHECKING:
-    from pipeline.outages import Settings
+    from pipeline.control.outages import Settings
 
 
 class Budgets(BaseModel):
@@ -238,7 +238,7 @@ class Faults(BaseModel):
     max_wait: float = Field(default=60, gt=0, description="the longest wait between two probes of a paused endpoint")
 
     def breaker_settings(self) -> Settings:
-        from pipeline.outages import Settings
+        from pipeline.control.outages import Settings
 
         return Settings(pause_after=self.pause_after, outage_seconds=self.outage_seconds, max_wait=self.max_wait,
                         first_wait=min(self.max_wait, Settings.first_wait))
@@ -327,7 +327,7 @@ def commented_yaml(config: BaseModel, indent: int = 0) -> str:
 
 def load_config(path: Path | None, assignments: Iterable[Assignment] = ()) -> RunConfig:
     """The config file (none: the defaults) with the command line's ``assignments`` on top
-    (pipeline.config_overlay), checked once."""
+    (pipeline.settings.config_overlay), checked once."""
     data: dict = {}
     if path is not None:
         try:

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel
 
 from pipeline.errors import SwepipeError
-from pipeline.model_spec import Role
+from pipeline.settings.model_spec import Role
 
 
 @dataclass(frozen=True)

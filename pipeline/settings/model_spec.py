@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipeline.secrets import is_secret_name, looks_like_secret
+from pipeline.text.secrets import is_secret_name, looks_like_secret
 
 SECRET_KEYS = {"api_key", "api_keys", "key", "token", "secret", "password", "authorization"}
 KEYS_FROM_ENVIRONMENT = ("API keys come only from the environment (e.g. OPENAI_API_KEY, or the variables litellm "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BUNDLED = "bundled"  # the name `load_tasks` and `--dataset` accept for the tasks shipped with swepipe
-BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
+BUNDLED_DIR = Path(__file__).resolve().parents[1] / "bundled"
 BUNDLED_TASKS_DIR = BUNDLED_DIR / "tasks"  # one folder per task; also laid out like the official run_scripts/
 BUNDLED_IMAGES_DIR = BUNDLED_DIR / "images"
 BUNDLED_DATASET = BUNDLED_DIR / "dataset.jsonl"

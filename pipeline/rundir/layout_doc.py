@@ -1,8 +1,8 @@
-"""The run directory's tree, from the layout: ``python -m pipeline.layout_doc`` writes docs/run-layout.md
+"""The run directory's tree, from the layout: ``python -m pipeline.rundir.layout_doc`` writes docs/run-layout.md
 (``--check``: exit 1 when the file differs from what would be written), so the document names every file
-pipeline.layout names, as it names it (tests/test_run_layout_names.py checks it).
+pipeline.rundir.layout names, as it names it (tests/test_run_layout_names.py checks it).
 
-Each file is a member of a folder class of pipeline.layout (a property, or a method of one index or name) that
+Each file is a member of a folder class of pipeline.rundir.layout (a property, or a method of one index or name) that
 returns a path and has a docstring: the docstring is what the document says of it. A member that returns another
 folder class is a folder, described by that member's docstring (or its class's). Only folders may go without
 a docstring: the plumbing the others are built from (``TaskPaths.junior`` under ``junior_files``)."""
@@ -14,10 +14,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from pipeline import layout
-from pipeline.docgen import doc_main
+from pipeline.rundir import layout
+from pipeline.rundir.docgen import doc_main
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "run-layout.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "run-layout.md"
 ROOT = "runs/<run-id>"
 SWEEP_ROOT = "runs/<sweep-id>"
 FOLDER_CLASSES = {cls.__name__: cls for cls in (layout.RunLayout, layout.TaskPaths, layout.JuniorFiles,
@@ -33,7 +33,7 @@ WIDTH = 118
 INTRO = """\
 Every file a run writes, where it is, and what it holds. The records among them (rollouts, pool, brief, principal
 result, eval result, predictions) are described field by field in docs/run-directory.md. Paths are built by
-pipeline.layout only: `RunLayout` for the run, `TaskPaths` for a task, and a class per stage folder."""
+pipeline.rundir.layout only: `RunLayout` for the run, `TaskPaths` for a task, and a class per stage folder."""
 
 OUTRO = """\
 No API key is written anywhere: containers get no host environment, and every file swepipe writes
@@ -97,8 +97,9 @@ def every_file() -> list[tuple[str, str]]:
 
 def render() -> str:
     lines = ["# A run on disk", "",
-             "<!-- Generated from pipeline/layout.py by `python -m pipeline.layout_doc`: edit the layout's names "
-             "and docstrings, not this file. -->", "", INTRO, "", *_block(layout.RunLayout(Path("run")), ROOT), "",
+             "<!-- Generated from pipeline/rundir/layout.py by `python -m pipeline.rundir.layout_doc`: edit the "
+             "layout's names and docstrings, not this file. -->", "", INTRO, "",
+             *_block(layout.RunLayout(Path("run")), ROOT), "",
              OUTRO, "", "## A sweep on disk", "",
              *textwrap.wrap(_first_paragraph(inspect.getdoc(layout.SweepLayout) or ""), WIDTH), "",
              *_block(layout.SweepLayout(Path("sweep")), SWEEP_ROOT)]
@@ -174,7 +175,8 @@ def _first_paragraph(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return doc_main(argv, module="pipeline.layout_doc", doc=DOC, render=render, source="pipeline/layout.py")
+    return doc_main(argv, module="pipeline.rundir.layout_doc", doc=DOC, render=render,
+                    source="pipeline/rundir/layout.py")
 
 
 if __name__ == "__main__":

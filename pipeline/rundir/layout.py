@@ -1,6 +1,6 @@
 """Where everything of a run lives on disk: every file a run writes is named here and nowhere else
 (tests/test_run_layout_names.py), and docs/run-layout.md is generated from these names and their docstrings
-(pipeline.layout_doc).
+(pipeline.rundir.layout_doc).
 
 ``RunLayout`` is a run's directory, ``TaskPaths`` a task's, and a class per folder a stage writes
 (``JuniorFiles``, ``SeniorFiles``, ``PrincipalFiles``, ``SoloFiles``, ``ReplayFiles``, ``TeamFiles``,

@@ -4,7 +4,7 @@ An endpoint is whatever many calls share and can fail together: a model provider
 the provider of the model string), or the Docker engine. After ``pause_after`` consecutive infrastructure
 failures on one endpoint its calls pause: one call at a time probes it, after waits that grow up to
 ``max_wait``; the others wait for that probe. A success closes the breaker for everyone. When the endpoint has
-been failing for longer than ``outage_seconds``, the run stops as a stop does (``pipeline.stopping.fault``:
+been failing for longer than ``outage_seconds``, the run stops as a stop does (``pipeline.control.stopping.fault``:
 nothing new starts, containers are removed, exit 1, resumed by a rerun), instead of grinding through the queue.
 So an outage costs a bounded number of calls, however many tasks are queued behind it.
 """
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline import stopping
+from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault
 
 FIRST_WAIT = 5.0  # seconds before the first probe of a paused endpoint; doubled for each probe after

@@ -13,7 +13,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.printable import clean
+from pipeline.text.printable import clean
 
 
 class _LiteralConsole(Console):

@@ -1,0 +1,1 @@
+"""How work stops and waits: stop signals, endpoint outages, parallel work with progress."""
