@@ -16,9 +16,8 @@ tools, and returned as that call.
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from pipeline.records.chat import ChatMessage, MessageToolCall, ToolSpec
+from pipeline.records.chat import ChatCompletionReply, ChatMessage, MessageToolCall, ToolSpec
 
 TURN, END = "<start_of_turn>", "<end_of_turn>"
 
@@ -80,11 +79,12 @@ def _tools_text(tools: list[ToolSpec]) -> str:
     return "\n".join(lines)
 
 
-def as_tool_call(response: dict[str, Any]) -> dict[str, Any]:
+def as_tool_call(response: ChatCompletionReply) -> ChatCompletionReply:
     """The grammar-held reply as the tool call it spells (a reply cut short stays text, for the agent to refuse)."""
     choice = response["choices"][0]
     try:
-        call = json.loads(choice["message"]["content"] or "")
+        content = choice["message"].get("content")
+        call = json.loads(content if isinstance(content, str) else "")
         name, arguments = call["name"], call["arguments"]
     except (ValueError, TypeError, KeyError):
         return response

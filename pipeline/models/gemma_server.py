@@ -45,6 +45,7 @@ from typing import Any
 from pipeline.errors import InfrastructureFault
 from pipeline.models.gemma_chat import END, as_tool_call, gemma_prompt
 from pipeline.models.grammars import tool_call
+from pipeline.records.chat import ChatCompletionReply
 
 # OpenAI's sampling options that llama.cpp's completion takes under the same name.
 PASSED_ON = ("temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
@@ -124,10 +125,10 @@ def _is_function_tool(tool: Any) -> bool:
         isinstance(function.get("parameters", {}), dict)
 
 
-def chat_response(completion: dict[str, Any], alias: str, calling: bool) -> dict[str, Any]:
+def chat_response(completion: dict[str, Any], alias: str, calling: bool) -> ChatCompletionReply:
     """llama.cpp's completion answer as an OpenAI chat completion (its tool call, when ``calling``)."""
     choice = (completion.get("choices") or [{}])[0]
-    response = {
+    response: ChatCompletionReply = {
         "id": completion.get("id") or f"chatcmpl-{time.time_ns()}", "object": "chat.completion",
         "created": completion.get("created") or int(time.time()), "model": alias,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": choice.get("text", "")},
@@ -183,7 +184,7 @@ class LlamaFront:
     def load(cls, model: str, alias: str, *, context: int, threads: int, slots: int) -> LlamaFront:
         return cls(sealed_llama(model, alias, context=context, threads=threads, slots=slots), alias)
 
-    def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def chat(self, body: dict[str, Any]) -> tuple[int, ChatCompletionReply | dict[str, Any]]:
         request, calling = completion_request(body)
         completion = self.engine.handle_completions(request)
         if "error" in completion:
@@ -349,7 +350,7 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
             status = code if code < 500 else 400
             self._send(status, _error(message or HTTPStatus(code).phrase), close=True)
 
-        def _send(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
+        def _send(self, status: int, payload: ChatCompletionReply | dict[str, Any], *, close: bool = False) -> None:
             if self.request_version == "HTTP/0.9":  # http.server writes no status line for it: answer in 1.1
                 self.request_version, close = self.default_request_version, True
             data = json.dumps(payload).encode()

@@ -48,6 +48,24 @@ class ChatMessage(TypedDict, total=False):
     cache_control: CacheMark  # a tool's answer marked for the prompt cache
 
 
+class ReplyChoice(TypedDict, total=False):
+    index: int
+    message: ChatMessage
+    finish_reason: str
+
+
+class ChatCompletionReply(TypedDict, total=False):
+    """A chat completion as an OpenAI-compatible endpoint answers it (the local model's server,
+    pipeline.models.gemma_server)."""
+
+    id: str
+    object: str
+    created: int
+    model: str
+    choices: list[ReplyChoice]
+    usage: dict[str, int]  # the token counts
+
+
 class ReplyToolCall(TypedDict):
     """A tool call of a model's reply as the client hands it on (``Completion.tool_calls``, an agent step's)."""
 
