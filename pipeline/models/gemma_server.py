@@ -184,12 +184,12 @@ class LlamaFront:
     def load(cls, model: str, alias: str, *, context: int, threads: int, slots: int) -> LlamaFront:
         return cls(sealed_llama(model, alias, context=context, threads=threads, slots=slots), alias)
 
-    def chat(self, body: dict[str, Any]) -> tuple[int, ChatCompletionReply | dict[str, Any]]:
+    def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         request, calling = completion_request(body)
         completion = self.engine.handle_completions(request)
         if "error" in completion:
             return _llama_error(completion)
-        return 200, chat_response(completion, self.alias, calling)
+        return 200, dict(chat_response(completion, self.alias, calling))
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not isinstance(body.get("prompt"), str):
@@ -350,7 +350,7 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
             status = code if code < 500 else 400
             self._send(status, _error(message or HTTPStatus(code).phrase), close=True)
 
-        def _send(self, status: int, payload: ChatCompletionReply | dict[str, Any], *, close: bool = False) -> None:
+        def _send(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
             if self.request_version == "HTTP/0.9":  # http.server writes no status line for it: answer in 1.1
                 self.request_version, close = self.default_request_version, True
             data = json.dumps(payload).encode()
