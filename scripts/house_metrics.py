@@ -78,6 +78,7 @@ JSON_BY_NATURE = {
     "pipeline/interop/recorded.py": "tool calls of recorded trajectories",
     "pipeline/interop/replay.py": "tool calls of recorded trajectories, scripted replies",
     "pipeline/records/base.py": "a record's JSON before its type checks it, and after",
+    "pipeline/records/chat.py": "a tool's parameters, a JSON schema (the chat's other parts are TypedDicts)",
     "pipeline/run/ray/connect.py": "ray's node table and ray.init's options",
     "pipeline/interop/atif_export.py": "a run's saved trajectories read leniently, a tool call's arguments, the "
                                        "ATIF document the atif models return (its own parts are TypedDicts)",

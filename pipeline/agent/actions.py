@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.records.chat import ToolSpec
+
 # A fenced block: three or more backticks, closed by as many (so ````edit can hold an edit whose text has ``` lines).
 _BLOCK = re.compile(r"^(`{3,})([A-Za-z_]+)[ \t]*\n(.*?)^\1[ \t]*$", re.DOTALL | re.MULTILINE)
 BASH = "bash"
@@ -73,17 +75,17 @@ def fenced_block(reply: str, kind: str) -> str | None:
 
 
 # The tool-call format: the same actions as functions the model calls.
-BASH_TOOL = {"type": "function", "function": {
+BASH_TOOL: ToolSpec = {"type": "function", "function": {
     "name": BASH, "description": "Run one shell command in the repository and see its exit code and output.",
     "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
-SUBMIT_TOOL = {"type": "function", "function": {
+SUBMIT_TOOL: ToolSpec = {"type": "function", "function": {
     "name": SUBMIT, "description": "Finish: your change is taken from git diff of the working tree.",
     "parameters": {"type": "object", "properties": {"text": {
         "type": "string", "description": "what your instructions ask you to hand in with the submission, if "
                                          "anything (a report, a brief)"}}}}}
 
 
-def editor_tool(commands: tuple[str, ...]) -> dict[str, Any]:
+def editor_tool(commands: tuple[str, ...]) -> ToolSpec:
     """The str_replace_editor function, with the schema models are trained on, offering ``commands``."""
     edits = "view" not in commands or len(commands) > 1
     properties = {
@@ -110,10 +112,10 @@ def editor_tool(commands: tuple[str, ...]) -> dict[str, Any]:
         "type": "object", "properties": properties, "required": ["command", "path"]}}}
 
 
-def tools_for(allowed: tuple[str, ...] = (BASH,), editor: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def tools_for(allowed: tuple[str, ...] = (BASH,), editor: tuple[str, ...] = ()) -> list[ToolSpec]:
     """bash and submit, the editor offering its ``editor`` commands (none: no editor), then one function per
     other action, taking the action block's text as ``body``."""
-    others = [{"type": "function", "function": {
+    others: list[ToolSpec] = [{"type": "function", "function": {
         "name": kind, "description": f"The {kind} action, as described in your instructions.",
         "parameters": {"type": "object", "properties": {"body": {
             "type": "string", "description": f"what the ```{kind} block would hold (may be empty)"}}}}}

@@ -42,6 +42,7 @@ from pipeline.edits.editor import Editor
 from pipeline.errors import InfrastructureFault
 from pipeline.models.budget import Budget, CostLimitExceeded
 from pipeline.models.client import ModelCallFailed
+from pipeline.records.chat import ChatMessage
 from pipeline.records.trajectory import ExitReason
 from pipeline.text.prompts import render
 
@@ -50,7 +51,7 @@ STEPS_LEFT_NOTES = (3, 1)  # the agent is told how many replies remain when this
 ActionHandler = Callable[[AgentStep, Action], str]  # the observation; FormatError: the reply is rejected
 
 
-def prompt(system: str, instance: str, **variables: Any) -> list[dict[str, str]]:
+def prompt(system: str, instance: str, **variables: Any) -> list[ChatMessage]:
     """The opening messages from a system and an instance template."""
     return [{"role": "system", "content": render(system, **variables)},
             {"role": "user", "content": render(instance, **variables)}]

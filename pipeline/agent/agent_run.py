@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pipeline.edits.editor import EditRecord
+from pipeline.records.chat import ChatMessage, ReplyToolCall
 from pipeline.records.trajectory import ExitReason
 
 
@@ -31,7 +32,7 @@ class AgentStep:
     model_seconds: float = 0.0
     command_seconds: float = 0.0
     seconds: float = 0.0  # the whole step: model, command, bookkeeping
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # in the tool-call format
+    tool_calls: list[ReplyToolCall] = field(default_factory=list)  # in the tool-call format
     changed_files: list[str] = field(default_factory=list)  # paths the command changed (when tracked)
     edits: list[EditRecord] = field(default_factory=list)  # an editor action's calls: command, path, ok or error
     cost: float = 0.0
@@ -45,7 +46,7 @@ class AgentRun:
     exit_reason: ExitReason | Literal[""] = ""  # "": not ended
     error: str | None = None
     submission: str | None = None  # the text handed in with submit (a brief, a report)
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[ChatMessage] = field(default_factory=list)
     steps: list[AgentStep] = field(default_factory=list)
     cost: float = 0.0
     input_tokens: int = 0

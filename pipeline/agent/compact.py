@@ -9,12 +9,12 @@ prefix for the provider's prompt cache (it changes only where the window moves p
 
 from __future__ import annotations
 
-from typing import Any
+from pipeline.records.chat import ChatMessage
 
 FIRST_OBSERVATION = 2  # messages[0] is the system prompt, messages[1] the task: never cut
 
 
-def compact_history(messages: list[dict[str, Any]], keep_whole: int, keep_chars: int) -> list[dict[str, Any]]:
+def compact_history(messages: list[ChatMessage], keep_whole: int, keep_chars: int) -> list[ChatMessage]:
     """``messages`` as sent: observations (user and tool messages after the task) older than the last
     ``keep_whole`` cut to ``keep_chars`` characters at each end; the list itself is left as it is."""
     observations = [i for i, message in enumerate(messages)

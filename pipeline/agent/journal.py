@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 from pipeline.agent.agent_run import AgentRun, AgentStep
 from pipeline.agent.transcript import Transcript
 from pipeline.errors import StorageFault
+from pipeline.records.chat import ChatMessage
 from pipeline.records.trajectory import JOURNAL_FORMAT, read_trajectory
 from pipeline.rundir.layout import reply_journal, trajectory_journal
 from pipeline.rundir.storage import append_jsonl, remove, write_failure, write_json_atomic
@@ -118,7 +119,7 @@ class _Written:
 
     def __init__(self) -> None:
         self.fields: dict[str, Scalar] = {}
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[ChatMessage] = []
         self.steps: list[AgentStep] = []
 
     @classmethod
@@ -194,7 +195,7 @@ _ABSENT = object()
 SHARED_OUTPUT = 256  # an output at least this long, shown whole in a message, is written once: in its step
 
 
-def _message_entry(index: int, message: dict[str, Any], record: AgentRun) -> list[Any]:
+def _message_entry(index: int, message: ChatMessage, record: AgentRun) -> list[Any]:
     """``[index, message]``; for an observation that shows its step's output, ``[index, message without its
     content, [before, step, after]]`` (pipeline.records.trajectory)."""
     content = message.get("content")

@@ -11,6 +11,7 @@ from pipeline.agent.inbox import Inbox
 from pipeline.edits.editor import COMMANDS as EDITOR_COMMANDS
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
+from pipeline.records.chat import ChatMessage
 from pipeline.settings.config import Limits
 
 
@@ -21,7 +22,7 @@ class AgentSettings:
     runtime: Any  # a pipeline.runtime runtime, or a shared workspace's view of one (pipeline.team.workspace)
     budget: Budget
     limits: Limits
-    messages: list[dict[str, Any]] = field(default_factory=list)  # the opening prompt (pipeline.agent.agent.prompt)
+    messages: list[ChatMessage] = field(default_factory=list)  # the opening prompt (pipeline.agent.agent.prompt)
     agent_index: int = 0
     temperature: float | None = None
     seed: int | None = None

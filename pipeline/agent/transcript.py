@@ -7,10 +7,10 @@ one lock.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from pipeline.agent.agent_run import AgentRun, AgentStep
 from pipeline.models.client import Completion, Usage
+from pipeline.records.chat import ChatMessage
 
 
 class Transcript:
@@ -20,7 +20,7 @@ class Transcript:
 
     def add_reply(self, completion: Completion) -> AgentStep:
         """A paid reply: a new step, its cost and tokens counted, its message in the history."""
-        message: dict[str, Any] = {"role": "assistant", "content": completion.content}
+        message: ChatMessage = {"role": "assistant", "content": completion.content}
         if completion.tool_calls:
             message["tool_calls"] = [{"id": c["id"], "type": "function",
                                       "function": {"name": c["name"], "arguments": c["arguments"]}}

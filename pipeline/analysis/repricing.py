@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.analysis.whatif_data import WhatIfTask
+from pipeline.records.chat import ChatMessage
 from pipeline.records.ledger import LedgerRow
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class RepricedSpend:
 class _Call:
     row: LedgerRow
     agent: str
-    messages: list[dict]  # the full prompt (whole observations)
+    messages: list[ChatMessage]  # the full prompt (whole observations)
     factor: float  # tokens per character of this agent's prompts
 
     @property
@@ -130,7 +131,7 @@ class _CachePlan:
     """Where one replayed call's prompt can be read from and written to the cache, as numbers of leading messages
     (a prefix of n messages ends at message n - 1)."""
 
-    def __init__(self, call: _Call, sizes: list[int], prompt: list[dict], price_of):
+    def __init__(self, call: _Call, sizes: list[int], prompt: list[ChatMessage], price_of):
         self._chars = list(itertools.accumulate(sizes, initial=0))  # characters of each prefix
         self._blocks = list(itertools.accumulate(map(_blocks, prompt), initial=0))
         self.factor = call.factor
@@ -176,7 +177,7 @@ def _replayable(task: WhatIfTask, sent: HistoryVariant) -> tuple[list[_Call], se
     return calls, paired
 
 
-def _compacted(messages: list[dict], variant: HistoryVariant) -> list[dict]:
+def _compacted(messages: list[ChatMessage], variant: HistoryVariant) -> list[ChatMessage]:
     if variant.compact_after is None:
         return messages
     from pipeline.agent.compact import compact_history  # the agent's own compaction, replayed
@@ -184,7 +185,7 @@ def _compacted(messages: list[dict], variant: HistoryVariant) -> list[dict]:
     return compact_history(messages, variant.compact_after, variant.compact_chars)
 
 
-def _size(message: dict) -> int:
+def _size(message: ChatMessage) -> int:
     content = message.get("content")
     size = len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
     if message.get("tool_calls"):
@@ -192,11 +193,11 @@ def _size(message: dict) -> int:
     return size
 
 
-def _chars(messages: list[dict]) -> int:
+def _chars(messages: list[ChatMessage]) -> int:
     return sum(_size(m) for m in messages)
 
 
-def _fingerprint(message: dict) -> tuple:
+def _fingerprint(message: ChatMessage) -> tuple:
     """Equal for equal messages (string hashes are cached by Python, so the prompts' shared messages are cheap)."""
     content = message.get("content")
     calls = message.get("tool_calls")
@@ -204,7 +205,7 @@ def _fingerprint(message: dict) -> tuple:
             json.dumps(calls, sort_keys=True, default=str) if calls else None, message.get("tool_call_id"))
 
 
-def _blocks(message: dict) -> int:
+def _blocks(message: ChatMessage) -> int:
     """The content blocks ``message`` is sent as (an assistant's text and each of its tool calls)."""
     if message.get("role") != "assistant":
         return 1

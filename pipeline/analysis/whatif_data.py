@@ -12,6 +12,7 @@ from pathlib import Path
 from pipeline.analysis.load import RunData, TaskData, load_run
 from pipeline.pool_rules import CandidateDraft
 from pipeline.records import EvalResult, Rollout, Unreadable, read_trajectory
+from pipeline.records.chat import ChatMessage, recorded_messages
 from pipeline.records.evaluation import EvalCategory
 from pipeline.records.ledger import LedgerRow, read_ledger
 from pipeline.rundir.layout import RunLayout, is_candidate_key
@@ -29,7 +30,7 @@ class WhatIfTask:
     candidates: list[CandidateDraft]  # the pool of all the task's rollouts (junior/pool.json)
     verdicts: dict[str, bool | None]  # candidate key -> resolved by the hidden tests (None: infra error)
     calls: list[LedgerRow]  # every paid call of the task's ledger
-    conversations: dict[str, list[dict]] = field(default_factory=dict)  # agent -> its recorded messages
+    conversations: dict[str, list[ChatMessage]] = field(default_factory=dict)  # agent -> its recorded messages
     _by_rollout: dict[str, list[LedgerRow]] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -99,7 +100,7 @@ def _paid_calls(ledger: Path) -> list[LedgerRow]:
     return [row for row in read_ledger(ledger) if row.stage != "analysis"]
 
 
-def _reused_calls(instance_id: str, agent: str, rollout: Rollout, messages: list[dict]) -> list[LedgerRow]:
+def _reused_calls(instance_id: str, agent: str, rollout: Rollout, messages: list[ChatMessage]) -> list[LedgerRow]:
     """The calls of a rollout taken from another run (``reused_from``: paid there, so this run's ledger has no row
     of it), rebuilt from its record's totals: one per reply, input tokens in proportion to each prompt's length,
     output tokens and cost shared evenly, one after the other from time 0 (as rollouts start together)."""
@@ -125,6 +126,5 @@ def _verdict(result: EvalResult | Unreadable) -> bool | None:
     return bool(result.resolved)
 
 
-def _messages(trajectory) -> list[dict]:
-    messages = trajectory.get("messages") if isinstance(trajectory, dict) else None
-    return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+def _messages(trajectory) -> list[ChatMessage]:
+    return recorded_messages(trajectory.get("messages") if isinstance(trajectory, dict) else None)

@@ -31,6 +31,7 @@ from pipeline import records
 from pipeline.errors import SwepipeError
 from pipeline.interop.export import ExportSummary, tasks_to_export
 from pipeline.records import Prediction
+from pipeline.records.chat import ChatMessage, recorded_messages
 from pipeline.records.ledger import LedgerRow, read_ledger
 from pipeline.records.trajectory import ExitReason
 from pipeline.rundir.layout import TaskPaths
@@ -295,11 +296,11 @@ def _principal(paths: TaskPaths, model: str | None, ledger: list[LedgerRow]) -> 
     result = records.PrincipalResult.read(files.result)
     result = result if isinstance(result, records.PrincipalResult) else records.PrincipalResult()
     failed = [attempt for attempt in _list(result.failed_attempts) if isinstance(attempt, str)]
-    messages: list[dict[str, Any]] = []
+    messages: list[ChatMessage] = []
     steps = []
     for number, call in enumerate(calls):
-        sent = [m for m in _list(call.get("messages") if isinstance(call, dict) else None) if isinstance(m, dict)]
-        messages.extend(dict(m) for m in sent[len(messages):])
+        sent = recorded_messages(call.get("messages") if isinstance(call, dict) else None)
+        messages.extend(m.copy() for m in sent[len(messages):])
         if number < len(replies):
             reply = replies[number]
             messages.append({"role": "assistant", "content": _text(reply.get("content")) or ""})
@@ -389,7 +390,7 @@ def _trajectory_data(source: AgentSource, context: _TaskContext, embedded: bool 
 
 
 def _steps(source: AgentSource, run: dict[str, Any]) -> list[Step]:
-    messages = [m for m in _list(run.get("messages")) if isinstance(m, dict)]
+    messages = recorded_messages(run.get("messages"))
     agent_steps = [s for s in _list(run.get("steps")) if isinstance(s, dict)]
     opening = _opening(messages)
     replies = _replies(messages[len(opening):])
@@ -409,7 +410,7 @@ def _steps(source: AgentSource, run: dict[str, Any]) -> list[Step]:
     return steps
 
 
-def _opening(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _opening(messages: list[ChatMessage]) -> list[ChatMessage]:
     opening = []
     for message in messages:
         if message.get("role") == "assistant":
@@ -418,7 +419,7 @@ def _opening(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return opening
 
 
-def _replies(messages: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+def _replies(messages: list[ChatMessage]) -> list[tuple[str, str | None]]:
     """Each reply's text and what the agent was shown after it (the messages up to the next reply, joined)."""
     found: list[tuple[str, list[str]]] = []
     for message in messages:

@@ -26,6 +26,7 @@ from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
 from pipeline.models.ledger import Ledger, LedgerRow
 from pipeline.models.pricing import resolve_prices
 from pipeline.models.prompt_cache import needs_markers, with_cache_markers
+from pipeline.records.chat import ChatMessage, ReplyToolCall, ToolSpec
 from pipeline.records.trajectory import ExitReason
 from pipeline.rundir.storage import write_failure, write_json_atomic
 from pipeline.settings.model_spec import METADATA_KEY, ModelSpec
@@ -76,7 +77,7 @@ class Completion:
     cost: float
     latency: float
     retries: int
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{id, name, arguments (JSON text)}]
+    tool_calls: list[ReplyToolCall] = field(default_factory=list)
     cache_write_tokens: int = 0
 
 
@@ -97,7 +98,7 @@ def default_max_tokens(model: str) -> int:
     return min(int(known), MAX_DEFAULT_TOKENS) if known else DEFAULT_MAX_TOKENS
 
 
-def count_input_tokens(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+def count_input_tokens(model: str, messages: list[ChatMessage], tools: list[ToolSpec] | None = None) -> int:
     """Input tokens of a call, counted high: the larger of litellm's token counter (the model's tokenizer,
     or a default one for a model it does not know) and about 4 characters a token of the whole request."""
     from pipeline.models.litellm_setup import litellm
@@ -286,7 +287,7 @@ class ModelClient:
         """What ``agent`` spent through this role in earlier sessions of the task (its ledger rows)."""
         return self.ledger.spent(self.stage, agent)
 
-    def worst_case(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> float:
+    def worst_case(self, messages: list[ChatMessage], tools: list[ToolSpec] | None = None) -> float:
         """The most one call with ``messages`` can cost: its input tokens (``count_input_tokens``) at the highest
         input price (plain, cache read or cache write: ``Prices.highest_input``) plus ``max_tokens`` at the output
         price. 0 for a free model."""
@@ -297,9 +298,9 @@ class ModelClient:
         tokens = count_input_tokens(self.spec.model, messages, tools) if input_price else 0
         return (tokens * input_price + self.max_tokens * prices.output) / 1e6
 
-    def complete(self, messages: list[dict[str, Any]], budget: Budget, *, agent: str = "", agent_index: int = 0,
+    def complete(self, messages: list[ChatMessage], budget: Budget, *, agent: str = "", agent_index: int = 0,
                  temperature: float | None = None, seed: int | None = None,
-                 tools: list[dict[str, Any]] | None = None, journal: Path | None = None) -> Completion:
+                 tools: list[ToolSpec] | None = None, journal: Path | None = None) -> Completion:
         """One reply. Raises CostLimitExceeded before a call the budget cannot pay; ModelCallFailed when the
         provider refuses this request (final: the agent's outcome); ModelUnavailable when the endpoint failed
         past the retries while it works for other calls (infrastructure: the task reruns); Stopped when the run
@@ -443,7 +444,8 @@ class ModelClient:
         assert reservation is not None  # _attempt holds one for the try that answered
         try:
             message = response.choices[0].message
-            calls = [{"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
+            calls: list[ReplyToolCall] = [
+                {"id": call.id, "name": call.function.name, "arguments": call.function.arguments or "{}"}
                      for call in (getattr(message, "tool_calls", None) or [])]
             # The call's whole cost, failed attempts included, so an agent's record adds up to the ledger.
             completion = Completion(message.content or "", used.input + billed.input, used.cached + billed.cached,

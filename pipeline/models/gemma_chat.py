@@ -16,12 +16,13 @@ tools, and returned as that call.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from pipeline.records.chat import ChatCompletionReply, ChatMessage, MessageToolCall, ToolSpec
 
 TURN, END = "<start_of_turn>", "<end_of_turn>"
 
 
-def gemma_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+def gemma_prompt(messages: list[ChatMessage], tools: list[ToolSpec] | None = None) -> str:
     """The prompt for ``messages`` (OpenAI chat messages), ending with the opened model turn; without ``<bos>``,
     which the tokenizer adds."""
     system = "\n\n".join(_text(m) for m in messages if m.get("role") == "system")
@@ -49,14 +50,14 @@ def gemma_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
     return "".join(f"{TURN}{speaker}\n{text.strip()}{END}\n" for speaker, text in turns) + f"{TURN}model\n"
 
 
-def _text(message: dict[str, Any]) -> str:
+def _text(message: ChatMessage) -> str:
     content = message.get("content")
     if isinstance(content, list):  # content parts: their text
         return "\n".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
     return content if isinstance(content, str) else "" if content is None else str(content)
 
 
-def _call_text(call: dict[str, Any]) -> str:
+def _call_text(call: MessageToolCall) -> str:
     """A tool call as the model writes it."""
     function = call.get("function") or {}
     arguments = function.get("arguments") or "{}"
@@ -68,7 +69,7 @@ def _call_text(call: dict[str, Any]) -> str:
     return json.dumps({"name": function.get("name"), "arguments": arguments})
 
 
-def _tools_text(tools: list[dict[str, Any]]) -> str:
+def _tools_text(tools: list[ToolSpec]) -> str:
     lines = ['Call one tool per reply: reply with only a JSON object {"name": <tool>, "arguments": {...}}. The tools:']
     for tool in tools:
         function = tool.get("function") or {}
@@ -78,11 +79,12 @@ def _tools_text(tools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def as_tool_call(response: dict[str, Any]) -> dict[str, Any]:
+def as_tool_call(response: ChatCompletionReply) -> ChatCompletionReply:
     """The grammar-held reply as the tool call it spells (a reply cut short stays text, for the agent to refuse)."""
     choice = response["choices"][0]
     try:
-        call = json.loads(choice["message"]["content"] or "")
+        content = choice["message"].get("content")
+        call = json.loads(content if isinstance(content, str) else "")
         name, arguments = call["name"], call["arguments"]
     except (ValueError, TypeError, KeyError):
         return response

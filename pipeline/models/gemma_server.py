@@ -45,6 +45,7 @@ from typing import Any
 from pipeline.errors import InfrastructureFault
 from pipeline.models.gemma_chat import END, as_tool_call, gemma_prompt
 from pipeline.models.grammars import tool_call
+from pipeline.records.chat import ChatCompletionReply
 
 # OpenAI's sampling options that llama.cpp's completion takes under the same name.
 PASSED_ON = ("temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
@@ -124,10 +125,10 @@ def _is_function_tool(tool: Any) -> bool:
         isinstance(function.get("parameters", {}), dict)
 
 
-def chat_response(completion: dict[str, Any], alias: str, calling: bool) -> dict[str, Any]:
+def chat_response(completion: dict[str, Any], alias: str, calling: bool) -> ChatCompletionReply:
     """llama.cpp's completion answer as an OpenAI chat completion (its tool call, when ``calling``)."""
     choice = (completion.get("choices") or [{}])[0]
-    response = {
+    response: ChatCompletionReply = {
         "id": completion.get("id") or f"chatcmpl-{time.time_ns()}", "object": "chat.completion",
         "created": completion.get("created") or int(time.time()), "model": alias,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": choice.get("text", "")},
@@ -188,7 +189,7 @@ class LlamaFront:
         completion = self.engine.handle_completions(request)
         if "error" in completion:
             return _llama_error(completion)
-        return 200, chat_response(completion, self.alias, calling)
+        return 200, dict(chat_response(completion, self.alias, calling))
 
     def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not isinstance(body.get("prompt"), str):

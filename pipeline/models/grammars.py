@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.records.chat import ToolSpec
+
 ASCII = "\t" + "".join(chr(code) for code in range(0x20, 0x7F))  # tab and the printable characters
 BASH, SUBMIT, EDIT, VIEW, EDITOR = "bash", "submit", "edit", "view", "str_replace_editor"  # as pipeline.agent.actions
 
@@ -219,7 +221,7 @@ VISIBLE = ("command", "path", "old_str")  # arguments that are refused blank (pi
 DEFAULT_TOOL_TOKENS = 1024
 
 
-def tool_call(tools: list[dict[str, Any]], max_tokens: int | None = None) -> Grammar:
+def tool_call(tools: list[ToolSpec], max_tokens: int | None = None) -> Grammar:
     """One call of one of ``tools`` (OpenAI function tools) as ``{"name": ..., "arguments": {...}}``, the
     arguments as the tool's JSON schema has them; each call's free text is sized so it fits in ``max_tokens``."""
     budget = max_tokens or DEFAULT_TOOL_TOKENS

@@ -12,11 +12,10 @@ reports as read from or written to its cache is priced as such (``Prices.cost``)
 
 from __future__ import annotations
 
-from typing import Any
-
+from pipeline.records.chat import CacheMark, ChatMessage
 from pipeline.settings.model_spec import ModelSpec
 
-MARK = {"type": "ephemeral"}
+MARK: CacheMark = {"type": "ephemeral"}
 MARKED_TURNS = 2  # the latest observations marked: this step's prefix, and the one before it
 _OBSERVATIONS = ("user", "tool")
 
@@ -35,7 +34,7 @@ def caches_at_markers(spec: ModelSpec) -> bool:
     return needs_markers(spec.model_copy(update={"prompt_cache": "auto"})) or spec.prompt_cache == "on"
 
 
-def marked_indices(messages: list[dict[str, Any]]) -> list[int]:
+def marked_indices(messages: list[ChatMessage]) -> list[int]:
     """The messages a call's cache markers go on: the first system prompt, and the last message of each of the
     latest MARKED_TURNS runs of observations (a turn's user message in the text format; its tool results, and
     any note after them, in the tool-call format)."""
@@ -45,12 +44,12 @@ def marked_indices(messages: list[dict[str, Any]]) -> list[int]:
     return system + ends[-MARKED_TURNS:]
 
 
-def with_cache_markers(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_cache_markers(messages: list[ChatMessage]) -> list[ChatMessage]:
     """A copy of ``messages`` with a cache marker on each of ``marked_indices``; the messages themselves are left
     as they are. A user or system message's text becomes one text block that carries it. A tool result keeps its
     text and carries the marker itself: litellm puts it on the tool_result block (Anthropic) or a cachePoint after
     it (Bedrock), and strips it for endpoints that take no markers."""
-    marked = [dict(message) for message in messages]
+    marked = [message.copy() for message in messages]
     for index in marked_indices(marked):
         content = marked[index].get("content")
         if marked[index].get("role") == "tool":

@@ -46,6 +46,7 @@ import litellm
 import yaml
 from litellm import CustomLLM, ModelResponse
 
+from pipeline.records.chat import ChatMessage
 from pipeline.settings.model_spec import METADATA_KEY, Role  # {"scope": str, "role": str, "agent": int}
 
 MULTI_AGENT_ROLES = (Role.JUNIOR, Role.SOLO, Role.WORKER)
@@ -137,7 +138,7 @@ class ScriptedModel(CustomLLM):
                     request=httpx.Request("POST", "http://scripted/v1/chat/completions"))
             raise error
         content = str(reply.get("content", ""))
-        message: dict[str, Any] = {"role": "assistant", "content": content}
+        message: ChatMessage = {"role": "assistant", "content": content}
         if reply.get("tool_calls"):
             message["tool_calls"] = [
                 {"id": f"call_{position}_{n}", "type": "function",

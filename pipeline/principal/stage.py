@@ -20,6 +20,7 @@ from pipeline.models.client import ModelCallFailed, ModelClient
 from pipeline.pool_rules import CandidateDraft, CandidatePool
 from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt
+from pipeline.records.chat import ChatMessage
 from pipeline.records.principal import Shown
 from pipeline.rundir.layout import PrincipalFiles
 from pipeline.rundir.storage import write_json_atomic
@@ -68,7 +69,7 @@ class PrincipalCall(TypedDict):
     """A call of request.json's ``calls``: its attempt (from 1) and the messages sent."""
 
     attempt: int
-    messages: list[dict[str, str]]  # role and content: the principal sends text only
+    messages: list[ChatMessage]  # role and content: the principal sends text only
 
 
 class PrincipalReply(TypedDict):
@@ -98,7 +99,7 @@ def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelCl
     repo_files = _repo_files(runtime)
     touched = [span.file for span in brief.context_spans or brief.spans or [] if span.file]
     listing = nearby_files(repo_files, touched + [path for c in pool.candidates for path in c.files])
-    messages = [{"role": "system", "content": render("principal_system.md.j2")},
+    messages: list[ChatMessage] = [{"role": "system", "content": render("principal_system.md.j2")},
                 {"role": "user", "content": render("principal_task.md.j2", task_text=render_task_prompt(task),
                                                    analysis=_analysis(brief), context=brief.context,
                                                    candidates=shown.text, files=listing,

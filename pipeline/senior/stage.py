@@ -7,7 +7,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pipeline import records
 from pipeline.agent.agent import Agent, prompt
@@ -189,10 +189,31 @@ def _brief_in_last_reply(run: AgentRun) -> BriefDraft | None:
     return brief
 
 
-def _pool_variables(pool: CandidatePool, expansion_text: str) -> dict[str, Any]:
+class CandidateVariables(TypedDict):
+    """A candidate as senior_instance.md.j2 shows it."""
+
+    votes: int
+    files: list[str]
+    exits: str
+    patch: str | None  # None: past CANDIDATES_LIMIT, only its files are shown
+    reached: str
+
+
+class PoolVariables(TypedDict):
+    """The pool's variables of senior_instance.md.j2."""
+
+    candidates: list[CandidateVariables]
+    rollouts: int
+    empty: int
+    alone: bool
+    expansion: str
+
+
+def _pool_variables(pool: CandidatePool, expansion_text: str) -> PoolVariables:
     """The candidates as the senior sees them, numbered in pool order (the numbers CANDIDATE answers with):
     whole patches (each cut at CANDIDATE_PATCH_LIMIT) while CANDIDATES_LIMIT lasts, then only their files."""
-    candidates, used = [], 0
+    candidates: list[CandidateVariables] = []
+    used = 0
     for candidate in pool.candidates:
         patch = candidate.patch if len(candidate.patch) <= CANDIDATE_PATCH_LIMIT \
             else candidate.patch[:CANDIDATE_PATCH_LIMIT] + "\n[... patch cut ...]"

@@ -11,6 +11,7 @@ from pipeline.agent.inbox import InboxItem
 from pipeline.agent.settings import AgentSettings
 from pipeline.control.stopping import Stopped
 from pipeline.errors import InfrastructureFault
+from pipeline.records.chat import ChatMessage
 from pipeline.records.trajectory import ExitReason
 from pipeline.rundir.storage import write_text_atomic
 from pipeline.team.actions import ActionError, DelegationRequest, inside, report_block
@@ -79,7 +80,7 @@ class Worker:
         self.thread = threading.Thread(target=self._session, name=self.name, daemon=True)
         self.thread.start()
 
-    def _prompt(self) -> list[dict]:
+    def _prompt(self) -> list[ChatMessage]:
         """Its task alone, its folders and the team directory as it stands when it starts."""
         limits = self.team.worker_limits
         sees_team = self.team.settings.directory
