@@ -50,3 +50,21 @@ def test_words_are_written_as_the_same_strings_and_read_back_as_members(tmp_path
 def test_a_writer_with_an_unknown_word_is_refused(record, data):
     with pytest.raises(RecordError, match="Input should be"):
         record.of(data)
+
+
+def test_sources_are_written_as_their_words_and_a_plug_in_s_own_word_is_kept(tmp_path):
+    """A patch's and a brief's source name their stage by enum member in swepipe's code; on disk the word is the
+    same string, and since a plug-in principal or a replay writes words of its own, any text is kept."""
+    from pipeline.records import Brief, PrincipalResult
+    from pipeline.records.sources import BriefSource, PatchSource
+
+    for number, source in enumerate([*PatchSource, "merge"]):
+        path = tmp_path / f"result-{number}.json"
+        PrincipalResult.of({"source": source, "patch": ""}).write(path)
+        assert json.loads(path.read_text())["source"] == str(source)
+        assert PrincipalResult.read(path).source == source
+    for source in BriefSource:
+        Brief.of({"source": source, "analysis": "a"}).write(tmp_path / "brief.json")
+        assert json.loads((tmp_path / "brief.json").read_text())["source"] == source.value
+    assert {s.value for s in PatchSource} >= {"principal", "fallback:junior_top", "senior_choice", "junior_top",
+                                               "skip:junior_top", "solo", "team", "vote", "none"}

@@ -33,6 +33,7 @@ from pipeline.interop.export import ExportSummary, tasks_to_export
 from pipeline.records import Prediction
 from pipeline.records.chat import ChatMessage, recorded_messages
 from pipeline.records.ledger import LedgerRow, read_ledger
+from pipeline.records.sources import PatchSource
 from pipeline.records.trajectory import ExitReason
 from pipeline.rundir.layout import TaskPaths
 from pipeline.rundir.storage import write_code_atomic
@@ -309,11 +310,11 @@ def _principal(paths: TaskPaths, model: str | None, ledger: list[LedgerRow]) -> 
                           "cost": reply.get("cost"), "input_tokens": reply.get("input_tokens"),
                           "output_tokens": reply.get("output_tokens")})
     source, error = result.source, result.error
-    status = (ExitReason.SUBMITTED if source == "principal" else
+    status = (ExitReason.SUBMITTED if source == PatchSource.PRINCIPAL else
               ExitReason.MODEL_ERROR if isinstance(error, str) and error.startswith("principal call failed") else
               ExitReason.FORMAT_ERRORS if result.to_dict() else None)
     return AgentSource("principal", Role.PRINCIPAL, model, ledger, run={"messages": messages, "steps": steps},
-                       exit_status=status, submission=result.patch if source == "principal" else None,
+                       exit_status=status, submission=result.patch if source == PatchSource.PRINCIPAL else None,
                        submission_is_patch=True, extra=_present(SourceExtra(source=source, error=error)))
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from pipeline import records
 from pipeline.errors import SwepipeError
 from pipeline.records import Prediction
+from pipeline.records.sources import PatchSource
 from pipeline.records.trajectory import ExitReason
 from pipeline.rundir.layout import PrincipalFiles, RunLayout, TaskPaths
 from pipeline.rundir.storage import write_code_atomic, write_json_atomic
@@ -313,7 +314,7 @@ def _principal(files: PrincipalFiles, model: str | None) -> ExportedTrajectory |
                              "extra": {"step": number, **{key: reply[key] for key in
                                                           ("cost", "input_tokens", "output_tokens") if key in reply}}})
     source, error = result.source, result.error
-    if source == "principal":
+    if source == PatchSource.PRINCIPAL:
         status = ExitReason.SUBMITTED
     elif isinstance(error, str) and error.startswith("principal call failed"):
         status = ExitReason.MODEL_ERROR
@@ -323,7 +324,7 @@ def _principal(files: PrincipalFiles, model: str | None) -> ExportedTrajectory |
         status = None  # the stage did not finish
     return ExportedTrajectory(
         agent="principal", kind="principal", messages=messages, exit_status=status,
-        submission=result.patch if source == "principal" else "", submission_is_patch=True,
+        submission=result.patch if source == PatchSource.PRINCIPAL else "", submission_is_patch=True,
         cost=float(sum(r.get("cost") or 0.0 for r in replies)), api_calls=len(replies),
         model={"model_name": model} if model else {},
         extra={"source": source, "error": error, "failed_attempts": result.failed_attempts,

@@ -13,11 +13,9 @@ from pipeline.job import TaskJob
 from pipeline.pool_rules import CandidatePool
 from pipeline.principal.stage import Principal, _fallback, check_applies
 from pipeline.records import Brief, PrincipalResult
+from pipeline.records.sources import PatchSource
 from pipeline.runtime.base import Runtime
 from pipeline.text import patchtext
-
-SENIOR_CHOICE = "senior_choice"  # the prediction's source: the candidate the brief names
-JUNIOR_TOP = "junior_top"  # the most-voted candidate that applies
 
 
 class SubmitSeniorCandidate(Principal):
@@ -54,14 +52,14 @@ def choose(pool: CandidatePool, brief: Brief, runtime: Runtime) -> PrincipalResu
     if number is not None:
         problem = check_applies(pool.candidates[number - 1].patch, runtime)
         if problem is None:
-            return _record(pool.candidates[number - 1].patch, SENIOR_CHOICE, number, brief, None)
+            return _record(pool.candidates[number - 1].patch, PatchSource.SENIOR_CHOICE, number, brief, None)
         problem = f"candidate {number} does not apply to the base commit: {problem}"
-    patch, fallback = _fallback(pool, runtime, "junior_top")
+    patch, fallback = _fallback(pool, runtime, PatchSource.JUNIOR_TOP)
     if not patch:
         return _record("", "none", None, brief, problem,
                        error="no candidate applies to the base commit" if pool.candidates else "no candidate")
     used = next((n for n, c in enumerate(pool.candidates, start=1) if c.patch == patch), None)
-    return _record(patch, JUNIOR_TOP if fallback else "none", used, brief, problem)
+    return _record(patch, PatchSource.JUNIOR_TOP if fallback else PatchSource.NONE, used, brief, problem)
 
 
 def _as_named(candidate: object) -> int | str | None:

@@ -22,11 +22,9 @@ from pipeline.job import TaskJob, once
 from pipeline.pool_rules import CandidatePool, agreement, agrees
 from pipeline.records import Brief, PrincipalResult, Rollout, Unreadable
 from pipeline.records.brief import SkipDecision
-from pipeline.senior.skipped import SKIPPED_BRIEF
+from pipeline.records.sources import BriefSource, PatchSource
 from pipeline.settings.config import RunConfig
 from pipeline.text import patchtext
-
-SKIP_SOURCE = "skip:junior_top"  # the prediction's source when the senior and principal were skipped
 
 
 def skip_decision(job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) -> SkipDecision | None:
@@ -48,7 +46,7 @@ def skip_decision(job: TaskJob, pool: CandidatePool, rollouts: list[Rollout]) ->
 def _recorded(brief: Path, result: Path) -> SkipDecision | None:
     for path, kind in ((result, PrincipalResult), (brief, Brief)):
         record = kind.read(path)
-        if not isinstance(record, Unreadable) and record.source in (SKIP_SOURCE, SKIPPED_BRIEF) \
+        if not isinstance(record, Unreadable) and record.source in (PatchSource.SKIP_JUNIOR_TOP, BriefSource.SKIPPED) \
                 and record.skipped is not None:
             return record.skipped
     return None
@@ -73,6 +71,7 @@ class SubmitTopCandidate:
         job.paths.principal.mkdir(parents=True, exist_ok=True)
         patchtext.write(job.paths.principal_files.patch, patch)
         return PrincipalResult.of({
-            "source": SKIP_SOURCE if top else "none", "error": None if top else "no candidate",
+            "source": PatchSource.SKIP_JUNIOR_TOP if top else PatchSource.NONE,
+            "error": None if top else "no candidate",
             "candidate": 1 if top else None, "calls": 0, "cost": 0.0, "failed_attempts": [],
             "patch_lines": patch.count("\n"), "skipped": self.decision.to_dict(), "patch": patch})

@@ -22,6 +22,7 @@ from pipeline.records import Brief, PrincipalResult
 from pipeline.records.brief import SeniorAt
 from pipeline.records.chat import ChatMessage
 from pipeline.records.principal import Shown
+from pipeline.records.sources import PatchSource
 from pipeline.rundir.layout import PrincipalFiles
 from pipeline.rundir.storage import write_json_atomic
 from pipeline.runtime.base import Runtime, apply_check
@@ -130,11 +131,11 @@ def run_principal(task: Task, brief: Brief, pool: CandidatePool, client: ModelCl
             attempts.append(error)
             messages += [{"role": "assistant", "content": content},
                          {"role": "user", "content": render("principal_retry.md.j2", error=error)}]
-    source = "principal" if patch else None
+    source = PatchSource.PRINCIPAL if patch else None
     if not patch:
         patch, source = _fallback(pool, runtime, settings.fallback)
     patchtext.write(files.patch, patch)
-    return PrincipalResult.of({"source": source or "none", "error": error, "failed_attempts": attempts,
+    return PrincipalResult.of({"source": source or PatchSource.NONE, "error": error, "failed_attempts": attempts,
                                "calls": len(replies), "cost": sum(r.get("cost", 0.0) for r in replies),
                                "patch_lines": patch.count("\n"), "candidates": shown.record(), "patch": patch})
 
@@ -191,11 +192,11 @@ def check_applies(patch: str, runtime: Runtime) -> str | None:
     return problem
 
 
-def _fallback(pool: CandidatePool, runtime: Runtime, fallback: str) -> tuple[str, str | None]:
-    if fallback == "junior_top":
+def _fallback(pool: CandidatePool, runtime: Runtime, fallback: str) -> tuple[str, PatchSource | None]:
+    if fallback == PatchSource.JUNIOR_TOP:
         for candidate in pool.candidates:
             if check_applies(candidate.patch, runtime) is None:
-                return candidate.patch, "fallback:junior_top"
+                return candidate.patch, PatchSource.FALLBACK_JUNIOR_TOP
     return "", None
 
 

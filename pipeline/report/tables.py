@@ -10,6 +10,7 @@ from pipeline.analysis.sealing import sealed_words
 from pipeline.analysis.stats import METRICS, STAGES, TOKEN_KINDS, RunStats, compare, cost_ratio, efficiency
 from pipeline.analysis.table import NA, Table, by_repository_and_language, count, money, percent, seconds
 from pipeline.records.evaluation import infrastructure_named
+from pipeline.records.sources import BriefSource
 from pipeline.rundir.layout import TASK
 from pipeline.text.printable import short_ids
 
@@ -331,7 +332,8 @@ def coverage_table(coverage: RunCoverage) -> Table:
     cut = sum(t.base_text and not t.complete_text for t in coverage.tasks)
     if cut:
         table.notes.append(f"{cut} task(s) had more expansion text than is saved: the rest counts as unknown.")
-    fallbacks = Counter(k for t in coverage.tasks for k, source in t.senior_sources.items() if source != "senior")
+    fallbacks = Counter(k for t in coverage.tasks for k, source in t.senior_sources.items()
+                        if source != BriefSource.SENIOR)
     if fallbacks:
         table.notes.append("Briefs where the senior model gave nothing usable, so its spans are the code expansion: "
                            + ", ".join(f"{n} at k={k}" for k, n in sorted(fallbacks.items())) + ".")

@@ -20,6 +20,7 @@ from pipeline.records import Prediction, RecordError, TaskContainers, Unreadable
 from pipeline.records.base import expect_record
 from pipeline.records.prediction import Calls, Tokens
 from pipeline.records.sealing import ContainerSeal
+from pipeline.records.sources import PatchSource
 from pipeline.rundir.layout import RunLayout
 from pipeline.rundir.storage import write_text_atomic
 from pipeline.settings.config import RunConfig
@@ -126,7 +127,7 @@ def _prediction(who: Identity, answer: TaskAnswer | None, failure: Failure | Non
     """The task's prediction record, built once: who it is, the strategy's answer (a plug-in's own keys too) or
     the failure, and the bookkeeping. When the answer does not fit the record (a plug-in's key of the wrong type),
     the task's failure, saying what is wrong, its spend kept."""
-    base = Prediction(instance_id=who.instance_id, model_patch="", strategy=who.strategy, source="none",
+    base = Prediction(instance_id=who.instance_id, model_patch="", strategy=who.strategy, source=PatchSource.NONE,
                       models=who.models, error=None)
     given = answer.model_dump(exclude_unset=True, exclude={"carried_spend"}, warnings=False) if answer else {}
     ending = {"error": failure.error, "infra_error": failure.infra} if failure is not None else {}

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from pipeline.records.sources import BriefSource
 from pipeline.text.linenumbers import line_number
 from pipeline.text.repopath import DIFF_HEADS, WHOLE_REPOSITORY, from_root, without_diff_prefix
 
@@ -63,7 +64,7 @@ class BriefDraftData(TypedDict):
 class BriefDraft:
     analysis: str
     spans: list[BriefSpan]
-    source: str = "senior"  # or "expansion" when the senior gave nothing usable
+    source: str = BriefSource.SENIOR  # or expansion when the senior gave nothing usable
     problems: list[str] = field(default_factory=list)  # span lines and spans dropped, and why
     candidate: int | None = None  # 1-based pool candidate the senior judges right or closest (None: none of them)
 
@@ -75,7 +76,7 @@ class BriefDraft:
     @classmethod
     def from_dict(cls, data: BriefDraftData) -> BriefDraft:
         return cls(analysis=data.get("analysis", ""), spans=[BriefSpan(**s) for s in data.get("spans", [])],
-                   source=data.get("source", "senior"), problems=data.get("problems", []),
+                   source=data.get("source", BriefSource.SENIOR), problems=data.get("problems", []),
                    candidate=data.get("candidate"))
 
 

@@ -7,9 +7,8 @@ from pipeline.job import TaskJob, once
 from pipeline.pool_rules import CandidatePool
 from pipeline.records import Brief
 from pipeline.records.brief import SkipDecision
+from pipeline.records.sources import BriefSource
 from pipeline.settings.config import RunConfig
-
-SKIPPED_BRIEF = "skipped"  # the brief's source when the senior and principal were skipped
 
 
 class SkippedBrief:
@@ -29,7 +28,7 @@ class SkippedBrief:
     def skip_record(self, job: TaskJob) -> Brief:
         job.paths.senior.mkdir(parents=True, exist_ok=True)
         return Brief.of({
-            "source": SKIPPED_BRIEF, "analysis": f"(Skipped by principal.skip_when: {self.decision.reason}.)",
+            "source": BriefSource.SKIPPED, "analysis": f"(Skipped by principal.skip_when: {self.decision.reason}.)",
             "spans": [], "candidate": 1, "problems": [], "context_spans": None, "context_tokens": 0,
             "senior_error": None, "senior_exit": "skipped", "senior_cost": 0.0, "senior_steps": 0,
             "skipped": self.decision.to_dict()})

@@ -19,6 +19,7 @@ from pipeline.job import TaskJob, once
 from pipeline.models.budget import Budget
 from pipeline.models.client import ModelClient
 from pipeline.pool_rules import CandidatePool
+from pipeline.records.sources import BriefSource
 from pipeline.records.trajectory import ExitReason
 from pipeline.rundir.layout import SeniorFiles
 from pipeline.rundir.storage import write_code_atomic, write_json_atomic, write_text_atomic
@@ -127,12 +128,12 @@ def run_senior(task: Task, pool: CandidatePool, client: ModelClient | None, budg
         agent_error = "no senior model configured"
     if brief is None:
         brief = BriefDraft(analysis=f"(No brief from the senior: {agent_error}. The spans are the code around the "
-                                    "junior candidates.)", spans=expansion, source="expansion")
+                                    "junior candidates.)", spans=expansion, source=BriefSource.EXPANSION)
 
     check_candidate(brief, len(pool.candidates))
     spans, problems = check_spans(brief.spans, files.lines, files.is_directory, root=root)
     # The candidates' own hunks stay in as a safety net behind the senior's choice, budget permitting.
-    safety = [s for s in expansion if s.reason.startswith("hunk")] if brief.source == "senior" else []
+    safety = [s for s in expansion if s.reason.startswith("hunk")] if brief.source == BriefSource.SENIOR else []
     context = materialise(spans + safety, files.lines, settings.context_tokens, count_tokens)
     brief.spans = spans  # as checked: paths from the repository root, ranges within the files
     brief.problems = brief.problems + problems + context.dropped

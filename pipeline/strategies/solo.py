@@ -9,6 +9,7 @@ from pipeline.job import TaskJob, once
 from pipeline.juniors.rollout import leave_out_scratch, task_agent
 from pipeline.models.client import ModelClient
 from pipeline.records import SoloResult
+from pipeline.records.sources import PatchSource
 from pipeline.runtime.base import Runtime
 from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import TaskAnswer
@@ -49,7 +50,8 @@ class SoloStrategy(BaseStrategy):
             return result
 
         result = once(files.result, make, SoloResult)
-        return TaskAnswer(model_patch=result.patch, source="solo" if result.patch.strip() else "none",
+        source = PatchSource.SOLO if result.patch.strip() else PatchSource.NONE
+        return TaskAnswer(model_patch=result.patch, source=source,
                           error=result.error, exit_reason=result.exit_reason)
 
     def client(self, job: TaskJob, runtime: Runtime) -> ModelClient:

@@ -7,6 +7,7 @@ import time
 from pipeline.audit import task_subject
 from pipeline.job import TaskJob, once
 from pipeline.records import TeamResult
+from pipeline.records.sources import PatchSource
 from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import TaskAnswer
 from pipeline.strategies.base import BaseStrategy
@@ -40,7 +41,8 @@ class TeamStrategy(BaseStrategy):
             return result
 
         result = once(files.result, make, TeamResult)
-        return TaskAnswer(model_patch=result.patch, source="team" if result.patch.strip() else "none",
+        source = PatchSource.TEAM if result.patch.strip() else PatchSource.NONE
+        return TaskAnswer(model_patch=result.patch, source=source,
                           error=result.error, exit_reason=result.exit_reason,
                           workers=result.workers if "workers" in result.model_fields_set else 0,
                           delegations=result.delegations,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pipeline.errors import SwepipeError
 from pipeline.job import TaskJob
 from pipeline.juniors.stage import junior_stage
+from pipeline.records.sources import PatchSource
 from pipeline.settings.config import RunConfig
 from pipeline.settings.model_spec import Role
 from pipeline.strategies.answer import TaskAnswer
@@ -40,6 +41,6 @@ class VoteStrategy(BaseStrategy):
         top = pool.candidates[0] if pool.candidates else None
         reused_from, carried = reused_juniors(rollouts)
         return with_imported(TaskAnswer(
-            model_patch=top.patch if top else "", source="vote" if top else "none",
+            model_patch=top.patch if top else "", source=PatchSource.VOTE if top else PatchSource.NONE,
             error=None if top else "no rollout left a source edit", votes=top.votes if top else 0,
             juniors_reused_from=reused_from, carried_spend={"junior": carried} if carried else {}), rollouts)
