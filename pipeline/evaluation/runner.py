@@ -124,7 +124,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> E
     applied_patch = strip_binary_sections(patch)
     patchtext.write(saved.patch, applied_patch)
     limits = settings.container_limits()
-    record: dict[str, Any] = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
+    record: _ResultData = {"instance_id": task.instance_id, "resolved": False, "official_resolved": False,
               "category": EvalCategory.INFRA_ERROR, "patch_sha256": patchtext.digest(patch),
               "patch_empty": not patch.strip(), "patch_applied": None,
               "binary_sections_stripped": applied_patch != patch, "network": settings.network,
@@ -141,7 +141,7 @@ def evaluate(task: Task, patch: str, out_dir: Path, settings: EvalSettings) -> E
         record["image"] = image
         run = through_breaker(lambda: _run_containers(task, image, workspace, parsing, marker, out_dir, settings,
                                                       limits))
-        record["scorer"].update(run.identity)
+        record["scorer"] = {**record["scorer"], **run.identity}
         record["entry_exit_code"] = run.exit_code
         record["parser_exit_code"] = run.parser_exit_code
         record["scorer"]["parser"] = f"the task's image: {run.parser_unfit_here}" if run.parser_unfit_here else \
@@ -366,10 +366,10 @@ def _wait(container: Any, timeout: float) -> tuple[int | None, bool]:
         return None, True
 
 
-def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun, plan: canaries.CanaryPlan) -> dict[str, Any]:
+def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun, plan: canaries.CanaryPlan) -> _ResultData:
     """The official verdict from output.json (the canaries' entries taken out), the integrity findings beside it,
     and the verdict that counts."""
-    result: dict[str, Any] = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
+    result: _ResultData = {"patch_applied": None if run.apply_status is None else run.apply_status == "0"}
     entries = None
     if run.output_size is not None and run.output_size > OUTPUT_LIMIT:
         result["error"] = f"output.json is {run.output_size:,} bytes, more than swepipe reads ({OUTPUT_LIMIT:,})"
@@ -397,13 +397,72 @@ def _judge_outputs(task: Task, out_dir: Path, run: ScoringRun, plan: canaries.Ca
         integrity += canary_findings(outcome) + summary_missing_findings(plan.runner if plan.summary else None,
                                                                          run.summaries)
     result["canaries"] = _canary_record(outcome)
-    result.update(official_resolved=official, resolved=official and not integrity, integrity=integrity,
-                  timed_out=run.timed_out, FAIL_TO_PASS=asdict(verdict.fail_to_pass),
-                  PASS_TO_PASS=asdict(verdict.pass_to_pass), near_misses=verdict.near_misses, statuses=statuses)
+    result["official_resolved"], result["resolved"] = official, official and not integrity
+    result["integrity"], result["timed_out"] = integrity, run.timed_out
+    result["FAIL_TO_PASS"], result["PASS_TO_PASS"] = asdict(verdict.fail_to_pass), asdict(verdict.pass_to_pass)
+    result["near_misses"], result["statuses"] = verdict.near_misses, statuses
     return result
 
 
-def _canary_record(outcome: canaries.CanaryOutcome) -> dict[str, Any]:
+class _Scorer(ImageIdentity, total=False):
+    """How a result was scored (records.evaluation.EvalResult.scorer): swepipe's version and protocol, the profile,
+    the time limit, the seed, the image's identity and where the parser ran."""
+
+    swepipe: str
+    protocol: str
+    profile: str
+    timeout: float
+    seed: int
+    parser: str
+
+
+class _ResultData(TypedDict, total=False):
+    """A scoring's result as it is gathered, before it becomes its EvalResult record."""
+
+    instance_id: str
+    resolved: bool
+    official_resolved: bool
+    category: EvalCategory
+    patch_sha256: str
+    patch_empty: bool
+    patch_applied: bool | None
+    binary_sections_stripped: bool
+    network: bool
+    limits: dict[str, Any]  # the container's limits as pipeline.runtime.limits describes them
+    scorer: _Scorer
+    image: str
+    entry_exit_code: int | None
+    parser_exit_code: int | None
+    tests_output_dropped: int
+    test_infrastructure: list[str]
+    error: str
+    duration: float
+    canaries: _CanaryRecord
+    integrity: list[IntegrityFinding]
+    timed_out: bool
+    FAIL_TO_PASS: dict[str, list[str]]
+    PASS_TO_PASS: dict[str, list[str]]
+    near_misses: dict[str, str]  # a required test -> the name it was reported under
+    statuses: dict[str, str]
+
+
+class _CanaryTest(TypedDict):
+    name: str
+    must: str  # pass or fail
+    reported: list[str]  # the statuses the runner reported for it
+
+
+class _CanaryRecord(TypedDict, total=False):
+    """The result's canaries (records.evaluation.Canaries), as scoring writes them."""
+
+    planted: bool
+    runner: str | None
+    reason: str
+    target: str
+    tests: list[_CanaryTest]
+
+
+def _canary_record(outcome: canaries.CanaryOutcome) -> _CanaryRecord:
     """What the result says of the canaries: where they were planted and how each was reported, or why none was."""
     plan = outcome.plan
     if not outcome.planted:
@@ -413,7 +472,7 @@ def _canary_record(outcome: canaries.CanaryOutcome) -> dict[str, Any]:
                        "reported": outcome.reported.get(c.name, [])} for c in plan.canaries]}
 
 
-def _category(record: dict[str, Any]) -> EvalCategory:
+def _category(record: _ResultData) -> EvalCategory:
     if record["resolved"]:
         return EvalCategory.RESOLVED
     if record.get("official_resolved"):

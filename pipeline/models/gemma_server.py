@@ -38,9 +38,10 @@ import secrets
 import socket
 import tempfile
 import time
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from pipeline.errors import InfrastructureFault
 from pipeline.models.gemma_chat import END, as_tool_call, gemma_prompt
@@ -55,6 +56,31 @@ PASSED_ON = ("temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty
 MAX_BODY = 16 * 2**20  # bytes of a request body: a chat request filling a long context is a small part of it
 REQUEST_SECONDS = 20.0  # to send a whole request, counted from the connection's last answer (or its opening): past
 # it the connection is closed; litellm's clients drop an idle kept-alive connection after 5 s themselves
+
+
+class ErrorDetail(TypedDict, total=False):
+    message: str
+    type: str
+    code: int
+
+
+class ErrorBody(TypedDict):
+    """An error as OpenAI-compatible clients read it: the front's own refusals and llama.cpp's errors."""
+
+    error: ErrorDetail
+
+
+class ModelEntry(TypedDict):
+    id: str
+    object: str
+    owned_by: str
+
+
+class ModelList(TypedDict):
+    """GET /v1/models: the one model this server answers as."""
+
+    object: str
+    data: list[ModelEntry]
 
 
 class RequestError(ValueError):
@@ -184,14 +210,14 @@ class LlamaFront:
     def load(cls, model: str, alias: str, *, context: int, threads: int, slots: int) -> LlamaFront:
         return cls(sealed_llama(model, alias, context=context, threads=threads, slots=slots), alias)
 
-    def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def chat(self, body: dict[str, Any]) -> tuple[int, ChatCompletionReply | ErrorBody]:
         request, calling = completion_request(body)
         completion = self.engine.handle_completions(request)
         if "error" in completion:
             return _llama_error(completion)
-        return 200, dict(chat_response(completion, self.alias, calling))
+        return 200, chat_response(completion, self.alias, calling)
 
-    def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def complete(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | ErrorBody]:  # llama.cpp's own answer
         if not isinstance(body.get("prompt"), str):
             raise RequestError("'prompt' must be a string")
         request = {"prompt": body["prompt"], "n_predict": body.get("max_tokens") or 16,
@@ -199,12 +225,13 @@ class LlamaFront:
         completion = self.engine.handle_completions(request)
         return _llama_error(completion) if "error" in completion else (200, completion)
 
-    def models(self) -> dict[str, Any]:
+    def models(self) -> ModelList:
         return {"object": "list", "data": [{"id": self.alias, "object": "model", "owned_by": "swepipe"}]}
 
 
-def _llama_error(completion: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    error = completion["error"] if isinstance(completion["error"], dict) else {"message": str(completion["error"])}
+def _llama_error(completion: dict[str, Any]) -> tuple[int, ErrorBody]:
+    raw = completion["error"]
+    error = cast(ErrorDetail, raw) if isinstance(raw, dict) else ErrorDetail(message=str(raw))  # passed on as it came
     code = error.get("code")
     return (code if isinstance(code, int) and 400 <= code < 600 else 500), {"error": error}
 
@@ -350,7 +377,7 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
             status = code if code < 500 else 400
             self._send(status, _error(message or HTTPStatus(code).phrase), close=True)
 
-        def _send(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
+        def _send(self, status: int, payload: Mapping[str, object], *, close: bool = False) -> None:  # any JSON object
             if self.request_version == "HTTP/0.9":  # http.server writes no status line for it: answer in 1.1
                 self.request_version, close = self.default_request_version, True
             data = json.dumps(payload).encode()
@@ -374,7 +401,7 @@ def handler_for(front: LlamaFront, *, request_seconds: float = REQUEST_SECONDS) 
     return Handler
 
 
-def _error(message: str) -> dict[str, Any]:
+def _error(message: str) -> ErrorBody:
     return {"error": {"message": message, "type": "invalid_request_error"}}
 
 

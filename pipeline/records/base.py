@@ -17,6 +17,7 @@ none of them.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -135,8 +136,9 @@ class Record(Part):
     # -- writing --------------------------------------------------------------------------------------------
 
     @classmethod
-    def of(cls, data: dict[str, Any]) -> Self:
-        """The record of ``data`` (a writer's dict), checked strictly; RecordError names what does not fit."""
+    def of(cls, data: Mapping[str, object]) -> Self:
+        """The record of ``data`` (a writer's dict or TypedDict), checked strictly; RecordError names what does not
+        fit."""
         try:
             record = cls.model_validate({**data, "format": cls.FORMAT})
         except ValidationError as error:

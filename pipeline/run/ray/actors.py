@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.errors import ClusterFault, ignoring_errors
 from pipeline.models.budget import Budget, CostLimitExceeded, Reservation
-from pipeline.run.ray.connect import CALL_TIMEOUT
+from pipeline.run.ray.connect import CALL_TIMEOUT, ActorOptions
 
 
 def ask(method: Any, *args: object, what: str, timeout: float = CALL_TIMEOUT) -> Any:
@@ -82,7 +82,7 @@ class WriteQueueActor:
 class WriteQueue:
     """The handle to a run's ``WriteQueueActor`` that the driver keeps and ships to every node (``actor.put``)."""
 
-    def __init__(self, ray: Any, options: dict[str, Any]) -> None:
+    def __init__(self, ray: Any, options: ActorOptions) -> None:
         self.actor = ray.remote(WriteQueueActor).options(**options).remote()
 
 

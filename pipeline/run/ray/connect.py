@@ -9,7 +9,7 @@ import os
 import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pipeline.control import stopping
 from pipeline.errors import InfrastructureFault, SwepipeError
@@ -167,6 +167,14 @@ def node_labels(nodes: list[dict[str, Any]]) -> dict[str, str]:
             for node, name in zip(nodes, names, strict=True)}
 
 
-def head_affinity() -> dict[str, Any]:
+class ActorOptions(TypedDict):
+    """The Ray options a run's actors are made with."""
+
+    num_cpus: int
+    resources: dict[str, float]
+    max_restarts: int
+
+
+def head_affinity() -> ActorOptions:
     """Actor options that keep the run's actors on the head node (it lives as long as the cluster)."""
     return {"num_cpus": 0, "resources": {"node:__internal_head__": 0.001}, "max_restarts": 0}

@@ -295,6 +295,14 @@ def local_eval_settings(evaluation: EvalSettings, eval_files: dict[str, bytes], 
         dockerfiles=base / "eval-inputs" / "dockerfiles" if evaluation.dockerfiles else None)
 
 
+class _ImageState(TypedDict, total=False):
+    """A task's image on the node, as NodeImages keeps it: running (with its process) or finished (when)."""
+
+    image: str
+    pid: int
+    time: float
+
+
 class ImageCacheRow(TypedDict):
     """A line of the run's image_cache.jsonl: a node's prune after a task."""
 
@@ -339,7 +347,7 @@ class NodeImages:
         return cls(run.layout.run_id, node.session, task.instance_id, image,
                    int(containers_config.image_cache_gb * GB))
 
-    def _write(self, folder: str, record: dict[str, Any]) -> None:
+    def _write(self, folder: str, record: _ImageState) -> None:
         import json
 
         path = self.state / folder / f"{self.instance_id}.json"
@@ -347,7 +355,7 @@ class NodeImages:
         temporary.write_text(json.dumps(record))
         temporary.replace(path)
 
-    def _read(self, folder: str) -> list[dict[str, Any]]:
+    def _read(self, folder: str) -> list[_ImageState]:
         import json
 
         found = []
