@@ -154,6 +154,8 @@ def test_efficiency_defined_and_undefined(runs):
 
 def test_error_kind_keeps_the_stable_head():
     assert error_kind("junior stage: RuntimeError: boom: 3") == "junior stage: RuntimeError"
+    introduced = "1 of 1 edit blocks could not be applied (blocks are numbered in reply order):\n\nBlock 1 (x): no"
+    assert error_kind(introduced) == "1 of 1 edit blocks could not be applied (blocks are numbered in reply order)"
     assert error_kind("principal call failed: timeout") == "principal call failed"
     assert error_kind("solo: RuntimeError: no container") == "solo: RuntimeError"
 

@@ -279,7 +279,7 @@ def error_kind(error: str) -> str:
     """The stable head of an error message: 'junior stage: RuntimeError: boom' -> 'junior stage: RuntimeError'."""
     parts = [p.strip() for p in str(error).splitlines()[0].split(": ")] if str(error).strip() else ["error"]
     head = ": ".join(parts[:2]) if len(parts) > 2 and _EXCEPTION_NAME.match(parts[1]) else parts[0]
-    return head[:80]
+    return head.rstrip(": ")[:80]  # a head that introduces what follows ends in its own colon: not shown twice
 
 
 def integrity_kinds(task: TaskData) -> set[str]:
