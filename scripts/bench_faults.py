@@ -74,11 +74,13 @@ from pathlib import Path
 import docker.errors
 import yaml
 
+from pipeline.cli.eval_command import predictions_run_id
 from pipeline.models.ledger import Ledger
 from pipeline.records.prediction import finished_predictions
 from pipeline.rundir.layout import EvalOutput, JuniorFiles, PrincipalFiles, RunLayout, reply_journal, rollout_file
 from pipeline.runtime import containers
 from pipeline.tasks import load_tasks
+from pipeline.tasks.datasets import BUNDLED_TASKS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 100}  # $0.0012 a reply at $1 / $2 per million
@@ -343,7 +345,7 @@ def docker_scoring(work: Path, tasks: list) -> Row:
     finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
     wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
     row = Row("docker-scoring", len(tasks), finished, len(tasks) - finished, 0, as_results + wrong, 0.0, -1.0,
-              len(containers_left("eval-predictions")))
+              len(containers_left(predictions_run_id(predictions))))
     row.notes = (f"exits: with passing faults {passing.returncode}, with Docker down {down.returncode} (a stop), "
                  f"once it is back {back.returncode}")
     return row
@@ -355,15 +357,23 @@ def dockerd_restarted(work: Path, tasks: list) -> Row:
     infrastructure (retried within the run, or left unscored past --outage-seconds), never verdicts; the same
     command again scores every task, and no container is left. Every container on this machine dies with the
     daemon: run it alone."""
-    predictions, out = work / "predictions.jsonl", work / "eval"
+    predictions, out, scripts = work / "predictions.jsonl", work / "eval", work / "run_scripts"
     predictions.write_text("".join(json.dumps({"instance_id": t.instance_id, "model_patch": t.patch,
                                                "model_name_or_path": "gold"}) + "\n" for t in tasks))
+    for task in tasks:  # the official scripts, each test run held 15 s first: the daemon dies under a running one
+        official = BUNDLED_TASKS_DIR / task.instance_id
+        (scripts / task.instance_id).mkdir(parents=True, exist_ok=True)
+        (scripts / task.instance_id / "run_script.sh").write_text(
+            "#!/bin/bash\nsleep 15\n" + (official / "run_script.sh").read_text())
+        (scripts / task.instance_id / "parser.py").write_bytes((official / "parser.py").read_bytes())
     command = [sys.executable, "-m", "pipeline.cli", "eval", "--predictions", str(predictions), "--output", str(out),
-               "--workers", "2", "--outage-seconds", "60"]
+               "--workers", "2", "--outage-seconds", "60", "--run-scripts", str(scripts)]
     with open(work / "eval.log", "a") as log:
         proc = subprocess.Popen(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
-        running = wait_until(lambda: any(c.status == "running" for c in containers_left("eval-predictions")), 300)
+        label = predictions_run_id(predictions)  # the eval's containers carry it
+        running = wait_until(lambda: proc.poll() is not None or any(
+            c.status == "running" for c in containers_left(label)), 300) and proc.poll() is None
         daemon = int(Path("/var/run/docker.pid").read_text())
         os.kill(daemon, signal.SIGKILL)
         time.sleep(3)
@@ -377,7 +387,7 @@ def dockerd_restarted(work: Path, tasks: list) -> Row:
     finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
     wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
     row = Row("dockerd-killed", len(tasks), finished, len(tasks) - finished, 0, as_results + wrong, 0.0, -1.0,
-              len(containers_left("eval-predictions")))
+              len(containers_left(predictions_run_id(predictions))))
     row.notes = (f"daemon pid {daemon} killed {'with' if running else 'before'} a scoring container running; "
                  f"exits: the cut run {proc.returncode}, the same command again {again.returncode}")
     return row
