@@ -128,10 +128,14 @@ def remove_all_tracked() -> int:
     with _lock:
         doomed = list(_live.values())
     if len(doomed) > 1:
-        with ThreadPoolExecutor(max_workers=min(8, len(doomed)), thread_name_prefix="remove") as pool:
-            list(pool.map(remove, doomed))
-    elif doomed:
-        remove(doomed[0])
+        try:
+            with ThreadPoolExecutor(max_workers=min(8, len(doomed)), thread_name_prefix="remove") as pool:
+                list(pool.map(remove, doomed))
+            return len(doomed)
+        except RuntimeError:  # at exit, once the interpreter stops new threads (atexit runs after that): one by one
+            pass
+    for container in doomed:
+        remove(container)
     return len(doomed)
 
 
