@@ -8,5 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check pipeline tests scripts examples
 .venv/bin/mypy
-COLUMNS=${COLUMNS:-160} .venv/bin/swepipe validate --output "$(mktemp -d)"
+validated="$(mktemp -d)"
+COLUMNS=${COLUMNS:-160} .venv/bin/swepipe validate --output "$validated"
+export SWEPIPE_VALIDATED="$validated"  # tests/test_forged_verdicts_docker.py checks this run's verdicts, not its own
 exec .venv/bin/python -m pytest "$@"

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -198,17 +199,27 @@ def test_forged_verdicts_are_not_resolved_by_eval_nor_by_run_evaluate_nor_in_the
     assert "integrity findings" in page and "summary_contradicts: the runner's own summaries count" in page
 
 
-@pytest.mark.slow
-def test_the_gold_and_empty_patches_of_every_bundled_task_keep_their_verdicts_under_validate(tmp_path):
+def _validated(tmp_path: Path) -> Path:
+    """`swepipe validate`'s output for the bundled tasks: the test command's own run of it (scripts/test.sh runs it
+    before the tests, stops on its failure, and says where it wrote), else one made here."""
+    given = os.environ.get("SWEPIPE_VALIDATED")
+    if given and (Path(given) / "reliable.txt").is_file():
+        return Path(given)
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", "--dataset", BUNDLED, "--run-scripts",
                            str(BUNDLED_DIR / "tasks"), "--image-template", BUNDLED_IMAGE_TEMPLATE,
                            "--output", "out"], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "COLUMNS": "400"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return tmp_path / "out"
+
+
+@pytest.mark.slow
+def test_the_gold_and_empty_patches_of_every_bundled_task_keep_their_verdicts_under_validate(tmp_path):
+    out = _validated(tmp_path)
     tasks = load_tasks(BUNDLED)
-    assert (tmp_path / "out" / "reliable.txt").read_text().split() == sorted(t.instance_id for t in tasks)
+    assert (out / "reliable.txt").read_text().split() == sorted(t.instance_id for t in tasks)
     for patch in ("gold", "empty"):
         for task in tasks:
-            result = json.loads((tmp_path / "out" / patch / "r1" / task.instance_id / "result.json").read_text())
+            result = json.loads((out / patch / "r1" / task.instance_id / "result.json").read_text())
             assert result["integrity"] == [] and result["resolved"] is result["official_resolved"] is \
                 (patch == "gold"), (patch, task.instance_id, result)
