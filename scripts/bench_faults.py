@@ -318,13 +318,28 @@ def local_model_server_of(pid: int) -> int | None:
     return None
 
 
+def write_gold_predictions(predictions: Path, tasks: list) -> None:
+    predictions.write_text("".join(json.dumps({"instance_id": t.instance_id, "model_patch": t.patch,
+                                               "model_name_or_path": "gold"}) + "\n" for t in tasks))
+
+
+def gold_scoring_row(scenario: str, tasks: list, predictions: Path, out: Path) -> Row:
+    """A scoring row of the gold patches: an infra_error verdict left behind is a fault recorded as a result, and
+    so is any verdict but resolved; containers left are the eval's, found by the run id it gives the file."""
+    verdicts = {t.instance_id: _read(EvalOutput(out).task(t.instance_id).result) for t in tasks}
+    as_results = sum(1 for v in verdicts.values() if v and v.get("category") == "infra_error")
+    finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
+    wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
+    return Row(scenario, len(tasks), finished, len(tasks) - finished, 0, as_results + wrong, 0.0, -1.0,
+               len(containers_left(predictions_run_id(predictions))))
+
+
 def docker_scoring(work: Path, tasks: list) -> Row:
     """swepipe eval of the gold patches while Docker's API fails under it (tests/faulty_scoring.py: the call
     that sends a scoring's files in raises ConnectionError, as when dockerd restarts): first four times (retried
     within the run), then for good (the scoring stops past --outage-seconds); the rerun scores the rest."""
     predictions, out = work / "predictions.jsonl", work / "eval"
-    predictions.write_text("".join(json.dumps({"instance_id": t.instance_id, "model_patch": t.patch,
-                                               "model_name_or_path": "gold"}) + "\n" for t in tasks))
+    write_gold_predictions(predictions, tasks)
     faults = work / "docker-faults"
     env = bench_env(SWEPIPE_FAULT_FILE=str(faults))
 
@@ -340,12 +355,7 @@ def docker_scoring(work: Path, tasks: list) -> Row:
     down = score("--outage-seconds", "10")
     faults.write_text("0")
     back = score()
-    verdicts = {t.instance_id: _read(EvalOutput(out).task(t.instance_id).result) for t in tasks}
-    as_results = sum(1 for v in verdicts.values() if v and v.get("category") == "infra_error")
-    finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
-    wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
-    row = Row("docker-scoring", len(tasks), finished, len(tasks) - finished, 0, as_results + wrong, 0.0, -1.0,
-              len(containers_left(predictions_run_id(predictions))))
+    row = gold_scoring_row("docker-scoring", tasks, predictions, out)
     row.notes = (f"exits: with passing faults {passing.returncode}, with Docker down {down.returncode} (a stop), "
                  f"once it is back {back.returncode}")
     return row
@@ -358,8 +368,7 @@ def dockerd_restarted(work: Path, tasks: list) -> Row:
     command again scores every task, and no container is left. Every container on this machine dies with the
     daemon: run it alone."""
     predictions, out, scripts = work / "predictions.jsonl", work / "eval", work / "run_scripts"
-    predictions.write_text("".join(json.dumps({"instance_id": t.instance_id, "model_patch": t.patch,
-                                               "model_name_or_path": "gold"}) + "\n" for t in tasks))
+    write_gold_predictions(predictions, tasks)
     for task in tasks:  # the official scripts, each test run held 15 s first: the daemon dies under a running one
         official = BUNDLED_TASKS_DIR / task.instance_id
         (scripts / task.instance_id).mkdir(parents=True, exist_ok=True)
@@ -382,12 +391,7 @@ def dockerd_restarted(work: Path, tasks: list) -> Row:
         proc.wait(timeout=900)
         again = subprocess.run(command, cwd=work, env=bench_env(), stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL)
-    verdicts = {t.instance_id: _read(EvalOutput(out).task(t.instance_id).result) for t in tasks}
-    as_results = sum(1 for v in verdicts.values() if v and v.get("category") == "infra_error")
-    finished = sum(1 for v in verdicts.values() if v and v.get("category") != "infra_error")
-    wrong = sum(1 for v in verdicts.values() if v and v.get("resolved") is not True)  # gold resolves every task
-    row = Row("dockerd-killed", len(tasks), finished, len(tasks) - finished, 0, as_results + wrong, 0.0, -1.0,
-              len(containers_left(predictions_run_id(predictions))))
+    row = gold_scoring_row("dockerd-killed", tasks, predictions, out)
     row.notes = (f"daemon pid {daemon} killed {'with' if running else 'before'} a scoring container running; "
                  f"exits: the cut run {proc.returncode}, the same command again {again.returncode}")
     return row
